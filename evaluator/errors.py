@@ -1,0 +1,334 @@
+"""Every exception the evaluator raises, in one place.
+
+Two families live here:
+
+* the **smdebug tree** — class names, base classes, constructor arguments, attributes and
+  message texts identical to smdebug 1.0.34, because users' rules catch them by name::
+
+      SMDebugError
+      ├── SMDebugCustomerError
+      ├── SMDebugTypeError (TypeError)
+      ├── SMDebugRuntimeError (RuntimeError)
+      │   └── CorruptRecordError            ours: a damaged event-file record (file, offset)
+      ├── SMDebugNotImplementedError (NotImplementedError)
+      ├── SMDebugValueError (ValueError)
+      ├── InvalidCollectionConfiguration, StepNotYetAvailable, MissingCollectionFiles,
+      ├── IndexReaderException, StepUnavailable, TensorUnavailableForStep,
+      ├── ShapeUnavailableForStep, TensorUnavailable, InvalidWorker, NoMoreProfilerData,
+      ├── NoMoreData, RuleEvaluationConditionMet, InsufficientInformationForRuleInvocation
+      └── UnsupportedDtypeError (SMDebugValueError)  ours: a DataType numpy cannot hold
+
+* the **evaluator tree** — operational failures, each knowing who must act::
+
+      EvaluatorError
+      ├── ClientError                       the user must fix something (exit 2)
+      │   ├── StorageError
+      │   │   ├── ObjectNotFound
+      │   │   ├── AccessDenied
+      │   │   └── BucketNotFound
+      │   └── ConfigurationError
+      └── InternalServerError               our bug (exit 3)
+
+``IncompleteRecord`` is not an error for users: it says "the last record is still being written,
+come back later from the same offset".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluator.modes import ModeKeys
+
+__all__ = [
+    "AccessDenied",
+    "BucketNotFound",
+    "ClientError",
+    "ConfigurationError",
+    "CorruptRecordError",
+    "EvaluatorError",
+    "IncompleteRecord",
+    "IndexReaderException",
+    "InsufficientInformationForRuleInvocation",
+    "InternalServerError",
+    "InvalidCollectionConfiguration",
+    "InvalidWorker",
+    "MissingCollectionFiles",
+    "NoMoreData",
+    "NoMoreProfilerData",
+    "ObjectNotFound",
+    "RuleEvaluationConditionMet",
+    "SMDebugCustomerError",
+    "SMDebugError",
+    "SMDebugNotImplementedError",
+    "SMDebugRuntimeError",
+    "SMDebugTypeError",
+    "SMDebugValueError",
+    "ShapeUnavailableForStep",
+    "StepNotYetAvailable",
+    "StepUnavailable",
+    "StorageError",
+    "TensorUnavailable",
+    "TensorUnavailableForStep",
+    "UnsupportedDtypeError",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# smdebug's tree. The custom __init__s deliberately do not call super().__init__ with a message:
+# smdebug's don't, so ``e.args`` stays the positional constructor arguments (set by
+# BaseException.__new__) and ``str(e)`` comes from __str__.
+
+
+class SMDebugError(Exception):
+    """Base of every smdebug exception."""
+
+
+class SMDebugCustomerError(SMDebugError):
+    pass
+
+
+class SMDebugTypeError(SMDebugError, TypeError):
+    pass
+
+
+class SMDebugRuntimeError(SMDebugError, RuntimeError):
+    pass
+
+
+class SMDebugNotImplementedError(SMDebugError, NotImplementedError):
+    pass
+
+
+class SMDebugValueError(SMDebugError, ValueError):
+    pass
+
+
+class InvalidCollectionConfiguration(SMDebugError):
+    def __init__(self, c_name: str) -> None:
+        self.c_name = c_name
+
+    def __str__(self) -> str:
+        # smdebug's text has nine spaces here (a backslash-newline inside its f-string).
+        return (
+            f"Collection {self.c_name} has not been configured.         "
+            "Please fill in tensor_name or include_regex"
+        )
+
+
+class StepNotYetAvailable(SMDebugError):
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        self.step = step
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return f"Step {self.step} of mode {self.mode.name} not yet available"
+
+
+class MissingCollectionFiles(SMDebugError):
+    def __init__(self) -> None:
+        pass
+
+    def __str__(self) -> str:
+        return "Training job has ended. All the collection files could not be loaded"
+
+
+class IndexReaderException(SMDebugError):
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class StepUnavailable(SMDebugError):
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        self.step = step
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return f"Step {self.step} of mode {self.mode.name} is not available as it was not saved"
+
+
+class TensorUnavailableForStep(SMDebugError):
+    def __init__(
+        self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL, has_reductions: bool = False
+    ) -> None:
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+        self.has_reductions = has_reductions
+
+    def __str__(self) -> str:
+        msg = (
+            f"Value for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {self.mode.name} as it was not saved."
+        )
+        if self.has_reductions:
+            msg += (
+                "This tensor has reductions saved for this step. "
+                "You might want to query for the reductions."
+            )
+        return msg
+
+
+class ShapeUnavailableForStep(SMDebugError):
+    def __init__(self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return (
+            f"Shape for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {self.mode.name} as it was not saved."
+        )
+
+
+class TensorUnavailable(SMDebugError):
+    def __init__(self, tname: str) -> None:
+        self.tname = tname
+
+    def __str__(self) -> str:
+        return f"Tensor {self.tname} was not saved."
+
+
+class InvalidWorker(SMDebugError):
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+
+    def __str__(self) -> str:
+        return f"Invalid Worker: {self.worker}"
+
+
+class NoMoreProfilerData(SMDebugError):
+    def __init__(self, timestamp: Any) -> None:
+        self.timestamp = timestamp
+        self.msg = f"Looking for timestamp {timestamp} and reached end of training."
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class NoMoreData(SMDebugError):
+    def __init__(self, step: int, mode: ModeKeys, last_step: int) -> None:
+        self.step = step
+        self.mode = mode
+        self.last_step = last_step
+        self.msg = (
+            f"Looking for step {step} of mode {mode.name} and reached end of training. "
+            f"Max step available is {last_step}"
+        )
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class RuleEvaluationConditionMet(SMDebugError):
+    def __init__(self, rule_name: str, step: int, end_of_rule: bool = False) -> None:
+        self.rule_name = rule_name
+        self.step = step
+        self.end_of_rule = end_of_rule
+
+    def __str__(self) -> str:
+        return (
+            f"Evaluation of the rule {self.rule_name} at step {self.step} "
+            "resulted in the condition being met"
+        )
+
+
+class InsufficientInformationForRuleInvocation(SMDebugError):
+    def __init__(self, rule_name: str, message: str) -> None:
+        self.rule_name = rule_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"Insufficient information to invoke rule {self.rule_name}: {self.message}"
+
+
+# --------------------------------------------------------------------------------------------
+# Ours, in the smdebug tree so that code catching smdebug's classes keeps working.
+
+
+class CorruptRecordError(SMDebugRuntimeError):
+    """A record of an event file failed its checks: names the file and the byte offset."""
+
+    def __init__(self, source: str, offset: int, reason: str) -> None:
+        self.source = source
+        self.offset = offset
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"corrupt record in {self.source} at byte offset {self.offset}: {self.reason}"
+
+
+class UnsupportedDtypeError(SMDebugValueError):
+    """A tensor's DataType has no numpy equivalent (bfloat16, quantized, resource, variant)."""
+
+    def __init__(self, dtype_enum: int, dtype_name: str) -> None:
+        self.dtype_enum = dtype_enum
+        self.dtype_name = dtype_name
+
+    def __str__(self) -> str:
+        return f"tensor DataType {self.dtype_name} ({self.dtype_enum}) cannot be read as a numpy array"
+
+
+class IncompleteRecord(Exception):
+    """The data ends inside a record: it is still being written. Retry later from ``offset``."""
+
+    def __init__(self, source: str, offset: int, needed: int, available: int) -> None:
+        self.source = source
+        self.offset = offset
+        self.needed = needed
+        self.available = available
+
+    def __str__(self) -> str:
+        return (
+            f"incomplete record in {self.source} at byte offset {self.offset}: "
+            f"needs {self.needed} bytes, {self.available} available"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The evaluator's operational tree: status prefix and exit code per class.
+
+
+class EvaluatorError(Exception):
+    """Base of the evaluator's own failures."""
+
+    status_prefix = "InternalServerError"
+    exit_code = 3
+
+
+class ClientError(EvaluatorError):
+    """Something the user gave or controls is wrong; the message says what to fix."""
+
+    status_prefix = "ClientError"
+    exit_code = 2
+
+
+class InternalServerError(EvaluatorError):
+    """A bug in the evaluator."""
+
+
+class ConfigurationError(ClientError):
+    """A parameter, flag or configuration file is invalid."""
+
+
+class StorageError(ClientError):
+    """Reading the trial's storage failed. ``uri`` names what was being read."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        super().__init__(message)
+        self.uri = uri
+
+
+class ObjectNotFound(StorageError):
+    """The key or file does not exist."""
+
+
+class AccessDenied(StorageError):
+    """The credentials lack a permission; the message names the URI and the permission."""
+
+
+class BucketNotFound(StorageError):
+    """The S3 bucket does not exist."""

@@ -1,0 +1,45 @@
+"""Training modes and step states, with smdebug's names and values."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["ModeKeys", "StepState", "ALLOWED_MODES", "parse_mode"]
+
+
+class ModeKeys(Enum):
+    """The phase a step belongs to. Values match smdebug (``meta.mode`` holds the name)."""
+
+    TRAIN = 1
+    EVAL = 2
+    PREDICT = 3
+    GLOBAL = 4
+
+
+class StepState(Enum):
+    """Answer of ``Trial.has_passed_step``."""
+
+    UNAVAILABLE = 0
+    AVAILABLE = 1
+    NOT_YET_AVAILABLE = 2
+
+
+ALLOWED_MODES = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT, ModeKeys.GLOBAL)
+
+
+def parse_mode(value: object) -> ModeKeys:
+    """A ``ModeKeys`` from a member, its name (any case) or its integer value."""
+    if isinstance(value, ModeKeys):
+        return value
+    if isinstance(value, str):
+        try:
+            return ModeKeys[value.strip().upper()]
+        except KeyError:
+            pass
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return ModeKeys(value)
+        except ValueError:
+            pass
+    names = ", ".join(m.name for m in ModeKeys)
+    raise ValueError(f"unknown mode {value!r}; expected one of {names}")

@@ -1,0 +1,59 @@
+"""The storage seam: four async operations over keys relative to a trial root.
+
+Everything above this module speaks in *keys*: ``/``-separated paths relative to the trial's
+root (``index/000000000/000000000007_worker_0.json``), never in file paths or S3 URIs.
+Each backend translates keys, retries and errors once, here at the boundary, raising only
+the ``StorageError`` family from ``evaluator.errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["ObjectInfo", "Storage"]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One listed object: its key (relative to the root) and size in bytes."""
+
+    key: str
+    size: int
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Read-only access to one trial root. Implementations: local folder, S3, in-memory."""
+
+    @property
+    def uri(self) -> str:
+        """The root as the user gave it (a folder path or ``s3://bucket/prefix``), for messages."""
+        ...
+
+    def list_after(self, prefix: str, start_after: str | None = None) -> AsyncIterator[ObjectInfo]:
+        """Yield objects whose key starts with ``prefix`` and sorts strictly after ``start_after``.
+
+        Keys come in ascending byte order (S3's order), one page at a time. ``prefix`` is a
+        plain string prefix, not a folder (``"index/"``, ``"collections/000000000/"``). Files
+        still being written under a temporary name (``*.tmp``) are not listed.
+        """
+        ...
+
+    async def read(self, key: str) -> bytes:
+        """The whole object. Raises ``ObjectNotFound`` when it does not exist."""
+        ...
+
+    async def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object (half-open). Fewer bytes come back only when the
+        object is shorter than ``end``. Raises ``ObjectNotFound`` when it does not exist."""
+        ...
+
+    async def exists(self, key: str) -> bool:
+        """Whether an object with exactly this key exists."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and threads. Idempotent."""
+        ...
