@@ -12,11 +12,13 @@ Two families live here:
       │   └── CorruptRecordError            ours: a damaged event-file record (file, offset)
       ├── SMDebugNotImplementedError (NotImplementedError)
       ├── SMDebugValueError (ValueError)
-      ├── InvalidCollectionConfiguration, StepNotYetAvailable, MissingCollectionFiles,
+      ├── InvalidCollectionConfiguration, StepNotYetAvailable,
+      ├── MissingCollectionFiles
+      │   └── CollectionFilesTimeout          ours: gave up waiting (training still running)
       ├── IndexReaderException, StepUnavailable, TensorUnavailableForStep,
       ├── ShapeUnavailableForStep, TensorUnavailable, InvalidWorker, NoMoreProfilerData,
       ├── NoMoreData, RuleEvaluationConditionMet, InsufficientInformationForRuleInvocation
-      └── UnsupportedDtypeError (SMDebugValueError)  ours: a DataType numpy cannot hold
+      └── UnsupportedDtypeError (SMDebugValueError, KeyError)  ours: a DataType numpy cannot hold
 
 * the **evaluator tree** — operational failures, each knowing who must act::
 
@@ -43,6 +45,7 @@ __all__ = [
     "AccessDenied",
     "BucketNotFound",
     "ClientError",
+    "CollectionFilesTimeout",
     "ConfigurationError",
     "CorruptRecordError",
     "EvaluatorError",
@@ -261,8 +264,12 @@ class CorruptRecordError(SMDebugRuntimeError):
         return f"corrupt record in {self.source} at byte offset {self.offset}: {self.reason}"
 
 
-class UnsupportedDtypeError(SMDebugValueError):
-    """A tensor's DataType has no numpy equivalent (bfloat16, quantized, resource, variant)."""
+class UnsupportedDtypeError(SMDebugValueError, KeyError):
+    """A tensor's DataType has no numpy equivalent (bfloat16, quantized, resource, variant).
+
+    Also a ``KeyError``: smdebug raises a bare ``KeyError`` for dtypes it cannot read, and rules
+    written against it may catch that.
+    """
 
     def __init__(self, dtype_enum: int, dtype_name: str) -> None:
         self.dtype_enum = dtype_enum
@@ -270,6 +277,25 @@ class UnsupportedDtypeError(SMDebugValueError):
 
     def __str__(self) -> str:
         return f"tensor DataType {self.dtype_name} ({self.dtype_enum}) cannot be read as a numpy array"
+
+
+class CollectionFilesTimeout(MissingCollectionFiles):
+    """Collection files did not appear in time while training had not ended (smdebug waits
+    forever). A ``MissingCollectionFiles`` so that code catching smdebug's class still works."""
+
+    def __init__(self, uri: str, timeout: float, found: int, needed: int) -> None:
+        self.uri = uri
+        self.timeout = timeout
+        self.found = found
+        self.needed = needed
+
+    def __str__(self) -> str:
+        return (
+            f"found {self.found} of {self.needed} collection file(s) under "
+            f"{self.uri.rstrip('/')}/collections/000000000/ after waiting {self.timeout:g} s; "
+            "check that the path is a smdebug output folder and that the training job's hook "
+            "is writing to it (or raise collection_wait_timeout)"
+        )
 
 
 class IncompleteRecord(Exception):

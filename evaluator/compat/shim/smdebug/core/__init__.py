@@ -1,0 +1,1 @@
+"""smdebug.core: the modules user code imports from it."""

@@ -1,0 +1,63 @@
+"""A trial's summary: what a person wants to know before writing a rule against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluator.modes import ModeKeys
+
+__all__ = ["TrialSummary", "format_summary", "summarize"]
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    path: str
+    training_ended: bool
+    num_workers: int
+    workers: list[str]
+    steps: int
+    first_step: int | None
+    last_step: int | None
+    steps_per_mode: dict[str, int]
+    collections: dict[str, int]  # name -> tensors in the trial that belong to it
+    tensors: dict[str, int] = field(default_factory=dict)  # name -> steps saved
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def summarize(trial: Any) -> TrialSummary:
+    steps = trial.steps()
+    per_mode = {m.name: len(trial.steps(mode=m)) for m in trial.modes()}
+    if not per_mode and steps:
+        per_mode = {ModeKeys.GLOBAL.name: len(steps)}
+    names = trial.tensor_names()
+    return TrialSummary(
+        path=trial.path,
+        training_ended=trial.training_ended(),
+        num_workers=trial.num_workers,
+        workers=trial.workers(),
+        steps=len(steps),
+        first_step=steps[0] if steps else None,
+        last_step=steps[-1] if steps else None,
+        steps_per_mode=per_mode,
+        collections={c: len(trial.tensor_names(collection=c)) for c in sorted(trial.collections())},
+        tensors={n: len(trial.tensor(n).steps()) for n in names},
+    )
+
+
+def format_summary(s: TrialSummary) -> str:
+    step_range = f"{s.first_step}..{s.last_step}" if s.steps else "none"
+    lines = [
+        f"trial           {s.path}",
+        f"training ended  {'yes' if s.training_ended else 'no (still being written, or no end marker)'}",
+        f"workers         {s.num_workers}: {', '.join(s.workers)}",
+        f"steps           {s.steps} (global steps {step_range})",
+        "steps per mode  " + (", ".join(f"{m} {n}" for m, n in s.steps_per_mode.items()) or "none"),
+        "collections     " + (", ".join(f"{c} ({n})" for c, n in s.collections.items()) or "none"),
+        f"tensors         {len(s.tensors)}",
+    ]
+    width = max((len(n) for n in s.tensors), default=0)
+    lines += [f"  {n.ljust(width)}  {k} step{'s' if k != 1 else ''}" for n, k in s.tensors.items()]
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""``Tensor``: smdebug's Tensor API (values, reductions, shapes, steps, workers) for one name."""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evaluator.errors import (
+    InvalidWorker,
+    SMDebugNotImplementedError,
+    SMDebugRuntimeError,
+    ShapeUnavailableForStep,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailableForStep,
+)
+from evaluator.modes import ModeKeys, StepState
+from evaluator.trial.state import StepEntry, TensorRecord
+
+if TYPE_CHECKING:
+    from evaluator.trial.trial import Trial
+
+__all__ = ["Tensor"]
+
+GLOBAL = ModeKeys.GLOBAL
+
+
+class Tensor:
+    """One saved tensor of a trial. Get it with ``trial.tensor(name)``."""
+
+    def __init__(self, name: str, trial: Trial, record: TensorRecord, cache: bool = False) -> None:
+        self.name = name
+        self.trial = trial
+        self.cache = cache
+        self._record = record
+
+    def __repr__(self) -> str:
+        return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
+
+    @property
+    def original_name(self) -> str | None:
+        return self._record.original_name
+
+    # ---------------------------------------------------------------- step lookup
+
+    def _entries(self, step: int, mode: ModeKeys) -> dict[str, StepEntry] | None:
+        record = self._record
+        if mode == GLOBAL:
+            found = record.entries(GLOBAL, step)
+            if found:
+                return found
+            m, ms = self.trial.mode_modestep(step)
+            if m is None or ms is None:
+                return None
+            return record.entries(m, ms)
+        return record.entries(mode, step)
+
+    def _step(self, step: int, mode: ModeKeys, worker: str | None) -> StepEntry:
+        entries = self._entries(step, mode)
+        if entries is None:
+            self.trial.maybe_refresh(self.name)
+            state = self.trial.has_passed_step(step, mode)
+            if state == StepState.AVAILABLE:
+                entries = self._entries(step, mode)
+                if entries is None:
+                    raise TensorUnavailableForStep(self.name, step, mode)
+            elif state == StepState.UNAVAILABLE:
+                raise StepUnavailable(step, mode)
+            else:
+                raise StepNotYetAvailable(step, mode)
+        if worker is None:
+            if not entries:
+                raise SMDebugRuntimeError("No workers are available")
+            return entries[min(entries)]
+        found = entries.get(worker)
+        if found is None:
+            raise InvalidWorker(worker)
+        return found
+
+    # ---------------------------------------------------------------- values
+
+    def value(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+        """The saved array at ``step_num`` (a global step for GLOBAL, else a mode step).
+
+        With no ``worker``, the lexically first worker that saved the step is used.
+        """
+        entry = self._step(step_num, mode, worker)
+        if entry.location is None:
+            raise TensorUnavailableForStep(self.name, step_num, mode,
+                                           has_reductions=bool(entry.reductions))
+        return self.trial._read_value(entry.location, self.name, step_num, mode)
+
+    def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
+                        worker: str | None = None, abs: bool = False) -> Any:
+        """A reduction (min, max, mean, std, variance, sum, prod, l1, l2) at ``step_num``:
+        the saved one if the hook saved it, else computed from the raw tensor."""
+        entry = self._step(step_num, mode, worker)
+        saved = entry.reductions.get((reduction_name, abs))
+        if saved is not None:
+            return self.trial._read_value(saved, self.name, step_num, mode)
+        location = entry.location
+        if location is None:
+            raise TensorUnavailableForStep(reduction_name, step_num, mode)
+        return self.trial._computed_reduction(
+            location, reduction_name, abs,
+            lambda: self.trial._read_value(location, self.name, step_num, mode))
+
+    def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
+                         worker: str | None = None) -> dict[tuple[str, bool], Any]:
+        """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)``."""
+        entry = self._step(step_num, mode, worker)
+        return {key: self.trial._read_value(loc, self.name, step_num, mode)
+                for key, loc in entry.reductions.items()}
+
+    def shape(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
+        """The saved shape, else the shape of the saved value."""
+        entry = self._step(step_num, mode, worker)
+        if entry.shape is not None:
+            return entry.shape
+        try:
+            return self.value(step_num, mode=mode, worker=worker).shape
+        except TensorUnavailableForStep:
+            raise ShapeUnavailableForStep(self.name, step_num, mode) from None
+
+    def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
+        return {s: self.value(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
+
+    def shapes(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, tuple[int, ...]]:
+        """``{step: shape}`` over ``steps(mode)``: documented by smdebug, missing from it."""
+        return {s: self.shape(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        raise SMDebugNotImplementedError(
+            "step method has been removed. Please use tensor.value or tensor.reduction_value methods"
+        )
+
+    # ---------------------------------------------------------------- steps and workers
+
+    def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Steps at which this tensor was saved: global steps for GLOBAL, else mode steps."""
+        self.trial.maybe_refresh(self.name)
+        return self.trial._state.tensor_steps(self._record, mode, show_incomplete_steps)
+
+    def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
+        """Completed steps up to and including ``step``; the last ``n`` of them if ``n``."""
+        steps = self.steps(mode=mode)
+        found = steps[: bisect.bisect_right(steps, step)]
+        return found[-n:] if n else found
+
+    def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
+        """Workers that saved this tensor at ``step_num``, in the order their files were read."""
+        record = self._record
+        entries = record.entries(mode, step_num)
+        if entries is None and mode == GLOBAL:
+            found = self.trial._state.global_to_mode.get(step_num)
+            if found is not None:
+                entries = record.entries(*found)
+        if entries is None:
+            raise TensorUnavailableForStep(self.name, step_num, mode)
+        return list(entries)

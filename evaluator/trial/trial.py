@@ -1,0 +1,390 @@
+"""``Trial``: smdebug's synchronous Trial API, served from the trial cache.
+
+The facade holds no format or storage logic: ``TrialSource`` (async, on the background loop)
+reads files, ``TrialState`` keeps the bookkeeping, the caches keep bytes and decoded values.
+Method names, argument order, return types and exceptions follow smdebug 1.0.34; the deliberate
+differences are listed in docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import structlog
+
+from evaluator.config import TrialOptions
+from evaluator.errors import (
+    NoMoreData,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from evaluator.formats.collections_file import Collection
+from evaluator.formats.events import decode_record_value
+from evaluator.modes import ModeKeys, StepState
+from evaluator.storage.base import Storage
+from evaluator.trial.cache import ByteBoundedLRU, ValueCache
+from evaluator.trial.reductions import compute_reduction
+from evaluator.trial.runner import BackgroundLoop, get_loop
+from evaluator.trial.source import IndexScan, TrialSource
+from evaluator.trial.state import Location, TrialState
+from evaluator.trial.tensor import Tensor
+
+__all__ = ["Trial"]
+
+log = structlog.get_logger("evaluator.trial")
+
+MiB = 1024 * 1024
+
+
+class Trial:
+    """The debug output of one training job, local or on S3. Create it with ``create_trial``."""
+
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        storage: Storage,
+        *,
+        options: TrialOptions,
+        range_steps: tuple[int | None, int | None] | None = None,
+        cache: bool = False,
+        loop: BackgroundLoop | None = None,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.range_steps = range_steps
+        self.cache = cache
+        self.options = options
+        self.dynamic_refresh = True
+        self._storage = storage
+        self._loop = loop or get_loop()
+        self._source = TrialSource(storage, index_read_concurrency=options.index_read_concurrency)
+        self._read_keys: set[str] = set()
+        self._tensor_objects: dict[str, Tensor] = {}
+        self._values = ValueCache(int(options.value_cache_mb * MiB))
+        self._raw: ByteBoundedLRU[tuple[int, bytes]] = ByteBoundedLRU(int(options.raw_cache_mb * MiB))
+        self._closed = False
+        loaded = self._run(self._source.load_collections(
+            timeout=options.collection_wait_timeout, poll_interval=options.poll_interval))
+        self.collection_manager = loaded.manifest
+        self._collections: dict[str, Collection] = dict(loaded.manifest.collections)
+        self._state = TrialState(
+            num_workers=loaded.manifest.num_workers,
+            workers=loaded.workers,
+            incomplete_step_window=options.incomplete_step_window,
+            range_steps=range_steps,
+        )
+        self.refresh_data()
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run(coro)
+
+    def close(self) -> None:
+        """Release the storage's connections and the caches. The trial is unusable afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        self._values.clear()
+        self._raw.clear()
+        self._run(self._storage.aclose())
+
+    def __enter__(self) -> Trial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<Trial name={self.name!r} path={self.path!r} steps={len(self._state.global_to_mode)} "
+                f"workers={self.num_workers} loaded_all_steps={self.loaded_all_steps}>")
+
+    # smdebug exposes these as attributes
+    @property
+    def num_workers(self) -> int:
+        return self._state.num_workers
+
+    @property
+    def worker_set(self) -> set[str]:
+        return self._state.worker_set
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        return self._state.loaded_all_steps
+
+    @property
+    def last_complete_step(self) -> int:
+        return self._state.last_complete_step
+
+    @property
+    def last_index_token(self) -> str | None:
+        return self._state.last_index_token
+
+    # ---------------------------------------------------------------- refreshing
+
+    def refresh_data(self) -> None:
+        """Read the index files written since the last scan."""
+        scan = self._run(self._source.scan_index(
+            self._state.last_index_token, self._read_keys, self.range_steps))
+        self._apply(scan)
+
+    def _apply(self, scan: IndexScan) -> None:
+        for parsed in scan.files:
+            self._state.apply_index_file(parsed.step, parsed.worker, parsed.index)
+            self._read_keys.add(parsed.key)
+        token = scan.last_key or self._state.last_index_token
+        self._state.update_index_token(token)
+        if len(self._read_keys) > 1000 and self._state.last_index_token:
+            # Keys at or below the token are never listed again (listing is strictly after it).
+            floor = self._state.last_index_token
+            self._read_keys = {k for k in self._read_keys if k > floor}
+
+    def maybe_refresh(self, name: str | None = None) -> None:
+        """Scan for new data unless every step is loaded or refreshing is switched off."""
+        if self._state.loaded_all_steps or not self.dynamic_refresh:
+            return
+        self._refresh()
+
+    def _refresh(self) -> None:
+        ended = self._run(self._source.training_ended())
+        self.refresh_data()
+        if ended:
+            if self.options.training_end_delay:
+                time.sleep(self.options.training_end_delay)
+            self.refresh_data()
+            self._state.mark_all_loaded()
+
+    def training_ended(self) -> bool:
+        """Whether ``training_job_end.ts`` exists (smdebug's ``has_training_ended``)."""
+        return bool(self._run(self._source.training_ended()))
+
+    # ---------------------------------------------------------------- tensors
+
+    def tensor_names(
+        self,
+        show_prefixed_tensors: bool = False,
+        *,
+        step: int | None = None,
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        regex: str | list[Any] | None = None,
+        collection: str | Collection | None = None,
+    ) -> list[str]:
+        """Sorted names of saved tensors, optionally at one step, matching regexes or in a
+        collection. A mode or mode step never seen gives ``[]`` (smdebug raises KeyError)."""
+        self.maybe_refresh()
+        names = self._names_at(step, mode)
+        if regex is None and collection is None:
+            return sorted(names)
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
+        if collection is not None:
+            matched = self._names_in_collection(collection) & names
+        else:
+            matched = _matching(names, _flatten([regex]))
+        if not matched:
+            log.warning("tensor_names: no tensor matches", regex=regex, collection=_cname(collection))
+            return []
+        return sorted(matched)
+
+    def _names_at(self, step: int | None, mode: ModeKeys) -> set[str]:
+        state = self._state
+        if step is None:
+            if mode == ModeKeys.GLOBAL:
+                return set(state.tensors)
+            return set(state.mode_to_tensors.get(mode, ()))
+        g = state.to_global(mode, step)
+        if g is None:
+            return set()
+        return set(state.global_step_to_tensors.get(g, ()))
+
+    def _names_in_collection(self, collection: str | Collection) -> set[str]:
+        if isinstance(collection, str):
+            coll = self.collection(collection)
+        elif isinstance(collection, Collection):
+            coll = collection
+        else:
+            raise TypeError(f"Invalid argument type for collection {collection.__class__}")
+        known = set(self._state.tensors)
+        return (set(coll.tensor_names) & known) | _matching(known, list(coll.include_regex or []))
+
+    def tensor(self, tname: str) -> Tensor:
+        """The ``Tensor`` named ``tname``; ``TensorUnavailable`` if it was never saved."""
+        found = self._tensor_objects.get(tname)
+        if found is not None:
+            return found
+        record = self._state.tensors.get(tname)
+        if record is None:
+            self.maybe_refresh(tname)
+            record = self._state.tensors.get(tname)
+            if record is None:
+                raise TensorUnavailable(tname)
+        found = self._tensor_objects[tname] = Tensor(tname, self, record, cache=self.cache)
+        return found
+
+    def has_tensor(self, tname: str) -> bool:
+        if tname not in self._state.tensors:
+            self.maybe_refresh(tname)
+        return tname in self._state.tensors
+
+    def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray]:
+        return self._values_by_regex("inputs*", step, mode)
+
+    def labels(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray]:
+        return self._values_by_regex("labels*", step, mode)
+
+    def predictions(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray]:
+        return self._values_by_regex("predictions*", step, mode)
+
+    def _values_by_regex(self, regex: str, step: int, mode: ModeKeys) -> list[np.ndarray]:
+        names = sorted(self.tensor_names(step=step, mode=mode, regex=regex), key=_numeric_suffix)
+        return [self.tensor(n).value(step, mode=mode) for n in names]
+
+    # ---------------------------------------------------------------- steps and modes
+
+    def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Sorted steps of ``mode``: global steps for GLOBAL, mode steps otherwise."""
+        self.maybe_refresh()
+        return self._state.steps(mode, show_incomplete_steps)
+
+    def modes(self) -> Any:
+        """Modes seen so far, in order of first appearance (never GLOBAL), as dict keys."""
+        return self._state.mode_to_global.keys()
+
+    def mode(self, global_step: int) -> ModeKeys | None:
+        return self.mode_modestep(global_step)[0]
+
+    def mode_step(self, global_step: int) -> int | None:
+        return self.mode_modestep(global_step)[1]
+
+    def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        found = self._state.global_to_mode.get(global_step)
+        if found is None:
+            self.maybe_refresh()
+            found = self._state.global_to_mode.get(global_step)
+        return found if found is not None else (None, None)
+
+    def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
+        if mode == ModeKeys.GLOBAL:
+            return mode_step
+        g = self._state.to_global(mode, mode_step)
+        if g is None:
+            self.maybe_refresh()
+            g = self._state.to_global(mode, mode_step)
+        return g
+
+    def workers(self) -> list[str]:
+        """Worker names, from the collection files' names."""
+        self.maybe_refresh()
+        return sorted(self._state.worker_set)
+
+    def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
+        """Whether ``step`` is readable (AVAILABLE), was skipped (UNAVAILABLE), or may still
+        come (NOT_YET_AVAILABLE)."""
+        self.maybe_refresh()
+        return self._state.has_passed_step(step, mode)
+
+    def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        """Block until every step is readable. ``StepUnavailable`` for a skipped step,
+        ``NoMoreData`` past the end of an ended job. Unlike smdebug, automatic refreshing stays
+        as it was afterwards."""
+        for step in required_steps:
+            while True:
+                self._refresh_now()
+                state = self._state.has_passed_step(step, mode)
+                if state == StepState.AVAILABLE:
+                    break
+                if state == StepState.UNAVAILABLE:
+                    raise self._unavailable(step, mode)
+                time.sleep(self.options.poll_interval)
+
+    def _refresh_now(self) -> None:
+        if not self._state.loaded_all_steps:
+            self._refresh()
+
+    def _unavailable(self, step: int, mode: ModeKeys) -> Exception:
+        if not self._state.loaded_all_steps:
+            return StepUnavailable(step, mode)
+        every = self._state.steps(mode, show_incomplete_steps=True)
+        last = every[-1] if every else -1
+        return StepUnavailable(step, mode) if step < last else NoMoreData(step, mode, last)
+
+    # ---------------------------------------------------------------- collections
+
+    def collections(self) -> dict[str, Collection]:
+        return self._collections
+
+    def collection(self, coll_name: str) -> Collection:
+        """The collection named ``coll_name``; an empty one is created for an unknown name."""
+        found = self._collections.get(coll_name)
+        if found is None:
+            found = self._collections[coll_name] = Collection(coll_name)
+        return found
+
+    # ---------------------------------------------------------------- values (used by Tensor)
+
+    def _read_value(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
+        key = (loc.event_key, loc.start)
+        cached = self._values.get(key)
+        if cached is not None:
+            return cached.copy()
+        record = self._record_bytes(loc, tname, step, mode)
+        source = f"{self.path.rstrip('/')}/{loc.event_key}"
+        value = decode_record_value(record, source=source, offset=loc.start)
+        self._values.put(key, value)
+        return value.copy() if self._values.max_bytes else value
+
+    def _computed_reduction(self, loc: Location, name: str, is_abs: bool, value_fn: Any) -> Any:
+        key = (loc.event_key, loc.start, name, is_abs)
+        cached = self._values.get(key)
+        if cached is not None:
+            return cached[()]
+        result = compute_reduction(value_fn(), name, is_abs)
+        self._values.put(key, np.asarray(result))
+        return result
+
+    def _record_bytes(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> memoryview:
+        """The framed record at ``loc``, fetching all records of its event file in one read."""
+        end = loc.start + loc.length
+        span = self._raw.get(loc.event_key)
+        if span is not None and span[0] <= loc.start and end <= span[0] + len(span[1]):
+            return memoryview(span[1])[loc.start - span[0]: end - span[0]]
+        lo, hi = self._state.event_spans.get(loc.event_key, (loc.start, end))
+        if hi - lo > self.options.max_coalesced_read_mb * MiB or not (lo <= loc.start and end <= hi):
+            lo, hi = loc.start, end
+        data = self._run(self._source.read_event_bytes(
+            loc.event_key, lo, hi, wait=self.options.missing_event_file_timeout,
+            poll_interval=self.options.poll_interval))
+        if data is None or len(data) < end - lo:
+            raise TensorUnavailableForStep(tname, step, mode)
+        self._raw.put(loc.event_key, (lo, data))
+        return memoryview(data)[loc.start - lo: end - lo]
+
+
+def _flatten(items: list[Any]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, (list, tuple, set)):
+            out.extend(_flatten(list(item)))
+        else:
+            out.append(item)
+    return out
+
+
+def _matching(names: Iterable[str], patterns: list[str]) -> set[str]:
+    compiled = [re.compile(p) for p in patterns]
+    return {n for n in names if any(c.search(n) for c in compiled)}
+
+
+def _cname(collection: object) -> object:
+    return collection.name if isinstance(collection, Collection) else collection
+
+
+def _numeric_suffix(name: str) -> tuple[int, str]:
+    digits = re.search(r"(\d+)$", name)
+    return (int(digits.group(1)) if digits else -1, name)

@@ -1,0 +1,125 @@
+"""TrialState: smdebug's bookkeeping (completeness, tokens, StepState) without any files."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.errors import SMDebugValueError
+from evaluator.formats.index_file import IndexFile, IndexMeta, ShapeEntry, TensorEntry
+from evaluator.formats.keys import index_key
+from evaluator.modes import ModeKeys, StepState
+from evaluator.trial.state import TrialState
+
+TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
+A, NA, U = StepState.AVAILABLE, StepState.NOT_YET_AVAILABLE, StepState.UNAVAILABLE
+
+
+def index(step: int, worker: str, mode: ModeKeys = GLOBAL, mode_step: int | None = None,
+          names: tuple[str, ...] = ("w",), shapes: tuple[str, ...] = ()) -> IndexFile:
+    event = f"events/{step:012d}/{step:012d}_{worker}.tfevents"
+    return IndexFile(
+        meta=IndexMeta(mode, step if mode_step is None else mode_step, event if names else None),
+        tensors=tuple(TensorEntry(n, 100 * i, 100) for i, n in enumerate(names)),
+        shapes=tuple(ShapeEntry(n, n, (2, 2)) for n in shapes),
+    )
+
+
+def scan(state: TrialState, files: list[tuple[int, str]], **kw: object) -> None:
+    """Apply one listing's files (in key order) and move the token, as a refresh does."""
+    keys = sorted((index_key(step, worker), step, worker) for step, worker in files)
+    for _, step, worker in keys:
+        state.apply_index_file(step, worker, index(step, worker, **kw))
+    state.update_index_token(keys[-1][0] if keys else state.last_index_token)
+
+
+def test_single_worker_every_step_complete() -> None:
+    """With one worker every written step is complete and the token sits on the last one."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    scan(state, [(s, "worker_0") for s in (0, 2, 3, 5)])
+    assert state.steps(GLOBAL) == [0, 2, 3, 5]
+    assert state.last_complete_step == 5
+    assert state.last_index_token == index_key(5, "worker_0")
+    assert [state.has_passed_step(s, GLOBAL) for s in (0, 1, 5, 6)] == [A, U, A, NA]
+
+
+def test_partially_written_steps_of_three_workers() -> None:
+    """Steps 3-6 written by workers 0 and 2 only: smdebug's has_step scenario answers."""
+    state = TrialState(num_workers=3, workers={"worker_0", "worker_1", "worker_2"})
+    files = [(s, w) for s in range(3) for w in ("worker_0", "worker_1", "worker_2")]
+    files += [(s, w) for s in range(3, 7) for w in ("worker_0", "worker_2")]
+    scan(state, files)
+    assert state.steps(GLOBAL) == [0, 1, 2]
+    assert state.steps(GLOBAL, show_incomplete_steps=True) == list(range(7))
+    assert state.last_complete_step == 2
+    assert state.last_index_token == index_key(2, "worker_2")
+    assert [state.has_passed_step(s, GLOBAL) for s in range(3, 9)] == [NA] * 6
+
+
+def test_incomplete_step_window_declares_half_a_window_complete() -> None:
+    """Window 10, three workers, only worker_0 writes 0-19: the watermark goes 4, 9, then stays."""
+    state = TrialState(num_workers=3, workers={"worker_0", "worker_1", "worker_2"},
+                       incomplete_step_window=10)
+    scan(state, [(s, "worker_0") for s in range(20)])
+    assert state.last_complete_step == 4
+    assert state.last_index_token == index_key(4, "worker_2")
+    scan(state, [])
+    assert state.last_complete_step == 9
+    scan(state, [])
+    assert state.last_complete_step == 9
+    assert state.last_index_token == index_key(9, "worker_2")
+
+
+def test_mark_all_loaded_completes_every_step() -> None:
+    """Once training ended, incomplete steps count as complete and missing ones as skipped."""
+    state = TrialState(num_workers=2, workers={"worker_0", "worker_1"})
+    scan(state, [(0, "worker_0"), (0, "worker_1"), (1, "worker_0")])
+    assert state.steps(GLOBAL) == [0]
+    state.mark_all_loaded()
+    assert state.steps(GLOBAL) == [0, 1]
+    assert state.has_passed_step(1, GLOBAL) == A
+    assert state.has_passed_step(2, GLOBAL) == U
+
+
+def test_modes_map_mode_steps_to_global_steps() -> None:
+    """TRAIN and EVAL mode steps map to global steps; the first mapping seen wins."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    for g, (mode, ms) in enumerate([(TRAIN, 0), (TRAIN, 1), (EVAL, 0), (TRAIN, 2), (EVAL, 1)]):
+        state.apply_index_file(g, "worker_0", index(g, "worker_0", mode, ms))
+    assert state.all_steps(TRAIN) == [0, 1, 2]
+    assert state.all_steps(EVAL) == [0, 1]
+    assert state.to_global(EVAL, 1) == 4
+    assert list(state.mode_to_global) == [TRAIN, EVAL]
+    assert state.global_to_mode[3] == (TRAIN, 2)
+
+
+def test_shape_and_raw_value_in_one_file_are_both_kept() -> None:
+    """A shape entry does not erase the raw tensor's location (smdebug loses the value)."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    state.apply_index_file(0, "worker_0", index(0, "worker_0", names=("b",), shapes=("b",)))
+    entry = state.tensors["b"].entry(GLOBAL, 0, "worker_0")
+    assert entry.location is not None and entry.shape == (2, 2)
+
+
+def test_reduction_tensors_are_attached_to_their_tensor() -> None:
+    """``smdebug/reductions/abs_l1/w`` is stored as reduction (l1, abs) of tensor ``w``."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    state.apply_index_file(0, "worker_0", index(0, "worker_0", names=(
+        "smdebug/reductions/abs_l1/w", "smdebug/reductions/max/w")))
+    assert set(state.tensors) == {"w"}
+    entry = state.tensors["w"].entry(GLOBAL, 0, "worker_0")
+    assert set(entry.reductions) == {("l1", True), ("max", False)}
+    assert entry.location is None
+
+
+def test_negative_mode_step_is_rejected() -> None:
+    """A negative mode step in an index file raises smdebug's SMDebugValueError."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    with pytest.raises(SMDebugValueError, match="can not be less than 0"):
+        state.apply_index_file(0, "worker_0", index(0, "worker_0", TRAIN, -1))
+
+
+def test_event_spans_cover_all_records_of_a_file() -> None:
+    """The byte span of an event file covers every record its index lists."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    state.apply_index_file(7, "worker_0", index(7, "worker_0", names=("a", "b", "c")))
+    assert state.event_spans["events/000000000007/000000000007_worker_0.tfevents"] == (0, 300)
