@@ -1,0 +1,202 @@
+"""Index files: one JSON object per (step, worker) saying where each tensor's record is.
+
+::
+
+    {"meta": {"mode": "EVAL", "mode_step": 3, "event_file_name": "events/.../....tfevents"},
+     "tensor_payload": [{"tensorname": "w", "start_idx": 0, "length": 88}],
+     "shape_payload": [{"tensorname": "b", "originalname": "b:0", "shape": [4]}]}
+
+``meta`` holds the mode and mode step of the whole file; ``event_file_name`` is absent when the
+file lists only shapes. Byte ranges cover whole framed records. Parsing raises smdebug's
+``IndexReaderException`` with smdebug's messages for the cases smdebug checks, and with a
+message naming the field for the malformations smdebug would trip over with a bare error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import orjson
+
+from evaluator.errors import IndexReaderException
+from evaluator.modes import ModeKeys
+
+__all__ = [
+    "IndexFile",
+    "IndexMeta",
+    "ShapeEntry",
+    "TensorEntry",
+    "parse_index_file",
+    "serialize_index_file",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexMeta:
+    """Mode and mode step of every entry of the file, and the event file its ranges point into."""
+
+    mode: ModeKeys
+    mode_step: int
+    event_file_name: str | None
+
+
+class TensorEntry(NamedTuple):
+    """A tensor value: bytes ``[start_idx, start_idx + length)`` of the event file.
+
+    A NamedTuple rather than a frozen dataclass: a large trial has hundreds of thousands of
+    entries, and building a tuple costs a fraction of a frozen dataclass's ``__init__``.
+    """
+
+    tensorname: str
+    start_idx: int
+    length: int
+
+
+class ShapeEntry(NamedTuple):
+    """A saved shape (no value). ``originalname`` is the framework's name, e.g. ``fc/bias:0``."""
+
+    tensorname: str
+    originalname: str | None
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    meta: IndexMeta
+    tensors: tuple[TensorEntry, ...] = ()
+    shapes: tuple[ShapeEntry, ...] = ()
+
+
+def parse_index_file(data: bytes | str) -> IndexFile:
+    """Parse an index file's content."""
+    try:
+        document = orjson.loads(data)  # about twice as fast as json on index files
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        raise IndexReaderException("Empty/Corrupt Index File") from None
+    if not isinstance(document, dict):
+        raise IndexReaderException("Empty/Corrupt Index File")
+    if "meta" not in document:
+        raise IndexReaderException("meta section is not present")
+    meta = document["meta"]
+    if not meta:
+        raise IndexReaderException("meta section is empty")
+    if "tensor_payload" not in document and "shape_payload" not in document:
+        raise IndexReaderException("neither tensor_payload nor shape_payload sections are present")
+    tensors = tuple(_tensor_entry(e) for e in _entries(document, "tensor_payload"))
+    shapes = tuple(_shape_entry(e) for e in _entries(document, "shape_payload"))
+    parsed_meta = _meta(meta)
+    if tensors and parsed_meta.event_file_name is None:
+        raise IndexReaderException("index file lists tensors but its meta has no event_file_name")
+    return IndexFile(parsed_meta, tensors, shapes)
+
+
+def serialize_index_file(index: IndexFile) -> bytes:
+    """The bytes smdebug's index writer produces for ``index`` (``json.dumps`` layout)."""
+    meta: dict[str, Any] = {"mode": index.meta.mode.name, "mode_step": index.meta.mode_step}
+    if index.meta.event_file_name is not None:
+        meta["event_file_name"] = index.meta.event_file_name
+    document = {
+        "meta": meta,
+        "tensor_payload": [
+            {"tensorname": t.tensorname, "start_idx": t.start_idx, "length": t.length}
+            for t in index.tensors
+        ],
+        "shape_payload": [
+            {"tensorname": s.tensorname, "originalname": s.originalname, "shape": list(s.shape)}
+            for s in index.shapes
+        ],
+    }
+    return json.dumps(document).encode("utf-8")
+
+
+def _meta(meta: object) -> IndexMeta:
+    if not isinstance(meta, Mapping):
+        raise IndexReaderException(f"index meta must be an object, got {type(meta).__name__}")
+    mode = _field(meta, "mode", "meta")
+    if not isinstance(mode, str):
+        raise IndexReaderException(f"index meta 'mode' must be a mode name, got {mode!r}")
+    try:
+        parsed_mode = ModeKeys[mode.strip()]
+    except KeyError:
+        names = ", ".join(m.name for m in ModeKeys)
+        raise IndexReaderException(f"index meta has unknown mode {mode!r} ({names})") from None
+    mode_step = _int(_field(meta, "mode_step", "meta"), "meta", "mode_step")
+    event_file_name = meta.get("event_file_name")
+    if event_file_name is not None and not isinstance(event_file_name, str):
+        raise IndexReaderException(
+            f"index meta 'event_file_name' must be a string, got {event_file_name!r}"
+        )
+    return IndexMeta(parsed_mode, mode_step, event_file_name)
+
+
+def _entries(document: Mapping[str, Any], section: str) -> list[Any]:
+    entries = document.get(section, [])
+    if not isinstance(entries, list):
+        raise IndexReaderException(f"index {section} must be a list, got {type(entries).__name__}")
+    return entries
+
+
+def _tensor_entry(entry: Any) -> TensorEntry:
+    # Fast path for well-formed entries; anything unusual goes through the checks below.
+    if type(entry) is dict:
+        name, start, length = entry.get("tensorname"), entry.get("start_idx"), entry.get("length")
+        if type(name) is str and type(start) is int and type(length) is int:
+            return TensorEntry(name, start, length)
+    return _checked_tensor_entry(entry)
+
+
+def _checked_tensor_entry(entry: object) -> TensorEntry:
+    where = "tensor_payload entry"
+    if not isinstance(entry, Mapping):
+        raise IndexReaderException(f"{where} must be an object, got {entry!r}")
+    return TensorEntry(
+        tensorname=_name(entry, "tensorname", where),
+        start_idx=_int(_field(entry, "start_idx", where), where, "start_idx"),
+        length=_int(_field(entry, "length", where), where, "length"),
+    )
+
+
+def _shape_entry(entry: object) -> ShapeEntry:
+    where = "shape_payload entry"
+    if not isinstance(entry, Mapping):
+        raise IndexReaderException(f"{where} must be an object, got {entry!r}")
+    shape = _field(entry, "shape", where)
+    if not isinstance(shape, list):
+        raise IndexReaderException(f"{where} 'shape' must be a list, got {shape!r}")
+    original = entry.get("originalname")
+    if original is not None and not isinstance(original, str):
+        raise IndexReaderException(f"{where} 'originalname' must be a string, got {original!r}")
+    return ShapeEntry(
+        tensorname=_name(entry, "tensorname", where),
+        originalname=original,
+        shape=tuple(_int(d, where, "shape") for d in shape),
+    )
+
+
+def _field(mapping: Mapping[str, Any], key: str, where: str) -> Any:
+    try:
+        return mapping[key]
+    except KeyError:
+        raise IndexReaderException(f"index {where} has no {key!r}") from None
+
+
+def _name(entry: Mapping[str, Any], key: str, where: str) -> str:
+    value = _field(entry, key, where)
+    if not isinstance(value, str):
+        raise IndexReaderException(f"index {where} {key!r} must be a string, got {value!r}")
+    return value
+
+
+def _int(value: object, where: str, key: str) -> int:
+    # smdebug applies int(), so "3" is accepted; booleans and fractions are not integers here.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise IndexReaderException(f"index {where} {key!r} must be an integer, got {value!r}")

@@ -1,0 +1,156 @@
+"""Index JSON: smdebug's exceptions and messages, and byte-exact serialization."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluator.errors import IndexReaderException
+from evaluator.formats.index_file import (
+    IndexFile,
+    IndexMeta,
+    ShapeEntry,
+    TensorEntry,
+    parse_index_file,
+    serialize_index_file,
+)
+from evaluator.modes import ModeKeys
+from tests.unit.formats.fixture_files import INDEX_FILES, file_id
+
+EVENT_FILE = "events/000000000007/000000000007_worker_0.tfevents"
+SPEC_EXAMPLE = (
+    '{"meta": {"mode": "EVAL", "mode_step": 3, "event_file_name": "' + EVENT_FILE + '"}, '
+    '"tensor_payload": [{"tensorname": "w", "start_idx": 0, "length": 88}, '
+    '{"tensorname": "s", "start_idx": 88, "length": 83}], "shape_payload": []}'
+)
+SHAPE_ONLY = (
+    '{"meta": {"mode": "TRAIN", "mode_step": 617}, "tensor_payload": [], "shape_payload": '
+    '[{"tensorname": "conv1.weight", "originalname": "conv1.weight", "shape": [20, 1, 5, 5]}, '
+    '{"tensorname": "fc.bias", "originalname": "fc/bias:0", "shape": []}]}'
+)
+
+
+def test_parse_spec_example() -> None:
+    """The spec's example parses into meta and byte-range entries."""
+    index = parse_index_file(SPEC_EXAMPLE)
+    assert index.meta == IndexMeta(ModeKeys.EVAL, 3, EVENT_FILE)
+    assert index.tensors == (TensorEntry("w", 0, 88), TensorEntry("s", 88, 83))
+    assert index.shapes == ()
+
+
+def test_parse_shape_only_file() -> None:
+    """A shape-only file has no event_file_name and keeps original names and shapes."""
+    index = parse_index_file(SHAPE_ONLY.encode())
+    assert index.meta == IndexMeta(ModeKeys.TRAIN, 617, None)
+    assert index.shapes == (
+        ShapeEntry("conv1.weight", "conv1.weight", (20, 1, 5, 5)),
+        ShapeEntry("fc.bias", "fc/bias:0", ()),
+    )
+
+
+@pytest.mark.parametrize("text", [SPEC_EXAMPLE, SHAPE_ONLY])
+def test_serialize_matches_smdebug_layout(text: str) -> None:
+    """Serializing gives json.dumps's layout in smdebug's key order, byte for byte."""
+    assert serialize_index_file(parse_index_file(text)) == text.encode()
+
+
+@pytest.mark.parametrize("path", INDEX_FILES, ids=file_id)
+def test_every_fixture_index_file_round_trips_byte_exact(path: Path) -> None:
+    """Parsing then serializing each smdebug-written index file gives the same bytes."""
+    data = path.read_bytes()
+    assert serialize_index_file(parse_index_file(data)) == data
+
+
+def test_mode_name_is_stripped() -> None:
+    """Like smdebug, the mode name may carry surrounding whitespace."""
+    text = '{"meta": {"mode": " TRAIN ", "mode_step": "5"}, "shape_payload": []}'
+    assert parse_index_file(text).meta == IndexMeta(ModeKeys.TRAIN, 5, None)
+
+
+def test_missing_payload_section_reads_as_empty() -> None:
+    """One payload section is enough; the other reads as empty."""
+    text = '{"meta": {"mode": "GLOBAL", "mode_step": 1}, "shape_payload": []}'
+    assert parse_index_file(text) == IndexFile(IndexMeta(ModeKeys.GLOBAL, 1, None))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "Empty/Corrupt Index File"),
+        ("{not json", "Empty/Corrupt Index File"),
+        (b"\xff\xfe\x00", "Empty/Corrupt Index File"),
+        ("[1, 2]", "Empty/Corrupt Index File"),
+        ('{"tensor_payload": []}', "meta section is not present"),
+        ('{"meta": {}, "tensor_payload": []}', "meta section is empty"),
+        (
+            '{"meta": {"mode": "TRAIN", "mode_step": 0}}',
+            "neither tensor_payload nor shape_payload sections are present",
+        ),
+    ],
+)
+def test_smdebug_messages(text: str | bytes, message: str) -> None:
+    """The cases smdebug checks raise IndexReaderException with smdebug's exact message."""
+    with pytest.raises(IndexReaderException) as info:
+        parse_index_file(text)
+    assert str(info.value) == message
+
+
+def meta_json(**meta: object) -> str:
+    return json.dumps({"meta": meta, "tensor_payload": [], "shape_payload": []})
+
+
+def payload_json(tensors: object = (), shapes: object = ()) -> str:
+    meta = {"mode": "TRAIN", "mode_step": 0, "event_file_name": EVENT_FILE}
+    return json.dumps({"meta": meta, "tensor_payload": tensors, "shape_payload": shapes})
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        (meta_json(mode="TRAINING", mode_step=0), "TRAINING"),
+        (meta_json(mode=1, mode_step=0), "mode"),
+        (meta_json(mode_step=0), "mode"),
+        (meta_json(mode="TRAIN"), "mode_step"),
+        (meta_json(mode="TRAIN", mode_step="x"), "mode_step"),
+        (meta_json(mode="TRAIN", mode_step=True), "mode_step"),
+        (meta_json(mode="TRAIN", mode_step=1.5), "mode_step"),
+        (meta_json(mode="TRAIN", mode_step=0, event_file_name=3), "event_file_name"),
+        ('{"meta": 5, "shape_payload": []}', "meta"),
+        (payload_json(tensors={"a": 1}), "tensor_payload"),
+        (payload_json(tensors=[{"tensorname": "a", "start_idx": 0}]), "length"),
+        (payload_json(tensors=[{"start_idx": 0, "length": 4}]), "tensorname"),
+        (payload_json(tensors=[{"tensorname": "a", "start_idx": "x", "length": 4}]), "start_idx"),
+        (payload_json(tensors=["a"]), "tensor_payload entry"),
+        (payload_json(shapes=[{"tensorname": "a", "originalname": "a"}]), "shape"),
+        (payload_json(shapes=[{"tensorname": "a", "shape": [1, "b"]}]), "shape"),
+        (payload_json(shapes=[{"tensorname": "a", "originalname": 1, "shape": []}]), "original"),
+    ],
+)
+def test_other_malformations_name_the_field(text: str, names: str) -> None:
+    """Malformations smdebug trips over obscurely raise IndexReaderException naming the field."""
+    with pytest.raises(IndexReaderException, match=names):
+        parse_index_file(text)
+
+
+def test_tensors_without_event_file_name_are_refused() -> None:
+    """A file listing tensors must say which event file holds them."""
+    meta = {"mode": "TRAIN", "mode_step": 0}
+    entry = {"tensorname": "a", "start_idx": 0, "length": 20}
+    text = json.dumps({"meta": meta, "tensor_payload": [entry]})
+    with pytest.raises(IndexReaderException, match="event_file_name"):
+        parse_index_file(text)
+
+
+def test_missing_originalname_is_none() -> None:
+    """A shape entry without originalname parses with None."""
+    index = parse_index_file(payload_json(shapes=[{"tensorname": "a", "shape": [2]}]))
+    assert index.shapes == (ShapeEntry("a", None, (2,)),)
+
+
+def test_records_are_frozen() -> None:
+    """Parsed records are immutable."""
+    index = parse_index_file(SPEC_EXAMPLE)
+    with pytest.raises(AttributeError):
+        index.meta.mode_step = 4  # type: ignore[misc]
