@@ -50,7 +50,7 @@ class TrialOptions(BaseModel):
         "while training runs, before the value counts as unavailable.")
     poll_interval: float = Field(1.0, gt=0, description="Seconds between scans while waiting.")
     value_cache_mb: float = Field(256.0, ge=0, description="Memory bound for decoded values.")
-    raw_cache_mb: float = Field(64.0, ge=0, description="Memory bound for event-file bytes.")
+    raw_cache_mb: float = Field(192.0, ge=0, description="Memory bound for event-file bytes.")
     max_coalesced_read_mb: float = Field(
         16.0, ge=0, description="Largest single read that fetches all records of one event file.")
     index_read_concurrency: int = Field(64, ge=1, description="Index files read at once.")

@@ -15,6 +15,10 @@ class ModeKeys(Enum):
     PREDICT = 3
     GLOBAL = 4
 
+    # Members are singletons compared by identity; Enum's default __hash__ is Python-level
+    # (hash of the name) and shows up in profiles of trial loading, where modes key every dict.
+    __hash__ = object.__hash__
+
 
 class StepState(Enum):
     """Answer of ``Trial.has_passed_step``."""

@@ -23,6 +23,7 @@ from evaluator.formats.keys import (
     worker_from_collections_key,
 )
 from evaluator.storage.base import Storage
+from evaluator.trial.gcpause import gc_paused
 
 __all__ = ["IndexScan", "LoadedCollections", "ParsedIndex", "TrialSource"]
 
@@ -111,8 +112,9 @@ class TrialSource:
                 return await self.storage.read(key)
 
         blobs = await asyncio.gather(*(fetch(key) for key, _, _ in wanted))
-        files = [ParsedIndex(key, step, worker, parse_index_file(blob))
-                 for (key, step, worker), blob in zip(wanted, blobs)]
+        with gc_paused():
+            files = [ParsedIndex(key, step, worker, parse_index_file(blob))
+                     for (key, step, worker), blob in zip(wanted, blobs)]
         return IndexScan(files, last_key)
 
     # ------------------------------------------------------------------ event files

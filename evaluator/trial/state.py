@@ -30,13 +30,23 @@ class Location(NamedTuple):
     length: int
 
 
-@dataclass(slots=True)
 class StepEntry:
     """One tensor at one (mode, mode step) for one worker."""
 
-    location: Location | None = None
-    shape: tuple[int, ...] | None = None
-    reductions: dict[tuple[str, bool], Location] = field(default_factory=dict)
+    __slots__ = ("location", "shape", "reductions")
+
+    def __init__(self, location: Location | None = None) -> None:
+        self.location = location
+        self.shape: tuple[int, ...] | None = None
+        self.reductions: dict[tuple[str, bool], Location] = _NO_REDUCTIONS
+
+    def add_reduction(self, key: tuple[str, bool], location: Location) -> None:
+        if self.reductions is _NO_REDUCTIONS:
+            self.reductions = {}
+        self.reductions[key] = location
+
+
+_NO_REDUCTIONS: dict[tuple[str, bool], Location] = {}  # shared, never written: most tensors have none
 
 
 @dataclass(slots=True)
@@ -126,18 +136,24 @@ class TrialState:
         event_key = meta.event_file_name or ""
         lo = hi = -1
         for t in index.tensors:
-            loc = Location(event_key, t.start_idx, t.length)
-            end = t.start_idx + t.length
-            lo = t.start_idx if lo < 0 else min(lo, t.start_idx)
-            hi = max(hi, end)
-            reduction = split_reduction_name(t.tensorname) if REDUCTIONS_PREFIX in t.tensorname else None
-            if reduction is None:
-                self._entry(t.tensorname, mode, mode_step, worker).location = loc
-                names.add(t.tensorname)
-            else:
-                tname, red, is_abs = reduction
-                self._entry(tname, mode, mode_step, worker).reductions[(red, is_abs)] = loc
+            name, start, length = t.tensorname, t.start_idx, t.length
+            loc = Location(event_key, start, length)
+            if lo < 0 or start < lo:
+                lo = start
+            if start + length > hi:
+                hi = start + length
+            if REDUCTIONS_PREFIX in name:
+                tname, red, is_abs = split_reduction_name(name)  # type: ignore[misc]
+                self._entry(tname, mode, mode_step, worker).add_reduction((red, is_abs), loc)
                 names.add(tname)
+                continue
+            workers = self._workers(name, mode, mode_step)
+            entry = workers.get(worker)
+            if entry is None:
+                workers[worker] = StepEntry(loc)
+            else:
+                entry.location = loc
+            names.add(name)
         for sh in index.shapes:
             reduction = split_reduction_name(sh.tensorname) if REDUCTIONS_PREFIX in sh.tensorname else None
             tname = reduction[0] if reduction else sh.tensorname
@@ -151,11 +167,24 @@ class TrialState:
             self.event_spans[event_key] = (lo, hi) if span is None else (min(lo, span[0]), max(hi, span[1]))
         self._note_step(names, step, worker, mode, mode_step)
 
-    def _entry(self, tname: str, mode: ModeKeys, mode_step: int, worker: str) -> StepEntry:
+    def _workers(self, tname: str, mode: ModeKeys, mode_step: int) -> dict[str, StepEntry]:
         record = self.tensors.get(tname)
         if record is None:
             record = self.tensors[tname] = TensorRecord(tname)
-        return record.entry(mode, mode_step, worker)
+        by_step = record.steps.get(mode)
+        if by_step is None:
+            by_step = record.steps[mode] = {}
+        workers = by_step.get(mode_step)
+        if workers is None:
+            workers = by_step[mode_step] = {}
+        return workers
+
+    def _entry(self, tname: str, mode: ModeKeys, mode_step: int, worker: str) -> StepEntry:
+        workers = self._workers(tname, mode, mode_step)
+        entry = workers.get(worker)
+        if entry is None:
+            entry = workers[worker] = StepEntry()
+        return entry
 
     def _note_step(self, names: set[str], step: int, worker: str, mode: ModeKeys,
                    mode_step: int) -> None:

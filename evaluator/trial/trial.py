@@ -29,6 +29,7 @@ from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage
 from evaluator.trial.cache import ByteBoundedLRU, ValueCache
 from evaluator.trial.reductions import compute_reduction
+from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.runner import BackgroundLoop, get_loop
 from evaluator.trial.source import IndexScan, TrialSource
 from evaluator.trial.state import Location, TrialState
@@ -135,9 +136,10 @@ class Trial:
         self._apply(scan)
 
     def _apply(self, scan: IndexScan) -> None:
-        for parsed in scan.files:
-            self._state.apply_index_file(parsed.step, parsed.worker, parsed.index)
-            self._read_keys.add(parsed.key)
+        with gc_paused():
+            for parsed in scan.files:
+                self._state.apply_index_file(parsed.step, parsed.worker, parsed.index)
+                self._read_keys.add(parsed.key)
         token = scan.last_key or self._state.last_index_token
         self._state.update_index_token(token)
         if len(self._read_keys) > 1000 and self._state.last_index_token:
