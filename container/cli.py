@@ -44,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClientError, SMDebugError) as e:
         print(f"ClientError: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. piped into head: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,17 @@ class TrialSummary:
 
 
 def summarize(trial: Any) -> TrialSummary:
+    # An empty collection is normal here; smdebug's "no tensor matches" warning would be noise.
+    trial_log = logging.getLogger("evaluator.trial")
+    level = trial_log.level
+    trial_log.setLevel(logging.ERROR)
+    try:
+        return _summarize(trial)
+    finally:
+        trial_log.setLevel(level)
+
+
+def _summarize(trial: Any) -> TrialSummary:
     steps = trial.steps()
     per_mode = {m.name: len(trial.steps(mode=m)) for m in trial.modes()}
     if not per_mode and steps:

@@ -8,13 +8,13 @@ differences are listed in docs/compatibility.md.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import structlog
 
 from evaluator.config import TrialOptions
 from evaluator.errors import (
@@ -37,7 +37,7 @@ from evaluator.trial.tensor import Tensor
 
 __all__ = ["Trial"]
 
-log = structlog.get_logger("evaluator.trial")
+log = logging.getLogger("evaluator.trial")
 
 MiB = 1024 * 1024
 
@@ -190,7 +190,7 @@ class Trial:
         else:
             matched = _matching(names, _flatten([regex]))
         if not matched:
-            log.warning("tensor_names: no tensor matches", regex=regex, collection=_cname(collection))
+            log.warning("tensor_names: no tensor matches regex=%r collection=%r", regex, _cname(collection))
             return []
         return sorted(matched)
 
