@@ -26,6 +26,11 @@ _TRIAL_ENV = {
     "EVALUATOR_COLLECTION_WAIT_TIMEOUT": "collection_wait_timeout",
     "EVALUATOR_MISSING_EVENT_FILE_TIMEOUT": "missing_event_file_timeout",
     "EVALUATOR_POLL_INTERVAL": "poll_interval",
+    "EVALUATOR_MAX_POLL_INTERVAL": "max_poll_interval",
+    "EVALUATOR_IDLE_SCANS_TO_COMPLETE": "idle_scans_to_complete",
+    "EVALUATOR_PREFETCH_STEPS": "prefetch_steps",
+    "SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE": "stop_signal_file",
+    "rule_stop_grace_time_secs": "stop_grace_seconds",
     "EVALUATOR_VALUE_CACHE_MB": "value_cache_mb",
     "EVALUATOR_RAW_CACHE_MB": "raw_cache_mb",
 }
@@ -49,6 +54,17 @@ class TrialOptions(BaseModel):
         60.0, ge=0, description="Seconds to wait for an event file named by an index file "
         "while training runs, before the value counts as unavailable.")
     poll_interval: float = Field(1.0, gt=0, description="Seconds between scans while waiting.")
+    max_poll_interval: float = Field(
+        4.0, gt=0, description="Scans slow down to this interval while nothing new arrives.")
+    idle_scans_to_complete: int | None = Field(
+        None, ge=1, description="Treat the trial as complete after this many scans (a poll "
+        "interval apart) found nothing new; None waits for the end marker, as smdebug.")
+    prefetch_steps: int = Field(
+        2, ge=0, description="Event files of the next steps fetched ahead of the rule.")
+    stop_signal_file: str | None = Field(
+        None, description="Key, relative to the trial, of SageMaker's rule stop signal file.")
+    stop_grace_seconds: float = Field(
+        60.0, ge=0, description="Seconds after the stop signal's time before the rule stops.")
     value_cache_mb: float = Field(256.0, ge=0, description="Memory bound for decoded values.")
     raw_cache_mb: float = Field(192.0, ge=0, description="Memory bound for event-file bytes.")
     max_coalesced_read_mb: float = Field(

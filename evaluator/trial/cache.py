@@ -1,86 +1,111 @@
-"""Bounded caches for decoded tensor values and raw event-file bytes.
+"""The trial cache: the single owner of what is known about one trial.
 
-Both are LRU by bytes. Decoded values are handed out as copies, so a rule that changes an
-array in place cannot change what the next reader sees (smdebug decodes afresh on every call).
+It holds the bookkeeping (``TrialState``: steps, modes, workers, tensor locations), the
+index files already read, and the byte-bounded caches of event-file bytes and decoded values.
+Two threads use it: the poller (on the background loop) applies new index files; the Trial
+facade (the rule's thread) reads. Every change happens under ``lock`` and is announced on
+``changed``, so a caller waiting for a step sleeps on a condition, not in a polling loop.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Generic, TypeVar
+import time
+from collections.abc import Iterable
 
-import numpy as np
+from evaluator.config import TrialOptions
+from evaluator.trial.gcpause import gc_paused
+from evaluator.trial.lru import ByteBoundedLRU, ValueCache
+from evaluator.trial.source import ParsedIndex
+from evaluator.trial.state import TrialState
 
-__all__ = ["ByteBoundedLRU", "ValueCache"]
+__all__ = ["TrialCache"]
 
-V = TypeVar("V")
+log = logging.getLogger("evaluator.trial")
 
-
-def _nbytes(value: object) -> int:
-    if isinstance(value, np.ndarray):
-        return int(value.nbytes) + 112  # array header
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value) + 33
-    return 64
+MiB = 1024 * 1024
 
 
-class ByteBoundedLRU(Generic[V]):
-    """A thread-safe LRU mapping whose entries' sizes add up to at most ``max_bytes``."""
+class TrialCache:
+    """State, read-set and caches of one trial, safe to share between the poller and readers."""
 
-    def __init__(self, max_bytes: int) -> None:
-        if max_bytes < 0:
-            raise ValueError("max_bytes must be >= 0")
-        self.max_bytes = max_bytes
-        self.current_bytes = 0
-        self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+    def __init__(self, state: TrialState, options: TrialOptions, *, uri: str) -> None:
+        self.state = state
+        self.options = options
+        self.uri = uri
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.values = ValueCache(int(options.value_cache_mb * MiB))
+        self.raw: ByteBoundedLRU[tuple[int, bytes]] = ByteBoundedLRU(int(options.raw_cache_mb * MiB))
+        self.read_keys: set[str] = set()
+        self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
+        self.polls = 0
+        self._idle_scans = 0
+        self._last_idle_at = 0.0
 
-    def get(self, key: Hashable) -> V | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return item[0]
+    # ---------------------------------------------------------------- the poller's side
 
-    def put(self, key: Hashable, value: V) -> None:
-        size = _nbytes(value)
-        if size > self.max_bytes:
+    def scan_position(self) -> tuple[str | None, frozenset[str]]:
+        """Where the next listing starts, and which keys are already read."""
+        with self.lock:
+            return self.state.last_index_token, frozenset(self.read_keys)
+
+    def apply(self, files: Iterable[ParsedIndex], last_key: str | None, *, ended: bool) -> bool:
+        """Record one scan's new index files; True if anything new was learned.
+
+        ``ended`` says the end marker was seen *before* this scan's listing began, so every
+        file written before it has now been read: all steps count as complete.
+        """
+        with self.changed:
+            new = 0
+            with gc_paused():
+                for parsed in files:
+                    if parsed.key in self.read_keys:
+                        continue  # a concurrent scan applied it first
+                    self.state.apply_index_file(parsed.step, parsed.worker, parsed.index)
+                    self.read_keys.add(parsed.key)
+                    new += 1
+            self.state.update_index_token(last_key or self.state.last_index_token)
+            self._forget_read_keys_below_token()
+            if ended and not self.state.loaded_all_steps:
+                self.state.mark_all_loaded()
+            self.polls += 1
+            self._note_idle(new)
+            self.changed.notify_all()
+            return new > 0
+
+    def _forget_read_keys_below_token(self) -> None:
+        token = self.state.last_index_token
+        if len(self.read_keys) > 1000 and token:
+            # Listing is strictly after the token, so keys at or below it never come back.
+            self.read_keys = {k for k in self.read_keys if k > token}
+
+    def _note_idle(self, new: int) -> None:
+        """Count scans that found nothing, at least one poll interval apart; after
+        ``idle_scans_to_complete`` of them, treat the trial as complete (local folders that
+        were copied after training and have no end marker)."""
+        limit = self.options.idle_scans_to_complete
+        if new or limit is None or self.state.loaded_all_steps:
+            self._idle_scans = 0
             return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.current_bytes -= old[1]
-            self._items[key] = (value, size)
-            self.current_bytes += size
-            while self.current_bytes > self.max_bytes:
-                _, (_, evicted) = self._items.popitem(last=False)
-                self.current_bytes -= evicted
+        now = time.monotonic()
+        if self._idle_scans and now - self._last_idle_at < self.options.poll_interval:
+            return
+        self._idle_scans += 1
+        self._last_idle_at = now
+        if self._idle_scans > limit:
+            log.info("no new index files in %d scans: treating %s as complete (no end marker)",
+                     limit, self.uri)
+            self.state.mark_all_loaded()
 
-    def pop(self, key: Hashable) -> None:
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.current_bytes -= old[1]
+    # ---------------------------------------------------------------- the readers' side
+
+    def wait_for_change(self, timeout: float) -> None:
+        """Sleep until the next applied scan, or ``timeout`` seconds."""
+        with self.changed:
+            self.changed.wait(timeout)
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.current_bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-class ValueCache(ByteBoundedLRU[np.ndarray]):
-    """Decoded arrays keyed by their record location; ``get_copy`` hands out private copies."""
-
-    def get_copy(self, key: Hashable) -> np.ndarray | None:
-        value = self.get(key)
-        return None if value is None else value.copy()
+        self.values.clear()
+        self.raw.clear()

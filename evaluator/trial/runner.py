@@ -53,12 +53,26 @@ class BackgroundLoop:
         return self._thread
 
     def close(self) -> None:
+        """Cancel what still runs (background pollers), then stop the loop and its thread."""
         if self.loop.is_closed():
             return
+        if self._thread.is_alive():
+            try:
+                self.submit(_cancel_all()).result(timeout=5)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _cancel_all() -> None:
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 _lock = threading.Lock()

@@ -7,6 +7,7 @@ knows the key layout and the formats, holds no trial state, and runs on the back
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -38,10 +39,13 @@ class ParsedIndex:
 
 @dataclass(frozen=True, slots=True)
 class IndexScan:
-    """New index files in key order, and the last key the listing returned (None if none)."""
+    """One listing's new index files in key order, the last key listed (None if none), whether
+    the end marker was listed, and whether other keys sat between ``index/`` and the marker."""
 
     files: list[ParsedIndex]
     last_key: str | None
+    end_marker: bool = False
+    other_keys: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,19 +96,42 @@ class TrialSource:
 
     # ------------------------------------------------------------------ index files
 
-    async def scan_index(self, start_after: str | None, already_read: set[str],
-                         range_steps: tuple[int | None, int | None] | None) -> IndexScan:
-        """List index files after ``start_after`` and parse the ones not read before."""
+    async def scan(self, start_after: str | None, already_read: frozenset[str] | set[str],
+                   range_steps: tuple[int | None, int | None] | None, *,
+                   with_end_marker: bool) -> IndexScan:
+        """List index files after ``start_after`` and parse the ones not read before.
+
+        With ``with_end_marker`` the listing starts at the trial root instead of ``index/``:
+        ``training_job_end.ts`` sorts after every index key, so one LIST request answers both
+        "what is new" and "has training ended". Keys found between the two (an unexpected
+        folder) are reported, so the caller can go back to listing ``index/`` alone.
+        """
+        prefix = "" if with_end_marker else INDEX_PREFIX
         wanted: list[tuple[str, int, str]] = []
         last_key: str | None = None
-        async for obj in self.storage.list_after(INDEX_PREFIX, start_after):
-            last_key = obj.key
-            if obj.key in already_read or not is_index_key(obj.key):
-                continue
-            step, worker = parse_index_key(obj.key)
-            if range_steps is not None and not _in_range(step, range_steps):
-                continue
-            wanted.append((obj.key, step, worker))
+        end_marker = other_keys = False
+        async with contextlib.aclosing(
+            self.storage.list_after(prefix, start_after or INDEX_PREFIX)) as listing:
+            async for obj in listing:
+                key = obj.key
+                if not key.startswith(INDEX_PREFIX):
+                    if key == END_OF_JOB_KEY:
+                        end_marker = True
+                    elif key > END_OF_JOB_KEY:
+                        break
+                    else:
+                        other_keys = True
+                    continue
+                last_key = key
+                if key in already_read or not is_index_key(key):
+                    continue
+                step, worker = parse_index_key(key)
+                if range_steps is not None and not _in_range(step, range_steps):
+                    continue
+                wanted.append((key, step, worker))
+        return IndexScan(await self._read_index_files(wanted), last_key, end_marker, other_keys)
+
+    async def _read_index_files(self, wanted: list[tuple[str, int, str]]) -> list[ParsedIndex]:
         semaphore = asyncio.Semaphore(self._concurrency)
 
         async def fetch(key: str) -> bytes:
@@ -113,9 +140,14 @@ class TrialSource:
 
         blobs = await asyncio.gather(*(fetch(key) for key, _, _ in wanted))
         with gc_paused():
-            files = [ParsedIndex(key, step, worker, parse_index_file(blob))
-                     for (key, step, worker), blob in zip(wanted, blobs)]
-        return IndexScan(files, last_key)
+            return [ParsedIndex(key, step, worker, parse_index_file(blob))
+                    for (key, step, worker), blob in zip(wanted, blobs)]
+
+    async def read_optional(self, key: str) -> bytes | None:
+        try:
+            return await self.storage.read(key)
+        except ObjectNotFound:
+            return None
 
     # ------------------------------------------------------------------ event files
 

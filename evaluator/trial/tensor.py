@@ -141,7 +141,8 @@ class Tensor:
     def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which this tensor was saved: global steps for GLOBAL, else mode steps."""
         self.trial.maybe_refresh(self.name)
-        return self.trial._state.tensor_steps(self._record, mode, show_incomplete_steps)
+        with self.trial._cache.lock:
+            return self.trial._state.tensor_steps(self._record, mode, show_incomplete_steps)
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
         """Completed steps up to and including ``step``; the last ``n`` of them if ``n``."""
@@ -159,4 +160,5 @@ class Tensor:
                 entries = record.entries(*found)
         if entries is None:
             raise TensorUnavailableForStep(self.name, step_num, mode)
-        return list(entries)
+        with self.trial._cache.lock:
+            return list(entries)

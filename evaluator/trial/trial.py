@@ -8,9 +8,10 @@ differences are listed in docs/compatibility.md.
 
 from __future__ import annotations
 
+import bisect
+import concurrent.futures
 import logging
 import re
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,13 +26,15 @@ from evaluator.errors import (
 )
 from evaluator.formats.collections_file import Collection
 from evaluator.formats.events import decode_record_value
+from evaluator.formats.keys import event_key as make_event_key
+from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage
-from evaluator.trial.cache import ByteBoundedLRU, ValueCache
 from evaluator.trial.reductions import compute_reduction
-from evaluator.trial.gcpause import gc_paused
+from evaluator.trial.cache import TrialCache
+from evaluator.trial.poller import Poller
 from evaluator.trial.runner import BackgroundLoop, get_loop
-from evaluator.trial.source import IndexScan, TrialSource
+from evaluator.trial.source import TrialSource
 from evaluator.trial.state import Location, TrialState
 from evaluator.trial.tensor import Tensor
 
@@ -65,21 +68,22 @@ class Trial:
         self._storage = storage
         self._loop = loop or get_loop()
         self._source = TrialSource(storage, index_read_concurrency=options.index_read_concurrency)
-        self._read_keys: set[str] = set()
         self._tensor_objects: dict[str, Tensor] = {}
-        self._values = ValueCache(int(options.value_cache_mb * MiB))
-        self._raw: ByteBoundedLRU[tuple[int, bytes]] = ByteBoundedLRU(int(options.raw_cache_mb * MiB))
+        self._inflight: dict[str, concurrent.futures.Future[bytes | None]] = {}
         self._closed = False
         loaded = self._run(self._source.load_collections(
             timeout=options.collection_wait_timeout, poll_interval=options.poll_interval))
         self.collection_manager = loaded.manifest
         self._collections: dict[str, Collection] = dict(loaded.manifest.collections)
-        self._state = TrialState(
+        state = TrialState(
             num_workers=loaded.manifest.num_workers,
             workers=loaded.workers,
             incomplete_step_window=options.incomplete_step_window,
             range_steps=range_steps,
         )
+        self._cache = TrialCache(state, options, uri=path)
+        self._state = state
+        self._poller = Poller(self._cache, self._source, options, range_steps)
         self.refresh_data()
 
     # ---------------------------------------------------------------- plumbing
@@ -92,8 +96,8 @@ class Trial:
         if self._closed:
             return
         self._closed = True
-        self._values.clear()
-        self._raw.clear()
+        self._poller.stop()
+        self._cache.clear()
         self._run(self._storage.aclose())
 
     def __enter__(self) -> Trial:
@@ -130,37 +134,20 @@ class Trial:
     # ---------------------------------------------------------------- refreshing
 
     def refresh_data(self) -> None:
-        """Read the index files written since the last scan."""
-        scan = self._run(self._source.scan_index(
-            self._state.last_index_token, self._read_keys, self.range_steps))
-        self._apply(scan)
-
-    def _apply(self, scan: IndexScan) -> None:
-        with gc_paused():
-            for parsed in scan.files:
-                self._state.apply_index_file(parsed.step, parsed.worker, parsed.index)
-                self._read_keys.add(parsed.key)
-        token = scan.last_key or self._state.last_index_token
-        self._state.update_index_token(token)
-        if len(self._read_keys) > 1000 and self._state.last_index_token:
-            # Keys at or below the token are never listed again (listing is strictly after it).
-            floor = self._state.last_index_token
-            self._read_keys = {k for k in self._read_keys if k > floor}
+        """Scan storage now: read the index files written since the last scan."""
+        self._run(self._poller.poll_once())
 
     def maybe_refresh(self, name: str | None = None) -> None:
-        """Scan for new data unless every step is loaded or refreshing is switched off."""
-        if self._state.loaded_all_steps or not self.dynamic_refresh:
+        """Scan for new data, unless every step is loaded, refreshing is switched off, or the
+        background poller is already keeping the trial fresh."""
+        if self._state.loaded_all_steps or not self.dynamic_refresh or self._poller.running:
             return
-        self._refresh()
-
-    def _refresh(self) -> None:
-        ended = self._run(self._source.training_ended())
         self.refresh_data()
-        if ended:
-            if self.options.training_end_delay:
-                time.sleep(self.options.training_end_delay)
-            self.refresh_data()
-            self._state.mark_all_loaded()
+
+    def start_polling(self) -> None:
+        """Keep the trial fresh from a background poller (the evaluator does this for live
+        jobs); access-triggered rescans stop, waits wake as soon as a poll brings news."""
+        self._poller.start(self._loop)
 
     def training_ended(self) -> bool:
         """Whether ``training_job_end.ts`` exists (smdebug's ``has_training_ended``)."""
@@ -180,7 +167,8 @@ class Trial:
         """Sorted names of saved tensors, optionally at one step, matching regexes or in a
         collection. A mode or mode step never seen gives ``[]`` (smdebug raises KeyError)."""
         self.maybe_refresh()
-        names = self._names_at(step, mode)
+        with self._cache.lock:
+            names = self._names_at(step, mode)
         if regex is None and collection is None:
             return sorted(names)
         if regex is not None and collection is not None:
@@ -212,7 +200,8 @@ class Trial:
             coll = collection
         else:
             raise TypeError(f"Invalid argument type for collection {collection.__class__}")
-        known = set(self._state.tensors)
+        with self._cache.lock:
+            known = set(self._state.tensors)
         return (set(coll.tensor_names) & known) | _matching(known, list(coll.include_regex or []))
 
     def tensor(self, tname: str) -> Tensor:
@@ -252,7 +241,8 @@ class Trial:
     def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Sorted steps of ``mode``: global steps for GLOBAL, mode steps otherwise."""
         self.maybe_refresh()
-        return self._state.steps(mode, show_incomplete_steps)
+        with self._cache.lock:
+            return self._state.steps(mode, show_incomplete_steps)
 
     def modes(self) -> Any:
         """Modes seen so far, in order of first appearance (never GLOBAL), as dict keys."""
@@ -283,13 +273,15 @@ class Trial:
     def workers(self) -> list[str]:
         """Worker names, from the collection files' names."""
         self.maybe_refresh()
-        return sorted(self._state.worker_set)
+        with self._cache.lock:
+            return sorted(self._state.worker_set)
 
     def has_passed_step(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> StepState:
         """Whether ``step`` is readable (AVAILABLE), was skipped (UNAVAILABLE), or may still
         come (NOT_YET_AVAILABLE)."""
         self.maybe_refresh()
-        return self._state.has_passed_step(step, mode)
+        with self._cache.lock:
+            return self._state.has_passed_step(step, mode)
 
     def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = ModeKeys.GLOBAL) -> None:
         """Block until every step is readable. ``StepUnavailable`` for a skipped step,
@@ -297,22 +289,28 @@ class Trial:
         as it was afterwards."""
         for step in required_steps:
             while True:
-                self._refresh_now()
-                state = self._state.has_passed_step(step, mode)
+                with self._cache.lock:
+                    state = self._state.has_passed_step(step, mode)
                 if state == StepState.AVAILABLE:
                     break
                 if state == StepState.UNAVAILABLE:
                     raise self._unavailable(step, mode)
-                time.sleep(self.options.poll_interval)
+                self._wait_for_news()
 
-    def _refresh_now(self) -> None:
-        if not self._state.loaded_all_steps:
-            self._refresh()
+    def _wait_for_news(self) -> None:
+        """Sleep until the background poller applies a scan (starting it if needed)."""
+        self.start_polling()
+        if self._poller.error is not None:
+            raise self._poller.error
+        self._cache.wait_for_change(self.options.max_poll_interval + 1)
+        if self._poller.error is not None:
+            raise self._poller.error
 
     def _unavailable(self, step: int, mode: ModeKeys) -> Exception:
         if not self._state.loaded_all_steps:
             return StepUnavailable(step, mode)
-        every = self._state.steps(mode, show_incomplete_steps=True)
+        with self._cache.lock:
+            every = self._state.steps(mode, show_incomplete_steps=True)
         last = every[-1] if every else -1
         return StepUnavailable(step, mode) if step < last else NoMoreData(step, mode, last)
 
@@ -331,41 +329,94 @@ class Trial:
     # ---------------------------------------------------------------- values (used by Tensor)
 
     def _read_value(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
+        values = self._cache.values
         key = (loc.event_key, loc.start)
-        cached = self._values.get(key)
+        cached = values.get(key)
         if cached is not None:
             return cached.copy()
         record = self._record_bytes(loc, tname, step, mode)
         source = f"{self.path.rstrip('/')}/{loc.event_key}"
         value = decode_record_value(record, source=source, offset=loc.start)
-        self._values.put(key, value)
-        return value.copy() if self._values.max_bytes else value
+        values.put(key, value)
+        return value.copy() if values.max_bytes else value
 
     def _computed_reduction(self, loc: Location, name: str, is_abs: bool, value_fn: Any) -> Any:
         key = (loc.event_key, loc.start, name, is_abs)
-        cached = self._values.get(key)
+        cached = self._cache.values.get(key)
         if cached is not None:
             return cached[()]
         result = compute_reduction(value_fn(), name, is_abs)
-        self._values.put(key, np.asarray(result))
+        self._cache.values.put(key, np.asarray(result))
         return result
 
     def _record_bytes(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> memoryview:
-        """The framed record at ``loc``, fetching all records of its event file in one read."""
+        """The framed record at ``loc``: all records of its event file are fetched in one read,
+        and the files of the next steps are fetched ahead (``prefetch_steps``)."""
         end = loc.start + loc.length
-        span = self._raw.get(loc.event_key)
-        if span is not None and span[0] <= loc.start and end <= span[0] + len(span[1]):
-            return memoryview(span[1])[loc.start - span[0]: end - span[0]]
-        lo, hi = self._state.event_spans.get(loc.event_key, (loc.start, end))
-        if hi - lo > self.options.max_coalesced_read_mb * MiB or not (lo <= loc.start and end <= hi):
-            lo, hi = loc.start, end
-        data = self._run(self._source.read_event_bytes(
-            loc.event_key, lo, hi, wait=self.options.missing_event_file_timeout,
-            poll_interval=self.options.poll_interval))
+        found = self._cached_span(loc.event_key, loc.start, end)
+        if found is None:
+            pending = self._inflight.get(loc.event_key)
+            if pending is not None:
+                pending.result()  # a prefetch of this file is under way: wait for it
+                found = self._cached_span(loc.event_key, loc.start, end)
+        if found is not None:
+            return found
+        lo, hi = self._span_to_read(loc.event_key, loc.start, end)
+        data = self._run(self._fetch(loc.event_key, lo, hi))
         if data is None or len(data) < end - lo:
             raise TensorUnavailableForStep(tname, step, mode)
-        self._raw.put(loc.event_key, (lo, data))
+        self._prefetch_after(loc.event_key)
         return memoryview(data)[loc.start - lo: end - lo]
+
+    def _cached_span(self, event_key: str, start: int, end: int) -> memoryview | None:
+        span = self._cache.raw.get(event_key)
+        if span is not None and span[0] <= start and end <= span[0] + len(span[1]):
+            return memoryview(span[1])[start - span[0]: end - span[0]]
+        return None
+
+    def _span_to_read(self, event_key: str, start: int, end: int) -> tuple[int, int]:
+        with self._cache.lock:
+            lo, hi = self._state.event_spans.get(event_key, (start, end))
+        if hi - lo > self.options.max_coalesced_read_mb * MiB or not (lo <= start and end <= hi):
+            return start, end
+        return lo, hi
+
+    async def _fetch(self, event_key: str, lo: int, hi: int) -> bytes | None:
+        data = await self._source.read_event_bytes(
+            event_key, lo, hi, wait=self.options.missing_event_file_timeout,
+            poll_interval=self.options.poll_interval)
+        if data is not None and len(data) >= hi - lo:
+            self._cache.raw.put(event_key, (lo, data))
+        return data
+
+    def _prefetch_after(self, event_key: str) -> None:
+        """Fetch the event files of this worker's next saved steps in the background."""
+        depth = self.options.prefetch_steps
+        if depth <= 0 or len(self._inflight) >= 2 * depth:
+            return
+        step, worker = parse_index_key(event_key)  # also parses event-file keys
+        with self._cache.lock:
+            steps = self._state.all_steps(ModeKeys.GLOBAL)
+            after = steps[bisect.bisect_right(steps, step): bisect.bisect_right(steps, step) + depth]
+            wanted = [(k, *self._state.event_spans[k]) for k in
+                      (make_event_key(s, worker) for s in after)
+                      if k in self._state.event_spans]
+        for key, lo, hi in wanted:
+            if key in self._inflight or self._cache.raw.get(key) is not None:
+                continue
+            if hi - lo > self.options.max_coalesced_read_mb * MiB:
+                continue
+            future = self._loop.submit(self._source.read_event_bytes(key, lo, hi, wait=0, poll_interval=0))
+            self._inflight[key] = future
+            future.add_done_callback(lambda f, key=key, lo=lo, hi=hi: self._prefetched(key, lo, hi, f))
+
+    def _prefetched(self, key: str, lo: int, hi: int, future: concurrent.futures.Future[bytes | None]) -> None:
+        try:
+            data = None if future.cancelled() or future.exception() else future.result()
+            if data is not None and len(data) >= hi - lo:
+                self._cache.raw.put(key, (lo, data))
+        finally:
+            self._inflight.pop(key, None)
 
 
 def _flatten(items: list[Any]) -> list[str]:

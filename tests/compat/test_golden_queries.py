@@ -26,9 +26,26 @@ FIXES = {
 }
 
 
+@pytest.fixture(scope="module")
+def s3_fixtures(s3_server: Any) -> str:
+    """Every fixture trial uploaded once to the moto S3 server; the URI of their parent."""
+    bucket = s3_server.new_bucket()
+    for name in SCENARIOS:
+        s3_server.upload_folder(DATA / name, bucket, f"fixtures/{name}")
+    return f"s3://{bucket}/fixtures"
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def location(request: pytest.FixtureRequest) -> str:
+    if request.param == "s3":
+        return request.getfixturevalue("s3_fixtures")
+    return str(DATA)
+
+
 @pytest.fixture(scope="module", params=SCENARIOS)
-def scenario(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any, dict[str, Any]]]:
-    trial = create_trial(str(DATA / request.param))
+def scenario(request: pytest.FixtureRequest, location: str) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """A trial read from a local folder or from S3 (moto server on 127.0.0.1)."""
+    trial = create_trial(f"{location}/{request.param}")
     yield request.param, trial, load_golden(request.param)
     trial.close()
 
