@@ -70,6 +70,7 @@ class Trial:
         self._source = TrialSource(storage, index_read_concurrency=options.index_read_concurrency)
         self._tensor_objects: dict[str, Tensor] = {}
         self._inflight: dict[str, concurrent.futures.Future[bytes | None]] = {}
+        self._prefetched: set[str] = set()  # fetched ahead, not read yet
         self._closed = False
         loaded = self._run(self._source.load_collections(
             timeout=options.collection_wait_timeout, poll_interval=options.poll_interval))
@@ -360,6 +361,9 @@ class Trial:
                 pending.result()  # a prefetch of this file is under way: wait for it
                 found = self._cached_span(loc.event_key, loc.start, end)
         if found is not None:
+            if loc.event_key in self._prefetched:  # first use of a prefetched file: keep ahead
+                self._prefetched.discard(loc.event_key)
+                self._prefetch_after(loc.event_key)
             return found
         lo, hi = self._span_to_read(loc.event_key, loc.start, end)
         data = self._run(self._fetch(loc.event_key, lo, hi))
@@ -408,13 +412,14 @@ class Trial:
                 continue
             future = self._loop.submit(self._source.read_event_bytes(key, lo, hi, wait=0, poll_interval=0))
             self._inflight[key] = future
-            future.add_done_callback(lambda f, key=key, lo=lo, hi=hi: self._prefetched(key, lo, hi, f))
+            future.add_done_callback(lambda f, key=key, lo=lo, hi=hi: self._store_prefetch(key, lo, hi, f))
 
-    def _prefetched(self, key: str, lo: int, hi: int, future: concurrent.futures.Future[bytes | None]) -> None:
+    def _store_prefetch(self, key: str, lo: int, hi: int, future: concurrent.futures.Future[bytes | None]) -> None:
         try:
             data = None if future.cancelled() or future.exception() else future.result()
             if data is not None and len(data) >= hi - lo:
                 self._cache.raw.put(key, (lo, data))
+                self._prefetched.add(key)
         finally:
             self._inflight.pop(key, None)
 
