@@ -1,0 +1,681 @@
+"""Benchmark our trial reader against the real smdebug 1.0.34 on the same trial, in one run.
+
+    .venv/bin/python bench/run.py                                   # both sides, local, 3 repeats
+    .venv/bin/python bench/run.py --impl smdebug --workloads values_all
+    .venv/bin/python bench/run.py --s3 --repeat 1                   # metadata+values100 via moto
+    .venv/bin/python bench/run.py --report-only                     # rewrite RESULTS.md only
+
+Steps: make sure bench/.work/venv-smdebug exists (bench/setup_smdebug.sh) and the trial exists
+(bench/make_trial.py, written by smdebug itself); warm the page cache; run every workload
+``--repeat`` times per implementation, each run in a fresh process (bench/workloads.py under
+the matching interpreter), alternating the implementations; take medians; check that both
+implementations (and every repeat) read the same values (checksums); store the raw figures in
+bench/results.json (one entry per storage/workload/implementation; running one side replaces
+only that side's entries) and write bench/RESULTS.md from it.
+
+Exit status: 0, or 1 when a requested run failed or the checksums disagree.  ``--impl ours``
+before evaluator.trial can be imported is reported and skipped (exit 0), leaving stored
+figures alone.  Never run from the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import resource
+import shlex
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import make_trial  # noqa: E402  (stdlib-only at import time)
+from workloads import S3_WORKLOADS, WORKLOADS  # noqa: E402
+
+WORK = os.path.join(HERE, ".work")
+SMDEBUG_PY = os.path.join(WORK, "venv-smdebug", "bin", "python")
+OURS_PY_DEFAULT = os.path.join(REPO, ".venv", "bin", "python")
+MOTO_SERVER_DEFAULT = os.path.join(REPO, ".venv", "bin", "moto_server")
+RESULTS_JSON = os.path.join(HERE, "results.json")
+RESULTS_MD = os.path.join(HERE, "RESULTS.md")
+IMPLS = ("smdebug", "ours")
+S3_BUCKET = "bench-trials"
+TARGET_SPEEDUP = 10.0
+# What the summary's seconds are: everything the process does after the import (total_s);
+# for the value workloads also the reads alone, on a row of their own.
+HEADLINE = {
+    "metadata": "create_trial + steps() + modes() + tensor_names() + workers()",
+    "values100": "create_trial + steps()/tensor_names() + 100 value() reads; the reads alone on their own row",
+    "values_all": "create_trial + steps()/tensor_names() + every tensor at every step, twice "
+                  "(2 x steps x tensors value() calls); the reads alone on their own row",
+}
+# Phases shown in the per-workload tables, in order.
+PHASES = {
+    "metadata": ["import", "create_trial", "steps", "modes", "tensor_names", "workers"],
+    "values100": ["import", "create_trial", "list", "reads", "checksum_s", "reads_net"],
+    "values_all": ["import", "create_trial", "list", "pass1", "pass2", "reads", "checksum_s", "reads_net"],
+}
+
+
+def rel(path: str) -> str:
+    try:
+        r = os.path.relpath(path, REPO)
+    except ValueError:
+        return path
+    return path if r.startswith("..") else r
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------------------------
+# preparation
+
+
+def ensure_smdebug_venv() -> None:
+    log("checking the smdebug 1.0.34 venv (bench/setup_smdebug.sh)")
+    subprocess.run(["bash", os.path.join(HERE, "setup_smdebug.sh")], check=True, stdout=sys.stderr)
+
+
+def trial_params(trial: str) -> argparse.Namespace:
+    """make_trial.py's parameters for this trial: its defaults, or those in an existing manifest."""
+    ns = argparse.Namespace(out=trial, steps=2000, tensors=50, size=256, seed=1234)
+    try:
+        with open(make_trial.manifest_path(trial)) as f:
+            m = json.load(f)
+        for k in ("steps", "tensors", "size", "seed"):
+            setattr(ns, k, int(m.get(k, getattr(ns, k))))
+    except (OSError, ValueError, TypeError):
+        pass
+    return ns
+
+
+def ensure_trial(trial: str) -> dict:
+    """Write the trial with smdebug's writer unless it is complete; return its manifest."""
+    args = trial_params(trial)
+    if not make_trial.is_complete(trial, make_trial.wanted_manifest(args)):
+        ensure_smdebug_venv()
+        log(f"writing the trial with smdebug's own writer (about 2 minutes): {rel(trial)}")
+        subprocess.run([SMDEBUG_PY, os.path.join(HERE, "make_trial.py"), "--out", trial,
+                        "--steps", str(args.steps), "--tensors", str(args.tensors),
+                        "--size", str(args.size), "--seed", str(args.seed)],
+                       check=True, stdout=sys.stderr)
+    with open(make_trial.manifest_path(trial)) as f:
+        return json.load(f)
+
+
+def warm_page_cache(trial: str) -> None:
+    n = 0
+    for d, _, fs in os.walk(trial):
+        for f in fs:
+            with open(os.path.join(d, f), "rb") as fh:
+                while fh.read(1 << 20):
+                    pass
+            n += 1
+    log(f"page cache warmed: {n} files")
+
+
+def probe_ours(py: str) -> str | None:
+    """None when evaluator.trial.create_trial imports, else the reason it does not."""
+    if not os.path.exists(py):
+        return f"no interpreter {py}"
+    code = f"import sys; sys.path.insert(0, {REPO!r}); from evaluator.trial import create_trial"
+    p = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=REPO)
+    if p.returncode == 0:
+        return None
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else f"exit {p.returncode}"
+
+
+# --------------------------------------------------------------------------------------------
+# S3 via a moto server on 127.0.0.1
+
+
+class MotoServer:
+    def __init__(self, exe: str) -> None:
+        self.exe = exe
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.logfile = None
+
+    def __enter__(self) -> "MotoServer":
+        if not os.path.exists(self.exe):
+            raise SystemExit(f"no moto_server at {self.exe} (the project's test extra installs moto[server])")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        os.makedirs(WORK, exist_ok=True)
+        self.logfile = open(os.path.join(WORK, "moto_server.log"), "w")
+        self.proc = subprocess.Popen([self.exe, "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=self.logfile, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"moto_server exited with {self.proc.returncode}; see {rel(self.logfile.name)}")
+            try:
+                urllib.request.urlopen(self.url + "/moto-api/", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("moto_server did not answer within 60 s")
+                time.sleep(0.2)
+        log(f"moto_server pid {self.proc.pid} on {self.url}")
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict:
+        env = {k: v for k, v in os.environ.items()
+               if not (k.startswith("AWS_") or k.startswith("BOTO"))}
+        env.update({
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        })
+        return env
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.logfile:
+            self.logfile.close()
+
+
+# --------------------------------------------------------------------------------------------
+# running
+
+
+def workload_cmd(py: str, impl: str, trial: str, workload: str) -> list[str]:
+    return [py, os.path.join(HERE, "workloads.py"), "--impl", impl, "--trial", trial, "--workload", workload]
+
+
+def run_one(py: str, impl: str, trial: str, workload: str, env: dict | None, timeout: float) -> dict:
+    cmd = workload_cmd(py, impl, trial, workload)
+    load_before = os.getloadavg()[0]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = None
+    for line in reversed(p.stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+                break
+            except ValueError:
+                continue
+    if p.returncode != 0 or not isinstance(result, dict) or "seconds" not in result:
+        tail = "\n".join((p.stderr or p.stdout).strip().splitlines()[-8:])
+        return {"error": f"exit {p.returncode}: {tail}"}
+    result["process_wall_s"] = round(wall, 3)
+    # CPU time of the workload process (import included): wall >> cpu means the machine was busy
+    # (the moto server's CPU is not in it).  Load averages: how busy the machine was.
+    result["process_cpu_s"] = round((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), 3)
+    result["loadavg_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return result
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs), 4) if xs else None
+
+
+def summarize(runs: list[dict]) -> dict:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {}
+    phases = sorted({k for r in ok for k in r["phases"]})
+    return {
+        "seconds": median([r["seconds"] for r in ok]),
+        "total_s": median([r.get("total_s") for r in ok]),
+        "peak_rss_mib": median([r["peak_rss_mib"] for r in ok]),
+        "phases": {k: median([r["phases"].get(k) for r in ok]) for k in phases},
+        "checksums": sorted({r["checksum"] for r in ok}),
+        "meta_checksums": sorted({r["meta_checksum"] for r in ok}),
+        "n_ok": len(ok),
+    }
+
+
+def git_state() -> dict:
+    def git(*a):
+        p = subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO)
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def load_results(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        if isinstance(data, dict) and isinstance(data.get("entries"), dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    return {"entries": {}}
+
+
+def save_results(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def entry_key(storage: str, workload: str, impl: str) -> str:
+    return f"{storage}/{workload}/{impl}"
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+
+def fmt_s(x) -> str:
+    if x is None:
+        return "–"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 0.1:
+        return f"{x:.2f}"
+    if x >= 0.001:
+        return f"{x:.4f}"
+    return f"{x:.2g}"
+
+
+def ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def fmt_ratio(r) -> str:
+    if r is None:
+        return "–"
+    if r >= 1000:
+        return "> 1000x"
+    return f"{r:.1f}x" if r >= 10 else f"{r:.2f}x"
+
+
+def compare(entries: dict, storage: str, workload: str) -> tuple[str, bool]:
+    """('match' | 'MISMATCH ...' | 'n/a ...', is_mismatch)"""
+    sides = {}
+    for impl in IMPLS:
+        e = entries.get(entry_key(storage, workload, impl))
+        s = (e or {}).get("summary") or {}
+        if s:
+            sides[impl] = s
+    for impl, s in sides.items():
+        if len(s["checksums"]) > 1 or len(s["meta_checksums"]) > 1:
+            return f"MISMATCH: {impl}'s repeats disagree", True
+    if len(sides) < 2:
+        return "n/a (one side only)", False
+    params = {impl: (entries[entry_key(storage, workload, impl)].get("trial_params")) for impl in IMPLS}
+    if params["smdebug"] != params["ours"]:
+        return "n/a: measured on different trials", True
+    a, b = sides["smdebug"], sides["ours"]
+    if a["checksums"] != b["checksums"]:
+        return "MISMATCH: values differ", True
+    if a["meta_checksums"] != b["meta_checksums"]:
+        return "MISMATCH: steps/tensor names differ", True
+    return "match", False
+
+
+def same_run(a: dict, b: dict) -> bool:
+    if a.get("run_id") or b.get("run_id"):
+        return a.get("run_id") == b.get("run_id")
+    if a.get("command") != b.get("command"):
+        return False
+    try:
+        ta, tb = (_dt.datetime.strptime(e["measured_at"], "%Y-%m-%dT%H:%M:%SZ") for e in (a, b))
+    except (KeyError, ValueError):
+        return False
+    return abs((ta - tb).total_seconds()) < 3600
+
+
+def side_status(e: dict | None, unavailable: dict | None = None) -> str:
+    if not e:
+        if unavailable:
+            return f"not run: evaluator.trial did not import ({unavailable['reason']}, {unavailable['at']})"
+        return "not run yet"
+    if e.get("summary"):
+        return f"{e['summary']['n_ok']} run(s), {e['measured_at']}"
+    return "failed: " + (e.get("error") or "?").splitlines()[0][:120]
+
+
+def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> list[str]:
+    """Write RESULTS.md; return the list of problems (checksum mismatches)."""
+    entries = data["entries"]
+    problems: list[str] = []
+    L: list[str] = []
+    L.append("# Benchmark: our trial reader vs smdebug 1.0.34")
+    L.append("")
+    L.append(f"_Generated {now_iso()} by `bench/run.py` from `{rel(results_path)}`; do not edit by hand "
+             "(`.venv/bin/python bench/run.py --report-only` rewrites it). How to read it: bench/README.md._")
+    L.append("")
+    L.append(f"Targets (docs/DESIGN.md §6): at least **{TARGET_SPEEDUP:.0f}x** smdebug's speed "
+             "(speed-up = smdebug seconds / ours seconds) and a **lower peak memory** "
+             "(memory ratio = smdebug MiB / ours MiB, above 1 is better). Medians of fresh-process runs; "
+             "peak memory is the whole process's `ru_maxrss` (interpreter and imports included).")
+    L.append("")
+    trial = data.get("trial") or {}
+    if trial:
+        L.append(f"Trial: `{trial.get('path', '?')}`: {trial.get('steps')} steps x {trial.get('tensors')} "
+                 f"float32 tensors x {trial.get('size')} values, 1 worker ({trial.get('worker')}), "
+                 f"TRAIN mode, {trial.get('files')} files, {trial.get('bytes', 0) / 2**20:.0f} MiB, "
+                 f"written by smdebug {trial.get('smdebug_version')}'s own FileWriter (seed {trial.get('seed')}). "
+                 "S3 runs read the same files uploaded to a moto server on 127.0.0.1 (it shares the 2 cores).")
+        L.append("")
+
+    # Summary
+    L.append("## Summary")
+    L.append("")
+    L.append("| storage | workload | smdebug s | ours s | speed-up | ≥10x | smdebug peak MiB | ours peak MiB "
+             "| memory ratio | lower | values |")
+    L.append("|---|---|---:|---:|---:|:-:|---:|---:|---:|:-:|---|")
+    combos = []
+    for storage in ("local", "s3"):
+        for workload in WORKLOADS:
+            if any(entry_key(storage, workload, i) in entries for i in IMPLS):
+                combos.append((storage, workload))
+    for storage, workload in combos:
+        sm = (entries.get(entry_key(storage, workload, "smdebug")) or {}).get("summary") or {}
+        ou = (entries.get(entry_key(storage, workload, "ours")) or {}).get("summary") or {}
+        verdict, bad = compare(entries, storage, workload)
+        if bad:
+            problems.append(f"{storage}/{workload}: {verdict}")
+        mr = ratio(sm.get("peak_rss_mib"), ou.get("peak_rss_mib"))
+        lines = [(workload, sm.get("total_s"), ou.get("total_s"), True)]
+        if workload != "metadata":
+            lines.append((f"{workload}: reads only", (sm.get("phases") or {}).get("reads"),
+                          (ou.get("phases") or {}).get("reads"), False))
+        for label, a, b, first in lines:
+            sp = ratio(a, b)
+            mem = (f"{fmt_s(sm.get('peak_rss_mib'))} | {fmt_s(ou.get('peak_rss_mib'))} | {fmt_ratio(mr)} | "
+                   f"{'–' if mr is None else ('yes' if mr > 1 else 'NO')} | {verdict}") if first else "〃 | 〃 | 〃 | 〃 | 〃"
+            L.append(f"| {storage} | {label} | {fmt_s(a)} | {fmt_s(b)} | {fmt_ratio(sp)} | "
+                     f"{'–' if sp is None else ('yes' if sp >= TARGET_SPEEDUP else 'NO')} | {mem} |")
+    L.append("")
+
+    # Per workload
+    for storage, workload in combos:
+        L.append(f"## {storage}: {workload}")
+        L.append("")
+        L.append(f"Summary figure: {HEADLINE[workload]}.")
+        L.append("")
+        es = {i: entries.get(entry_key(storage, workload, i)) for i in IMPLS}
+        ss = {i: ((es[i] or {}).get("summary") or {}) for i in IMPLS}
+        L.append("| phase | smdebug s | ours s | smdebug / ours |")
+        L.append("|---|---:|---:|---:|")
+        rows = [("**total** (everything after the import)", "total_s", None)]
+        labels = {"checksum_s": "checksum (est., inside reads)", "reads_net": "reads minus checksum (est.)",
+                  "pass1": "pass1 (reads)", "pass2": "pass2 (reads)"}
+        rows += [(labels.get(p, p), None, p) for p in PHASES[workload]]
+        rows += [("peak RSS, MiB", "peak_rss_mib", None)]
+        for label, key, phase in rows:
+            vals = []
+            for i in IMPLS:
+                s = ss[i]
+                vals.append(s.get(key) if key else (s.get("phases") or {}).get(phase))
+            if all(v is None for v in vals):
+                continue
+            L.append(f"| {label} | {fmt_s(vals[0])} | {fmt_s(vals[1])} | {fmt_ratio(ratio(vals[0], vals[1]))} |")
+        L.append("")
+        for i in IMPLS:
+            e = es[i]
+            line = f"- {i}: {side_status(e, data.get('ours_unavailable') if i == 'ours' else None)}"
+            if e and e.get("summary"):
+                runs = [r for r in e["runs"] if "error" not in r]
+                line += "; total per run: " + ", ".join(fmt_s(r.get("total_s")) for r in runs) + " s"
+                loads = [x for r in runs for x in (r.get("loadavg_1min") or [])]
+                if loads:
+                    line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
+                    if max(loads) > 2.0:  # the benchmark itself accounts for about 1
+                        line += " (other work was running: figures may be inflated)"
+                cpu = [r["process_cpu_s"] for r in runs if r.get("process_cpu_s") is not None]
+                if cpu:
+                    line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+                line += f"; checksum `{e['summary']['checksums'][0]}`"
+                if i == "ours" and (e.get("git") or {}).get("commit"):
+                    line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
+            L.append(line)
+        verdict, _ = compare(entries, storage, workload)
+        L.append(f"- values read by both: **{verdict}**")
+        if es["smdebug"] and es["ours"] and ss["smdebug"] and ss["ours"]:
+            same = same_run(es["smdebug"], es["ours"])
+            L.append("- both sides measured in the same run (alternating)" if same else
+                     "- the two sides were measured in **separate runs**: the machine's load may differ "
+                     "(`--impl both` measures them together)")
+        if storage == "s3":
+            for i in IMPLS:
+                a = ((es[i] or {}).get("summary") or {}).get("checksums")
+                b = ((entries.get(entry_key("local", workload, i)) or {}).get("summary") or {}).get("checksums")
+                if a and b:
+                    same = a == b
+                    L.append(f"- {i}: S3 values {'identical to' if same else 'DIFFERENT from'} its local run")
+                    if not same:
+                        problems.append(f"s3/{workload}/{i}: values differ from the local run")
+        L.append("")
+
+    # Machine
+    L.append("## Machine and software")
+    L.append("")
+    envs = {}
+    for i in IMPLS:
+        for k, e in sorted(entries.items()):
+            if k.endswith("/" + i) and e.get("env"):
+                envs[i] = e["env"]
+                break
+    L.append("| | smdebug side | ours side |")
+    L.append("|---|---|---|")
+    for label, key in (("library", "impl_version"), ("python", "python"), ("numpy", "numpy"),
+                       ("protobuf", "protobuf"), ("protobuf implementation", "protobuf_impl"),
+                       ("nproc", "nproc"), ("CPU", "cpu"), ("platform", "platform"),
+                       ("interpreter", "executable")):
+        vals = []
+        for i in IMPLS:
+            v = (envs.get(i) or {}).get(key)
+            if key == "executable" and v:
+                v = f"`{rel(v)}`"
+            vals.append("–" if v is None else str(v))
+        L.append(f"| {label} | {vals[0]} | {vals[1]} |")
+    if len(envs) == 2 and (envs["smdebug"].get("cpu"), envs["smdebug"].get("nproc")) != (
+            envs["ours"].get("cpu"), envs["ours"].get("nproc")):
+        L.append("")
+        L.append("**Warning:** the two sides were measured on different machines; the ratios are not meaningful.")
+    L.append("")
+
+    # Reproduce
+    L.append("## Reproduce")
+    L.append("")
+    L.append("From the repository root (the runner creates `bench/.work/venv-smdebug` and the trial if missing):")
+    L.append("")
+    L.append("```sh")
+    cmds = []
+    for k in sorted(entries):
+        c = entries[k].get("command")
+        if c and c not in cmds:
+            cmds.append(c)
+    if not cmds:
+        cmds = [".venv/bin/python bench/run.py"]
+    L.extend(cmds)
+    L.append("```")
+    L.append("")
+    L.append("One workload by hand (prints its JSON line):")
+    L.append("")
+    L.append("```sh")
+    t = trial.get("path") or rel(make_trial.DEFAULT_OUT)
+    L.append(f"{rel(SMDEBUG_PY)} bench/workloads.py --impl smdebug --trial {t} --workload values100")
+    L.append(f".venv/bin/python bench/workloads.py --impl ours --trial {t} --workload values100")
+    L.append("```")
+    L.append("")
+    if problems:
+        L.append("## Problems")
+        L.append("")
+        L.extend(f"- {p}" for p in problems)
+        L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    if os.environ.get("PYTEST_CURRENT_TEST"):
+        print("bench/run.py is a benchmark; it is never run or timed inside the test suite", file=sys.stderr)
+        return 2
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--impl", choices=("both",) + IMPLS, default="both",
+                   help="run one side only; the other side's stored figures are kept (default: both)")
+    p.add_argument("--workloads", default=None,
+                   help=f"comma list of {','.join(WORKLOADS)} (default: all; with --s3: {','.join(S3_WORKLOADS)})")
+    p.add_argument("--repeat", type=int, default=3, help="fresh-process runs per workload and side (default 3)")
+    p.add_argument("--s3", action="store_true",
+                   help="read the trial from S3 (a moto server on 127.0.0.1 started here) instead of the local folder")
+    p.add_argument("--trial", default=make_trial.DEFAULT_OUT, help="local trial folder (default: %(default)s)")
+    p.add_argument("--ours-python", default=OURS_PY_DEFAULT, help="interpreter for --impl ours (default: %(default)s)")
+    p.add_argument("--moto-server", default=MOTO_SERVER_DEFAULT, help="moto_server executable (default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds allowed per workload process")
+    p.add_argument("--results", default=RESULTS_JSON, help="raw figures, read and updated (default: %(default)s)")
+    p.add_argument("--report", default=RESULTS_MD, help="the report written (default: %(default)s)")
+    p.add_argument("--report-only", action="store_true", help="only rewrite the report from the stored figures")
+    args = p.parse_args(argv)
+
+    data = load_results(args.results)
+    if args.report_only:
+        problems = write_report(data, args.report, args.results)
+        log(f"wrote {rel(args.report)}")
+        return 1 if problems else 0
+
+    storage = "s3" if args.s3 else "local"
+    allowed = S3_WORKLOADS if args.s3 else WORKLOADS
+    workloads = [w.strip() for w in (args.workloads or ",".join(allowed)).split(",") if w.strip()]
+    for w in workloads:
+        if w not in allowed:
+            p.error(f"workload {w!r} is not one of {', '.join(allowed)}" + (" (S3)" if args.s3 else ""))
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    impls = list(IMPLS) if args.impl == "both" else [args.impl]
+    trial = os.path.abspath(args.trial)
+
+    failures: list[str] = []
+    if "ours" in impls:
+        reason = probe_ours(args.ours_python)
+        if reason:
+            log(f"skipping ours: `from evaluator.trial import create_trial` fails under "
+                f"{rel(args.ours_python)}: {reason}")
+            impls.remove("ours")
+            data["ours_unavailable"] = {"reason": reason, "at": now_iso()}
+        else:
+            data.pop("ours_unavailable", None)
+    if not impls:
+        log("nothing to run; stored figures left as they are")
+        write_report(data, args.report, args.results)
+        return 0
+    if "smdebug" in impls:
+        ensure_smdebug_venv()
+    manifest = ensure_trial(trial)
+    data["trial"] = dict(manifest, path=rel(trial))
+    params = {k: manifest[k] for k in ("steps", "tensors", "size", "seed")}
+
+    pythons = {"smdebug": SMDEBUG_PY, "ours": args.ours_python}
+    py_rel = rel(sys.executable) if os.path.exists(sys.executable) else "python3"
+    command = shlex.join([py_rel, "bench/run.py", *(argv if argv is not None else sys.argv[1:])])
+    git = git_state()
+    run_id = now_iso()  # entries written by this invocation share it
+
+    moto = MotoServer(args.moto_server) if args.s3 else None
+    try:
+        env = None
+        target = trial
+        if moto:
+            moto.__enter__()
+            env = moto.env()
+            prefix = os.path.basename(trial.rstrip("/"))
+            log(f"uploading the trial to s3://{S3_BUCKET}/{prefix}")
+            up = [args.ours_python if os.path.exists(args.ours_python) else sys.executable,
+                  os.path.join(HERE, "s3_upload.py"), "--src", trial, "--bucket", S3_BUCKET, "--prefix", prefix]
+            subprocess.run(up, check=True, env=env, stdout=sys.stderr)
+            target = f"s3://{S3_BUCKET}/{prefix}"
+        else:
+            warm_page_cache(trial)
+
+        for workload in workloads:
+            runs: dict[str, list[dict]] = {i: [] for i in impls}
+            for rep in range(args.repeat):
+                for impl in impls:  # alternate the sides so that drift hits both alike
+                    log(f"{storage} {workload} {impl} run {rep + 1}/{args.repeat}")
+                    r = run_one(pythons[impl], impl, target, workload, env, args.timeout)
+                    if "error" in r:
+                        log(f"  FAILED: {r['error']}")
+                    else:
+                        reads = r["phases"].get("reads")
+                        log(f"  total {r['total_s']:.3f} s" + (f" (reads {reads:.3f} s)" if reads is not None else "")
+                            + f", peak {r['peak_rss_mib']:.0f} MiB, {r['checksum'][:40]}")
+                    runs[impl].append(r)
+            for impl in impls:
+                ok = [r for r in runs[impl] if "error" not in r]
+                entry = {
+                    "impl": impl, "storage": storage, "workload": workload,
+                    "measured_at": now_iso(), "run_id": run_id, "command": command, "trial": target if moto else rel(trial),
+                    "env": ok[0]["env"] if ok else None,
+                    "git": git if impl == "ours" else None,
+                    "trial_params": params,
+                    "runs": [{k: v for k, v in r.items() if k != "env"} for r in runs[impl]],
+                    "summary": summarize(runs[impl]),
+                }
+                if len(ok) < len(runs[impl]):
+                    entry["error"] = next(r["error"] for r in runs[impl] if "error" in r)
+                    failures.append(f"{storage}/{workload}/{impl}: {entry['error'].splitlines()[0]}")
+                data["entries"][entry_key(storage, workload, impl)] = entry
+            save_results(args.results, data)
+    finally:
+        if moto:
+            moto.__exit__(None, None, None)
+
+    save_results(args.results, data)
+    problems = write_report(data, args.report, args.results)
+    log(f"wrote {rel(args.results)} and {rel(args.report)}")
+    for f in failures + problems:
+        log(f"PROBLEM: {f}")
+    return 1 if failures or problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

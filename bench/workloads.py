@@ -1,0 +1,324 @@
+"""One benchmark workload, run against either trial reader through the same Trial API.
+
+    bench/.work/venv-smdebug/bin/python bench/workloads.py --impl smdebug --trial T --workload W
+    .venv/bin/python                    bench/workloads.py --impl ours    --trial T --workload W
+
+``--impl smdebug`` imports ``smdebug.trials.create_trial`` (the real smdebug 1.0.34, from its own
+venv); ``--impl ours`` imports ``evaluator.trial.create_trial`` from this checkout.  Everything
+else is the same code.  ``T`` is a local trial directory or ``s3://bucket/prefix`` (for a moto
+server, set ``AWS_ENDPOINT_URL`` and dummy credentials; bench/run.py --s3 does).
+
+Workloads (the fresh process does exactly this, nothing else):
+
+``metadata``
+    create_trial, steps(), modes(), tensor_names(), workers().  Headline: the sum of those.
+``values100``
+    create_trial, steps() + tensor_names() ("list"), then 100 ``tensor(name).value(step)``
+    reads: read i (0..99) takes step ``steps[i * len(steps) // 100]`` and tensor
+    ``names[(i * 17) % len(names)]``.  Headline: the 100 reads; create_trial is reported too.
+``values_all``
+    create_trial, list, then every tensor at every step (step-major, names in sorted order),
+    twice: 2 x steps x tensors ``value()`` calls (200,000 on the 2000x50 trial).
+    Headline: all reads; each pass is reported too.
+
+Output: ONE JSON line on stdout (the last line; libraries may log before it) with the seconds of
+each phase (``phases``), the headline seconds, the total (everything after the import), the peak
+RSS of the process (``ru_maxrss``), a checksum of every value read (CRC-32 chained over the raw
+bytes in read order, plus the dtypes/shapes seen) and a checksum of the metadata answers, so
+that a runner can prove both implementations read the same numbers.  The checksum is computed
+inside the timed read loops; its share is estimated afterwards and reported as ``checksum_s``
+(the same for both implementations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import platform
+import resource
+import sys
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(HERE)
+WORKLOADS = ("metadata", "values100", "values_all")
+S3_WORKLOADS = ("metadata", "values100")
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+def _rss_mib() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _peak_rss_mib() -> float:
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if sys.platform == "darwin":  # bytes there
+        kib /= 1024
+    return round(kib / 1024, 1)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load_impl(impl: str):
+    """Import create_trial of the chosen implementation; return (create_trial, version info)."""
+    info: dict = {}
+    if impl == "smdebug":
+        import smdebug
+        from smdebug.trials import create_trial
+
+        info["impl_version"] = getattr(smdebug, "__version__", "?")
+        info["impl_file"] = os.path.dirname(smdebug.__file__)
+        if info["impl_version"] != "1.0.34":
+            print(f"warning: smdebug {info['impl_version']} imported, the anchor is 1.0.34",
+                  file=sys.stderr)
+    elif impl == "ours":
+        if REPO_ROOT not in sys.path:
+            sys.path.insert(0, REPO_ROOT)
+        import evaluator
+        from evaluator.trial import create_trial
+
+        info["impl_version"] = getattr(evaluator, "__version__", None) or _project_version()
+        info["impl_file"] = os.path.dirname(evaluator.__file__)
+    else:
+        raise SystemExit(f"unknown --impl {impl!r}")
+    return create_trial, info
+
+
+def _project_version() -> str:
+    try:
+        import tomllib
+
+        with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+    except Exception:  # noqa: BLE001 - informational only
+        return "?"
+
+
+def _env_info() -> dict:
+    info = {
+        "python": platform.python_version(),
+        "nproc": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "platform": platform.platform(),
+    }
+    try:
+        import numpy
+
+        info["numpy"] = numpy.__version__
+    except ImportError:
+        info["numpy"] = None
+    try:
+        import google.protobuf
+
+        info["protobuf"] = google.protobuf.__version__
+        try:
+            from google.protobuf.internal import api_implementation
+
+            info["protobuf_impl"] = api_implementation.Type()
+        except Exception:  # noqa: BLE001
+            pass
+    except ImportError:
+        info["protobuf"] = None
+    return info
+
+
+class Checksum:
+    """CRC-32 over the raw bytes (C order) of every value read, in read order, plus dtype/shape counts.
+
+    Kept cheap (about 1-2 us a value): a C-contiguous ndarray goes straight into zlib.crc32 through
+    the buffer protocol, and dtype/shape are only recorded when they change.  Its cost is not
+    timed per call (a perf_counter pair would cost as much as the checksum); ``estimate_seconds``
+    replays it on the last value afterwards to report its share of the read phase.
+    """
+
+    def __init__(self) -> None:
+        import numpy  # after the implementation's import, so it does not count as that import
+
+        self._asarray = numpy.asarray
+        self.crc = 0
+        self.n = 0
+        self.kinds: collections.Counter = collections.Counter()
+        self._sig = None
+        self._run = 0
+        self._last = None
+
+    def add(self, value) -> None:
+        try:
+            sig = (value.dtype, value.shape)
+            crc = zlib.crc32(value, self.crc)  # BufferError unless C-contiguous
+        except (AttributeError, BufferError, TypeError, ValueError):
+            a = self._asarray(value)
+            sig = (a.dtype, a.shape)
+            crc = zlib.crc32(a.tobytes(order="C"), self.crc)
+        self.crc = crc
+        self.n += 1
+        if sig != self._sig:
+            self._flush()
+            self._sig = sig
+        self._run += 1
+        self._last = value
+
+    def _flush(self) -> None:
+        if self._run:
+            dtype, shape = self._sig
+            self.kinds[(dtype.str, tuple(shape))] += self._run
+        self._run = 0
+
+    def estimate_seconds(self, calls: int = 2000) -> float:
+        """Seconds the checksum took over all values read, by replaying it on the last value."""
+        if self._last is None:
+            return 0.0
+        probe = Checksum()
+        t = _now()
+        for _ in range(calls):
+            probe.add(self._last)
+        return (_now() - t) / calls * self.n
+
+    def digest(self) -> str:
+        self._flush()
+        self._sig = None
+        kinds = ",".join(f"{d}{list(s)}x{c}" for (d, s), c in sorted(self.kinds.items()))
+        return f"crc32={self.crc:08x};n={self.n};{kinds}"
+
+
+def _mode_name(m) -> str:
+    return str(getattr(m, "name", m))
+
+
+def meta_checksum(steps, names, modes=None, workers=None) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps([list(map(int, steps)), list(names)]).encode())
+    if modes is not None:
+        h.update(json.dumps(sorted(_mode_name(m) for m in modes)).encode())
+    if workers is not None:
+        h.update(json.dumps(list(workers)).encode())
+    return h.hexdigest()[:16]
+
+
+def run(impl: str, trial_path: str, workload: str) -> dict:
+    if workload not in WORKLOADS:
+        raise SystemExit(f"unknown --workload {workload!r} (one of {', '.join(WORKLOADS)})")
+    phases: dict[str, float] = {}
+    t = _now()
+    create_trial, impl_info = load_impl(impl)
+    phases["import"] = _now() - t
+    rss_after_import = _rss_mib()
+    out: dict = {
+        "impl": impl,
+        "workload": workload,
+        "trial": trial_path,
+        "storage": "s3" if trial_path.startswith("s3://") else "local",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+    t = _now()
+    trial = create_trial(trial_path)
+    phases["create_trial"] = _now() - t
+    check = Checksum()
+
+    if workload == "metadata":
+        t = _now()
+        steps = trial.steps()
+        phases["steps"] = _now() - t
+        t = _now()
+        modes = list(trial.modes())
+        phases["modes"] = _now() - t
+        t = _now()
+        names = trial.tensor_names()
+        phases["tensor_names"] = _now() - t
+        t = _now()
+        workers = list(trial.workers())
+        phases["workers"] = _now() - t
+        headline = sum(phases[k] for k in ("create_trial", "steps", "modes", "tensor_names", "workers"))
+        out["meta_checksum"] = meta_checksum(steps, names, modes, workers)
+        out["modes"] = sorted(_mode_name(m) for m in modes)
+        out["workers"] = workers
+        out["checksum"] = out["meta_checksum"]
+    else:
+        t = _now()
+        steps = trial.steps()
+        names = trial.tensor_names()
+        phases["list"] = _now() - t
+        out["meta_checksum"] = meta_checksum(steps, names)
+        if not steps or not names:
+            raise SystemExit(f"trial {trial_path} has {len(steps)} steps, {len(names)} tensors")
+        if workload == "values100":
+            plan = [(steps[i * len(steps) // 100], names[(i * 17) % len(names)]) for i in range(100)]
+            t = _now()
+            for step, name in plan:
+                check.add(trial.tensor(name).value(step))
+            phases["reads"] = _now() - t
+            headline = phases["reads"]
+        else:  # values_all
+            for p in (1, 2):
+                t = _now()
+                for step in steps:
+                    for name in names:
+                        check.add(trial.tensor(name).value(step))
+                phases[f"pass{p}"] = _now() - t
+            phases["reads"] = phases["pass1"] + phases["pass2"]
+            headline = phases["reads"]
+        out["checksum"] = check.digest()
+        phases["checksum_s"] = check.estimate_seconds()
+        phases["reads_net"] = max(0.0, phases["reads"] - phases["checksum_s"])
+
+    out["n_steps"] = len(steps)
+    out["n_tensors"] = len(names)
+    out["values_read"] = check.n
+    out["phases"] = {k: round(v, 4) for k, v in phases.items()}
+    out["seconds"] = round(headline, 4)
+    # Everything after the import; the other keys are parts of "reads" or estimates.
+    not_in_total = ("import", "checksum_s", "reads_net", "pass1", "pass2")
+    out["total_s"] = round(sum(v for k, v in phases.items() if k not in not_in_total), 4)
+    out["peak_rss_mib"] = _peak_rss_mib()
+    out["rss_after_import_mib"] = rss_after_import
+    out["env"] = dict(_env_info(), impl=impl, **impl_info, executable=sys.executable)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    if os.environ.get("PYTEST_CURRENT_TEST"):
+        print("bench/workloads.py is a benchmark; it is never run or timed inside the test suite",
+              file=sys.stderr)
+        return 2
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--impl", required=True, choices=("smdebug", "ours"))
+    p.add_argument("--trial", required=True, help="local trial directory or s3://bucket/prefix")
+    p.add_argument("--workload", required=True, choices=WORKLOADS)
+    args = p.parse_args(argv)
+    trial = args.trial.strip()
+    if not trial.startswith("s3://"):
+        trial = os.path.abspath(trial)
+        if not os.path.isdir(trial):
+            raise SystemExit(f"no trial directory {trial}")
+    result = run(args.impl, trial, args.workload)
+    sys.stdout.flush()
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
