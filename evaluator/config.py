@@ -65,8 +65,11 @@ class TrialOptions(BaseModel):
         None, description="Key, relative to the trial, of SageMaker's rule stop signal file.")
     stop_grace_seconds: float = Field(
         60.0, ge=0, description="Seconds after the stop signal's time before the rule stops.")
-    value_cache_mb: float = Field(256.0, ge=0, description="Memory bound for decoded values.")
-    raw_cache_mb: float = Field(192.0, ge=0, description="Memory bound for event-file bytes.")
+    value_cache_mb: float = Field(
+        16.0, ge=0, description="Memory bound for decoded arrays (re-decoding a cached record "
+        "costs about 10 µs, so this mainly serves repeated reads of the same values).")
+    raw_cache_mb: float = Field(
+        128.0, ge=0, description="Memory bound for event-file bytes: the cache that saves I/O.")
     max_coalesced_read_mb: float = Field(
         16.0, ge=0, description="Largest single read that fetches all records of one event file.")
     index_read_concurrency: int = Field(64, ge=1, description="Index files read at once.")

@@ -14,7 +14,9 @@ message naming the field for the malformations smdebug would trip over with a ba
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -85,7 +87,7 @@ def parse_index_file(data: bytes | str) -> IndexFile:
         raise IndexReaderException("meta section is empty")
     if "tensor_payload" not in document and "shape_payload" not in document:
         raise IndexReaderException("neither tensor_payload nor shape_payload sections are present")
-    tensors = tuple(_tensor_entry(e) for e in _entries(document, "tensor_payload"))
+    tensors = _tensor_entries(_entries(document, "tensor_payload"))
     shapes = tuple(_shape_entry(e) for e in _entries(document, "shape_payload"))
     parsed_meta = _meta(meta)
     if tensors and parsed_meta.event_file_name is None:
@@ -139,13 +141,24 @@ def _entries(document: Mapping[str, Any], section: str) -> list[Any]:
     return entries
 
 
-def _tensor_entry(entry: Any) -> TensorEntry:
-    # Fast path for well-formed entries; anything unusual goes through the checks below.
-    if type(entry) is dict:
-        name, start, length = entry.get("tensorname"), entry.get("start_idx"), entry.get("length")
-        if type(name) is str and type(start) is int and type(length) is int:
-            return TensorEntry(name, start, length)
-    return _checked_tensor_entry(entry)
+_TENSOR_FIELDS = operator.itemgetter("tensorname", "start_idx", "length")
+_make_tensor_entry = functools.partial(tuple.__new__, TensorEntry)
+
+
+def _tensor_entries(entries: list[Any]) -> tuple[TensorEntry, ...]:
+    # Large trials have hundreds of thousands of entries: well-formed ones are taken apart and
+    # type-checked with C-level bulk operations; any irregularity goes to the entry-by-entry
+    # checks, whose messages name what is wrong.
+    try:
+        rows = list(map(_TENSOR_FIELDS, entries))
+    except (KeyError, TypeError, IndexError):
+        rows = None
+    if rows:
+        names, starts, lengths = zip(*rows)
+        if (set(map(type, names)) == {str} and set(map(type, starts)) == {int}
+                and set(map(type, lengths)) == {int}):
+            return tuple(map(_make_tensor_entry, rows))
+    return tuple(_checked_tensor_entry(e) for e in entries)
 
 
 def _checked_tensor_entry(entry: object) -> TensorEntry:

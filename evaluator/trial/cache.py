@@ -37,6 +37,7 @@ class TrialCache:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.values = ValueCache(int(options.value_cache_mb * MiB))
+        self.reductions = ValueCache(4 * MiB)  # computed reductions: 0-d arrays, a few bytes each
         self.raw: ByteBoundedLRU[tuple[int, bytes]] = ByteBoundedLRU(int(options.raw_cache_mb * MiB))
         self.read_keys: set[str] = set()
         self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
@@ -108,4 +109,5 @@ class TrialCache:
 
     def clear(self) -> None:
         self.values.clear()
+        self.reductions.clear()
         self.raw.clear()

@@ -132,16 +132,21 @@ class TrialSource:
         return IndexScan(await self._read_index_files(wanted), last_key, end_marker, other_keys)
 
     async def _read_index_files(self, wanted: list[tuple[str, int, str]]) -> list[ParsedIndex]:
-        semaphore = asyncio.Semaphore(self._concurrency)
+        """Read and parse ``wanted`` with at most ``index_read_concurrency`` reads in flight.
 
-        async def fetch(key: str) -> bytes:
-            async with semaphore:
-                return await self.storage.read(key)
+        A fixed set of worker coroutines shares one iterator: for thousands of small files this
+        costs far less than a task per file."""
+        results: list[ParsedIndex | None] = [None] * len(wanted)
+        items = iter(enumerate(wanted))
 
-        blobs = await asyncio.gather(*(fetch(key) for key, _, _ in wanted))
+        async def worker() -> None:
+            for i, (key, step, worker_name) in items:
+                blob = await self.storage.read(key)
+                results[i] = ParsedIndex(key, step, worker_name, parse_index_file(blob))
+
         with gc_paused():
-            return [ParsedIndex(key, step, worker, parse_index_file(blob))
-                    for (key, step, worker), blob in zip(wanted, blobs)]
+            await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(wanted)))))
+        return results  # type: ignore[return-value]
 
     async def read_optional(self, key: str) -> bytes | None:
         try:

@@ -4,22 +4,27 @@
 bookkeeping questions of smdebug's Trial (``steps``, ``has_passed_step``, ``mode_modestep`` …)
 with smdebug 1.0.34's semantics. The facade in ``trial.py`` owns I/O and refreshing; this module
 owns the decision tables, so they can be tested without any files.
+
+Each index file is kept as one ``FileIndex`` (its entries in dicts built in C), and per-tensor
+views (``TensorRecord``) are made only for tensors somebody asks about: a trial of 2000 steps x
+50 tensors loads without creating 100,000 Python objects.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from evaluator.errors import SMDebugValueError
-from evaluator.formats.index_file import IndexFile
+from evaluator.formats.index_file import IndexFile, ShapeEntry, TensorEntry
 from evaluator.formats.keys import index_key, serialize_tf_device
 from evaluator.modes import ModeKeys, StepState
 
-__all__ = ["REDUCTIONS_PREFIX", "Location", "StepEntry", "TensorRecord", "TrialState"]
+__all__ = ["REDUCTIONS_PREFIX", "FileIndex", "Location", "StepEntry", "TensorRecord", "TrialState"]
 
 REDUCTIONS_PREFIX = "smdebug/reductions/"
+_NO_SHAPES: dict[str, ShapeEntry] = {}
+_NO_REDUCTIONS: dict[str, dict[tuple[str, bool], TensorEntry]] = {}
 
 
 class Location(NamedTuple):
@@ -31,41 +36,106 @@ class Location(NamedTuple):
 
 
 class StepEntry:
-    """One tensor at one (mode, mode step) for one worker."""
+    """One tensor at one (mode, mode step) for one worker: where its value, shape and saved
+    reductions are. A view made on demand from the worker's ``FileIndex``."""
 
     __slots__ = ("location", "shape", "reductions")
 
-    def __init__(self, location: Location | None = None) -> None:
+    def __init__(self, location: Location | None, shape: tuple[int, ...] | None,
+                 reductions: dict[tuple[str, bool], Location]) -> None:
         self.location = location
-        self.shape: tuple[int, ...] | None = None
-        self.reductions: dict[tuple[str, bool], Location] = _NO_REDUCTIONS
+        self.shape = shape
+        self.reductions = reductions
 
-    def add_reduction(self, key: tuple[str, bool], location: Location) -> None:
-        if self.reductions is _NO_REDUCTIONS:
+
+class FileIndex:
+    """One index file: every entry of one worker at one step."""
+
+    __slots__ = ("step", "worker", "mode", "mode_step", "event_key", "tensors", "shapes",
+                 "reductions", "names")
+
+    def __init__(self, step: int, worker: str, index: IndexFile) -> None:
+        self.step = step
+        self.worker = worker
+        self.mode = index.meta.mode
+        self.mode_step = index.meta.mode_step
+        self.event_key = index.meta.event_file_name or ""
+        tensors = {t.tensorname: t for t in index.tensors}
+        self.reductions = _NO_REDUCTIONS
+        if tensors and REDUCTIONS_PREFIX in "\n".join(tensors):
             self.reductions = {}
-        self.reductions[key] = location
+            for name in [n for n in tensors if REDUCTIONS_PREFIX in n]:
+                base, red, is_abs = split_reduction_name(name)  # type: ignore[misc]
+                self.reductions.setdefault(base, {})[(red, is_abs)] = tensors.pop(name)
+        self.tensors = tensors
+        self.shapes = {s.tensorname: s for s in index.shapes
+                       if REDUCTIONS_PREFIX not in s.tensorname} if index.shapes else _NO_SHAPES
+        names = set(tensors)
+        if self.shapes:
+            names.update(self.shapes)
+        if self.reductions:
+            names.update(self.reductions)
+        self.names = names
+
+    def merge(self, other: FileIndex) -> None:
+        """A second index file for the same worker and (mode, mode step): later entries win."""
+        self.tensors = {**self.tensors, **other.tensors}
+        self.shapes = {**self.shapes, **other.shapes} if other.shapes else self.shapes
+        if other.reductions:
+            self.reductions = {**self.reductions, **other.reductions}
+        self.names = self.names | other.names
+
+    def entry(self, name: str) -> StepEntry:
+        t = self.tensors.get(name)
+        s = self.shapes.get(name)
+        saved = self.reductions.get(name)
+        return StepEntry(
+            Location(self.event_key, t.start_idx, t.length) if t is not None else None,
+            s.shape if s is not None else None,
+            {k: Location(self.event_key, r.start_idx, r.length) for k, r in saved.items()}
+            if saved else {},
+        )
 
 
-_NO_REDUCTIONS: dict[tuple[str, bool], Location] = {}  # shared, never written: most tensors have none
-
-
-@dataclass(slots=True)
 class TensorRecord:
-    """Everything indexed for one tensor: ``steps[mode][mode_step][worker] -> StepEntry``."""
+    """Where one tensor was saved: ``steps[mode][mode_step] -> {worker: FileIndex}``."""
 
-    name: str
-    steps: dict[ModeKeys, dict[int, dict[str, StepEntry]]] = field(default_factory=dict)
-    original_name: str | None = None
+    __slots__ = ("name", "steps", "original_name", "_sorted")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.steps: dict[ModeKeys, dict[int, dict[str, FileIndex]]] = {}
+        self.original_name: str | None = None
+        self._sorted: dict[ModeKeys, list[int]] = {}
+
+    def add(self, mode: ModeKeys, mode_step: int, files: dict[str, FileIndex]) -> None:
+        by_step = self.steps.get(mode)
+        if by_step is None:
+            by_step = self.steps[mode] = {}
+        # Share the step's worker map when every worker saved this tensor (the usual case).
+        if all(self.name in f.names for f in files.values()):
+            by_step[mode_step] = files
+        else:
+            by_step[mode_step] = {w: f for w, f in files.items() if self.name in f.names}
+        self._sorted.clear()
+        for f in files.values():
+            shape = f.shapes.get(self.name)
+            if shape is not None:
+                self.original_name = shape.originalname
+
+    def files(self, mode: ModeKeys, mode_step: int) -> dict[str, FileIndex] | None:
+        by_step = self.steps.get(mode)
+        return None if by_step is None else by_step.get(mode_step)
 
     def entries(self, mode: ModeKeys, mode_step: int) -> dict[str, StepEntry] | None:
-        return self.steps.get(mode, {}).get(mode_step)
+        files = self.files(mode, mode_step)
+        return None if files is None else {w: f.entry(self.name) for w, f in files.items()}
 
-    def entry(self, mode: ModeKeys, mode_step: int, worker: str) -> StepEntry:
-        workers = self.steps.setdefault(mode, {}).setdefault(mode_step, {})
-        found = workers.get(worker)
-        if found is None:
-            found = workers[worker] = StepEntry()
-        return found
+    def mode_steps(self, mode: ModeKeys) -> list[int]:
+        cached = self._sorted.get(mode)
+        if cached is None:
+            cached = self._sorted[mode] = sorted(self.steps.get(mode, ()))
+        return cached
 
 
 def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
@@ -73,7 +143,7 @@ def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
     at = name.find(REDUCTIONS_PREFIX)
     if at < 0:
         return None
-    rest = name[at + len(REDUCTIONS_PREFIX) :]
+    rest = name[at + len(REDUCTIONS_PREFIX):]
     reduction, _, tensor = rest.partition("/")
     is_abs = "abs_" in reduction
     if is_abs:
@@ -96,100 +166,74 @@ class TrialState:
         self.worker_set = set(workers)
         self.window = incomplete_step_window
         self.range_steps = range_steps
-        self.tensors: dict[str, TensorRecord] = {}
+        self.names: set[str] = set()  # every tensor name seen
+        self.files_at: dict[tuple[ModeKeys, int], dict[str, FileIndex]] = {}
         self.mode_to_global: dict[ModeKeys, dict[int, int]] = {}
         self.global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
         self.global_step_to_tensors: dict[int, set[str]] = {}
         self.mode_to_tensors: dict[ModeKeys, set[str]] = {}
         self.workers_for_global_step: dict[int, set[str]] = {}
+        self.event_spans: dict[str, tuple[int, int]] = {}  # event key -> byte span of its records
         self.last_complete_step = -1
         self.last_index_token: str | None = None
         self.loaded_all_steps = False
-        self.event_spans: dict[str, tuple[int, int]] = {}  # event key -> byte span of its records
+        self._records: dict[str, TensorRecord] = {}
         self._sorted: dict[ModeKeys, list[int]] = {}
 
     # ---------------------------------------------------------------- filling
 
-    def step_in_range(self, step: int) -> bool:
-        if self.range_steps is None:
-            return True
-        begin, end = self.range_steps
-        return (begin is None or begin <= step) and (end is None or step < end)
-
     def apply_index_file(self, step: int, worker: str, index: IndexFile) -> None:
-        """Record every entry of one parsed index file written by ``worker`` at ``step``.
+        """Record one parsed index file written by ``worker`` at ``step``.
 
         Mode and mode step come from the file's ``meta`` (smdebug ignores the records' own).
         Unlike smdebug, a shape entry does not erase the raw-tensor location of the same name
         in the same file: both are kept (docs/compatibility.md).
         """
-        meta = index.meta
-        mode, mode_step = meta.mode, meta.mode_step
         if not index.tensors and not index.shapes:
             return
-        if mode_step < 0:
+        meta = index.meta
+        if meta.mode_step < 0:
             first = (index.tensors or index.shapes)[0].tensorname
             raise SMDebugValueError(
-                f"mode step number {mode_step} for tensor {first} can not be less than 0"
+                f"mode step number {meta.mode_step} for tensor {first} can not be less than 0"
             )
-        names: set[str] = set()
-        event_key = meta.event_file_name or ""
-        lo = hi = -1
-        for t in index.tensors:
-            name, start, length = t.tensorname, t.start_idx, t.length
-            loc = Location(event_key, start, length)
-            if lo < 0 or start < lo:
-                lo = start
-            if start + length > hi:
-                hi = start + length
-            if REDUCTIONS_PREFIX in name:
-                tname, red, is_abs = split_reduction_name(name)  # type: ignore[misc]
-                self._entry(tname, mode, mode_step, worker).add_reduction((red, is_abs), loc)
-                names.add(tname)
-                continue
-            workers = self._workers(name, mode, mode_step)
-            entry = workers.get(worker)
-            if entry is None:
-                workers[worker] = StepEntry(loc)
-            else:
-                entry.location = loc
-            names.add(name)
-        for sh in index.shapes:
-            reduction = split_reduction_name(sh.tensorname) if REDUCTIONS_PREFIX in sh.tensorname else None
-            tname = reduction[0] if reduction else sh.tensorname
-            entry = self._entry(tname, mode, mode_step, worker)
-            if reduction is None:
-                entry.shape = tuple(sh.shape)
-                self.tensors[tname].original_name = sh.originalname
-            names.add(tname)
-        if hi > 0:
-            span = self.event_spans.get(event_key)
-            self.event_spans[event_key] = (lo, hi) if span is None else (min(lo, span[0]), max(hi, span[1]))
-        self._note_step(names, step, worker, mode, mode_step)
+        new = FileIndex(step, worker, index)
+        key = (new.mode, new.mode_step)
+        files = self.files_at.get(key)
+        if files is None:
+            files = self.files_at[key] = {}
+        previous = files.get(worker)
+        if previous is not None:
+            previous.merge(new)
+            new = previous
+        else:
+            files[worker] = new
+        if new.tensors:
+            self._note_span(new)
+        self.names.update(new.names)
+        for name, record in self._records.items():
+            # Re-check records that share this step's worker map, not only those in the file:
+            # the map just gained a worker that may not have saved them.
+            if name in new.names or record.files(new.mode, new.mode_step) is not None:
+                record.add(new.mode, new.mode_step, files)
+        self._note_step(new.names, step, worker, new.mode, new.mode_step)
 
-    def _workers(self, tname: str, mode: ModeKeys, mode_step: int) -> dict[str, StepEntry]:
-        record = self.tensors.get(tname)
-        if record is None:
-            record = self.tensors[tname] = TensorRecord(tname)
-        by_step = record.steps.get(mode)
-        if by_step is None:
-            by_step = record.steps[mode] = {}
-        workers = by_step.get(mode_step)
-        if workers is None:
-            workers = by_step[mode_step] = {}
-        return workers
-
-    def _entry(self, tname: str, mode: ModeKeys, mode_step: int, worker: str) -> StepEntry:
-        workers = self._workers(tname, mode, mode_step)
-        entry = workers.get(worker)
-        if entry is None:
-            entry = workers[worker] = StepEntry()
-        return entry
+    def _note_span(self, f: FileIndex) -> None:
+        ends = [t.start_idx + t.length for t in f.tensors.values()]
+        starts = [t.start_idx for t in f.tensors.values()]
+        for r in f.reductions.values():
+            ends += [t.start_idx + t.length for t in r.values()]
+            starts += [t.start_idx for t in r.values()]
+        lo, hi = min(starts), max(ends)
+        span = self.event_spans.get(f.event_key)
+        self.event_spans[f.event_key] = (lo, hi) if span is None else (min(lo, span[0]), max(hi, span[1]))
 
     def _note_step(self, names: set[str], step: int, worker: str, mode: ModeKeys,
                    mode_step: int) -> None:
         if mode != ModeKeys.GLOBAL:
-            steps = self.mode_to_global.setdefault(mode, {})
+            steps = self.mode_to_global.get(mode)
+            if steps is None:
+                steps = self.mode_to_global[mode] = {}
             if mode_step not in steps:
                 steps[mode_step] = step
                 self._sorted.pop(mode, None)
@@ -228,6 +272,18 @@ class TrialState:
         self.loaded_all_steps = True
         if self.global_to_mode:
             self.last_complete_step = max(self.global_to_mode)
+
+    # ---------------------------------------------------------------- tensors
+
+    def record(self, name: str) -> TensorRecord | None:
+        """The per-tensor view of ``name`` (made on first use), or None if never saved."""
+        found = self._records.get(name)
+        if found is None and name in self.names:
+            found = self._records[name] = TensorRecord(name)
+            for (mode, mode_step), files in self.files_at.items():
+                if any(name in f.names for f in files.values()):
+                    found.add(mode, mode_step, files)
+        return found
 
     # ---------------------------------------------------------------- questions
 
@@ -279,18 +335,21 @@ class TrialState:
                      show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which one tensor was saved: global steps for GLOBAL, else mode steps."""
         if mode == ModeKeys.GLOBAL:
-            found: set[int] = set()
-            for m, by_step in record.steps.items():
-                if m == ModeKeys.GLOBAL:
-                    found.update(by_step)
-                else:
-                    table = self.mode_to_global.get(m, {})
-                    found.update(table[s] for s in by_step if s in table)
-            every = sorted(found)
+            if len(record.steps) == 1 and ModeKeys.GLOBAL in record.steps:
+                every = record.mode_steps(ModeKeys.GLOBAL)
+            else:
+                found: set[int] = set()
+                for m, by_step in record.steps.items():
+                    if m == ModeKeys.GLOBAL:
+                        found.update(by_step)
+                    else:
+                        table = self.mode_to_global.get(m, {})
+                        found.update(table[s] for s in by_step if s in table)
+                every = sorted(found)
         else:
-            every = sorted(record.steps.get(mode, {}))
+            every = record.mode_steps(mode)
         if show_incomplete_steps or self.loaded_all_steps:
-            return every
+            return list(every)
         # smdebug compares the *mode* step against the global watermark here; we convert first
         # (docs/compatibility.md, "Tensor.steps for TRAIN/EVAL").
         return [s for s in every if self.last_complete_step >= (self.to_global(mode, s) or 0)]

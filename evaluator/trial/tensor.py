@@ -17,7 +17,7 @@ from evaluator.errors import (
     TensorUnavailableForStep,
 )
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.state import StepEntry, TensorRecord
+from evaluator.trial.state import FileIndex, Location, StepEntry, TensorRecord
 
 if TYPE_CHECKING:
     from evaluator.trial.trial import Trial
@@ -45,36 +45,42 @@ class Tensor:
 
     # ---------------------------------------------------------------- step lookup
 
-    def _entries(self, step: int, mode: ModeKeys) -> dict[str, StepEntry] | None:
+    def _files(self, step: int, mode: ModeKeys) -> dict[str, FileIndex] | None:
+        """The index files (by worker) that hold this tensor at ``step`` of ``mode``."""
         record = self._record
         if mode == GLOBAL:
-            found = record.entries(GLOBAL, step)
+            found = record.files(GLOBAL, step)
             if found:
                 return found
             m, ms = self.trial.mode_modestep(step)
             if m is None or ms is None:
                 return None
-            return record.entries(m, ms)
-        return record.entries(mode, step)
+            return record.files(m, ms)
+        return record.files(mode, step)
 
     def _step(self, step: int, mode: ModeKeys, worker: str | None) -> StepEntry:
-        entries = self._entries(step, mode)
-        if entries is None:
+        return self._file(step, mode, worker).entry(self.name)
+
+    def _file(self, step: int, mode: ModeKeys, worker: str | None) -> FileIndex:
+        """The index file of the chosen worker holding this tensor at ``step``; raises
+        smdebug's exceptions when there is none."""
+        files = self._files(step, mode)
+        if files is None:
             self.trial.maybe_refresh(self.name)
             state = self.trial.has_passed_step(step, mode)
             if state == StepState.AVAILABLE:
-                entries = self._entries(step, mode)
-                if entries is None:
+                files = self._files(step, mode)
+                if files is None:
                     raise TensorUnavailableForStep(self.name, step, mode)
             elif state == StepState.UNAVAILABLE:
                 raise StepUnavailable(step, mode)
             else:
                 raise StepNotYetAvailable(step, mode)
         if worker is None:
-            if not entries:
+            if not files:
                 raise SMDebugRuntimeError("No workers are available")
-            return entries[min(entries)]
-        found = entries.get(worker)
+            return files[min(files)] if len(files) > 1 else next(iter(files.values()))
+        found = files.get(worker)
         if found is None:
             raise InvalidWorker(worker)
         return found
@@ -86,11 +92,13 @@ class Tensor:
 
         With no ``worker``, the lexically first worker that saved the step is used.
         """
-        entry = self._step(step_num, mode, worker)
-        if entry.location is None:
+        file = self._file(step_num, mode, worker)
+        saved = file.tensors.get(self.name)
+        if saved is None:
             raise TensorUnavailableForStep(self.name, step_num, mode,
-                                           has_reductions=bool(entry.reductions))
-        return self.trial._read_value(entry.location, self.name, step_num, mode)
+                                           has_reductions=self.name in file.reductions)
+        return self.trial._read_value(Location(file.event_key, saved.start_idx, saved.length),
+                                      self.name, step_num, mode)
 
     def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
                         worker: str | None = None, abs: bool = False) -> Any:
@@ -153,12 +161,12 @@ class Tensor:
     def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved this tensor at ``step_num``, in the order their files were read."""
         record = self._record
-        entries = record.entries(mode, step_num)
-        if entries is None and mode == GLOBAL:
+        files = record.files(mode, step_num)
+        if files is None and mode == GLOBAL:
             found = self.trial._state.global_to_mode.get(step_num)
             if found is not None:
-                entries = record.entries(*found)
-        if entries is None:
+                files = record.files(*found)
+        if files is None:
             raise TensorUnavailableForStep(self.name, step_num, mode)
         with self.trial._cache.lock:
-            return list(entries)
+            return list(files)

@@ -187,7 +187,7 @@ class Trial:
         state = self._state
         if step is None:
             if mode == ModeKeys.GLOBAL:
-                return set(state.tensors)
+                return set(state.names)
             return set(state.mode_to_tensors.get(mode, ()))
         g = state.to_global(mode, step)
         if g is None:
@@ -202,7 +202,7 @@ class Trial:
         else:
             raise TypeError(f"Invalid argument type for collection {collection.__class__}")
         with self._cache.lock:
-            known = set(self._state.tensors)
+            known = set(self._state.names)
         return (set(coll.tensor_names) & known) | _matching(known, list(coll.include_regex or []))
 
     def tensor(self, tname: str) -> Tensor:
@@ -210,19 +210,21 @@ class Trial:
         found = self._tensor_objects.get(tname)
         if found is not None:
             return found
-        record = self._state.tensors.get(tname)
+        with self._cache.lock:
+            record = self._state.record(tname)
         if record is None:
             self.maybe_refresh(tname)
-            record = self._state.tensors.get(tname)
+            with self._cache.lock:
+                record = self._state.record(tname)
             if record is None:
                 raise TensorUnavailable(tname)
         found = self._tensor_objects[tname] = Tensor(tname, self, record, cache=self.cache)
         return found
 
     def has_tensor(self, tname: str) -> bool:
-        if tname not in self._state.tensors:
+        if tname not in self._state.names:
             self.maybe_refresh(tname)
-        return tname in self._state.tensors
+        return tname in self._state.names
 
     def inputs(self, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> list[np.ndarray]:
         return self._values_by_regex("inputs*", step, mode)
@@ -332,22 +334,25 @@ class Trial:
     def _read_value(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
         values = self._cache.values
         key = (loc.event_key, loc.start)
-        cached = values.get(key)
-        if cached is not None:
-            return cached.copy()
+        if values.max_bytes:
+            cached = values.get(key)
+            if cached is not None:
+                return cached.copy()
         record = self._record_bytes(loc, tname, step, mode)
         source = f"{self.path.rstrip('/')}/{loc.event_key}"
         value = decode_record_value(record, source=source, offset=loc.start)
-        values.put(key, value)
-        return value.copy() if values.max_bytes else value
+        if values.max_bytes:
+            values.put(key, value)
+            return value.copy()
+        return value
 
     def _computed_reduction(self, loc: Location, name: str, is_abs: bool, value_fn: Any) -> Any:
         key = (loc.event_key, loc.start, name, is_abs)
-        cached = self._cache.values.get(key)
+        cached = self._cache.reductions.get(key)
         if cached is not None:
             return cached[()]
         result = compute_reduction(value_fn(), name, is_abs)
-        self._cache.values.put(key, np.asarray(result))
+        self._cache.reductions.put(key, np.asarray(result))
         return result
 
     def _record_bytes(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> memoryview:

@@ -96,7 +96,7 @@ def test_shape_and_raw_value_in_one_file_are_both_kept() -> None:
     """A shape entry does not erase the raw tensor's location (smdebug loses the value)."""
     state = TrialState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(0, "worker_0", index(0, "worker_0", names=("b",), shapes=("b",)))
-    entry = state.tensors["b"].entry(GLOBAL, 0, "worker_0")
+    entry = state.record("b").entries(GLOBAL, 0)["worker_0"]
     assert entry.location is not None and entry.shape == (2, 2)
 
 
@@ -105,8 +105,8 @@ def test_reduction_tensors_are_attached_to_their_tensor() -> None:
     state = TrialState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(0, "worker_0", index(0, "worker_0", names=(
         "smdebug/reductions/abs_l1/w", "smdebug/reductions/max/w")))
-    assert set(state.tensors) == {"w"}
-    entry = state.tensors["w"].entry(GLOBAL, 0, "worker_0")
+    assert state.names == {"w"}
+    entry = state.record("w").entries(GLOBAL, 0)["worker_0"]
     assert set(entry.reductions) == {("l1", True), ("max", False)}
     assert entry.location is None
 
@@ -116,6 +116,19 @@ def test_negative_mode_step_is_rejected() -> None:
     state = TrialState(num_workers=1, workers={"worker_0"})
     with pytest.raises(SMDebugValueError, match="can not be less than 0"):
         state.apply_index_file(0, "worker_0", index(0, "worker_0", TRAIN, -1))
+
+
+def test_tensor_views_follow_files_applied_after_first_use() -> None:
+    """A tensor view made before new files arrive sees them; a worker without it is left out."""
+    state = TrialState(num_workers=2, workers={"worker_0", "worker_1"})
+    state.apply_index_file(0, "worker_0", index(0, "worker_0", names=("a", "b")))
+    a = state.record("a")
+    state.apply_index_file(0, "worker_1", index(0, "worker_1", names=("b",)))
+    state.apply_index_file(1, "worker_1", index(1, "worker_1", names=("a",)))
+    assert list(a.files(GLOBAL, 0)) == ["worker_0"]
+    assert list(a.files(GLOBAL, 1)) == ["worker_1"]
+    assert list(state.record("b").files(GLOBAL, 0)) == ["worker_0", "worker_1"]
+    assert state.record("nope") is None
 
 
 def test_event_spans_cover_all_records_of_a_file() -> None:
