@@ -66,8 +66,9 @@ class TrialOptions(BaseModel):
     stop_grace_seconds: float = Field(
         60.0, ge=0, description="Seconds after the stop signal's time before the rule stops.")
     value_cache_mb: float = Field(
-        16.0, ge=0, description="Memory bound for decoded arrays (re-decoding a cached record "
-        "costs about 10 µs, so this mainly serves repeated reads of the same values).")
+        0.0, ge=0, description="Memory bound for decoded arrays; 0 keeps none. Decoding a record "
+        "from the cached event-file bytes costs about 8 µs, so this only pays for rules that "
+        "read the very same values many times.")
     raw_cache_mb: float = Field(
         128.0, ge=0, description="Memory bound for event-file bytes: the cache that saves I/O.")
     max_coalesced_read_mb: float = Field(

@@ -23,7 +23,7 @@ from evaluator.formats.tensor_codec import (
     encode_tensor_proto,
     make_numpy_array,
 )
-from evaluator.formats.tfrecord import parse_frame
+from evaluator.formats.tfrecord import parse_frame, smdebug_payload
 from evaluator.modes import ModeKeys
 
 __all__ = [
@@ -82,7 +82,9 @@ def decode_record_value(
 
     ``offset`` is where the record sits in ``source``; it only labels errors.
     """
-    payload = parse_frame(record_bytes, source=source, label_offset=offset, exact=True)
+    payload = smdebug_payload(record_bytes)  # the common case, checked cheaply
+    if payload is None:
+        payload = parse_frame(record_bytes, source=source, label_offset=offset, exact=True)
     return decode_tensor_value(payload)
 
 

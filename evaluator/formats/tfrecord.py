@@ -111,6 +111,21 @@ def _frame(buf: Buffer, pos: int, source: str, label: int) -> tuple[bytes | memo
     return payload, total
 
 
+def smdebug_payload(buf: Buffer) -> bytes | memoryview | None:
+    """The payload when ``buf`` is exactly one record with a verified length CRC and smdebug's
+    footer constant; None for anything else (the caller then takes the checked path, which
+    explains what is wrong). The common case, as cheap as it can be."""
+    size = len(buf)
+    if size < RECORD_OVERHEAD:
+        return None
+    n, length_crc = _HEADER.unpack_from(buf, 0)
+    if n + RECORD_OVERHEAD != size or _LENGTH_CRCS.get(n) != length_crc:
+        return None
+    if buf[size - FOOTER_SIZE:] != FOOTER_MAGIC:
+        return None
+    return buf[HEADER_SIZE: size - FOOTER_SIZE]
+
+
 # A trial's records have few distinct lengths, so the length CRC is nearly always looked up.
 _LENGTH_CRCS: dict[int, int] = {}
 _LENGTH_CRCS_MAX = 4096

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ObjectInfo", "Storage"]
+__all__ = ["ObjectInfo", "Storage", "SyncRangeReader"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,4 +56,14 @@ class Storage(Protocol):
 
     async def aclose(self) -> None:
         """Release connections and threads. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class SyncRangeReader(Protocol):
+    """Optional capability of backends whose reads never wait on a network (local folder,
+    memory): ``read_range`` answered in the calling thread, saving the hop to the event loop
+    that a synchronous caller otherwise pays on every read. Same contract as ``read_range``."""
+
+    def read_range_sync(self, key: str, start: int, end: int) -> bytes:
         ...

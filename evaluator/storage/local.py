@@ -97,17 +97,26 @@ class LocalStorage:
         return await self._in_thread(path, 0, None)
 
     async def read_range(self, key: str, start: int, end: int) -> bytes:
-        if start < 0:
-            raise ValueError(f"negative start {start} reading {key!r}")
+        if end - start > self._inline_read_limit:
+            self._check_range(key, start)
+            return await self._in_thread(self._path(key), start, end)
+        return self.read_range_sync(key, start, end)
+
+    def read_range_sync(self, key: str, start: int, end: int) -> bytes:
+        """``read_range`` in the calling thread (``SyncRangeReader``): a blocking local read."""
+        self._check_range(key, start)
         if start >= end:
             return b""
         path = self._path(key)
-        if end - start > self._inline_read_limit:
-            return await self._in_thread(path, start, end)
         try:
             return _read_file(path, start, end)
         except OSError as error:
             raise _translated(error, path) from error
+
+    @staticmethod
+    def _check_range(key: str, start: int) -> None:
+        if start < 0:
+            raise ValueError(f"negative start {start} reading {key!r}")
 
     async def exists(self, key: str) -> bool:
         path = self._path_or_none(key)

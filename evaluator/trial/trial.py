@@ -12,6 +12,7 @@ import bisect
 import concurrent.futures
 import logging
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 from evaluator.config import TrialOptions
 from evaluator.errors import (
     NoMoreData,
+    ObjectNotFound,
     StepUnavailable,
     TensorUnavailable,
     TensorUnavailableForStep,
@@ -29,7 +31,7 @@ from evaluator.formats.events import decode_record_value
 from evaluator.formats.keys import event_key as make_event_key
 from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys, StepState
-from evaluator.storage.base import Storage
+from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.reductions import compute_reduction
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.poller import Poller
@@ -71,6 +73,7 @@ class Trial:
         self._tensor_objects: dict[str, Tensor] = {}
         self._inflight: dict[str, concurrent.futures.Future[bytes | None]] = {}
         self._prefetched: set[str] = set()  # fetched ahead, not read yet
+        self._last_read_step: dict[str, int] = {}  # per worker, to tell a walk from random access
         self._closed = False
         loaded = self._run(self._source.load_collections(
             timeout=options.collection_wait_timeout, poll_interval=options.poll_interval))
@@ -300,6 +303,30 @@ class Trial:
                     raise self._unavailable(step, mode)
                 self._wait_for_news()
 
+    def next_step(self, after: int | None, *, end_step: int | None = None,
+                  stop: threading.Event | None = None) -> int | None:
+        """The first saved global step after ``after`` (from the first step when None) that is
+        readable, waiting for it while training runs. None when the data ends before one comes
+        (training ended, or ``end_step``, exclusive, is reached) or when ``stop`` is set.
+
+        This is how the evaluator visits saved steps directly, instead of trying every integer
+        as smdebug's ``invoke_rule`` does."""
+        while stop is None or not stop.is_set():
+            with self._cache.lock:
+                steps = self._state.all_steps(ModeKeys.GLOBAL)
+                i = 0 if after is None else bisect.bisect_right(steps, after)
+                candidate = steps[i] if i < len(steps) else None
+                if candidate is not None and end_step is not None and candidate >= end_step:
+                    return None
+                if candidate is not None:
+                    state = self._state.has_passed_step(candidate, ModeKeys.GLOBAL)
+                    if state != StepState.NOT_YET_AVAILABLE:
+                        return candidate
+                elif self._state.loaded_all_steps:
+                    return None
+            self._wait_for_news()
+        return None
+
     def _wait_for_news(self) -> None:
         """Sleep until the background poller applies a scan (starting it if needed)."""
         self.start_polling()
@@ -331,18 +358,29 @@ class Trial:
 
     # ---------------------------------------------------------------- values (used by Tensor)
 
-    def _read_value(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
+    def _read_value(self, event_key: str, start: int, length: int, tname: str, step: int,
+                    mode: ModeKeys) -> np.ndarray:
+        """The array of the record at ``[start, start + length)`` of ``event_key``: the hot path
+        of every ``value()``, kept flat."""
         values = self._cache.values
-        key = (loc.event_key, loc.start)
         if values.max_bytes:
-            cached = values.get(key)
+            cached = values.get((event_key, start))
             if cached is not None:
                 return cached.copy()
-        record = self._record_bytes(loc, tname, step, mode)
-        source = f"{self.path.rstrip('/')}/{loc.event_key}"
-        value = decode_record_value(record, source=source, offset=loc.start)
+        end = start + length
+        span = self._cache.raw.get(event_key)
+        if span is not None and span[0] <= start and end <= span[0] + len(span[1]):
+            lo = span[0]
+            record = memoryview(span[1])[start - lo: end - lo]
+            if event_key in self._prefetched:  # first use of a prefetched file: keep ahead
+                self._prefetched.discard(event_key)
+                self._prefetch_after(event_key)
+        else:
+            record = self._record_bytes(Location(event_key, start, length), tname, step, mode)
+        value = decode_record_value(record, source=f"{self.path.rstrip('/')}/{event_key}",
+                                    offset=start)
         if values.max_bytes:
-            values.put(key, value)
+            values.put((event_key, start), value)
             return value.copy()
         return value
 
@@ -371,7 +409,9 @@ class Trial:
                 self._prefetch_after(loc.event_key)
             return found
         lo, hi = self._span_to_read(loc.event_key, loc.start, end)
-        data = self._run(self._fetch(loc.event_key, lo, hi))
+        data = self._read_now(loc.event_key, lo, hi)
+        if data is None:  # not readable in this thread, or not (completely) there yet
+            data = self._run(self._fetch(loc.event_key, lo, hi))
         if data is None or len(data) < end - lo:
             raise TensorUnavailableForStep(tname, step, mode)
         self._prefetch_after(loc.event_key)
@@ -390,6 +430,20 @@ class Trial:
             return start, end
         return lo, hi
 
+    def _read_now(self, event_key: str, lo: int, hi: int) -> bytes | None:
+        """The bytes read in the calling thread when the backend can (local folders), else
+        None; a missing or short file also gives None, and the async path then waits for it."""
+        if not isinstance(self._storage, SyncRangeReader):
+            return None
+        try:
+            data = self._storage.read_range_sync(event_key, lo, hi)
+        except ObjectNotFound:
+            return None
+        if len(data) < hi - lo:
+            return None
+        self._cache.raw.put(event_key, (lo, data))
+        return data
+
     async def _fetch(self, event_key: str, lo: int, hi: int) -> bytes | None:
         data = await self._source.read_event_bytes(
             event_key, lo, hi, wait=self.options.missing_event_file_timeout,
@@ -399,14 +453,20 @@ class Trial:
         return data
 
     def _prefetch_after(self, event_key: str) -> None:
-        """Fetch the event files of this worker's next saved steps in the background."""
+        """Fetch the event files of this worker's next saved steps in the background, when the
+        rule is walking the steps in order (random access would only waste reads)."""
         depth = self.options.prefetch_steps
+        step, worker = parse_index_key(event_key)  # also parses event-file keys
+        previous = self._last_read_step.get(worker)
+        self._last_read_step[worker] = step
         if depth <= 0 or len(self._inflight) >= 2 * depth:
             return
-        step, worker = parse_index_key(event_key)  # also parses event-file keys
         with self._cache.lock:
             steps = self._state.all_steps(ModeKeys.GLOBAL)
-            after = steps[bisect.bisect_right(steps, step): bisect.bisect_right(steps, step) + depth]
+            at = bisect.bisect_left(steps, step)
+            if previous != step and (at == 0 or steps[at - 1] != previous):
+                return
+            after = steps[at + 1: at + 1 + depth]
             wanted = [(k, *self._state.event_spans[k]) for k in
                       (make_event_key(s, worker) for s in after)
                       if k in self._state.event_spans]

@@ -167,25 +167,30 @@ def test_k_tensors_of_one_step_cost_one_ranged_get(s3_server: Any, upload_folder
     trial.close()
 
 
-def test_prefetch_fetches_next_steps_ahead(s3_server: Any, upload_folder: Any) -> None:
-    """With prefetch on, the next steps' event files are already cached when the rule gets there."""
+def test_prefetch_fetches_next_steps_ahead_of_a_walk(s3_server: Any, upload_folder: Any) -> None:
+    """A rule walking the steps in order finds the next steps' event files already fetched;
+    random access fetches nothing ahead."""
     uri = upload_folder(DATA / "big", "counts/prefetch")
     storage = S3Storage(uri, count_requests=True)
     trial = create_trial(uri, storage=storage, prefetch_steps=2)
+    loss = trial.tensor("loss")
+
+    def gets_settle(expected: int) -> int:
+        deadline = time.monotonic() + 10
+        while storage.request_counts["GetObject"] < expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # nothing more may arrive
+        return storage.request_counts["GetObject"]
+
     storage.request_counts.clear()
-    trial.tensor("loss").value(0)  # step 0's file, and steps 1 and 2 ahead of time
-    deadline = time.monotonic() + 10
-    while storage.request_counts["GetObject"] < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)  # let the prefetched bytes land in the cache
-    assert storage.request_counts["GetObject"] == 3
-    trial.tensor("loss").value(1)  # prefetched: no GET; keeps the pipeline two steps ahead
-    deadline = time.monotonic() + 10
-    while storage.request_counts["GetObject"] < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
-    # Only step 3 was fetched (ahead); had step 1 not been prefetched it would be 5.
-    assert storage.request_counts["GetObject"] == 4
+    loss.value(20)
+    loss.value(30)  # not a walk: nothing fetched ahead
+    assert gets_settle(2) == 2
+    loss.value(0)
+    loss.value(1)  # a walk: steps 2 and 3 are fetched ahead
+    assert gets_settle(6) == 6
+    loss.value(2)  # served from the prefetched bytes; step 4 is fetched ahead
+    assert gets_settle(7) == 7
     trial.close()
 
 

@@ -181,3 +181,32 @@ def test_modes_map_to_global_steps(tmp_path: Path) -> None:
     assert loss.value(2)[0] == 2.0
     assert loss.steps(mode=EVAL) == [0]
     assert trial.tensor_names(mode=ModeKeys.PREDICT) == []
+
+
+def test_next_step_visits_saved_steps_and_ends_with_the_data(tmp_path: Path) -> None:
+    """next_step walks saved global steps (not every integer) and returns None at the end."""
+    writer = TrialWriter(tmp_path)
+    writer.write_collections(COLLECTIONS)
+    for s in (0, 5, 10):
+        writer.write_step(s, {"loss": np.float32(s)}, mode=TRAIN)
+    writer.end_training()
+    trial = create_trial(str(tmp_path))
+    seen, step = [], None
+    while (step := trial.next_step(step)) is not None:
+        seen.append(step)
+    assert seen == [0, 5, 10]
+    assert trial.next_step(None, end_step=5) == 0 and trial.next_step(0, end_step=5) is None
+
+
+def test_next_step_waits_for_a_step_still_being_written(tmp_path: Path) -> None:
+    """While training runs, next_step waits for the next step; a stop event ends the wait."""
+    make_trial(tmp_path, range(1), ended=False)
+    trial = create_trial(str(tmp_path), poll_interval=0.05, max_poll_interval=0.1)
+    threading.Timer(0.2, lambda: TrialWriter(tmp_path).write_step(
+        1, {"w": np.zeros((2, 3), np.float32)}, mode=TRAIN)).start()
+    assert trial.next_step(0) == 1
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    started = time.monotonic()
+    assert trial.next_step(1, stop=stop) is None
+    assert time.monotonic() - started < 5

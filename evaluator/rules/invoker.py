@@ -1,0 +1,177 @@
+"""``invoke_rule``: run a rule over the saved steps of its base trial.
+
+Exception handling follows smdebug 1.0.34's ``invoke_rule``:
+
+* ``TensorUnavailableForStep``, ``StepUnavailable`` and ``TensorUnavailable`` skip the step
+  (logged at debug level);
+* ``RuleEvaluationConditionMet`` is re-raised when ``raise_eval_cond``; otherwise it is logged,
+  and the run ends if the exception says ``end_of_rule``;
+* ``NoMoreProfilerData`` ends the run; anything else propagates.
+
+Three differences, all additive:
+
+* steps are visited as they are saved (``Trial.next_step``), not every integer from
+  ``start_step`` on, so steps that were never saved are not "skipped" one by one;
+* the end of the data is a normal return, not ``NoMoreData`` escaping (a ``NoMoreData`` the
+  rule itself raises ends the run the same way);
+* the call returns an ``InvokeResult``, reports each step to an optional ``RuleObserver``,
+  ends within a poll interval of ``stop`` being set, and can end at the first firing
+  (``continue_after_fire=False``).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from evaluator.errors import (
+    NoMoreData,
+    NoMoreProfilerData,
+    RuleEvaluationConditionMet,
+    SMDebugError,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+
+__all__ = ["InvokeResult", "NullObserver", "RuleObserver", "Termination", "invoke_rule"]
+
+log = logging.getLogger("evaluator.rules")
+
+SKIPPING = (TensorUnavailableForStep, StepUnavailable, TensorUnavailable)
+
+
+class Termination(str, enum.Enum):
+    """Why ``invoke_rule`` returned."""
+
+    END_OF_DATA = "end_of_data"  # training ended and every saved step was visited
+    END_STEP = "end_step"  # the next saved step is at or past end_step
+    STOPPED = "stopped"  # the stop event was set
+    END_OF_RULE = "end_of_rule"  # RuleEvaluationConditionMet(end_of_rule=True)
+    CONDITION_MET = "condition_met"  # the rule fired and continue_after_fire was False
+
+
+class RuleObserver(Protocol):
+    """Told about every step ``invoke_rule`` visits: exactly one call per step."""
+
+    def on_step_evaluated(self, step: int) -> None:
+        """The rule ran at ``step`` and its condition was not met."""
+
+    def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
+        """The step was skipped: the data the rule needed was missing (``exc`` says what)."""
+
+    def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
+        """The rule fired at ``step`` (``exc.step`` is the step the rule reported)."""
+
+
+class NullObserver:
+    """A ``RuleObserver`` that ignores everything; subclass it to override only some calls."""
+
+    def on_step_evaluated(self, step: int) -> None:
+        pass
+
+    def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
+        pass
+
+    def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class InvokeResult:
+    """What one ``invoke_rule`` run did."""
+
+    ended_by: Termination
+    steps_evaluated: int  # steps where the rule ran to the end (fired or not)
+    steps_skipped: int
+    fired_steps: tuple[int, ...]
+    last_step: int | None  # the last step visited, None if there was none
+
+
+@dataclass
+class _Tally:
+    evaluated: int = 0
+    skipped: int = 0
+    fired: list[int] = field(default_factory=list)
+    last_step: int | None = None
+
+    def result(self, ended_by: Termination) -> InvokeResult:
+        return InvokeResult(ended_by, self.evaluated, self.skipped, tuple(self.fired), self.last_step)
+
+
+def invoke_rule(
+    rule_obj: Any,
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    raise_eval_cond: bool = False,
+    *,
+    observer: RuleObserver | None = None,
+    stop: threading.Event | None = None,
+    continue_after_fire: bool = True,
+) -> InvokeResult:
+    """Call ``rule_obj.invoke(step)`` for each saved global step in ``[start_step, end_step)``
+    of ``rule_obj.base_trial``, waiting for new steps while training runs.
+
+    Returns when the data ends, ``end_step`` is reached, ``stop`` is set, or the rule ends
+    itself; see the module docstring for the exceptions."""
+    trial = rule_obj.base_trial
+    watcher: RuleObserver = observer if observer is not None else NullObserver()
+    tally = _Tally()
+    start = start_step or 0
+    step = trial.next_step(start - 1 if start > 0 else None, end_step=end_step, stop=stop)
+    while step is not None:
+        if stop is not None and stop.is_set():
+            return tally.result(Termination.STOPPED)
+        tally.last_step = step
+        ended = _invoke_at(rule_obj, step, tally, watcher, raise_eval_cond, continue_after_fire)
+        if ended is not None:
+            return tally.result(ended)
+        step = trial.next_step(step, end_step=end_step, stop=stop)
+    return tally.result(_why_no_step(trial, end_step, stop))
+
+
+def _invoke_at(rule_obj: Any, step: int, tally: _Tally, watcher: RuleObserver,
+               raise_eval_cond: bool, continue_after_fire: bool) -> Termination | None:
+    """Invoke the rule at one step; the reason to stop, or None to go on."""
+    try:
+        rule_obj.invoke(step)
+    except SKIPPING as e:
+        log.debug("rule %s: step %s skipped: %s", _name(rule_obj), step, e)
+        tally.skipped += 1
+        watcher.on_step_skipped(step, e)
+        return None
+    except RuleEvaluationConditionMet as e:
+        tally.evaluated += 1
+        tally.fired.append(e.step)
+        watcher.on_condition_met(step, e)
+        if raise_eval_cond:
+            raise
+        log.info("%s", e)
+        if e.end_of_rule:
+            return Termination.END_OF_RULE
+        return None if continue_after_fire else Termination.CONDITION_MET
+    except (NoMoreData, NoMoreProfilerData) as e:
+        log.debug("rule %s: data ended at step %s: %s", _name(rule_obj), step, e)
+        return Termination.END_OF_DATA
+    tally.evaluated += 1
+    watcher.on_step_evaluated(step)
+    return None
+
+
+def _why_no_step(trial: Any, end_step: int | None, stop: threading.Event | None) -> Termination:
+    """``next_step`` returned None: tell a stop, the end_step and the end of the data apart."""
+    if stop is not None and stop.is_set():
+        return Termination.STOPPED
+    if end_step is None:
+        return Termination.END_OF_DATA
+    if not trial.loaded_all_steps:
+        return Termination.END_STEP  # a running trial: only end_step ends the walk
+    steps = trial.steps(show_incomplete_steps=True)
+    return Termination.END_STEP if steps and steps[-1] >= end_step else Termination.END_OF_DATA
+
+
+def _name(rule_obj: Any) -> str:
+    return str(getattr(rule_obj, "rule_name", type(rule_obj).__name__))

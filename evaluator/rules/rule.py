@@ -1,0 +1,85 @@
+"""``Rule``: the base class of every rule, built-in or a user's, with smdebug 1.0.34's API.
+
+A rule subclasses ``Rule``, implements ``invoke_at_step(step)`` (true means "the condition is
+met at this step") and, optionally, ``set_required_tensors(step)``::
+
+    from smdebug.rules import Rule
+
+    class LossIsNaN(Rule):
+        def __init__(self, base_trial, action_str=None):
+            super().__init__(base_trial, action_str)
+
+        def invoke_at_step(self, step):
+            return bool(np.isnan(self.base_trial.tensor("loss").value(step)).any())
+
+``invoke_rule`` (``evaluator.rules.invoker``) drives ``Rule.invoke`` over the saved steps.
+
+Unlike smdebug, ``action_str`` is optional: AWS's own examples call
+``super().__init__(base_trial)`` and ``super().__init__(base_trial, other_trials=...)``, which
+raise TypeError with smdebug 1.0.34.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any
+
+from evaluator.errors import RuleEvaluationConditionMet
+from evaluator.rules.actions import Actions
+from evaluator.rules.required_tensors import RequiredTensors
+from evaluator.trial.refresh import no_refresh
+
+__all__ = ["Rule"]
+
+
+class Rule(ABC):
+    """A check evaluated step by step over a base trial (and optionally other trials).
+
+    Attributes, as smdebug: ``base_trial``, ``other_trials`` (as given), ``trials`` (base
+    first), ``req_tensors``, ``rule_name`` (the class name), ``report`` and ``logger``.
+    ``action_str`` is the rule's ``action_json``; invalid JSON raises ``ConfigurationError``.
+    """
+
+    def __init__(self, base_trial: Any, action_str: str | None = None,
+                 other_trials: Iterable[Any] | None = None) -> None:
+        self.base_trial = base_trial
+        self.other_trials = other_trials
+        self.trials = [base_trial, *(other_trials or ())]
+        self.req_tensors = RequiredTensors(base_trial, other_trials)
+        self.rule_name = type(self).__name__
+        self.logger = logging.getLogger(f"evaluator.rules.{self.rule_name}")
+        self._actions = Actions(action_str, rule_name=self.rule_name)
+        self.report: dict[str, Any] = {
+            "RuleTriggered": 0,
+            "Violations": 0,
+            "Details": {},
+            "Datapoints": 0,
+            "RuleParameters": "",
+        }
+
+    def set_required_tensors(self, step: int) -> None:
+        """Declare, with ``self.req_tensors.add``, the values needed at ``step``. Optional."""
+
+    @abstractmethod
+    def invoke_at_step(self, step: int) -> Any:
+        """Evaluate the rule at global ``step``; a true value means the condition is met."""
+
+    def invoke(self, step: int) -> None:
+        """Evaluate at ``step`` as smdebug does: wait for the step on the base trial, then,
+        without rescanning storage, fetch the required tensors and call ``invoke_at_step``.
+        A true result runs the actions and raises ``RuleEvaluationConditionMet``."""
+        self.base_trial.wait_for_steps([step])
+        with no_refresh(self.trials):
+            self.req_tensors.clear()
+            self.set_required_tensors(step)
+            self.req_tensors.fetch()
+            met = self.invoke_at_step(step)
+        if met:
+            condition = RuleEvaluationConditionMet(self.rule_name, step)
+            self._actions.invoke(str(condition))
+            raise condition
+
+    def __repr__(self) -> str:
+        return f"<{self.rule_name} base_trial={getattr(self.base_trial, 'name', self.base_trial)!r}>"
