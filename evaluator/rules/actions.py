@@ -77,7 +77,11 @@ def parse_action_json(text: str | None) -> list[dict[str, Any]]:
 
     Raises ``ConfigurationError`` naming ``action_json`` when the text is not JSON, or not one
     object or a list of objects."""
-    if text is None or not text.strip():
+    if text is None:
+        return []
+    if not isinstance(text, str):
+        raise ConfigurationError(f"action_json must be a string of JSON, got {type(text).__name__}")
+    if not text.strip():
         return []
     parsed = _decode(text.strip())
     items = [parsed] if isinstance(parsed, dict) else parsed

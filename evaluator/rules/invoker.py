@@ -53,6 +53,9 @@ class Termination(str, enum.Enum):
     END_OF_RULE = "end_of_rule"  # RuleEvaluationConditionMet(end_of_rule=True)
     CONDITION_MET = "condition_met"  # the rule fired and continue_after_fire was False
 
+    def __str__(self) -> str:
+        return self.value
+
 
 class RuleObserver(Protocol):
     """Told about every step ``invoke_rule`` visits: exactly one call per step."""

@@ -1,0 +1,5 @@
+"""smdebug.rules.action: ``Actions``."""
+
+from evaluator.rules import Actions
+
+__all__ = ["Actions"]

@@ -1,0 +1,5 @@
+"""smdebug.rules.req_tensors: ``RequiredTensors``."""
+
+from evaluator.rules import RequiredTensors
+
+__all__ = ["RequiredTensors"]

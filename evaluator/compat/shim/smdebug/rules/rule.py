@@ -1,0 +1,5 @@
+"""smdebug.rules.rule"""
+
+from evaluator.rules import Rule
+
+__all__ = ["Rule"]

@@ -1,0 +1,229 @@
+"""Find a rule class and build it from string parameters, as SageMaker's evaluator does.
+
+* A built-in rule is found by name, case-insensitively, in ``rules_builtin``.
+* A user's rule is the class named ``rule_to_invoke`` in the code at ``source_s3_uri``: an S3
+  ``.py`` object, an S3 prefix (the whole tree is downloaded, and the module that defines the
+  class is imported), a local file or folder, or a ``file://`` URL. Before the user's code is
+  imported, ``smdebug.*`` names are pointed at this package (``evaluator.compat.activate``).
+* Constructor arguments are bound from the signature, every value a string as SageMaker sends
+  them. A missing required argument, a constructor that raises, a file that does not import:
+  each is a ``ConfigurationError`` naming what to fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import importlib.util
+import inspect
+import logging
+import re
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from evaluator import compat
+from evaluator.errors import ConfigurationError, StorageError
+
+__all__ = ["build_rule", "fetch_source", "find_rule_class", "load_rule_class"]
+
+log = logging.getLogger("evaluator.rules")
+
+# Parameters the evaluator consumes itself; never passed to a rule's constructor.
+RESERVED = frozenset({
+    "rule_to_invoke", "source_s3_uri", "base_trial", "other_trials", "other_trial",
+    "start_step", "end_step", "action_json", "action_str",
+})
+
+
+# ------------------------------------------------------------------------------ finding classes
+
+
+def load_rule_class(name: str, source: str | None, *, workdir: Path) -> type:
+    """The class named ``name``: built-in when ``source`` is None, else from the user's code."""
+    if not source:
+        return _builtin(name)
+    root = fetch_source(source, workdir=workdir)
+    return find_rule_class(name, root, source=source)
+
+
+def _builtin(name: str) -> type:
+    from rules_builtin import registry
+
+    found = registry.lookup(name)
+    if found is not None:
+        return found
+    known = registry.names()
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigurationError(
+        f"unknown built-in rule {name!r} (rule_to_invoke).{hint} Built-in rules: "
+        f"{', '.join(known)}. For your own rule, set source_s3_uri to the .py file or folder "
+        "that defines the class."
+    )
+
+
+def fetch_source(source: str, *, workdir: Path) -> Path:
+    """A local file or folder holding the user's rule code (downloaded from S3 if needed)."""
+    if source.startswith("s3://"):
+        return _download(source, workdir)
+    path = Path(source.removeprefix("file://")).expanduser()
+    if not path.exists():
+        raise ConfigurationError(
+            f"rule source {source!r} (source_s3_uri) does not exist: give an s3:// URI, a "
+            "file:// URL, or a path to a .py file or folder visible to the evaluator"
+        )
+    return path
+
+
+def find_rule_class(name: str, root: Path, *, source: str) -> type:
+    """Import the module under ``root`` that defines ``class <name>`` and return the class."""
+    files = [root] if root.is_file() else sorted(root.rglob("*.py"))
+    pattern = re.compile(rf"^\s*class\s+{re.escape(name)}\b", re.M)
+    defining = [f for f in files if pattern.search(_read_text(f))]
+    if not defining:
+        raise ConfigurationError(
+            f"no class {name!r} (rule_to_invoke) in {source}: looked in "
+            f"{len(files)} .py file(s); check the class name and its spelling"
+        )
+    compat.activate()
+    module = _import(defining[0], base=root if root.is_dir() else root.parent, source=source)
+    found = getattr(module, name, None)
+    if not inspect.isclass(found):
+        raise ConfigurationError(f"{name!r} in {source} is not a class")
+    return found
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise ConfigurationError(f"cannot read rule file {path}: {e.strerror or e}") from e
+
+
+def _import(path: Path, *, base: Path, source: str) -> ModuleType:
+    """Import ``path``; its folder tree (``base``) is importable so the user's helpers are."""
+    for folder in {str(base), str(path.parent)}:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    module_name = f"user_rule_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"cannot import rule file {path} from {source}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:  # the user's code: report anything it raises on import
+        del sys.modules[module_name]
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        where = _user_frames(e, path)
+        raise ConfigurationError(
+            f"rule file {path.name} from {source} failed to import: "
+            f"{type(e).__name__}: {e}{where}"
+        ) from e
+    return module
+
+
+def _user_frames(error: BaseException, path: Path) -> str:
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == str(path)]
+    if not frames and isinstance(error, SyntaxError) and error.lineno:
+        return f" (line {error.lineno})"
+    return f" (line {frames[-1].lineno})" if frames else ""
+
+
+def _download(uri: str, workdir: Path) -> Path:
+    """Copy an S3 object or prefix into ``workdir``; the path of the copy."""
+    from evaluator.storage.s3 import S3Storage
+
+    async def copy() -> Path:
+        storage = S3Storage(uri)
+        try:
+            target = workdir / "rule_source"
+            if uri.endswith(".py"):
+                parent, _, name = uri.rpartition("/")
+                folder = S3Storage(parent + "/")
+                try:
+                    data = await folder.read(name)
+                finally:
+                    await folder.aclose()
+                target.mkdir(parents=True, exist_ok=True)
+                (target / name).write_bytes(data)
+                return target / name
+            keys = [o.key async for o in storage.list_after("")]
+            if not keys:
+                raise ConfigurationError(f"no files under rule source {uri} (source_s3_uri)")
+            for key in keys:
+                dest = target / key
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(await storage.read(key))
+            return target
+        finally:
+            await storage.aclose()
+
+    try:
+        return asyncio.run(copy())
+    except StorageError as e:
+        raise ConfigurationError(f"cannot fetch rule source {uri} (source_s3_uri): {e}") from e
+
+
+# ------------------------------------------------------------------------------ building rules
+
+
+def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
+               other_trials: Sequence[Any] = (), action_json: str | None = None) -> Any:
+    """Instantiate ``cls(base_trial, ...)`` with the parameters its signature names.
+
+    Values stay strings (SageMaker sends only strings; rules parse them). ``other_trials`` and
+    ``action_str`` are passed only when the constructor accepts them. Unknown keys are
+    ignored unless the constructor takes ``**kwargs``.
+    """
+    kwargs = _bind(cls, parameters, other_trials=other_trials, action_json=action_json)
+    try:
+        return cls(base_trial, **kwargs)
+    except Exception as e:
+        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)) or "none"
+        raise ConfigurationError(
+            f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {e} "
+            f"(parameters given: {shown}); check the values in RuleParameters"
+        ) from e
+
+
+def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[Any],
+          action_json: str | None) -> dict[str, Any]:
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return {}
+    params = list(signature.parameters.values())[2:]  # self, base_trial
+    kwargs: dict[str, Any] = {}
+    takes_kwargs = False
+    for p in params:
+        if p.kind == p.VAR_KEYWORD:
+            takes_kwargs = True
+        elif p.kind == p.VAR_POSITIONAL:
+            continue
+        elif p.name == "other_trials":
+            if other_trials or p.default is p.empty:
+                kwargs["other_trials"] = list(other_trials)
+        elif p.name == "action_str":
+            kwargs["action_str"] = action_json or ""
+        elif p.name in parameters:
+            kwargs[p.name] = parameters[p.name]
+        elif p.default is p.empty:
+            raise ConfigurationError(
+                f"rule {cls.__name__} needs parameter {p.name!r}: add it to RuleParameters "
+                f"(e.g. --{p.name} VALUE or environment variable {p.name})"
+            )
+    unused = [k for k in parameters if k not in kwargs and k not in RESERVED]
+    if takes_kwargs:
+        kwargs.update({k: parameters[k] for k in unused})
+    elif unused:
+        log.info("rule %s ignores parameters it does not take: %s", cls.__name__, ", ".join(unused))
+    return kwargs
