@@ -250,6 +250,12 @@ class Trial:
         with self._cache.lock:
             return self._state.steps(mode, show_incomplete_steps)
 
+    def newest_step(self) -> int | None:
+        """The highest global step seen so far, complete or not (for progress and lag)."""
+        with self._cache.lock:
+            steps = self._state.all_steps(ModeKeys.GLOBAL)
+            return steps[-1] if steps else None
+
     def modes(self) -> Any:
         """Modes seen so far, in order of first appearance (never GLOBAL), as dict keys."""
         return self._state.mode_to_global.keys()
@@ -324,15 +330,16 @@ class Trial:
                         return candidate
                 elif self._state.loaded_all_steps:
                     return None
-            self._wait_for_news()
+            # With a stop event, wake often enough to end within half a second of it.
+            self._wait_for_news(0.5 if stop is not None else None)
         return None
 
-    def _wait_for_news(self) -> None:
+    def _wait_for_news(self, timeout: float | None = None) -> None:
         """Sleep until the background poller applies a scan (starting it if needed)."""
         self.start_polling()
         if self._poller.error is not None:
             raise self._poller.error
-        self._cache.wait_for_change(self.options.max_poll_interval + 1)
+        self._cache.wait_for_change(timeout or self.options.max_poll_interval + 1)
         if self._poller.error is not None:
             raise self._poller.error
 

@@ -1,0 +1,52 @@
+"""SIGTERM / SIGINT: ask the evaluation to stop, and end it within seconds.
+
+SageMaker stops a processing job with SIGINT then SIGKILL; ``docker stop`` sends SIGTERM. The
+handler sets ``stop`` (rule loops end at the next step boundary, and waits for data wake within
+half a second) and remembers the signal for the exit code (128 + signal number). During setup
+(reading the configuration, opening the trial) nothing polls ``stop``, so the handler raises
+``StopRequested`` in the main thread instead.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+__all__ = ["StopRequested", "StopSignals"]
+
+
+class StopRequested(BaseException):
+    """Raised in the main thread by a stop signal that arrives during setup."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class StopSignals:
+    """Context manager installing the handlers; ``stop`` is set when a signal arrives."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.signum: int | None = None
+        self.raise_in_main = True
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        self.stop.set()
+        if self.raise_in_main and first:
+            raise StopRequested(signum)

@@ -1,0 +1,197 @@
+"""One evaluation: open the trial, build every rule, run them, report statuses.
+
+Several rules share one base trial, so one poller and one cache serve them all; each rule runs
+``invoke_rule`` on its own thread (rules mostly wait for data or run numpy, both of which
+release the GIL). The most severe outcome decides the exit code (``evaluator.status``).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from evaluator.config import EvaluatorConfig, RuleSpec
+from evaluator.errors import (
+    ClientError,
+    ConfigurationError,
+    EvaluatorError,
+    MissingCollectionFiles,
+    RuleEvaluationConditionMet,
+    SMDebugError,
+)
+from evaluator.rules.invoker import NullObserver, invoke_rule
+from evaluator.rules.loader import build_rule, load_rule_class
+from evaluator.status import StatusReporter
+from evaluator.trial import Trial, create_trial
+
+__all__ = ["Evaluation"]
+
+log = logging.getLogger("evaluator.evaluation")
+
+STOP_GRACE_SECONDS = 4.0  # rules get this long to reach a step boundary after a stop signal
+
+
+class Evaluation:
+    """Runs the configured rules over the base trial and reports through ``reporter``."""
+
+    def __init__(self, config: EvaluatorConfig, reporter: StatusReporter,
+                 stop: threading.Event) -> None:
+        self.config = config
+        self.reporter = reporter
+        self.stop = stop
+        self._trials: dict[str, Trial] = {}
+        self._threads: list[threading.Thread] = []
+
+    # ---------------------------------------------------------------- the run
+
+    def run(self) -> None:
+        """Open the trials and build the rules (the caller may interrupt this), then run."""
+        names = [spec.configuration_name for spec in self.config.rules]
+        for name in names:
+            self.reporter.start(name)
+        try:
+            base = self._open_base_trial()
+        except Exception as e:
+            for name in names:
+                self.reporter.fail(name, _trial_error(e, self.config.base_trial))
+            return
+        with tempfile.TemporaryDirectory(prefix="rule-source-") as workdir:
+            rules = [(spec, self._build(spec, base, Path(workdir))) for spec in self.config.rules]
+            for spec, rule in rules:
+                if rule is not None:
+                    self._start_thread(spec, rule)
+            self.wait()
+
+    def wait(self) -> None:
+        """Wait for every rule thread; after a stop request, give them a few seconds at most."""
+        stop_seen: float | None = None
+        for thread in self._threads:
+            while thread.is_alive():
+                if self.stop.is_set() and stop_seen is None:
+                    stop_seen = time.monotonic()
+                if stop_seen is not None and time.monotonic() - stop_seen > STOP_GRACE_SECONDS:
+                    return  # the process ends anyway; rule threads are daemons
+                thread.join(timeout=0.2)
+
+    def close(self) -> None:
+        for trial in self._trials.values():
+            try:
+                trial.close()
+            except Exception:  # closing must not hide the evaluation's outcome
+                log.debug("closing a trial failed", exc_info=True)
+
+    # ---------------------------------------------------------------- setup
+
+    def _open_base_trial(self) -> Trial:
+        _check_local_folder(self.config.base_trial, "base_trial")
+        trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
+        trial.start_polling()
+        return trial
+
+    def _trial(self, path: str, *, range_steps: tuple[int | None, int | None] | None = None) -> Trial:
+        if path not in self._trials:
+            options = self.config.trial_options
+            overrides: dict[str, Any] = {}
+            if options.idle_scans_to_complete is not None:
+                # A local copy without an end marker: don't wait long for collections either.
+                overrides["collection_wait_timeout"] = min(
+                    options.collection_wait_timeout,
+                    max(5.0, options.poll_interval * (options.idle_scans_to_complete + 2)))
+            values = {**options.model_dump(), **overrides}
+            self._trials[path] = create_trial(path, range_steps=range_steps, **values)
+        return self._trials[path]
+
+    def _range_steps(self) -> tuple[int | None, int | None] | None:
+        """The union of the rules' step windows, so index files outside it are never read."""
+        starts = [spec.start_step for spec in self.config.rules]
+        ends = [spec.end_step for spec in self.config.rules]
+        begin = min(starts) or None
+        end = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+        return None if begin is None and end is None else (begin, end)
+
+    def _build(self, spec: RuleSpec, base: Trial, workdir: Path) -> Any:
+        name = spec.configuration_name
+        try:
+            cls = load_rule_class(spec.name, spec.source, workdir=workdir / name)
+            for path in self.config.other_trials:
+                _check_local_folder(path, "other_trials")
+            others = [self._trial(path) for path in self.config.other_trials]
+            return build_rule(cls, base, spec.parameters, other_trials=others,
+                              action_json=spec.action_json)
+        except Exception as e:
+            self.reporter.fail(name, e, client=_client(spec, e))
+            return None
+
+    # ---------------------------------------------------------------- rule threads
+
+    def _start_thread(self, spec: RuleSpec, rule: Any) -> None:
+        thread = threading.Thread(target=self._run_rule, args=(spec, rule),
+                                  name=f"rule-{spec.configuration_name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _run_rule(self, spec: RuleSpec, rule: Any) -> None:
+        name = spec.configuration_name
+        observer = _Progress(self.reporter, name, rule.base_trial)
+        try:
+            invoke_rule(rule, spec.start_step, spec.end_step, raise_eval_cond=False,
+                        observer=observer, stop=self.stop,
+                        continue_after_fire=self.config.continue_after_fire)
+        except Exception as e:
+            self.reporter.fail(name, e, client=_client(spec, e))
+            return
+        if not self.stop.is_set():
+            self.reporter.finish(name)
+
+
+class _Progress(NullObserver):
+    """Forwards each visited step to the reporter."""
+
+    def __init__(self, reporter: StatusReporter, name: str, trial: Trial) -> None:
+        self.reporter = reporter
+        self.name = name
+        self.trial = trial
+
+    def on_step_evaluated(self, step: int) -> None:
+        self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
+
+    def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
+        self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
+        self.reporter.fired(self.name, step)
+
+
+def _check_local_folder(location: str, key: str) -> None:
+    """A local trial that does not exist is a typo or a missing mount, not a job still
+    starting: say so at once (the evaluator reads local folders that were written already)."""
+    if location.startswith("s3://"):
+        return
+    path = Path(location.removeprefix("file://")).expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise ConfigurationError(
+            f"the trial folder {location} ({key}) {what}: give the folder holding the "
+            "training job's debug output (collections/, index/, events/), or an s3:// URI; "
+            "with docker run, check the -v mount")
+
+
+def _client(spec: RuleSpec, error: BaseException) -> bool | None:
+    """A user's rule raising is the user's to fix; our own rules raising is our bug, unless the
+    exception says otherwise (our error classes and smdebug's data errors know who must act)."""
+    if isinstance(error, (EvaluatorError, SMDebugError)):
+        return None
+    return True if spec.source else None
+
+
+def _trial_error(error: Exception, trial: str) -> Exception:
+    if isinstance(error, MissingCollectionFiles):
+        return ClientError(
+            f"No debugging data was saved by the training job at {trial}. Check that the "
+            "debugger hook was configured correctly (DebugHookConfig.S3OutputPath, or the "
+            "hook's out_dir) before starting the training job. Exception: " + str(error))
+    if isinstance(error, (EvaluatorError, SMDebugError)):
+        return ClientError(f"cannot read the trial at {trial}: {error}")
+    return error
