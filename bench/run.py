@@ -300,6 +300,294 @@ def entry_key(storage: str, workload: str, impl: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# S3 request counts: one extra run per workload and side through a counting proxy
+
+
+def run_counted(py: str, impl: str, target: str, workload: str, moto: "MotoServer", timeout: float) -> dict:
+    """Run one workload with AWS_ENDPOINT_URL pointing at a fresh CountingProxy in front of moto."""
+    from s3_requests import CountingProxy  # loads tests/support/faulty_proxy.py (stdlib only)
+
+    with CountingProxy(moto.url) as proxy:
+        env = dict(moto.env(), AWS_ENDPOINT_URL=proxy.endpoint)
+        r = run_one(py, impl, target, workload, env, timeout)
+        snap = proxy.snapshot()
+    out = {k: r[k] for k in ("total_s", "seconds", "checksum", "meta_checksum", "peak_rss_mib",
+                             "process_wall_s", "process_cpu_s") if k in r}
+    if "error" in r:
+        out["error"] = r["error"]
+    out.update(snap)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# live latency (bench/live.py): a writer uploads steps at a steady pace, a reader waits for them
+
+
+class _LineQueue:
+    """Lines of a process's stdout, read by a daemon thread, with a bounded wait for the next."""
+
+    def __init__(self, stream) -> None:
+        import queue
+        import threading
+
+        self._q: "queue.Queue[str | None]" = queue.Queue()
+        self._empty = queue.Empty
+        self.closed = False
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        try:
+            for line in stream:
+                self._q.put(line)
+        finally:
+            self._q.put(None)
+
+    def get(self, timeout: float) -> dict | None:
+        """The next JSON line (None on timeout or at EOF; ``closed`` tells which)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while not self.closed:
+            try:
+                line = self._q.get(timeout=max(0.0, deadline - time.monotonic()))
+            except self._empty:
+                return None
+            if line is None:
+                self.closed = True
+                return None
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    pass
+        return None
+
+
+def _wait_event(q: _LineQueue, name: str, timeout: float, sink: list) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not q.closed:
+        msg = q.get(deadline - time.monotonic())
+        if msg is None:
+            continue
+        sink.append(msg)
+        if msg.get("event") in (name, "error"):
+            return msg
+    return None
+
+
+def percentile(xs: list[float], q: float) -> float | None:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _tail(path: str, n: int = 8) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "\n".join(f.read().strip().splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def count_requests(data: dict, impls: list[str], pythons: dict, target: str, workload: str,
+                   moto: "MotoServer", args: argparse.Namespace, command: str, run_id: str, git: dict,
+                   failures: list[str]) -> None:
+    """One run per side through the counting proxy; stored under data["requests"]["s3/<workload>/<impl>"]."""
+    for impl in impls:
+        log(f"s3 {workload} {impl}: request count run (through the counting proxy)")
+        r = run_counted(pythons[impl], impl, target, workload, moto, args.timeout)
+        if "error" in r:
+            log(f"  FAILED: {r['error']}")
+            failures.append(f"s3 requests/{workload}/{impl}: {r['error'].splitlines()[0]}")
+        else:
+            c = r["counts"]
+            log("  " + ", ".join(f"{k} {c[k]}" for k in c))
+        data.setdefault("requests", {})[entry_key("s3", workload, impl)] = dict(
+            r, impl=impl, workload=workload, measured_at=now_iso(), run_id=run_id, command=command,
+            trial=target, git=git if impl == "ours" else None)
+        save_results(args.results, data)
+
+
+def run_live_once(impl: str, reader_py: str, writer_py: str, moto: "MotoServer", opts: argparse.Namespace,
+                  run_no: int) -> dict:
+    """One live run: returns per-step latencies (seconds) and the raw timestamps' summary."""
+    bucket = "bench-live"
+    prefix = f"live-{impl}-{int(time.time())}-{run_no}"
+    env = moto.env()
+    live_py = os.path.join(HERE, "live.py")
+    wlog_path = os.path.join(WORK, f"live_writer_{impl}.log")
+    rlog_path = os.path.join(WORK, f"live_reader_{impl}.log")
+    writer = reader = None
+    wmsgs: list[dict] = []
+    rmsgs: list[dict] = []
+    result: dict = {"bucket": bucket, "prefix": prefix}
+    with open(wlog_path, "w") as wlog, open(rlog_path, "w") as rlog:
+        try:
+            writer = subprocess.Popen(
+                [writer_py, live_py, "writer", "--bucket", bucket, "--prefix", prefix,
+                 "--steps", str(opts.live_steps), "--tensors", str(opts.live_tensors),
+                 "--size", str(opts.live_size), "--pace", str(opts.live_pace),
+                 "--end-delay", str(opts.live_end_delay), "--go-timeout", "300"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=wlog, text=True, env=env, cwd=REPO)
+            wq = _LineQueue(writer.stdout)
+            ready = _wait_event(wq, "ready", 120, wmsgs)
+            if not ready or ready.get("event") != "ready":
+                return dict(result, error=f"writer not ready: {ready or _tail(wlog_path)}")
+            result["writer_ready"] = ready
+            reader = subprocess.Popen(
+                [reader_py, live_py, "reader", "--impl", impl, "--uri", f"s3://{bucket}/{prefix}",
+                 "--steps", str(opts.live_steps), "--poll-interval", str(opts.live_poll)],
+                stdout=subprocess.PIPE, stderr=rlog, text=True, env=env, cwd=REPO)
+            rq = _LineQueue(reader.stdout)
+            ready = _wait_event(rq, "ready", 120, rmsgs)
+            if not ready or ready.get("event") != "ready":
+                return dict(result, error=f"reader not ready: {ready or _tail(rlog_path)}")
+            result["reader_ready"] = ready
+            go_at = time.monotonic()
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+            # Everything is bounded: upload time + end delay + a few polls + slack.
+            deadline = (go_at + opts.live_steps * opts.live_pace + opts.live_end_delay
+                        + 3 * max(opts.live_poll, 2.0) + opts.live_slack)
+            w_done = r_done = False
+            while time.monotonic() < deadline and not (w_done and r_done):
+                for q, sink, is_writer in ((wq, wmsgs, True), (rq, rmsgs, False)):
+                    if (w_done if is_writer else r_done):
+                        continue
+                    msg = q.get(0.05)
+                    if msg is not None:
+                        sink.append(msg)
+                        if msg.get("event") in ("done", "error"):
+                            if is_writer:
+                                w_done = True
+                            else:
+                                r_done = True
+                    elif q.closed:
+                        if is_writer:
+                            w_done = True
+                        else:
+                            r_done = True
+            result["go_at"] = go_at
+            result["timed_out"] = not (w_done and r_done)
+        finally:
+            if writer is not None and writer.stdin and not writer.stdin.closed:
+                try:
+                    writer.stdin.close()
+                except OSError:
+                    pass
+            _stop(reader)
+            # the writer ends on its own after the end marker; give it a moment, then stop it
+            if writer is not None:
+                try:
+                    writer.wait(opts.live_end_delay + 15)
+                except subprocess.TimeoutExpired:
+                    _stop(writer)
+
+    landed = {m["step"]: m for m in wmsgs if m.get("event") == "step"}
+    seen = {m["step"]: m for m in rmsgs if m.get("event") == "visible"}
+    errors = [m.get("error") for m in wmsgs + rmsgs if m.get("event") == "error"]
+    lat = []
+    per_step = []
+    for step in sorted(landed):
+        w = landed[step]
+        r = seen.get(step)
+        row = {"step": step, "index_put_s": round(w["index_done"] - w["index_start"], 4),
+               "step_put_s": round(w["index_done"] - w["started"], 4)}
+        if r is not None:
+            row["latency_s"] = round(r["t"] - w["index_done"], 4)
+            lat.append(r["t"] - w["index_done"])
+        per_step.append(row)
+    starts = [landed[s]["started"] for s in sorted(landed)]
+    pace = [b - a for a, b in zip(starts, starts[1:])]
+    result.update({
+        "steps_uploaded": len(landed), "steps_seen": len(seen), "latencies_s": [round(x, 4) for x in lat],
+        "per_step": per_step,
+        "pace_s_median": round(statistics.median(pace), 4) if pace else None,
+        "pace_s_max": round(max(pace), 4) if pace else None,
+        "index_put_s_median": round(statistics.median([r["index_put_s"] for r in per_step]), 4) if per_step else None,
+    })
+    if errors:
+        result["error"] = "; ".join(str(e) for e in errors)
+    elif len(seen) < opts.live_steps:
+        result["error"] = (f"the reader saw {len(seen)} of {opts.live_steps} steps"
+                           + (" before the deadline" if result.get("timed_out") else "")
+                           + (f"; reader log: {_tail(rlog_path, 4)}" if _tail(rlog_path, 4) else ""))
+    return result
+
+
+def summarize_live(runs: list[dict], poll: float) -> dict:
+    lat = [x for r in runs for x in r.get("latencies_s", [])]
+    if not lat:
+        return {}
+    worst = max((row for r in runs for row in r.get("per_step", []) if "latency_s" in row),
+                key=lambda row: row["latency_s"])
+    p50, p95 = percentile(lat, 0.50), percentile(lat, 0.95)
+    target = poll + 0.2
+    return {
+        "n": len(lat), "poll_interval_s": poll, "target_p50_s": round(target, 3),
+        "p50_s": round(p50, 4), "p95_s": round(p95, 4), "max_s": round(max(lat), 4), "max_step": worst["step"],
+        "min_s": round(min(lat), 4), "mean_s": round(statistics.fmean(lat), 4),
+        "p50_within_target": p50 < target,
+    }
+
+
+def live_main(args: argparse.Namespace, data: dict, impls: list[str], command: str) -> int:
+    """--live: the live-latency workload for each side, against a moto server started here."""
+    failures: list[str] = []
+    git = git_state()
+    run_id = now_iso()
+    pythons = {"smdebug": SMDEBUG_PY, "ours": args.ours_python}
+    repeat = args.repeat or 1
+    with MotoServer(args.moto_server) as moto:
+        for impl in impls:
+            poll = 2.0 if impl == "smdebug" else args.live_poll
+            runs = []
+            for rep in range(repeat):
+                log(f"live {impl} run {rep + 1}/{repeat}: {args.live_steps} steps every {args.live_pace} s, "
+                    f"poll interval {poll} s")
+                r = run_live_once(impl, pythons[impl], args.ours_python, moto, args, rep)
+                runs.append(r)
+                if "error" in r:
+                    log(f"  FAILED: {r['error'][:300]}")
+                one = summarize_live([r], poll)
+                if one:
+                    log(f"  {one['n']} steps: p50 {one['p50_s']:.3f} s, p95 {one['p95_s']:.3f} s, "
+                        f"max {one['max_s']:.3f} s (target p50 < {one['target_p50_s']:.2f} s)")
+            entry = {
+                "impl": impl, "measured_at": now_iso(), "run_id": run_id, "command": command,
+                "git": git if impl == "ours" else None,
+                "params": {"steps": args.live_steps, "tensors": args.live_tensors, "size": args.live_size,
+                           "pace_s": args.live_pace, "end_delay_s": args.live_end_delay,
+                           "poll_interval_s": poll, "poll_interval_configurable": impl == "ours"},
+                "env": next((r.get("reader_ready") for r in runs if r.get("reader_ready")), None),
+                "runs": runs,
+                "summary": summarize_live(runs, poll),
+                "loadavg_1min": round(os.getloadavg()[0], 2),
+            }
+            bad = [r["error"] for r in runs if "error" in r]
+            if bad:
+                entry["error"] = bad[0]
+                failures.append(f"live/{impl}: {bad[0].splitlines()[0][:200]}")
+            data.setdefault("live", {})[impl] = entry
+            save_results(args.results, data)
+    problems = write_report(data, args.report, args.results)
+    log(f"wrote {rel(args.results)} and {rel(args.report)}")
+    for f in failures + problems:
+        log(f"PROBLEM: {f}")
+    return 1 if failures or problems else 0
+
+
+# --------------------------------------------------------------------------------------------
 # report
 
 
@@ -375,6 +663,123 @@ def side_status(e: dict | None, unavailable: dict | None = None) -> str:
     if e.get("summary"):
         return f"{e['summary']['n_ok']} run(s), {e['measured_at']}"
     return "failed: " + (e.get("error") or "?").splitlines()[0][:120]
+
+
+KIND_LABELS = (("LIST", "LIST"), ("GET", "GET"), ("RANGED_GET", "ranged GET"), ("HEAD", "HEAD"),
+               ("OTHER", "other"))
+
+
+def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
+    reqs = data.get("requests") or {}
+    if not reqs:
+        return
+    entries = data["entries"]
+    L.append("## S3 requests")
+    L.append("")
+    L.append("One extra run per workload and side (after the timed runs, in the same `--s3` run) with "
+             "`AWS_ENDPOINT_URL` pointing at a counting proxy on 127.0.0.1 in front of the moto server "
+             "(`bench/s3_requests.py`, built on tests/support/faulty_proxy.py with no faults). "
+             "Every request the server would see is counted, retries included: **LIST** = ListObjects(V2) "
+             "(a GET with `list-type`/`prefix`/...), **GET** = a whole-object GET, **ranged GET** = a GET "
+             "with a `Range` header, **HEAD**, **other** = anything else. MiB = response bodies received.")
+    L.append("")
+    L.append("| workload | side | LIST | GET | ranged GET | HEAD | other | total | MiB received | values |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    totals: dict[str, dict[str, int]] = {}
+    for workload in S3_WORKLOADS:
+        for impl in IMPLS:
+            e = reqs.get(entry_key("s3", workload, impl))
+            if not e:
+                continue
+            if "error" in e or not e.get("counts"):
+                L.append(f"| {workload} | {impl} | failed: {(e.get('error') or '?').splitlines()[0][:80]} "
+                         "| | | | | | | |")
+                continue
+            c = e["counts"]
+            totals.setdefault(workload, {})[impl] = c["total"]
+            mib = sum((e.get("body_bytes") or {}).values()) / 2**20
+            timed = ((entries.get(entry_key("s3", workload, impl)) or {}).get("summary") or {}).get("checksums")
+            if not timed:
+                values = "–"
+            elif [e.get("checksum")] == timed:
+                values = "same as the timed run"
+            else:
+                values = "DIFFERENT from the timed run"
+                problems.append(f"s3 requests/{workload}/{impl}: values differ from the timed run")
+            cells = " | ".join(str(c.get(k, 0)) for k, _ in KIND_LABELS)
+            L.append(f"| {workload} | {impl} | {cells} | **{c['total']}** | {mib:.1f} | {values} |")
+    L.append("")
+    for workload, t in totals.items():
+        if "smdebug" in t and "ours" in t and t["ours"]:
+            L.append(f"- {workload}: smdebug makes {t['smdebug'] / t['ours']:.1f}x as many requests as ours "
+                     f"({t['smdebug']} vs {t['ours']}).")
+    trial = data.get("trial") or {}
+    if trial.get("steps"):
+        L.append(f"- The trial has {trial['steps']} index files and {trial['steps']} event files "
+                 "(a LIST page holds at most 1000 keys). DESIGN.md §6 asks for one GET per index file, one "
+                 "ranged GET per event file a read needs, and never a LIST per tensor read.")
+    when = sorted({e.get("measured_at") for e in reqs.values() if e.get("measured_at")})
+    if when:
+        L.append(f"- measured {when[0]}" + (f" to {when[-1]}" if len(when) > 1 else "")
+                 + "; the proxy adds latency, so these runs' seconds are not used anywhere.")
+    L.append("")
+
+
+def report_live(L: list[str], data: dict) -> None:
+    live = data.get("live") or {}
+    if not live:
+        return
+    L.append("## Live latency")
+    L.append("")
+    L.append("`bench/live.py`: a writer process uploads the steps of a trial to the moto server one at a time "
+             "at a steady pace (event file, then index file, with boto3; the bytes come from "
+             "`evaluator.testing.TrialWriter`), while a reader process calls `wait_for_steps([s])` for each "
+             "step in order. **Latency** = from the index file's PUT returning to `wait_for_steps` returning. "
+             "Target (docs/DESIGN.md §6): p50 below the poll interval + 200 ms.")
+    L.append("")
+    L.append("| side | poll interval s | steps seen | p50 s | p95 s | max s | min s | target: p50 < s | met |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|:-:|")
+    for impl in IMPLS:
+        e = live.get(impl)
+        if not e:
+            continue
+        s = e.get("summary") or {}
+        poll = (e.get("params") or {}).get("poll_interval_s")
+        poll_txt = f"{poll:g}" + ("" if impl == "ours" else " (fixed)") if poll is not None else "–"
+        if not s:
+            L.append(f"| {impl} | {poll_txt} | 0 | failed: {(e.get('error') or '?').splitlines()[0][:80]} "
+                     "| | | | | |")
+            continue
+        want = sum(r.get("steps_uploaded", 0) for r in e["runs"])
+        L.append(f"| {impl} | {poll_txt} | {s['n']} of {want} | {s['p50_s']:.3f} | {s['p95_s']:.3f} | "
+                 f"{s['max_s']:.3f}{' (step ' + str(s['max_step']) + ')' if 'max_step' in s else ''} | {s['min_s']:.3f} | {s['target_p50_s']:.2f} | "
+                 f"{'yes' if s['p50_within_target'] else 'NO'} |")
+    L.append("")
+    for impl in IMPLS:
+        e = live.get(impl)
+        if not e:
+            continue
+        prm = e.get("params") or {}
+        runs = e.get("runs") or []
+        paces = [r["pace_s_median"] for r in runs if r.get("pace_s_median") is not None]
+        puts = [r["index_put_s_median"] for r in runs if r.get("index_put_s_median") is not None]
+        line = (f"- {impl}: {len(runs)} run(s), {e.get('measured_at')}; {prm.get('steps')} steps of "
+                f"{prm.get('tensors')} float32 tensors x {prm.get('size')} values, one every {prm.get('pace_s')} s "
+                f"(achieved median {statistics.median(paces):.3f} s)" if paces else
+                f"- {impl}: {len(runs)} run(s), {e.get('measured_at')}")
+        if puts:
+            line += f"; index PUT median {statistics.median(puts) * 1000:.0f} ms"
+        if e.get("loadavg_1min") is not None:
+            line += f"; 1-min load avg after {e['loadavg_1min']:.1f}"
+        if impl == "ours" and (e.get("git") or {}).get("commit"):
+            line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
+        if e.get("error"):
+            line += f"; **problem:** {e['error'].splitlines()[0][:200]}"
+        L.append(line)
+    if "smdebug" in live:
+        L.append("- smdebug's `wait_for_steps` sleeps a hard-coded 2 s between checks, so its latency is "
+                 "judged against 2 s + 200 ms; it has no poll-interval option.")
+    L.append("")
 
 
 def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> list[str]:
@@ -491,6 +896,9 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
                         problems.append(f"s3/{workload}/{i}: values differ from the local run")
         L.append("")
 
+    report_requests(L, data, problems)
+    report_live(L, data)
+
     # Machine
     L.append("## Machine and software")
     L.append("")
@@ -526,8 +934,9 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     L.append("")
     L.append("```sh")
     cmds = []
-    for k in sorted(entries):
-        c = entries[k].get("command")
+    others = [e for sect in ("requests", "live") for _, e in sorted((data.get(sect) or {}).items())]
+    for e in [entries[k] for k in sorted(entries)] + others:
+        c = e.get("command")
         if c and c not in cmds:
             cmds.append(c)
     if not cmds:
@@ -565,7 +974,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="run one side only; the other side's stored figures are kept (default: both)")
     p.add_argument("--workloads", default=None,
                    help=f"comma list of {','.join(WORKLOADS)} (default: all; with --s3: {','.join(S3_WORKLOADS)})")
-    p.add_argument("--repeat", type=int, default=3, help="fresh-process runs per workload and side (default 3)")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="fresh-process runs per workload and side (default 3; with --live: 1)")
     p.add_argument("--s3", action="store_true",
                    help="read the trial from S3 (a moto server on 127.0.0.1 started here) instead of the local folder")
     p.add_argument("--trial", default=make_trial.DEFAULT_OUT, help="local trial folder (default: %(default)s)")
@@ -575,6 +985,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=RESULTS_JSON, help="raw figures, read and updated (default: %(default)s)")
     p.add_argument("--report", default=RESULTS_MD, help="the report written (default: %(default)s)")
     p.add_argument("--report-only", action="store_true", help="only rewrite the report from the stored figures")
+    g = p.add_argument_group("S3 request counts (with --s3)")
+    g.add_argument("--no-requests", action="store_true",
+                   help="skip the request-count runs (by default --s3 adds one run per workload and side "
+                        "through a counting proxy, after the timed runs)")
+    g.add_argument("--requests-only", action="store_true",
+                   help="only the request-count runs; the stored timings are kept")
+    g = p.add_argument_group("live latency (--live)")
+    g.add_argument("--live", action="store_true",
+                   help="live latency instead of the offline workloads: a writer uploads steps to a moto server "
+                        "at a steady pace, the reader's wait_for_steps waits for each")
+    g.add_argument("--live-steps", type=int, default=60, help="steps uploaded per run (default %(default)s)")
+    g.add_argument("--live-pace", type=float, default=0.3, help="seconds between steps (default %(default)s)")
+    g.add_argument("--live-poll", type=float, default=1.0,
+                   help="ours' poll_interval (default %(default)s); smdebug's is fixed at 2 s")
+    g.add_argument("--live-tensors", type=int, default=4, help="tensors per step (default %(default)s)")
+    g.add_argument("--live-size", type=int, default=256, help="float32 values per tensor (default %(default)s)")
+    g.add_argument("--live-end-delay", type=float, default=5.0,
+                   help="seconds after the last step before training_job_end.ts (default %(default)s)")
+    g.add_argument("--live-slack", type=float, default=60.0,
+                   help="seconds allowed beyond the upload time before a run is cut (default %(default)s)")
     args = p.parse_args(argv)
 
     data = load_results(args.results)
@@ -583,15 +1013,35 @@ def main(argv: list[str] | None = None) -> int:
         log(f"wrote {rel(args.report)}")
         return 1 if problems else 0
 
+    if args.live:
+        if args.s3 or args.workloads or args.requests_only:
+            p.error("--live runs on its own (no --s3, --workloads or --requests-only)")
+        if args.live_steps < 1 or args.live_pace < 0 or args.live_poll <= 0:
+            p.error("--live-steps must be at least 1, --live-pace >= 0 and --live-poll > 0")
+    if args.requests_only and (not args.s3 or args.no_requests):
+        p.error("--requests-only needs --s3 (and not --no-requests)")
+    if args.repeat is not None and args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    impls = list(IMPLS) if args.impl == "both" else [args.impl]
+    py_rel = rel(sys.executable) if os.path.exists(sys.executable) else "python3"
+    command = shlex.join([py_rel, "bench/run.py", *(argv if argv is not None else sys.argv[1:])])
+    if args.live:
+        reason = probe_ours(args.ours_python)
+        if reason:  # the writer is ours (evaluator.testing.TrialWriter), whichever side reads
+            log(f"--live needs evaluator under {rel(args.ours_python)} for its writer: {reason}; nothing run")
+            return 0
+        if "smdebug" in impls:
+            ensure_smdebug_venv()
+        return live_main(args, data, impls, command)
+    if args.repeat is None:
+        args.repeat = 3
+
     storage = "s3" if args.s3 else "local"
     allowed = S3_WORKLOADS if args.s3 else WORKLOADS
     workloads = [w.strip() for w in (args.workloads or ",".join(allowed)).split(",") if w.strip()]
     for w in workloads:
         if w not in allowed:
             p.error(f"workload {w!r} is not one of {', '.join(allowed)}" + (" (S3)" if args.s3 else ""))
-    if args.repeat < 1:
-        p.error("--repeat must be at least 1")
-    impls = list(IMPLS) if args.impl == "both" else [args.impl]
     trial = os.path.abspath(args.trial)
 
     failures: list[str] = []
@@ -615,8 +1065,6 @@ def main(argv: list[str] | None = None) -> int:
     params = {k: manifest[k] for k in ("steps", "tensors", "size", "seed")}
 
     pythons = {"smdebug": SMDEBUG_PY, "ours": args.ours_python}
-    py_rel = rel(sys.executable) if os.path.exists(sys.executable) else "python3"
-    command = shlex.join([py_rel, "bench/run.py", *(argv if argv is not None else sys.argv[1:])])
     git = git_state()
     run_id = now_iso()  # entries written by this invocation share it
 
@@ -637,6 +1085,9 @@ def main(argv: list[str] | None = None) -> int:
             warm_page_cache(trial)
 
         for workload in workloads:
+            if moto and not args.no_requests and args.requests_only:
+                count_requests(data, impls, pythons, target, workload, moto, args, command, run_id, git, failures)
+                continue
             runs: dict[str, list[dict]] = {i: [] for i in impls}
             for rep in range(args.repeat):
                 for impl in impls:  # alternate the sides so that drift hits both alike
@@ -665,6 +1116,8 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"{storage}/{workload}/{impl}: {entry['error'].splitlines()[0]}")
                 data["entries"][entry_key(storage, workload, impl)] = entry
             save_results(args.results, data)
+            if moto and not args.no_requests:
+                count_requests(data, impls, pythons, target, workload, moto, args, command, run_id, git, failures)
     finally:
         if moto:
             moto.__exit__(None, None, None)

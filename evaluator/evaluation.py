@@ -187,6 +187,8 @@ def _client(spec: RuleSpec, error: BaseException) -> bool | None:
 
 
 def _trial_error(error: Exception, trial: str) -> Exception:
+    if isinstance(error, ConfigurationError):
+        return error
     if isinstance(error, MissingCollectionFiles):
         return ClientError(
             f"No debugging data was saved by the training job at {trial}. Check that the "
