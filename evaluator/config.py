@@ -195,6 +195,11 @@ class RuleSpec(BaseModel):
     end_step: int | None = Field(None, ge=1, description="Step to stop before (exclusive).")
     action_json: str | None = Field(None, description="Raw action_json; the rule framework "
                                     "decodes it.")
+    environment_parameters: dict[str, str] = Field(
+        default_factory=dict, description="Lower-case environment variables not named by any "
+        "other source: SageMaker copies RuleParameters into the environment and `docker run "
+        "-e threshold=...` does the same, so a rule constructor argument of that name is bound "
+        "from here when no other source gives it. Nothing else is done with them.")
 
     def redacted_parameters(self) -> dict[str, str]:
         return redact_parameters(self.parameters)
@@ -264,6 +269,9 @@ def load_config(
                     f"{config_file} lists the rules to run: give one or the other")
     maps = [{**base, **entry.params, **cli} for entry in entries]
     rules = [spec for m, entry in zip(maps, entries) for spec in _rules_from_names(m, entry)]
+    candidates = _environment_candidates(environ)
+    rules = [r.model_copy(update={"environment_parameters": {
+        k: v for k, v in candidates.items() if k not in r.parameters}}) for r in rules]
     _check_unique(rules)
     shared = _shared_settings(maps, config_file) if is_list else maps[0]
     return _build(shared, rules, root=root, processing=processing, pc_path=pc_path,
@@ -336,6 +344,17 @@ def _normalize(mapping: Mapping[str, str], *, environment: bool) -> dict[str, st
             if key == canon:
                 exact.add(canon)
     return out
+
+
+# Lower-case variables that are the machine's, never a rule's.
+_NOT_RULE_PARAMETERS = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "all_proxy"})
+
+
+def _environment_candidates(environ: Mapping[str, str]) -> dict[str, str]:
+    """Lower-case identifiers that are neither reserved nor proxies: possible rule arguments."""
+    return {k: v for k, v in environ.items()
+            if k.isidentifier() and k == k.lower() and k not in _NOT_RULE_PARAMETERS
+            and k not in RESERVED_KEYS and _canonical(k, environment=True) is None}
 
 
 def _environ_layer(environ: Mapping[str, str], *, listed: Iterable[str]) -> dict[str, str]:

@@ -121,7 +121,7 @@ class Evaluation:
                 _check_local_folder(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
             return build_rule(cls, base, spec.parameters, other_trials=others,
-                              action_json=spec.action_json)
+                              action_json=spec.action_json, fallback=spec.environment_parameters)
         except Exception as e:
             self.reporter.fail(name, e, client=_client(spec, e))
             return None

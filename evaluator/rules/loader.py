@@ -177,14 +177,17 @@ def _download(uri: str, workdir: Path) -> Path:
 
 
 def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
-               other_trials: Sequence[Any] = (), action_json: str | None = None) -> Any:
+               other_trials: Sequence[Any] = (), action_json: str | None = None,
+               fallback: Mapping[str, str] | None = None) -> Any:
     """Instantiate ``cls(base_trial, ...)`` with the parameters its signature names.
 
     Values stay strings (SageMaker sends only strings; rules parse them). ``other_trials`` and
     ``action_str`` are passed only when the constructor accepts them. Unknown keys are
-    ignored unless the constructor takes ``**kwargs``.
+    ignored unless the constructor takes ``**kwargs``. ``fallback`` (lower-case environment
+    variables) can fill a named argument that ``parameters`` lacks, nothing more.
     """
-    kwargs = _bind(cls, parameters, other_trials=other_trials, action_json=action_json)
+    kwargs = _bind(cls, parameters, other_trials=other_trials, action_json=action_json,
+                   fallback=fallback or {})
     try:
         return cls(base_trial, **kwargs)
     except Exception as e:
@@ -196,7 +199,7 @@ def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
 
 
 def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[Any],
-          action_json: str | None) -> dict[str, Any]:
+          action_json: str | None, fallback: Mapping[str, str]) -> dict[str, Any]:
     try:
         signature = inspect.signature(cls.__init__)
     except (TypeError, ValueError):
@@ -216,6 +219,8 @@ def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[An
             kwargs["action_str"] = action_json or ""
         elif p.name in parameters:
             kwargs[p.name] = parameters[p.name]
+        elif p.name in fallback:
+            kwargs[p.name] = fallback[p.name]
         elif p.default is p.empty:
             raise ConfigurationError(
                 f"rule {cls.__name__} needs parameter {p.name!r}: add it to RuleParameters "
