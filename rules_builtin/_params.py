@@ -1,10 +1,39 @@
-"""Parsing the string parameters SageMaker sends, with errors that name the parameter."""
+"""Parsing the string parameters SageMaker sends, with errors that name the parameter.
+
+Every built-in rule parses its constructor arguments through these functions, so a bad value
+always ends in the same kind of ``ConfigurationError``: "<Rule> parameter <name> must be …,
+got '<value>'".
+"""
 
 from __future__ import annotations
 
-from evaluator.errors import ConfigurationError
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["parse_float"]
+from evaluator.errors import ConfigurationError
+from evaluator.modes import ModeKeys
+
+__all__ = ["Param", "parse_bool", "parse_float", "parse_int", "parse_list", "parse_mode",
+           "parse_optional_float"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One documented rule parameter. Each built-in rule lists its own in ``PARAMETERS``;
+    docs/rules.md is generated from them (tools/gen_rules_doc.py)."""
+
+    name: str
+    default: str | None  # as the string SageMaker would send; None means "not set"
+    kind: str  # "float", "int", "bool", "str", "list" (comma-separated), "mode", "trials"
+    doc: str
+    required: bool = False
+
+_TRUE = {"true", "1", "yes", "y", "on"}
+_FALSE = {"false", "0", "no", "n", "off"}
+
+
+def _error(rule: str, name: str, expected: str, value: object) -> ConfigurationError:
+    return ConfigurationError(f"{rule} parameter {name} must be {expected}, got {value!r}")
 
 
 def parse_float(rule: str, name: str, value: object) -> float:
@@ -14,6 +43,59 @@ def parse_float(rule: str, name: str, value: object) -> float:
     try:
         return float(str(value).strip())
     except ValueError:
-        raise ConfigurationError(
-            f"{rule} parameter {name} must be a number, got {value!r}"
-        ) from None
+        raise _error(rule, name, "a number", value) from None
+
+
+def parse_optional_float(rule: str, name: str, value: object) -> float | None:
+    """None for None / "" / "none" / "null"; else ``parse_float``."""
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    return parse_float(rule, name, value)
+
+
+def parse_int(rule: str, name: str, value: object, *, minimum: int | None = None) -> int:
+    """A whole number (``"10"``, ``"10.0"``); at least ``minimum`` when given."""
+    if isinstance(value, bool):
+        raise _error(rule, name, "a whole number", value)
+    try:
+        number = float(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise _error(rule, name, "a whole number", value) from None
+    if number != int(number):
+        raise _error(rule, name, "a whole number", value)
+    if minimum is not None and number < minimum:
+        raise _error(rule, name, f"a whole number >= {minimum}", value)
+    return int(number)
+
+
+def parse_bool(rule: str, name: str, value: object) -> bool:
+    """``True``/``False`` from a bool or the strings true/false/1/0/yes/no (any case)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _error(rule, name, "true or false", value)
+
+
+def parse_list(value: object) -> list[str]:
+    """A comma-separated string (or a list) as a list of non-empty, stripped items."""
+    if value is None:
+        return []
+    items: Sequence[object] = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [s for s in (str(item).strip() for item in items) if s]
+
+
+def parse_mode(rule: str, name: str, value: object) -> ModeKeys | None:
+    """A ``ModeKeys`` from its name (any case); None for None / "" / "none"."""
+    if value is None or isinstance(value, ModeKeys):
+        return value
+    text = str(value).strip().upper()
+    if text in ("", "NONE", "NULL"):
+        return None
+    try:
+        return ModeKeys[text]
+    except KeyError:
+        raise _error(rule, name, "one of TRAIN, EVAL, PREDICT, GLOBAL", value) from None

@@ -6,7 +6,7 @@ from typing import Any
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.rule import Rule
-from rules_builtin._params import parse_float
+from rules_builtin._params import Param, parse_float
 from rules_builtin.registry import register
 
 
@@ -19,6 +19,11 @@ class VanishingGradient(Rule):
     it is computed from the raw tensor. Step 0 is never evaluated: gradients of the first step
     are not meaningful (the 2019 rule tests say "step 0 always returns False").
     """
+
+    PARAMETERS = (
+        Param("threshold", "0.0000001", "float",
+              "Fire when a gradient's mean absolute value is below this."),
+    )
 
     def __init__(self, base_trial: Any, threshold: str | float = "0.0000001",
                  action_str: str | None = None) -> None:

@@ -1,0 +1,69 @@
+"""Which tensors a rule looks at: one implementation for every built-in rule.
+
+``collection_names`` and ``tensor_regex`` (comma-separated strings, as SageMaker sends them)
+select the union of the named collections' tensors and the tensors matching any regex
+(``re.search``, as smdebug's ``tensor_names(regex=...)``). With neither, a rule chooses its
+default: all tensors, or a default collection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from evaluator.errors import ConfigurationError
+from evaluator.modes import ModeKeys
+from rules_builtin._params import parse_list
+
+__all__ = ["TensorSelection"]
+
+
+class TensorSelection:
+    """The tensors named by ``collection_names`` / ``tensor_regex``, resolved against a trial."""
+
+    def __init__(self, rule: str, collection_names: object = None, tensor_regex: object = None,
+                 *, default_collections: Iterable[str] = (), all_when_empty: bool = True) -> None:
+        self.collections = parse_list(collection_names)
+        self.regexes = parse_list(tensor_regex)
+        for pattern in self.regexes:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ConfigurationError(
+                    f"{rule} parameter tensor_regex has an invalid regular expression "
+                    f"{pattern!r}: {e}") from None
+        self.default_collections = list(default_collections)
+        self.all_when_empty = all_when_empty
+        self._compiled = [re.compile(p) for p in self.regexes]
+
+    @property
+    def given(self) -> bool:
+        return bool(self.collections or self.regexes)
+
+    def names(self, trial: Any, *, step: int | None = None,
+              mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
+        """Sorted names of the selected tensors (saved at ``step`` of ``mode`` when given)."""
+        available = set(trial.tensor_names(step=step, mode=mode)) if step is not None \
+            else set(trial.tensor_names())
+        if not self.given:
+            if self.default_collections:
+                return sorted(self._in_collections(trial, self.default_collections) & available)
+            return sorted(available) if self.all_when_empty else []
+        chosen = self._in_collections(trial, self.collections)
+        chosen |= {n for n in available if any(c.search(n) for c in self._compiled)}
+        return sorted(chosen & available)
+
+    @staticmethod
+    def _in_collections(trial: Any, names: Iterable[str]) -> set[str]:
+        found: set[str] = set()
+        known = trial.collections()
+        for name in names:
+            if name not in known:
+                continue
+            coll = known[name]
+            found |= set(coll.tensor_names)
+            patterns = [re.compile(p) for p in (coll.include_regex or [])]
+            if patterns:
+                found |= {t for t in trial.tensor_names() if any(p.search(t) for p in patterns)}
+        return found
