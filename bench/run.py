@@ -303,11 +303,12 @@ def entry_key(storage: str, workload: str, impl: str) -> str:
 # S3 request counts: one extra run per workload and side through a counting proxy
 
 
-def run_counted(py: str, impl: str, target: str, workload: str, moto: "MotoServer", timeout: float) -> dict:
+def run_counted(py: str, impl: str, target: str, workload: str, moto: "MotoServer", timeout: float,
+                keep_alive: bool = False) -> dict:
     """Run one workload with AWS_ENDPOINT_URL pointing at a fresh CountingProxy in front of moto."""
     from s3_requests import CountingProxy  # loads tests/support/faulty_proxy.py (stdlib only)
 
-    with CountingProxy(moto.url) as proxy:
+    with CountingProxy(moto.url, keep_alive=keep_alive) as proxy:
         env = dict(moto.env(), AWS_ENDPOINT_URL=proxy.endpoint)
         r = run_one(py, impl, target, workload, env, timeout)
         snap = proxy.snapshot()
@@ -316,6 +317,7 @@ def run_counted(py: str, impl: str, target: str, workload: str, moto: "MotoServe
     if "error" in r:
         out["error"] = r["error"]
     out.update(snap)
+    out["keep_alive"] = keep_alive
     return out
 
 
@@ -405,7 +407,7 @@ def count_requests(data: dict, impls: list[str], pythons: dict, target: str, wor
     """One run per side through the counting proxy; stored under data["requests"]["s3/<workload>/<impl>"]."""
     for impl in impls:
         log(f"s3 {workload} {impl}: request count run (through the counting proxy)")
-        r = run_counted(pythons[impl], impl, target, workload, moto, args.timeout)
+        r = run_counted(pythons[impl], impl, target, workload, moto, args.timeout, args.requests_keep_alive)
         if "error" in r:
             log(f"  FAILED: {r['error']}")
             failures.append(f"s3 requests/{workload}/{impl}: {r['error'].splitlines()[0]}")
@@ -718,6 +720,13 @@ def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
         L.append(f"- The trial has {trial['steps']} index files and {trial['steps']} event files "
                  "(a LIST page holds at most 1000 keys). DESIGN.md §6 asks for one GET per index file, one "
                  "ranged GET per event file a read needs, and never a LIST per tensor read.")
+    ka = sorted({bool(e.get("keep_alive")) for e in reqs.values()})
+    if ka == [False]:
+        L.append("- The proxy closed each connection after its answer, as the moto server does "
+                 "(`Connection: close`), so the readers connect as in the timed runs.")
+    elif True in ka:
+        L.append("- **Some runs kept client connections alive** (`--requests-keep-alive`), unlike the moto "
+                 "server: smdebug's forked index readers then share sockets and can read wrong values.")
     when = sorted({e.get("measured_at") for e in reqs.values() if e.get("measured_at")})
     if when:
         L.append(f"- measured {when[0]}" + (f" to {when[-1]}" if len(when) > 1 else "")
@@ -991,6 +1000,9 @@ def main(argv: list[str] | None = None) -> int:
                         "through a counting proxy, after the timed runs)")
     g.add_argument("--requests-only", action="store_true",
                    help="only the request-count runs; the stored timings are kept")
+    g.add_argument("--requests-keep-alive", action="store_true",
+                   help="let the counting proxy keep client connections alive (moto closes each one; "
+                        "smdebug then reads wrong values, see bench/README.md)")
     g = p.add_argument_group("live latency (--live)")
     g.add_argument("--live", action="store_true",
                    help="live latency instead of the offline workloads: a writer uploads steps to a moto server "

@@ -97,7 +97,7 @@ class Tensor:
         if saved is None:
             raise TensorUnavailableForStep(self.name, step_num, mode,
                                            has_reductions=self.name in file.reductions)
-        return self.trial._read_value(file.event_key, saved.start_idx, saved.length,
+        return self.trial._reader.read_value(file.event_key, saved.start_idx, saved.length,
                                       self.name, step_num, mode)
 
     def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
@@ -107,19 +107,19 @@ class Tensor:
         entry = self._step(step_num, mode, worker)
         saved = entry.reductions.get((reduction_name, abs))
         if saved is not None:
-            return self.trial._read_value(*saved, self.name, step_num, mode)
+            return self.trial._reader.read_value(*saved, self.name, step_num, mode)
         location = entry.location
         if location is None:
             raise TensorUnavailableForStep(reduction_name, step_num, mode)
-        return self.trial._computed_reduction(
+        return self.trial._reader.computed_reduction(
             location, reduction_name, abs,
-            lambda: self.trial._read_value(*location, self.name, step_num, mode))
+            lambda: self.trial._reader.read_value(*location, self.name, step_num, mode))
 
     def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
                          worker: str | None = None) -> dict[tuple[str, bool], Any]:
         """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)``."""
         entry = self._step(step_num, mode, worker)
-        return {key: self.trial._read_value(*loc, self.name, step_num, mode)
+        return {key: self.trial._reader.read_value(*loc, self.name, step_num, mode)
                 for key, loc in entry.reductions.items()}
 
     def shape(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
