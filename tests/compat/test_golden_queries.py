@@ -17,6 +17,9 @@ from evaluator.modes import ModeKeys
 from evaluator.trial import create_trial
 from tests.compat.golden import DATA, SCENARIOS, encode_array, load_golden, probe_tensor, probe_trial
 
+# prod/sum of the integer fixtures overflow by design, in smdebug's answers as in ours
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+
 # docs/compatibility.md section for each deliberate difference, and the scenarios that show it.
 FIXES = {
     "int8-stays-int8": {"dtypes"},
