@@ -7,6 +7,7 @@ release the GIL). The most severe outcome decides the exit code (``evaluator.sta
 
 from __future__ import annotations
 
+import inspect
 import logging
 import tempfile
 import threading
@@ -117,10 +118,14 @@ class Evaluation:
         name = spec.configuration_name
         try:
             cls = load_rule_class(spec.name, spec.source, workdir=workdir / name)
+            parameters = dict(spec.parameters)
+            if "output_dir" in _constructor_arguments(cls):
+                # Report writers (CreateXgboostReport) write into the rule's output folder.
+                parameters.setdefault("output_dir", str(self.config.output_dir))
             for path in self.config.other_trials:
                 _check_local_folder(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
-            return build_rule(cls, base, spec.parameters, other_trials=others,
+            return build_rule(cls, base, parameters, other_trials=others,
                               action_json=spec.action_json, fallback=spec.environment_parameters)
         except Exception as e:
             self.reporter.fail(name, e, client=_client(spec, e))
@@ -141,6 +146,9 @@ class Evaluation:
             invoke_rule(rule, spec.start_step, spec.end_step, raise_eval_cond=False,
                         observer=observer, stop=self.stop,
                         continue_after_fire=self.config.continue_after_fire)
+            end = getattr(rule, "on_evaluation_end", None)
+            if callable(end) and not self.stop.is_set():
+                end()  # e.g. a report writer's final report
         except Exception as e:
             self.reporter.fail(name, e, client=_client(spec, e))
             return
@@ -162,6 +170,13 @@ class _Progress(NullObserver):
     def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
         self.reporter.fired(self.name, step)
+
+
+def _constructor_arguments(cls: type) -> set[str]:
+    try:
+        return set(inspect.signature(cls.__init__).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _check_local_folder(location: str, key: str) -> None:

@@ -1,0 +1,150 @@
+"""ClassImbalance: labels dominated by some classes, or a class mostly mispredicted."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_bool, parse_float, parse_int
+from rules_builtin.confusion import class_ids, natural_key
+from rules_builtin.registry import register
+
+__all__ = ["ClassImbalance"]
+
+
+def _regex(rule: str, name: str, value: object) -> re.Pattern[str]:
+    text = "" if value is None else str(value).strip()
+    if not text:  # an empty pattern would match every tensor
+        raise ConfigurationError(
+            f"{rule} parameter {name} must be a non-empty regular expression, got {value!r}")
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise ConfigurationError(
+            f"{rule} parameter {name} must be a regular expression, got {value!r}: {e}") from None
+
+
+def _add(counts: Counter[int], values: np.ndarray) -> None:
+    """Count each value of ``values`` (whole numbers) into ``counts``."""
+    classes, found = np.unique(values.astype(np.int64), return_counts=True)
+    for cls, n in zip(classes.tolist(), found.tolist()):
+        counts[cls] += n
+
+
+@register
+class ClassImbalance(Rule):
+    """Fires at a step when, counting every label seen so far, at least ``samples`` labels
+    have been seen and either
+
+    * the largest class count / the smallest class count > ``threshold_imbalance``, or
+    * for some class, the share of its samples whose prediction is another class >
+      ``threshold_misprediction``.
+
+    Choices:
+
+    * Labels are the tensors saved at the step whose names match ``labels_regex``
+      (``re.search``), predictions those matching ``predictions_regex``; the i-th labels tensor
+      is paired with the i-th predictions tensor, both in natural name order (``labels_2``
+      before ``labels_10``).
+    * Counts accumulate over every evaluated step since the rule started; nothing is reset.
+      (XGBoost saves the same validation labels at each step: repeating them leaves both
+      ratios unchanged.)
+    * Classes are the label values seen at least once: a class that never appears is unknown,
+      so one class alone never counts as imbalanced.
+    * Label values are rounded to integers; a labels tensor with two or more axes whose last
+      axis has more than one entry (one-hot) is reduced by argmax over that axis.
+      ``argmax=True`` reduces predictions by argmax over their last axis (per-class scores);
+      otherwise predictions are class ids, rounded (binary probabilities split at 0.5).
+    * A labels/predictions pair of different lengths only counts labels (with a warning).
+    * A step where no tensor matches ``labels_regex`` is skipped (``TensorUnavailableForStep``).
+    """
+
+    PARAMETERS = (
+        Param("threshold_imbalance", "10", "float",
+              "Fire when the largest class count / the smallest class count is above this."),
+        Param("threshold_misprediction", "0.7", "float",
+              "Fire when a class's share of mispredicted samples is above this."),
+        Param("samples", "500", "int", "Labels to see (in total, since the start) before "
+                                       "evaluating."),
+        Param("argmax", "False", "bool",
+              "Reduce predictions by argmax over their last axis (per-class scores)."),
+        Param("labels_regex", ".*labels", "str", "Regex of the labels tensors."),
+        Param("predictions_regex", ".*predictions", "str", "Regex of the predictions tensors."),
+    )
+
+    def __init__(self, base_trial: Any, threshold_imbalance: str | float = "10",
+                 threshold_misprediction: str | float = "0.7", samples: str | int = "500",
+                 argmax: str | bool = "False", labels_regex: str = ".*labels",
+                 predictions_regex: str = ".*predictions", action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        self.threshold_imbalance = parse_float(name, "threshold_imbalance", threshold_imbalance)
+        self.threshold_misprediction = parse_float(name, "threshold_misprediction",
+                                                   threshold_misprediction)
+        self.samples = parse_int(name, "samples", samples, minimum=1)
+        self.argmax = parse_bool(name, "argmax", argmax)
+        self.labels_regex = _regex(name, "labels_regex", labels_regex)
+        self.predictions_regex = _regex(name, "predictions_regex", predictions_regex)
+        self.label_counts: Counter[int] = Counter()
+        self.compared: Counter[int] = Counter()  # per class: labels paired with a prediction
+        self.mispredicted: Counter[int] = Counter()
+        self._counted_steps: set[int] = set()
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = self.base_trial.tensor_names(step=step)
+        labels = sorted((n for n in names if self.labels_regex.search(n)), key=natural_key)
+        if not labels:
+            raise TensorUnavailableForStep(self.labels_regex.pattern, step)
+        predictions = sorted((n for n in names if self.predictions_regex.search(n)),
+                             key=natural_key)
+        if step not in self._counted_steps:  # never count a step twice
+            self._counted_steps.add(step)
+            for i, label_name in enumerate(labels):
+                pred_name = predictions[i] if i < len(predictions) else None
+                self._count(step, label_name, pred_name)
+        reason = self._violation()
+        if reason:
+            self.logger.info("%s: %s at step %d", self.rule_name, reason, step)
+        return reason is not None
+
+    def _count(self, step: int, label_name: str, pred_name: str | None) -> None:
+        y = class_ids(self.base_trial.tensor(label_name).value(step))
+        finite = np.isfinite(y)
+        _add(self.label_counts, y[finite])
+        if pred_name is None:
+            return
+        p = class_ids(self.base_trial.tensor(pred_name).value(step), argmax=self.argmax)
+        if p.size != y.size:
+            self.logger.warning("%s: step %d: %s has %d values but %s has %d; mispredictions "
+                                "not counted", self.rule_name, step, label_name, y.size,
+                                pred_name, p.size)
+            return
+        both = finite & np.isfinite(p)
+        truth = y[both].astype(np.int64)
+        wrong = truth[p[both].astype(np.int64) != truth]
+        _add(self.compared, truth)
+        _add(self.mispredicted, wrong)
+
+    def _violation(self) -> str | None:
+        """Why the rule fires with the counts so far, or None."""
+        seen = sum(self.label_counts.values())
+        if seen < self.samples:
+            return None
+        if len(self.label_counts) >= 2:
+            (big, most), = self.label_counts.most_common(1)
+            small, least = min(self.label_counts.items(), key=lambda kv: (kv[1], kv[0]))
+            if most / least > self.threshold_imbalance:
+                return (f"class {big} has {most} labels and class {small} {least} "
+                        f"(ratio {most / least:.4g} > threshold_imbalance "
+                        f"{self.threshold_imbalance:g})")
+        for cls in sorted(self.compared):
+            share = self.mispredicted[cls] / self.compared[cls]
+            if share > self.threshold_misprediction:
+                return (f"class {cls}: {share:.4g} of its samples mispredicted > "
+                        f"threshold_misprediction {self.threshold_misprediction:g}")
+        return None

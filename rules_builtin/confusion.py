@@ -1,0 +1,175 @@
+"""Confusion: a class whose samples are too often predicted as something else.
+
+Also home of the label/prediction helpers that ClassImbalance and CreateXgboostReport share:
+``class_ids`` (a saved tensor as integer class ids), ``confusion_matrix`` and
+``labelled_values`` (a step's labels or predictions, by tensor name or collection).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+__all__ = ["Confusion", "class_ids", "confusion_matrix", "labelled_values", "natural_key"]
+
+
+def natural_key(name: str) -> tuple[str, int, str]:
+    """Sort key that puts ``labels_2`` before ``labels_10``."""
+    found = re.search(r"(\d+)$", name)
+    if found is None:
+        return (name, -1, name)
+    return (name[: found.start()], int(found.group(1)), name)
+
+
+def class_ids(value: Any, *, argmax: bool | None = None) -> np.ndarray:
+    """A saved labels or predictions tensor as a 1-d float array of class ids (NaN where a value
+    is not finite).
+
+    ``argmax=True``: argmax over the last axis (per-class scores), ``False``: values are class
+    ids, rounded to the nearest integer (so binary probabilities are thresholded at 0.5).
+    ``None`` infers it: argmax when the tensor has two or more axes and its last axis has more
+    than one entry (probabilities or one-hot rows), else rounding.
+    """
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        array = array.astype(np.float64)
+    if argmax is None:
+        argmax = array.ndim >= 2 and array.shape[-1] > 1
+    if argmax and array.ndim >= 1 and array.size:
+        return np.argmax(array, axis=-1).ravel().astype(np.float64)
+    flat = array.ravel().astype(np.float64)
+    return np.rint(flat)
+
+
+def confusion_matrix(labels: np.ndarray, predictions: np.ndarray,
+                     category_no: int | None = None) -> tuple[np.ndarray, int]:
+    """``(M, dropped)``: ``M[i, j]`` counts samples of true class ``i`` predicted as ``j``.
+
+    N is ``category_no``, else max(label, prediction) + 1. Pairs with a NaN, a negative id or an
+    id >= N are not counted; ``dropped`` says how many.
+    """
+    usable = np.isfinite(labels) & np.isfinite(predictions) & (labels >= 0) & (predictions >= 0)
+    y = labels[usable].astype(np.int64)
+    p = predictions[usable].astype(np.int64)
+    if category_no is None:
+        n = int(max(y.max(initial=-1), p.max(initial=-1))) + 1
+    else:
+        n = category_no
+    inside = (y < n) & (p < n)
+    matrix = np.zeros((n, n), dtype=np.int64)
+    np.add.at(matrix, (y[inside], p[inside]), 1)
+    return matrix, int(labels.size - np.count_nonzero(inside))
+
+
+def labelled_values(trial: Any, step: int, name: str, selection: TensorSelection, *,
+                    argmax: bool | None = None) -> np.ndarray | None:
+    """Class ids at ``step``: the tensor called ``name`` if it was saved there, else every
+    tensor of ``selection`` saved there (natural name order, concatenated); None if neither."""
+    at_step = set(trial.tensor_names(step=step))
+    names = [name] if name and name in at_step else sorted(
+        selection.names(trial, step=step), key=natural_key)
+    if not names:
+        return None
+    parts = [class_ids(trial.tensor(n).value(step), argmax=argmax) for n in names]
+    return np.concatenate(parts)
+
+
+@register
+class Confusion(Rule):
+    """Fires at a step when the confusion matrix of that step's labels and predictions has, for
+    some true class i (a row with at least one sample), a recall ``M[i,i] / sum_k M[i,k]`` below
+    ``min_diag`` or a share ``M[i,j] / sum_k M[i,k]`` (j != i) above ``max_off_diag``.
+
+    ``M[i, j]`` counts the samples of true class i predicted as j. The rule's description
+    writes the same ratios as C[j][i] / sum_j C[j][i] with C = M transposed (columns are true
+    classes). Both ratios are normalised by the true class's sample count, so predictions equal
+    to the labels never fire.
+
+    Labels: the tensor named ``labels`` saved at the step; if there is none, every tensor of
+    the ``labels_collection`` collection saved at the step, concatenated in natural name order.
+    Predictions alike. A tensor with two or more axes whose last axis has more than one entry
+    (class scores, one-hot) is reduced by argmax over that axis; other values are rounded to
+    the nearest integer. Each step stands alone (no accumulation across steps).
+
+    Categories: N = ``category_no``, else max(label, prediction) + 1. Pairs with a non-finite or
+    negative id, or an id >= ``category_no``, are left out (with a warning). A step without
+    labels or predictions is skipped (``TensorUnavailableForStep``); a step whose labels and
+    predictions differ in length is not evaluated (a warning says so).
+    """
+
+    PARAMETERS = (
+        Param("category_no", None, "int",
+              "Number of classes; inferred as max(label, prediction) + 1 when not set."),
+        Param("labels", "labels", "str", "Name of the labels tensor."),
+        Param("predictions", "predictions", "str", "Name of the predictions tensor."),
+        Param("labels_collection", "labels", "str",
+              "Collection holding the labels when no tensor has the labels name."),
+        Param("predictions_collection", "predictions", "str",
+              "Collection holding the predictions when no tensor has the predictions name."),
+        Param("min_diag", "0.9", "float", "Fire when a class's recall is below this."),
+        Param("max_off_diag", "0.1", "float",
+              "Fire when a class's share predicted as one other class is above this."),
+    )
+
+    def __init__(self, base_trial: Any, category_no: str | int | None = None,
+                 labels: str = "labels", predictions: str = "predictions",
+                 labels_collection: str = "labels", predictions_collection: str = "predictions",
+                 min_diag: str | float = "0.9", max_off_diag: str | float = "0.1",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        given = parse_optional_float(name, "category_no", category_no)
+        self.category_no = None if given is None else parse_int(name, "category_no", category_no,
+                                                                 minimum=1)
+        self.labels = str(labels or "").strip()
+        self.predictions = str(predictions or "").strip()
+        self.labels_collection = TensorSelection(name, labels_collection, all_when_empty=False)
+        self.predictions_collection = TensorSelection(name, predictions_collection,
+                                                      all_when_empty=False)
+        self.min_diag = parse_float(name, "min_diag", min_diag)
+        self.max_off_diag = parse_float(name, "max_off_diag", max_off_diag)
+
+    def invoke_at_step(self, step: int) -> bool:
+        y = labelled_values(self.base_trial, step, self.labels, self.labels_collection)
+        if y is None:
+            raise TensorUnavailableForStep(self.labels or "labels", step)
+        p = labelled_values(self.base_trial, step, self.predictions, self.predictions_collection)
+        if p is None:
+            raise TensorUnavailableForStep(self.predictions or "predictions", step)
+        if y.size != p.size:
+            self.logger.warning("%s: step %d has %d labels but %d predictions; not evaluated",
+                                self.rule_name, step, y.size, p.size)
+            return False
+        matrix, dropped = confusion_matrix(y, p, self.category_no)
+        if dropped:
+            self.logger.warning("%s: step %d: %d label/prediction pairs left out (not finite, "
+                                "negative or >= category_no)", self.rule_name, step, dropped)
+        reason = self._violation(matrix)
+        if reason:
+            self.logger.info("%s: %s at step %d", self.rule_name, reason, step)
+        return reason is not None
+
+    def _violation(self, matrix: np.ndarray) -> str | None:
+        """The first row breaking a bound, described; None if every row is within them."""
+        for i, row in enumerate(matrix):
+            total = int(row.sum())
+            if total == 0:
+                continue
+            recall = row[i] / total
+            if recall < self.min_diag:
+                return f"class {i}: recall {recall:.4g} < min_diag {self.min_diag:g}"
+            shares = row / total
+            shares[i] = 0.0
+            j = int(np.argmax(shares))
+            if shares[j] > self.max_off_diag:
+                return (f"class {i}: {shares[j]:.4g} of its samples predicted as {j} > "
+                        f"max_off_diag {self.max_off_diag:g}")
+        return None

@@ -1,0 +1,69 @@
+"""FeatureImportanceOverweight: a few features carry most of the model's feature importance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float, parse_int
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+__all__ = ["FeatureImportanceOverweight"]
+
+
+@register
+class FeatureImportanceOverweight(Rule):
+    """Fires at a step when the ``nfeatures`` largest feature importances saved at that step
+    sum to more than ``threshold`` of all the importances saved there.
+
+    The importances are the tensors whose names match ``tensor_regex`` (``re.search``; a
+    comma-separated list is a union), by default XGBoost's ``feature_importance/weight/<f>``
+    scalars. Every element of every matching tensor is one feature's importance, so a single
+    vector of importances works too. They are normalised here (divided by their sum), whatever
+    the hook did. Non-finite and negative values are ignored.
+
+    XGBoost only reports the features the trees use, so a model that used ``nfeatures`` or
+    fewer features fires: all its importance sits on them. A step where no tensor matches is
+    skipped (``TensorUnavailableForStep``); one whose importances sum to zero is not fired on.
+    """
+
+    PARAMETERS = (
+        Param("threshold", "0.8", "float",
+              "Fire when the nfeatures largest importances hold more than this share."),
+        Param("nfeatures", "3", "int", "How many of the largest importances to add up."),
+        Param("tensor_regex", ".*feature_importance/weight", "list",
+              "Regexes of the feature-importance tensors."),
+    )
+
+    def __init__(self, base_trial: Any, threshold: str | float = "0.8",
+                 nfeatures: str | int = "3", tensor_regex: str = ".*feature_importance/weight",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        self.threshold = parse_float(self.rule_name, "threshold", threshold)
+        self.nfeatures = parse_int(self.rule_name, "nfeatures", nfeatures, minimum=1)
+        self.selection = TensorSelection(self.rule_name, tensor_regex=tensor_regex,
+                                         all_when_empty=False)
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = self.selection.names(self.base_trial, step=step)
+        if not names:
+            raise TensorUnavailableForStep(",".join(self.selection.regexes), step)
+        values = np.concatenate([
+            np.asarray(self.base_trial.tensor(n).value(step), dtype=np.float64).ravel()
+            for n in names])
+        values = values[np.isfinite(values) & (values >= 0)]
+        total = float(values.sum())
+        if total <= 0.0:
+            return False
+        top = np.sort(values)[::-1][: self.nfeatures]
+        share = float(top.sum()) / total
+        if share > self.threshold:
+            self.logger.info("%s: the %d largest of %d feature importances hold %.4g > %g of "
+                             "the total at step %d", self.rule_name, len(top), values.size,
+                             share, self.threshold, step)
+            return True
+        return False

@@ -1,0 +1,152 @@
+"""ClassImbalance: the 2019 test vector, accumulation, mispredictions and parameter errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.class_imbalance import ClassImbalance
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: array}})``: an ended trial, closed after the test."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]]) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections([])
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors)
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def balanced(n: int = 600) -> np.ndarray:
+    """``n`` labels alternating between classes 0 and 1."""
+    return np.arange(n) % 2
+
+
+def test_registered() -> None:
+    """The registry finds ClassImbalance by name."""
+    assert registry.lookup("ClassImbalance") is ClassImbalance
+
+
+def test_2019_vector_fires_at_step_3(make_trial: Callable[..., Any]) -> None:
+    """990 zeros and 10 ones saved as labels_0 at step 3 fire at step 3."""
+    labels = np.array([0] * 990 + [1] * 10, dtype=np.float32)
+    trial = make_trial({0: {"loss": np.float32(1)}, 1: {"loss": np.float32(1)},
+                        2: {"loss": np.float32(1)}, 3: {"labels_0": labels}})
+    rule = ClassImbalance(trial, labels_regex="labels_0", predictions_regex="labels_0")
+    result = invoke_rule(rule, raise_eval_cond=False)
+    assert result.fired_steps == (3,)
+
+
+def test_balanced_and_well_predicted_does_not_fire(make_trial: Callable[..., Any]) -> None:
+    """Balanced labels with correct predictions never fire."""
+    labels = balanced()
+    trial = make_trial({s: {"labels": labels, "predictions": labels} for s in range(3)})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_waits_for_samples_accumulated_over_steps(make_trial: Callable[..., Any]) -> None:
+    """Imbalanced steps of 200 labels fire only once 500 labels were seen: at the third."""
+    labels = np.array([0] * 195 + [1] * 5)
+    trial = make_trial({s: {"labels": labels, "predictions": labels} for s in (0, 5, 10, 15)})
+    result = invoke_rule(ClassImbalance(trial), raise_eval_cond=False)
+    assert result.fired_steps == (10, 15)
+
+
+def test_ratio_at_threshold_does_not_fire(make_trial: Callable[..., Any]) -> None:
+    """A largest/smallest ratio equal to threshold_imbalance is not above it."""
+    labels = np.array([0] * 500 + [1] * 50)
+    trial = make_trial({0: {"labels": labels, "predictions": labels}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_single_class_is_not_imbalance(make_trial: Callable[..., Any]) -> None:
+    """Labels of one class only give no ratio, so nothing fires."""
+    labels = np.zeros(600)
+    trial = make_trial({0: {"labels": labels, "predictions": labels}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_mispredicted_class_fires(make_trial: Callable[..., Any]) -> None:
+    """A class whose samples are 80% predicted as another class fires at that step."""
+    labels = balanced()
+    wrong = labels.copy()
+    ones = np.flatnonzero(labels == 1)
+    wrong[ones[: int(0.8 * ones.size)]] = 0
+    trial = make_trial({0: {"loss": np.float32(1)}, 1: {"labels": labels, "predictions": wrong}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == (1,)
+
+
+def test_mispredictions_accumulate(make_trial: Callable[..., Any]) -> None:
+    """One good step then one 100%-wrong step average to 50% wrong: no fire at 0.7."""
+    labels = balanced()
+    trial = make_trial({0: {"labels": labels, "predictions": labels},
+                        1: {"labels": labels, "predictions": 1 - labels}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_argmax_reduces_prediction_scores(make_trial: Callable[..., Any]) -> None:
+    """With argmax=true, score rows pointing at the wrong class fire; true labels don't."""
+    labels = balanced()
+    right = np.eye(2, dtype=np.float32)[labels]
+    wrong = np.eye(2, dtype=np.float32)[1 - labels]
+    trial = make_trial({0: {"labels": labels, "predictions": right},
+                        1: {"labels": labels, "predictions": wrong}})
+    rule = ClassImbalance(trial, argmax="true", samples="1200")
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    trial2 = make_trial({3: {"labels": labels, "predictions": wrong}})
+    rule2 = ClassImbalance(trial2, argmax="True")
+    assert invoke_rule(rule2, raise_eval_cond=False).fired_steps == (3,)
+
+
+def test_binary_probabilities_are_rounded(make_trial: Callable[..., Any]) -> None:
+    """Without argmax, 1-d probabilities count as class 1 above 0.5."""
+    labels = balanced()
+    probabilities = np.where(labels == 1, 0.2, 0.1).astype(np.float32)  # all predict class 0
+    trial = make_trial({7: {"labels": labels, "predictions": probabilities}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == (7,)
+
+
+def test_steps_without_labels_are_skipped(make_trial: Callable[..., Any]) -> None:
+    """A step that saved no labels is skipped."""
+    trial = make_trial({0: {"loss": np.float32(1)}})
+    result = invoke_rule(ClassImbalance(trial), raise_eval_cond=False)
+    assert (result.steps_skipped, result.fired_steps) == (1, ())
+
+
+@pytest.mark.parametrize("kwargs, name, value", [
+    ({"threshold_imbalance": "ten"}, "threshold_imbalance", "ten"),
+    ({"threshold_misprediction": "most"}, "threshold_misprediction", "most"),
+    ({"samples": "lots"}, "samples", "lots"),
+    ({"samples": "0"}, "samples", "0"),
+    ({"argmax": "maybe"}, "argmax", "maybe"),
+    ({"labels_regex": "(labels"}, "labels_regex", "(labels"),
+    ({"predictions_regex": "[pred"}, "predictions_regex", "[pred"),
+    ({"labels_regex": ""}, "labels_regex", ""),
+])
+def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None:
+    """A bad parameter is a ConfigurationError naming the rule, the parameter and the value."""
+    with pytest.raises(ConfigurationError) as caught:
+        ClassImbalance(None, **kwargs)
+    message = str(caught.value)
+    assert "ClassImbalance" in message and name in message and repr(value) in message

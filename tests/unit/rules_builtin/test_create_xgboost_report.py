@@ -1,0 +1,233 @@
+"""CreateXgboostReport: never fires, writes a well-formed self-contained report atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.create_xgboost_report import CreateXgboostReport
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr"}
+XGBOOST_COLLECTIONS = [
+    Collection("metrics", include_regex=["^(train|validation)-"]),
+    Collection("feature_importance", include_regex=["^feature_importance/"]),
+    Collection("labels", include_regex=["^labels$"]),
+    Collection("predictions", include_regex=["^predictions$"]),
+    Collection("hyperparameters", include_regex=["^hyperparameters/"]),
+]
+
+
+class WellFormed(HTMLParser):
+    """Checks that every element is closed, in order; collects the text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.text: list[str] = []
+        self.ids: set[str] = set()
+        self.tags: dict[str, int] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        self.ids |= {v for k, v in attrs if k == "id" and v}
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+        else:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(path: Path) -> WellFormed:
+    """Parse the report, asserting it is a well-formed HTML document."""
+    document = path.read_text(encoding="utf-8")
+    assert document.startswith("<!DOCTYPE html>")
+    parser = WellFormed()
+    parser.feed(document)
+    parser.close()
+    assert parser.errors == [] and parser.stack == []
+    return parser
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: value}}, name=...)``: an ended trial, closed after the test."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]], *, name: str | None = None,
+             collections: list[Collection] = XGBOOST_COLLECTIONS) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections(collections)
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors, mode=ModeKeys.TRAIN)
+        writer.end_training()
+        trial = create_trial(str(root), name=name)
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def xgboost_steps(n: int = 11, *, classification: bool = True) -> dict[int, dict[str, object]]:
+    """What the XGBoost hook saves: metrics every step; importances, labels and predictions
+    every 5 steps; hyperparameters at step 0."""
+    rng = np.random.default_rng(0)
+    labels = (np.arange(200) % 3).astype(np.float32) if classification \
+        else rng.normal(size=200).astype(np.float32)
+    steps: dict[int, dict[str, object]] = {}
+    for s in range(n):
+        tensors: dict[str, object] = {"train-rmse": np.float32(1 / (s + 1)),
+                                      "validation-rmse": np.float32(1.2 / (s + 1))}
+        if s % 5 == 0:
+            weights = rng.random(8)
+            for i, w in enumerate(weights / weights.sum()):
+                tensors[f"feature_importance/weight/f{i}"] = np.float32(w)
+                tensors[f"feature_importance/gain/f{i}"] = np.float32(w)
+            noise = rng.random(200) < 0.1
+            tensors["labels"] = labels
+            tensors["predictions"] = np.where(noise, (labels + 1) % 3, labels) \
+                if classification else labels + rng.normal(scale=0.1, size=200).astype(np.float32)
+        if s == 0:
+            tensors["hyperparameters/max_depth"] = np.int64(5)
+            tensors["hyperparameters/objective"] = np.array(["multi:softmax"])
+        steps[s] = tensors
+    return steps
+
+
+def report_of(trial: Any, out: Path) -> tuple[Any, WellFormed]:
+    """Run the report rule over ``trial`` into ``out``; the invoke result and parsed report."""
+    rule = CreateXgboostReport(trial, output_dir=str(out))
+    result = invoke_rule(rule, raise_eval_cond=False)
+    path = out / "xgboost_report.html"
+    assert rule.report_path == path
+    return result, parse(path)
+
+
+def test_registered() -> None:
+    """The registry finds CreateXgboostReport by name."""
+    assert registry.lookup("createxgboostreport") is CreateXgboostReport
+
+
+def test_full_trial_report(make_trial: Callable[..., Any], tmp_path: Path) -> None:
+    """A complete XGBoost trial gives every section, charts, and the rule never fires."""
+    trial = make_trial(xgboost_steps(), name="my-xgboost-job")
+    result, report = report_of(trial, tmp_path / "out")
+    assert result.fired_steps == () and result.steps_evaluated == 11
+    text = " ".join(report.text)
+    assert "my-xgboost-job" in text and "Feature importance at step 10" in text
+    assert {"metrics", "feature-importance", "labels-predictions", "hyperparameters"} <= report.ids
+    assert "missing" not in report.ids
+    assert report.tags["svg"] >= 4  # rmse lines, two importance types, class distribution
+    assert "multi:softmax" in text and "recall" in text and "validation" in text
+
+
+def test_partial_trial_says_what_is_missing(make_trial: Callable[..., Any],
+                                            tmp_path: Path) -> None:
+    """A trial with metrics only still gets a report naming the missing collections."""
+    steps = {s: {"train-rmse": np.float32(1.0 / (s + 1))} for s in range(3)}
+    trial = make_trial(steps, collections=[])
+    result, report = report_of(trial, tmp_path / "out")
+    assert result.fired_steps == ()
+    text = " ".join(report.text)
+    assert "metrics" in report.ids and "missing" in report.ids
+    for gap in ("feature_importance", "labels", "predictions", "hyperparameters"):
+        assert gap in text
+    assert "feature-importance" not in report.ids
+
+
+def test_trial_without_known_tensors(make_trial: Callable[..., Any], tmp_path: Path) -> None:
+    """A trial holding nothing the report knows still gives a valid report listing all gaps."""
+    trial = make_trial({0: {"loss": np.float32(1)}}, collections=[])
+    _, report = report_of(trial, tmp_path / "out")
+    assert report.ids >= {"summary", "missing"} and "metrics" not in report.ids
+
+
+def test_regression_report(make_trial: Callable[..., Any], tmp_path: Path) -> None:
+    """Real-valued labels give statistics and a residual histogram instead of a matrix."""
+    trial = make_trial(xgboost_steps(6, classification=False))
+    _, report = report_of(trial, tmp_path / "out")
+    text = " ".join(report.text)
+    assert "RMSE" in text and "Residuals" in text and "Confusion matrix" not in text
+
+
+def test_names_are_escaped(make_trial: Callable[..., Any], tmp_path: Path) -> None:
+    """Markup in the trial name is shown as text, keeping the document well-formed."""
+    trial = make_trial({0: {"train-rmse": np.float32(1)}}, name="<b>job</b> & co")
+    _, report = report_of(trial, tmp_path / "out")
+    assert "<b>job</b> & co" in " ".join(report.text) and "b" not in report.tags
+
+
+def test_written_atomically_without_leftovers(make_trial: Callable[..., Any],
+                                              tmp_path: Path) -> None:
+    """The temporary file lives in .sagemaker-ignore and is gone after the rename."""
+    trial = make_trial(xgboost_steps(3))
+    out = tmp_path / "out"
+    report_of(trial, out)
+    assert list((out / ".sagemaker-ignore").iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == [".sagemaker-ignore", "xgboost_report.html"]
+
+
+def test_last_step_is_in_the_report(make_trial: Callable[..., Any], tmp_path: Path) -> None:
+    """After the run the report covers every step up to the last one."""
+    trial = make_trial(xgboost_steps(8))
+    _, report = report_of(trial, tmp_path / "out")
+    assert "8 (steps 0 to 7)" in " ".join(report.text)
+
+
+def test_default_output_dir() -> None:
+    """Without output_dir the report goes under /opt/ml/processing/output/rule."""
+    rule = CreateXgboostReport(None)
+    assert rule.report_path == Path(
+        "/opt/ml/processing/output/rule/xgboost_report.html")
+
+
+def test_unwritable_output_dir(make_trial: Callable[..., Any], tmp_path: Path) -> None:
+    """An output_dir that is a file ends in a ConfigurationError naming the report path."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    trial = make_trial({0: {"train-rmse": np.float32(1)}})
+    with pytest.raises(ConfigurationError, match="CreateXgboostReport cannot write"):
+        invoke_rule(CreateXgboostReport(trial, output_dir=str(blocker)), raise_eval_cond=False)
+
+
+def test_finished_trial_is_written_at_first_and_last_step(
+        make_trial: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replaying a finished trial writes the report twice: at the first and the last step."""
+    from rules_builtin import create_xgboost_report as module
+
+    writes: list[str] = []
+    real = module._write_atomically
+
+    def counting(path: Path, text: str, *, tmp_dir: Path) -> None:
+        writes.append(text)
+        real(path, text, tmp_dir=tmp_dir)
+
+    monkeypatch.setattr(module, "_write_atomically", counting)
+    trial = make_trial(xgboost_steps(12))
+    invoke_rule(CreateXgboostReport(trial, output_dir=str(tmp_path / "out")))
+    assert len(writes) == 2 and "12 (steps 0 to 11)" in writes[-1]

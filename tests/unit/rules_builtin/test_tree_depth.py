@@ -1,0 +1,97 @@
+"""TreeDepth: depth from the largest node id of trees/Node, the 2019 intent, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.tree_depth import TreeDepth
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: value}})``: an ended trial, closed after the test."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]]) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections([])
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors)
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def full_tree(depth: int) -> dict[str, object]:
+    """The ``trees/Node`` column of a full tree of ``depth`` (ids 0 .. 2**(depth+1) - 2)."""
+    return {"trees/Node": np.arange(2 ** (depth + 1) - 1, dtype=np.int64),
+            "trees/Tree": np.zeros(2 ** (depth + 1) - 1, dtype=np.int64)}
+
+
+def test_registered() -> None:
+    """The registry finds TreeDepth by name."""
+    assert registry.lookup("TREEDEPTH") is TreeDepth
+
+
+def test_trees_of_max_depth_4_do_not_fire(make_trial: Callable[..., Any]) -> None:
+    """Full trees of depth 4 never exceed the default depth 4 (2019 max_depth=4 intent)."""
+    trial = make_trial({s: full_tree(4) for s in range(3)})
+    assert invoke_rule(TreeDepth(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_fires_at_the_step_of_a_deeper_tree(make_trial: Callable[..., Any]) -> None:
+    """A tree of depth 5 at step 2 fires there, not at the shallower steps."""
+    trial = make_trial({0: full_tree(3), 1: full_tree(4), 2: full_tree(5), 3: full_tree(2)})
+    assert invoke_rule(TreeDepth(trial), raise_eval_cond=False).fired_steps == (2,)
+
+
+def test_smallest_id_of_the_next_level_fires(make_trial: Callable[..., Any]) -> None:
+    """Node id 31 is the first id at depth 5; node id 30 is the last at depth 4."""
+    trial = make_trial({0: {"trees/Node": np.array([0, 1, 2, 30])},
+                        1: {"trees/Node": np.array([0, 1, 2, 31])}})
+    assert invoke_rule(TreeDepth(trial), raise_eval_cond=False).fired_steps == (1,)
+
+
+def test_depth_parameter(make_trial: Callable[..., Any]) -> None:
+    """depth=2 fires on a depth-3 tree; depth=0 fires on any split."""
+    trial = make_trial({0: full_tree(2), 1: full_tree(3)})
+    assert invoke_rule(TreeDepth(trial, depth="2"), raise_eval_cond=False).fired_steps == (1,)
+    assert invoke_rule(TreeDepth(trial, depth="0"), raise_eval_cond=False).fired_steps == (0, 1)
+
+
+def test_prefixed_node_tensor(make_trial: Callable[..., Any]) -> None:
+    """A tensor ending in /trees/Node counts; other trees/ columns do not."""
+    trial = make_trial({0: {"job/trees/Node": np.arange(100), "trees/Cover": np.arange(1000)}})
+    assert invoke_rule(TreeDepth(trial), raise_eval_cond=False).fired_steps == (0,)
+
+
+def test_step_without_trees_is_skipped(make_trial: Callable[..., Any]) -> None:
+    """A step with no trees/Node tensor is skipped."""
+    trial = make_trial({0: {"train-rmse": np.float32(1.0)}, 1: full_tree(1)})
+    result = invoke_rule(TreeDepth(trial), raise_eval_cond=False)
+    assert (result.steps_skipped, result.steps_evaluated, result.fired_steps) == (1, 1, ())
+
+
+@pytest.mark.parametrize("value", ["deep", "4.5", "-1"])
+def test_parameter_errors(value: str) -> None:
+    """A bad depth is a ConfigurationError naming the rule, the parameter and the value."""
+    with pytest.raises(ConfigurationError) as caught:
+        TreeDepth(None, depth=value)
+    message = str(caught.value)
+    assert "TreeDepth" in message and "depth" in message and repr(value) in message
