@@ -1,0 +1,107 @@
+"""CheckInputImages: input images that were not normalised to zero mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float, parse_int
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+__all__ = ["CheckInputImages"]
+
+
+@dataclass
+class _ChannelMeans:
+    """Running per-channel sums of one input tensor over every step seen."""
+
+    sums: np.ndarray
+    counts: np.ndarray
+    images: int = 0
+
+    def means(self) -> np.ndarray:
+        return self.sums / np.maximum(self.counts, 1)
+
+
+@register
+class CheckInputImages(Rule):
+    """Fires at a step when, for an input tensor matching ``regex`` (default
+    ``.*hybridsequential0_input_0``), at least ``threshold_samples`` images (default 500)
+    have been seen in total and the mean of some channel over all of them differs from 0 by
+    more than ``threshold_mean`` (default 0.2).
+
+    Each saved batch is added to running per-channel sums: the mean is taken over every axis
+    except ``channel`` (default 1, as in MXNet's NCHW; negative counts from the end, e.g. -1
+    for NHWC), axis 0 counts the images (when ``channel`` is 0, each saved tensor is one
+    image). Only sums and counts are kept, one per channel. Raw pixels scaled to [0, 1]
+    (FashionMNIST: mean about 0.29) fire; the same images normalised to zero mean do not.
+    Once the condition holds the rule keeps firing while it does. A tensor whose rank cannot
+    hold ``channel``, or whose channel count changes, is skipped at that step (logged).
+    """
+
+    PARAMETERS = (
+        Param("threshold_mean", "0.2", "float",
+              "Fire when a channel's mean differs from 0 by more than this."),
+        Param("threshold_samples", "500", "int", "Images to see before judging."),
+        Param("regex", ".*hybridsequential0_input_0", "list",
+              "Regular expressions of the input image tensors."),
+        Param("channel", "1", "int", "Axis of the colour channel in the input tensor."),
+    )
+
+    def __init__(self, base_trial: Any, threshold_mean: str | float = "0.2",
+                 threshold_samples: str | int = "500",
+                 regex: str | None = ".*hybridsequential0_input_0", channel: str | int = "1",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        self.threshold_mean = parse_float(name, "threshold_mean", threshold_mean)
+        self.threshold_samples = parse_int(name, "threshold_samples", threshold_samples, minimum=1)
+        self.selection = TensorSelection(name, None, regex)
+        self.channel = parse_int(name, "channel", channel)
+        self._inputs: dict[str, _ChannelMeans] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        fired = False
+        for name in self.selection.names(self.base_trial, step=step):
+            try:
+                value = np.asarray(self.base_trial.tensor(name).value(step), dtype=np.float64)
+            except TensorUnavailableForStep:
+                continue
+            running = self._add(name, value, step)
+            if running is None or running.images < self.threshold_samples:
+                continue
+            means = running.means()
+            worst = float(np.max(np.abs(means)))
+            if worst > self.threshold_mean:
+                self.logger.info("%s: %s channel means %s over %d images differ from 0 by more "
+                                 "than %g at step %d", self.rule_name, name,
+                                 np.round(means, 4).tolist(), running.images,
+                                 self.threshold_mean, step)
+                fired = True
+        return fired
+
+    def _add(self, name: str, value: np.ndarray, step: int) -> _ChannelMeans | None:
+        if not -value.ndim <= self.channel < value.ndim:
+            self.logger.warning("%s: %s has shape %s, no axis %d for the channel; skipped at "
+                                "step %d", self.rule_name, name, value.shape, self.channel, step)
+            return None
+        axis = self.channel % value.ndim
+        per_channel = np.moveaxis(value, axis, 0).reshape(value.shape[axis], -1)
+        running = self._inputs.get(name)
+        if running is None:
+            running = self._inputs[name] = _ChannelMeans(
+                np.zeros(per_channel.shape[0]), np.zeros(per_channel.shape[0]))
+        elif running.sums.shape[0] != per_channel.shape[0]:
+            self.logger.warning("%s: %s now has %d channels instead of %d; skipped at step %d",
+                                self.rule_name, name, per_channel.shape[0],
+                                running.sums.shape[0], step)
+            return None
+        running.sums += per_channel.sum(axis=1)
+        running.counts += per_channel.shape[1]
+        running.images += value.shape[0] if axis != 0 else 1
+        return running

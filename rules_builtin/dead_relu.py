@@ -1,0 +1,73 @@
+"""DeadRelu: layers where most ReLU units output zero for (almost) every sample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+__all__ = ["DeadRelu", "dead_percent"]
+
+
+def dead_percent(outputs: np.ndarray, threshold_inactivity: float) -> float | None:
+    """The percentage of units of one ReLU output tensor that are dead: positive for fewer
+    than ``threshold_inactivity`` % of the samples. Axis 0 is the batch; every other element
+    is a unit. None for a scalar."""
+    array = np.asarray(outputs)
+    if array.ndim == 0 or array.size == 0:
+        return None
+    per_unit = array.reshape(array.shape[0], -1)
+    activity = 100.0 * np.count_nonzero(per_unit > 0, axis=0) / per_unit.shape[0]
+    return 100.0 * float(np.count_nonzero(activity < threshold_inactivity)) / activity.size
+
+
+@register
+class DeadRelu(Rule):
+    """Fires at a step when, for any tensor matching ``tensor_regex`` (default
+    ``.*relu_output``) saved at that step, more than ``threshold_layer`` % (default 50) of
+    its units are dead.
+
+    A tensor is one layer's ReLU output for a batch: axis 0 is the sample, every other
+    element is a unit (a neuron of a dense layer; a channel at one position of a convolution).
+    A unit is dead when its output is > 0 for fewer than ``threshold_inactivity`` % (default
+    1) of the batch's samples; a 1-d tensor is one unit over its samples. Each step is judged
+    on its own batch. A layer initialised with zeros is all dead and fires at step 0.
+    """
+
+    PARAMETERS = (
+        Param("tensor_regex", ".*relu_output", "list",
+              "Regular expressions of the ReLU output tensors."),
+        Param("threshold_inactivity", "1.0", "float",
+              "A unit active for fewer than this percentage of samples is dead."),
+        Param("threshold_layer", "50.0", "float",
+              "Fire when more than this percentage of a layer's units are dead."),
+    )
+
+    def __init__(self, base_trial: Any, tensor_regex: str | None = ".*relu_output",
+                 threshold_inactivity: str | float = "1.0", threshold_layer: str | float = "50.0",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        self.selection = TensorSelection(name, None, tensor_regex)
+        self.threshold_inactivity = parse_float(name, "threshold_inactivity", threshold_inactivity)
+        self.threshold_layer = parse_float(name, "threshold_layer", threshold_layer)
+
+    def invoke_at_step(self, step: int) -> bool:
+        fired = False
+        for name in self.selection.names(self.base_trial, step=step):
+            try:
+                value = self.base_trial.tensor(name).value(step)
+            except TensorUnavailableForStep:
+                continue
+            dead = dead_percent(value, self.threshold_inactivity)
+            if dead is not None and dead > self.threshold_layer:
+                self.logger.info("%s: %.1f%% of the units of %s are dead (> %g%%) at step %d",
+                                 self.rule_name, dead, name, self.threshold_layer, step)
+                fired = True
+        return fired

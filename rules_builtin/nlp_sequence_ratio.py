@@ -1,0 +1,73 @@
+"""NLPSequenceRatio: too large a share of one token (padding, unknown) in the input sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float, parse_list
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+__all__ = ["NLPSequenceRatio"]
+
+
+@register
+class NLPSequenceRatio(Rule):
+    """Fires at a step when, in a tensor matching ``tensor_regex`` (default
+    ``.*embedding0_input_0``, the token ids fed to an embedding) saved at that step, the
+    percentage of elements equal to one of ``token_values`` (default "0", e.g. the padding
+    id) is greater than its threshold in ``token_thresholds_percent`` (default "50").
+
+    Both are comma-separated lists paired in order; a single threshold applies to every
+    token, otherwise the lists must have the same length. Each step is judged on its own
+    tensor (the share among all its elements, padding included).
+    """
+
+    PARAMETERS = (
+        Param("tensor_regex", ".*embedding0_input_0", "list",
+              "Regular expressions of the input token tensors."),
+        Param("token_values", "0", "list", "Token ids to measure, comma-separated."),
+        Param("token_thresholds_percent", "50", "list",
+              "Fire when a token's share exceeds its percentage (one per token, or one for all)."),
+    )
+
+    def __init__(self, base_trial: Any, tensor_regex: str | None = ".*embedding0_input_0",
+                 token_values: str = "0", token_thresholds_percent: str = "50",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        self.selection = TensorSelection(name, None, tensor_regex)
+        tokens = [parse_float(name, "token_values", t) for t in parse_list(token_values)]
+        limits = [parse_float(name, "token_thresholds_percent", t)
+                  for t in parse_list(token_thresholds_percent)]
+        if not tokens:
+            raise ConfigurationError(f"{name} parameter token_values must list at least one "
+                                     f"token id, got {token_values!r}")
+        if len(limits) == 1:
+            limits *= len(tokens)
+        if len(limits) != len(tokens):
+            raise ConfigurationError(
+                f"{name} parameter token_thresholds_percent must give one threshold, or one "
+                f"per token of token_values ({len(tokens)}), got {token_thresholds_percent!r}")
+        self.thresholds = dict(zip(tokens, limits))
+
+    def invoke_at_step(self, step: int) -> bool:
+        fired = False
+        for name in self.selection.names(self.base_trial, step=step):
+            try:
+                value = np.asarray(self.base_trial.tensor(name).value(step))
+            except TensorUnavailableForStep:
+                continue
+            if value.size == 0:
+                continue
+            for token, limit in self.thresholds.items():
+                share = 100.0 * np.count_nonzero(value == token) / value.size
+                if share > limit:
+                    self.logger.info("%s: token %g is %.1f%% of %s (> %g%%) at step %d",
+                                     self.rule_name, token, share, name, limit, step)
+                    fired = True
+        return fired

@@ -1,0 +1,134 @@
+"""CheckInputImages: running per-channel means, threshold_samples, channel axes and parameter
+errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.check_input_images import CheckInputImages
+
+NAME = "hybridsequential0_input_0"
+RNG = np.random.default_rng(2)
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: array}})``: an ended trial, closed after the test."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]]) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections([])
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors)
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def raw_images(batch: int) -> np.ndarray:
+    """FashionMNIST-like pixels in [0, 1] with mean about 0.29, NCHW with one channel."""
+    return (RNG.random((batch, 1, 28, 28)) ** 2.45).astype(np.float32)
+
+
+def normalised(images: np.ndarray) -> np.ndarray:
+    """torchvision's Normalize(0.286, 0.352)."""
+    return ((images - 0.286) / 0.352).astype(np.float32)
+
+
+def fired(rule: CheckInputImages) -> tuple[int, ...]:
+    return invoke_rule(rule, raise_eval_cond=False).fired_steps
+
+
+def test_registered() -> None:
+    """The registry finds CheckInputImages by name, any case."""
+    assert registry.lookup("CheckInputImages") is CheckInputImages
+
+
+def test_unnormalised_images_fire_once_500_are_seen(make_trial: Callable[..., Any]) -> None:
+    """Raw [0, 1] pixels (mean about 0.29 > 0.2) fire from step 4, when 500 images have been
+    seen (100 per step), and at every step after."""
+    batches = {s: raw_images(100) for s in range(7)}
+    assert abs(np.mean(list(batches.values())) - 0.29) < 0.01
+    trial = make_trial({s: {NAME: b} for s, b in batches.items()})
+    assert fired(CheckInputImages(trial)) == (4, 5, 6)
+
+
+def test_normalised_images_do_not_fire(make_trial: Callable[..., Any]) -> None:
+    """The same images after Normalize(0.286, 0.352) have mean about 0 and never fire."""
+    trial = make_trial({s: {NAME: normalised(raw_images(100))} for s in range(7)})
+    assert fired(CheckInputImages(trial)) == ()
+
+
+def test_fewer_than_threshold_samples_never_fire(make_trial: Callable[..., Any]) -> None:
+    """400 raw images are too few to judge with the default threshold_samples of 500."""
+    trial = make_trial({s: {NAME: raw_images(100)} for s in range(4)})
+    assert fired(CheckInputImages(trial)) == ()
+    assert fired(CheckInputImages(trial, threshold_samples="200")) == (1, 2, 3)
+
+
+def test_any_channel_off_zero_fires_with_channels_last(make_trial: Callable[..., Any]) -> None:
+    """NHWC images whose third channel has mean 0.5 fire with channel=-1 or 3; read with
+    channel=1 (a pixel row) the offset is shared by three channels (mean about 0.17) and does
+    not fire."""
+    images = RNG.normal(size=(600, 8, 8, 3)).astype(np.float32)
+    images[..., 2] += 0.5
+    trial = make_trial({0: {NAME: images}})
+    assert fired(CheckInputImages(trial, channel="-1")) == (0,)
+    assert fired(CheckInputImages(trial, channel="3")) == (0,)
+    assert fired(CheckInputImages(trial, channel="1")) == ()
+
+
+def test_threshold_mean_is_respected(make_trial: Callable[..., Any]) -> None:
+    """Raw images (mean 0.29) do not fire with threshold_mean 0.3."""
+    trial = make_trial({0: {NAME: raw_images(600)}})
+    assert fired(CheckInputImages(trial, threshold_mean="0.3")) == ()
+
+
+def test_regex_selects_the_input_tensor(make_trial: Callable[..., Any]) -> None:
+    """Only tensors matching regex are accumulated."""
+    trial = make_trial({0: {"images": raw_images(600)}})
+    assert fired(CheckInputImages(trial)) == ()
+    assert fired(CheckInputImages(trial, regex="^images$")) == (0,)
+
+
+def test_a_tensor_without_the_channel_axis_is_skipped(make_trial: Callable[..., Any]) -> None:
+    """A 2-d tensor has no axis 2: it is skipped, not an error."""
+    trial = make_trial({0: {NAME: np.ones((600, 3), np.float32)}})
+    assert fired(CheckInputImages(trial, channel="2")) == ()
+
+
+@pytest.mark.parametrize(("parameter", "value"), [
+    ("threshold_mean", "small"), ("threshold_samples", "many"), ("threshold_samples", "0"),
+    ("channel", "first"), ("channel", "1.5"),
+])
+def test_bad_parameter_values_are_configuration_errors(
+        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    """A value that does not parse names the rule, the parameter and the value."""
+    trial = make_trial({0: {NAME: raw_images(2)}})
+    with pytest.raises(ConfigurationError,
+                       match=rf"CheckInputImages parameter {parameter} .*'{value}'"):
+        CheckInputImages(trial, **{parameter: value})
+
+
+def test_parameters_declare_every_constructor_argument() -> None:
+    """PARAMETERS lists the constructor's parameters with the documented defaults."""
+    declared = {p.name: p.default for p in CheckInputImages.PARAMETERS}
+    assert declared == {"threshold_mean": "0.2", "threshold_samples": "500",
+                        "regex": ".*hybridsequential0_input_0", "channel": "1"}

@@ -1,0 +1,241 @@
+"""LossNotDecreasing: the 2019 test vectors, the formula, modes, selection and parameter errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.loss_not_decreasing import LossNotDecreasing
+
+TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
+LOSSES = Collection("losses", include_regex=["loss"])
+# 2019 vector: losses saved every 4 steps.
+VECTOR_1 = {0: 0.30, 4: 0.33, 8: 0.31, 12: 0.30, 16: 0.28}
+# 2019 second vector; the values before step 20 are assumed to be those of the first.
+VECTOR_2 = {**VECTOR_1, 20: 0.2, 24: 0.42}
+
+Step = tuple[int, ModeKeys, float]  # global step, mode, loss
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial(steps)``: an ended trial saving ``loss`` at (global step, mode, value)."""
+    opened: list[Any] = []
+
+    def make(steps: Sequence[Step], *, name: str = "loss",
+             extra: dict[str, object] | None = None) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections([LOSSES])
+        counters: dict[ModeKeys, int] = {}
+        for step, mode, value in steps:
+            mode_step = counters.get(mode, 0) if mode != GLOBAL else step
+            counters[mode] = mode_step + 1
+            writer.write_step(step, {name: np.float32(value), **(extra or {})}, mode=mode,
+                              mode_step=mode_step)
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def global_steps(values: dict[int, float]) -> list[Step]:
+    return [(s, GLOBAL, v) for s, v in values.items()]
+
+
+def fired(rule: LossNotDecreasing, start_step: int = 0) -> tuple[int, ...]:
+    return invoke_rule(rule, start_step, raise_eval_cond=False).fired_steps
+
+
+def test_registered() -> None:
+    """The registry finds LossNotDecreasing by name, any case."""
+    assert registry.lookup("lossnotdecreasing") is LossNotDecreasing
+
+
+# ---------------------------------------------------------------------- the 2019 vectors
+
+
+def test_vector_1_fires_at_step_12_with_the_2019_default(make_trial: Callable[..., Any]) -> None:
+    """2019 vector 1, diff_percent 0 (the 2019 default): step 12 equals step 0, so it fires there
+    and only there (16 is not 10 steps after 12)."""
+    trial = make_trial(global_steps(VECTOR_1))
+    assert fired(LossNotDecreasing(trial, diff_percent="0")) == (12,)
+
+
+def test_vector_1_fires_at_step_12_with_todays_default(make_trial: Callable[..., Any]) -> None:
+    """2019 vector 1 with the documented default diff_percent 0.1 gives the same answer."""
+    trial = make_trial(global_steps(VECTOR_1))
+    assert fired(LossNotDecreasing(trial)) == (12,)
+
+
+def test_vector_1_from_step_13_does_not_fire(make_trial: Callable[..., Any]) -> None:
+    """2019 vector 1 invoked from step 13: step 16 is compared with step 4 (saved before the
+    start) and went down, so nothing fires."""
+    trial = make_trial(global_steps(VECTOR_1))
+    assert fired(LossNotDecreasing(trial, diff_percent="0"), start_step=13) == ()
+
+
+def test_vector_2_fires_at_12_and_24_not_first_at_24(make_trial: Callable[..., Any]) -> None:
+    """2019 vector 2 with diff_percent 20: our documented formula fires at 12 (no 20 % decrease
+    since step 0) and at 24 (0.42 vs 0.30); the 2019 rule first fired at 24 because it read
+    diff_percent as a tolerated increase, which the current documentation contradicts."""
+    trial = make_trial(global_steps(VECTOR_2))
+    assert fired(LossNotDecreasing(trial, diff_percent="20")) == (12, 24)
+
+
+# ---------------------------------------------------------------------- the formula
+
+
+def test_steadily_decreasing_loss_does_not_fire(make_trial: Callable[..., Any]) -> None:
+    """A loss falling 5 % per step never fires."""
+    trial = make_trial(global_steps({s: 0.95 ** s for s in range(40)}))
+    assert fired(LossNotDecreasing(trial)) == ()
+
+
+def test_evaluates_every_num_steps_against_the_newest_step_num_steps_back(
+        make_trial: Callable[..., Any]) -> None:
+    """Saving every 3 steps with num_steps 10, a flat loss is evaluated (and fires) at steps 12,
+    24 and 36: each the first saved step 10 or more after the last evaluation."""
+    trial = make_trial(global_steps({s: 1.0 for s in range(0, 40, 3)}))
+    assert fired(LossNotDecreasing(trial)) == (12, 24, 36)
+
+
+def test_a_small_decrease_below_diff_percent_fires(make_trial: Callable[..., Any]) -> None:
+    """A 1 % decrease over num_steps fires with diff_percent 2 and not with diff_percent 0.5."""
+    steps = global_steps({0: 1.0, 1: 0.99})
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", diff_percent="2")) == (1,)
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", diff_percent="0.5")) == ()
+
+
+def test_rising_above_the_best_value_fires_until_back_within_the_threshold(
+        make_trial: Callable[..., Any]) -> None:
+    """After a spike (step 2), a loss going down again still fires while it is more than
+    increase_threshold_percent above its lowest value (0.5 at step 1)."""
+    values = {0: 1.0, 1: 0.5, 2: 2.0, 3: 1.0, 4: 0.51}
+    trial = make_trial(global_steps(values))
+    assert fired(LossNotDecreasing(trial, num_steps="1")) == (2, 3)
+    relaxed = LossNotDecreasing(make_trial(global_steps(values)), num_steps="1",
+                                increase_threshold_percent="100")
+    assert fired(relaxed) == (2,)
+
+
+def test_nan_loss_fires(make_trial: Callable[..., Any]) -> None:
+    """A NaN loss counts as not decreasing."""
+    trial = make_trial(global_steps({0: 1.0, 1: float("nan")}))
+    assert fired(LossNotDecreasing(trial, num_steps="1")) == (1,)
+
+
+# ---------------------------------------------------------------------- modes
+
+
+def test_unset_mode_checks_train_until_eval_has_history(make_trial: Callable[..., Any]) -> None:
+    """With mode unset, a flat TRAIN loss fires while EVAL has fewer than num_steps mode steps;
+    once EVAL can be compared, only EVAL steps are evaluated (a falling EVAL loss: no fire)."""
+    steps: list[Step] = []
+    g = 0
+    for epoch in range(6):
+        for _ in range(4):
+            steps.append((g, TRAIN, 1.0))
+            g += 1
+        steps.append((g, EVAL, 1.0 - 0.1 * epoch))
+        g += 1
+    trial = make_trial(steps)
+    # TRAIN mode step 4 (global 5) is the first one 4 mode steps after 0; EVAL mode step 4
+    # (global 24) makes EVAL comparable, so later TRAIN steps are no longer evaluated.
+    assert fired(LossNotDecreasing(trial, num_steps="4")) == (5, 10, 15, 20)
+
+
+def test_explicit_mode_train_ignores_eval(make_trial: Callable[..., Any]) -> None:
+    """mode=TRAIN checks only TRAIN steps, numbered by TRAIN mode step."""
+    steps = [(0, TRAIN, 1.0), (1, EVAL, 5.0), (2, TRAIN, 0.5), (3, EVAL, 9.0), (4, TRAIN, 0.4)]
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="TRAIN")) == ()
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="EVAL")) == (3,)
+
+
+def test_explicit_mode_global_compares_global_steps_across_modes(
+        make_trial: Callable[..., Any]) -> None:
+    """mode=GLOBAL numbers every saved step globally, whatever its mode."""
+    steps = [(0, TRAIN, 1.0), (1, EVAL, 2.0)]
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="GLOBAL")) == (1,)
+
+
+def test_unset_mode_prefers_eval_once_comparable(make_trial: Callable[..., Any]) -> None:
+    """A rising EVAL loss fires at the EVAL step once EVAL has num_steps of history."""
+    steps = [(0, TRAIN, 1.0), (1, EVAL, 1.0), (2, TRAIN, 0.9), (3, EVAL, 1.5), (4, TRAIN, 0.8)]
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1")) == (3,)
+
+
+# ---------------------------------------------------------------------- selection
+
+
+def test_tensors_outside_the_losses_collection_need_a_regex(
+        make_trial: Callable[..., Any]) -> None:
+    """A flat tensor outside `losses` is checked only when tensor_regex names it."""
+    steps = global_steps({0: 0.9, 1: 0.8})
+    trial = make_trial(steps, extra={"metric": np.float32(1.0)})
+    assert fired(LossNotDecreasing(trial, num_steps="1")) == ()
+    trial = make_trial(steps, extra={"metric": np.float32(1.0)})
+    assert fired(LossNotDecreasing(trial, num_steps="1", tensor_regex="metric")) == (1,)
+
+
+def test_non_scalar_tensors_are_ignored(make_trial: Callable[..., Any]) -> None:
+    """A selected tensor with more than one element is never checked."""
+    trial = make_trial(global_steps({0: 1.0, 1: 1.0}), extra={"vec": np.ones(3, np.float32)})
+    rule = LossNotDecreasing(trial, num_steps="1", tensor_regex="vec",
+                             use_losses_collection="false")
+    assert fired(rule) == ()
+
+
+def test_use_losses_collection_false_without_selection_is_an_error(
+        make_trial: Callable[..., Any]) -> None:
+    """With use_losses_collection false, collection_names or tensor_regex is required."""
+    trial = make_trial(global_steps({0: 1.0}))
+    with pytest.raises(ConfigurationError, match="collection_names or tensor_regex"):
+        LossNotDecreasing(trial, use_losses_collection="False")
+
+
+# ---------------------------------------------------------------------- parameters
+
+
+@pytest.mark.parametrize(("parameter", "value"), [
+    ("num_steps", "ten"), ("num_steps", "0"), ("diff_percent", "lots"),
+    ("increase_threshold_percent", "5%"), ("use_losses_collection", "maybe"),
+    ("mode", "TRAINING"),
+])
+def test_bad_parameter_values_are_configuration_errors(
+        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    """A value that does not parse names the rule, the parameter and the value."""
+    trial = make_trial(global_steps({0: 1.0}))
+    with pytest.raises(ConfigurationError,
+                       match=rf"LossNotDecreasing parameter {parameter} .*'{value}'"):
+        LossNotDecreasing(trial, **{parameter: value})
+
+
+def test_bad_tensor_regex_is_a_configuration_error(make_trial: Callable[..., Any]) -> None:
+    """An invalid regular expression names the parameter."""
+    trial = make_trial(global_steps({0: 1.0}))
+    with pytest.raises(ConfigurationError, match="tensor_regex"):
+        LossNotDecreasing(trial, tensor_regex="(")
+
+
+def test_parameters_declare_every_constructor_argument() -> None:
+    """PARAMETERS lists the constructor's parameters with the documented defaults."""
+    declared = {p.name: p.default for p in LossNotDecreasing.PARAMETERS}
+    assert declared == {"collection_names": None, "tensor_regex": None,
+                        "use_losses_collection": "True", "num_steps": "10",
+                        "diff_percent": "0.1", "increase_threshold_percent": "5", "mode": None}

@@ -1,0 +1,111 @@
+"""NLPSequenceRatio: token shares against their thresholds, list pairing and parameter
+errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.nlp_sequence_ratio import NLPSequenceRatio
+
+NAME = "embedding0_input_0"
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: array}})``: an ended trial, closed after the test."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]]) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections([])
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors)
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def sequences(padding: int, unknown: int = 0, total: int = 100) -> np.ndarray:
+    """4 sequences of 25 token ids: ``padding`` zeros, ``unknown`` ones, the rest 5..."""
+    ids = np.concatenate([np.zeros(padding), np.ones(unknown),
+                          np.arange(5, 5 + total - padding - unknown)])
+    return ids.astype(np.int64).reshape(4, -1)
+
+
+def fired(rule: NLPSequenceRatio) -> tuple[int, ...]:
+    return invoke_rule(rule, raise_eval_cond=False).fired_steps
+
+
+def test_registered() -> None:
+    """The registry finds NLPSequenceRatio by name, any case."""
+    assert registry.lookup("nlpsequenceratio") is NLPSequenceRatio
+
+
+def test_mostly_padding_fires_at_that_step(make_trial: Callable[..., Any]) -> None:
+    """60 % padding (token 0) exceeds the default 50 % at step 1; 50 % exactly does not."""
+    trial = make_trial({0: {NAME: sequences(50)}, 1: {NAME: sequences(60)},
+                        2: {NAME: sequences(10)}})
+    assert fired(NLPSequenceRatio(trial)) == (1,)
+
+
+def test_each_token_has_its_own_threshold(make_trial: Callable[..., Any]) -> None:
+    """With tokens "0, 1" and thresholds "50, 10", 20 % unknown (1) fires and 20 % padding
+    does not."""
+    trial = make_trial({0: {NAME: sequences(20)}, 1: {NAME: sequences(5, unknown=20)}})
+    rule = NLPSequenceRatio(trial, token_values="0, 1", token_thresholds_percent="50, 10")
+    assert fired(rule) == (1,)
+
+
+def test_one_threshold_applies_to_every_token(make_trial: Callable[..., Any]) -> None:
+    """A single threshold is used for each listed token."""
+    trial = make_trial({0: {NAME: sequences(5, unknown=20)}})
+    assert fired(NLPSequenceRatio(trial, token_values="0,1", token_thresholds_percent="15")) == (0,)
+
+
+def test_tensor_regex_selects_the_inputs(make_trial: Callable[..., Any]) -> None:
+    """A padded tensor not matching tensor_regex is not checked."""
+    trial = make_trial({0: {"tokens": sequences(90)}})
+    assert fired(NLPSequenceRatio(trial)) == ()
+    assert fired(NLPSequenceRatio(trial, tensor_regex="tokens")) == (0,)
+
+
+def test_threshold_count_must_match_the_tokens(make_trial: Callable[..., Any]) -> None:
+    """Two thresholds for three tokens is a configuration error naming both parameters."""
+    trial = make_trial({0: {NAME: sequences(0)}})
+    with pytest.raises(ConfigurationError, match="token_thresholds_percent .* token_values"):
+        NLPSequenceRatio(trial, token_values="0,1,2", token_thresholds_percent="50,50")
+
+
+@pytest.mark.parametrize(("parameter", "value"), [
+    ("token_values", "pad"), ("token_values", ""), ("token_thresholds_percent", "half"),
+])
+def test_bad_parameter_values_are_configuration_errors(
+        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    """A value that does not parse names the rule, the parameter and the value."""
+    trial = make_trial({0: {NAME: sequences(0)}})
+    with pytest.raises(ConfigurationError,
+                       match=rf"NLPSequenceRatio parameter {parameter} .*'{value}'"):
+        NLPSequenceRatio(trial, **{parameter: value})
+
+
+def test_parameters_declare_every_constructor_argument() -> None:
+    """PARAMETERS lists the constructor's parameters with the documented defaults."""
+    declared = {p.name: p.default for p in NLPSequenceRatio.PARAMETERS}
+    assert declared == {"tensor_regex": ".*embedding0_input_0", "token_values": "0",
+                        "token_thresholds_percent": "50"}
