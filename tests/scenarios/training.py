@@ -43,6 +43,7 @@ class Scenario:
     class_weights: tuple[float, ...] = (0.5, 0.5)
     label_noise: float = 0.0
     inputs_normalized: bool = True
+    input_scale: float = 1.0  # raw, unscaled features
     seed: int = 7
     notes: str = ""
     extra: dict[str, float] = field(default_factory=dict)
@@ -56,8 +57,8 @@ SCENARIOS = {
         Scenario("exploding", hidden=(32,) * 6, lr=50.0, init_scale=4.0,
                  notes="6 ReLU layers, 4x He weights, learning rate 50: values reach inf/NaN"),
         Scenario("dead_relu", hidden_bias=-20.0, notes="ReLU layers with a -20 bias"),
-        Scenario("saturated_tanh", activation="tanh", init_scale=40.0, lr=0.05,
-                 notes="tanh layers with 40x Xavier weights"),
+        Scenario("saturated_tanh", activation="tanh", input_scale=100.0, init_scale=10.0, lr=0.05,
+                 notes="tanh layers fed unscaled inputs (x100) through 10x Xavier weights"),
         Scenario("lr_zero", lr=0.0, notes="learning rate 0: nothing changes"),
         Scenario("overfit", hidden=(128, 128), train_samples=12, steps=150, lr=0.3,
                  label_noise=0.3, eval_every=3,
@@ -80,7 +81,7 @@ def _data(s: Scenario, rng: np.random.Generator, n: int,
         y = np.where(flip, rng.integers(0, classes, n), y)
     if not s.inputs_normalized:
         x = (x - x.min()) / (x.max() - x.min())
-    return x.astype(np.float32), y
+    return (x * s.input_scale).astype(np.float32), y
 
 
 class _MLP:
