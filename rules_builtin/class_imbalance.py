@@ -42,8 +42,11 @@ class ClassImbalance(Rule):
     have been seen and either
 
     * the largest class count / the smallest class count > ``threshold_imbalance``, or
-    * for some class, the share of its samples whose prediction is another class >
-      ``threshold_misprediction``.
+    * for some *underrepresented* class, the share of its samples whose prediction is another
+      class > ``threshold_misprediction`` (AWS: "mispredictions for underrepresented
+      classes"). A class is underrepresented when it has at most half the labels of the
+      largest class; on balanced data no class is, so an untrained model's first predictions
+      do not fire.
 
     Choices:
 
@@ -142,7 +145,10 @@ class ClassImbalance(Rule):
                 return (f"class {big} has {most} labels and class {small} {least} "
                         f"(ratio {most / least:.4g} > threshold_imbalance "
                         f"{self.threshold_imbalance:g})")
+        largest = max(self.label_counts.values(), default=0)
         for cls in sorted(self.compared):
+            if self.label_counts[cls] * 2 > largest:
+                continue  # not underrepresented
             share = self.mispredicted[cls] / self.compared[cls]
             if share > self.threshold_misprediction:
                 return (f"class {cls}: {share:.4g} of its samples mispredicted > "

@@ -43,6 +43,12 @@ def balanced(n: int = 600) -> np.ndarray:
     return np.arange(n) % 2
 
 
+def minority(n: int = 600) -> np.ndarray:
+    """``n`` labels, 70% class 0 and 30% class 1: class 1 is underrepresented (at most half
+    the largest class) but the imbalance ratio (2.3) stays under the default threshold."""
+    return (np.arange(n) % 10 >= 7).astype(np.int64)
+
+
 def test_registered() -> None:
     """The registry finds ClassImbalance by name."""
     assert registry.lookup("ClassImbalance") is ClassImbalance
@@ -88,13 +94,21 @@ def test_single_class_is_not_imbalance(make_trial: Callable[..., Any]) -> None:
 
 
 def test_mispredicted_class_fires(make_trial: Callable[..., Any]) -> None:
-    """A class whose samples are 80% predicted as another class fires at that step."""
-    labels = balanced()
+    """An underrepresented class whose samples are 80% predicted as another class fires."""
+    labels = minority()
     wrong = labels.copy()
     ones = np.flatnonzero(labels == 1)
     wrong[ones[: int(0.8 * ones.size)]] = 0
     trial = make_trial({0: {"loss": np.float32(1)}, 1: {"labels": labels, "predictions": wrong}})
     assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == (1,)
+
+
+def test_mispredictions_of_balanced_classes_do_not_fire(make_trial: Callable[..., Any]) -> None:
+    """With balanced classes none is underrepresented: even all-wrong predictions don't fire
+    (an untrained model's first predictions are not a class imbalance)."""
+    labels = balanced()
+    trial = make_trial({0: {"labels": labels, "predictions": 1 - labels}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == ()
 
 
 def test_mispredictions_accumulate(make_trial: Callable[..., Any]) -> None:
@@ -107,7 +121,7 @@ def test_mispredictions_accumulate(make_trial: Callable[..., Any]) -> None:
 
 def test_argmax_reduces_prediction_scores(make_trial: Callable[..., Any]) -> None:
     """With argmax=true, score rows pointing at the wrong class fire; true labels don't."""
-    labels = balanced()
+    labels = minority()
     right = np.eye(2, dtype=np.float32)[labels]
     wrong = np.eye(2, dtype=np.float32)[1 - labels]
     trial = make_trial({0: {"labels": labels, "predictions": right},
@@ -121,7 +135,7 @@ def test_argmax_reduces_prediction_scores(make_trial: Callable[..., Any]) -> Non
 
 def test_binary_probabilities_are_rounded(make_trial: Callable[..., Any]) -> None:
     """Without argmax, 1-d probabilities count as class 1 above 0.5."""
-    labels = balanced()
+    labels = minority()
     probabilities = np.where(labels == 1, 0.2, 0.1).astype(np.float32)  # all predict class 0
     trial = make_trial({7: {"labels": labels, "predictions": probabilities}})
     assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == (7,)

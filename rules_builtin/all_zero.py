@@ -1,0 +1,92 @@
+"""AllZero: tensors whose values are all (or mostly) exactly zero."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+# Saved reductions that are 0 exactly when every element is 0: (name, abs).
+_ZERO_MEANS_ALL_ZERO = (("l1", False), ("l2", False), ("l1", True), ("l2", True),
+                        ("max", True), ("mean", True), ("sum", True))
+
+
+@register
+class AllZero(Rule):
+    """Fires at a step when, for any selected tensor saved at that step, the share of its
+    elements that are exactly zero is at least ``threshold`` percent (default 100: all of
+    them).
+
+    Selection: the union of ``collection_names`` and ``tensor_regex`` (comma-separated); at
+    least one is required (ConfigurationError otherwise). ``threshold`` must be in (0, 100].
+    Empty tensors and NaN are never zero. The value read is the one ``Tensor.value(step)``
+    returns (the first worker that saved the step).
+
+    Choice: a tensor saved as reductions only is judged, when ``threshold`` is 100, by a saved
+    reduction that is zero exactly when every element is (an l1/l2 norm, or the mean, sum or
+    max of absolute values); with a lower threshold, or without such a reduction, it is
+    skipped, as are shape-only tensors.
+    """
+
+    PARAMETERS = (
+        Param("collection_names", None, "list",
+              "Collections whose tensors are checked (comma-separated); this or tensor_regex "
+              "is required."),
+        Param("tensor_regex", None, "list",
+              "Regular expressions selecting tensors by name (comma-separated); this or "
+              "collection_names is required."),
+        Param("threshold", "100", "float",
+              "Fire when at least this percentage of a tensor's elements are zero."),
+    )
+
+    def __init__(self, base_trial: Any, collection_names: str | None = None,
+                 tensor_regex: str | None = None, threshold: str | float = "100",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex,
+                                         all_when_empty=False)
+        if not self.selection.given:
+            raise ConfigurationError(
+                f"{self.rule_name} needs collection_names or tensor_regex: name the tensors "
+                "to check (for example collection_names=weights,gradients)")
+        self.threshold = parse_float(self.rule_name, "threshold", threshold)
+        if not 0 < self.threshold <= 100:
+            raise ConfigurationError(f"{self.rule_name} parameter threshold must be a "
+                                     f"percentage in (0, 100], got {threshold!r}")
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.selection.names(self.base_trial, step=step):
+            percent = self._zero_percent(name, step)
+            if percent is not None and percent >= self.threshold:
+                self.logger.info("%s: %.4g%% of %s is zero at step %d", self.rule_name,
+                                 percent, name, step)
+                return True
+        return False
+
+    def _zero_percent(self, name: str, step: int) -> float | None:
+        """The percentage of zeros in ``name`` at ``step``; None when it cannot be told."""
+        tensor = self.base_trial.tensor(name)
+        try:
+            value = np.asarray(tensor.value(step))
+        except TensorUnavailableForStep as e:
+            return self._from_reductions(tensor, step) if e.has_reductions else None
+        if value.size == 0:
+            return None
+        zeros = value.size - np.count_nonzero(value)
+        # zeros * 100 >= threshold * size without rounding: all zeros is exactly 100.
+        return 100.0 if zeros == value.size else 100.0 * zeros / value.size
+
+    def _from_reductions(self, tensor: Any, step: int) -> float | None:
+        if self.threshold < 100:
+            return None
+        saved = tensor.reduction_values(step)
+        for key in _ZERO_MEANS_ALL_ZERO:
+            if key in saved:
+                return 100.0 if np.asarray(saved[key]).reshape(-1)[0] == 0 else 0.0
+        return None

@@ -1,0 +1,83 @@
+"""TensorVariance: tensors whose variance is above or below given bounds."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_optional_float
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+
+@register
+class TensorVariance(Rule):
+    """Fires at a step when, for any selected tensor saved at that step, the variance of its
+    elements is above ``max_threshold`` or below ``min_threshold``. A bound left unset is not
+    checked.
+
+    Selection: the union of ``collection_names`` and ``tensor_regex`` (comma-separated); all
+    tensors when neither is given. The variance is the saved ``variance`` reduction when the
+    hook saved it, else numpy's (ddof=0) of the raw value; a tensor with neither, or whose
+    values are not numbers, is skipped. A NaN variance never fires (ExplodingTensor's job).
+
+    Choices: setting neither bound is a ConfigurationError (the rule could never fire), and
+    so is ``min_threshold`` > ``max_threshold`` (every value would fire).
+    """
+
+    PARAMETERS = (
+        Param("collection_names", None, "list",
+              "Collections whose tensors are checked (comma-separated)."),
+        Param("tensor_regex", None, "list",
+              "Regular expressions selecting tensors by name (comma-separated)."),
+        Param("max_threshold", None, "float", "Fire when a variance is above this."),
+        Param("min_threshold", None, "float", "Fire when a variance is below this."),
+    )
+
+    def __init__(self, base_trial: Any, collection_names: str | None = None,
+                 tensor_regex: str | None = None, max_threshold: str | float | None = None,
+                 min_threshold: str | float | None = None, action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        self.selection = TensorSelection(name, collection_names, tensor_regex)
+        self.max_threshold = parse_optional_float(name, "max_threshold", max_threshold)
+        self.min_threshold = parse_optional_float(name, "min_threshold", min_threshold)
+        if self.max_threshold is None and self.min_threshold is None:
+            raise ConfigurationError(f"{name} needs max_threshold or min_threshold (or both)")
+        if (self.max_threshold is not None and self.min_threshold is not None
+                and self.min_threshold > self.max_threshold):
+            raise ConfigurationError(
+                f"{name} parameter min_threshold must not exceed max_threshold, got "
+                f"min_threshold={min_threshold!r} and max_threshold={max_threshold!r}")
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.selection.names(self.base_trial, step=step):
+            variance = self._variance(name, step)
+            if variance is None:
+                continue
+            if self.max_threshold is not None and variance > self.max_threshold:
+                self.logger.info("%s: variance of %s is %g > %g at step %d", self.rule_name,
+                                 name, variance, self.max_threshold, step)
+                return True
+            if self.min_threshold is not None and variance < self.min_threshold:
+                self.logger.info("%s: variance of %s is %g < %g at step %d", self.rule_name,
+                                 name, variance, self.min_threshold, step)
+                return True
+        return False
+
+    def _variance(self, name: str, step: int) -> float | None:
+        try:
+            found = self.base_trial.tensor(name).reduction_value(step, "variance")
+        except TensorUnavailableForStep:
+            return None  # a shape only
+        except TypeError:
+            return None  # strings: numpy has no variance of them
+        value = np.asarray(found).reshape(-1)
+        if value.size == 0 or value.dtype.kind not in "biuf":
+            return None
+        variance = float(value[0])
+        return None if math.isnan(variance) else variance

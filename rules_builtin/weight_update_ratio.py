@@ -1,0 +1,178 @@
+"""WeightUpdateRatio: weight updates too large or too small relative to the weights."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.modes import ModeKeys
+from evaluator.rules.rule import Rule
+from rules_builtin._params import Param, parse_float, parse_int
+from rules_builtin._select import TensorSelection
+from rules_builtin.registry import register
+
+_TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+
+
+@register
+class WeightUpdateRatio(Rule):
+    """Fires at a training step s when, for any tensor of the ``weights`` collection saved at
+    s and at an earlier step p, ``ratio = ||w(s) - w(p)|| / (||w(p)|| + epsilon)`` is above
+    ``large_threshold`` or below ``small_threshold``. The norms are L2 (Frobenius) norms of
+    the flattened tensors, computed in float64.
+
+    p is the tensor's previous saved step; with ``num_steps``, it is the oldest saved step p
+    with s - num_steps <= p < s. Without such a step (the first save, or no save within the
+    window) the tensor is not compared. Weights must therefore be saved at nearby steps
+    (save_interval 1 in the 2019 documentation).
+
+    Choices:
+
+    * Only training steps are evaluated and compared: TRAIN steps, or every step of a trial
+      without modes. Steps are TRAIN mode steps (``num_steps`` counts training steps), and
+      EVAL/PREDICT steps are skipped, since weights do not change while evaluating: a ratio
+      of 0 there would fire falsely.
+    * A trial without a ``weights`` collection has nothing to check: a warning is logged
+      once and the rule never fires.
+    * A weight without a raw value at s or p, or whose shape changed, is not compared; a NaN
+      ratio never fires (that is ExplodingTensor's job).
+    * The rule keeps, per weight, the last value and norm it read, and the norms of the saved
+      steps still inside the ``num_steps`` window, never a longer history. It assumes steps
+      are visited in increasing order (as ``invoke_rule`` does); a step at or before the
+      previous one starts the bookkeeping afresh.
+    """
+
+    PARAMETERS = (
+        Param("num_steps", None, "int",
+              "Compare with the oldest saved step at most this many training steps back "
+              "(default: the previous saved step)."),
+        Param("large_threshold", "10.0", "float", "Fire when the ratio is above this."),
+        Param("small_threshold", "0.00000001", "float", "Fire when the ratio is below this."),
+        Param("epsilon", "0.000000001", "float",
+              "Added to the norm of the earlier weights, so zero weights do not divide by 0."),
+    )
+
+    def __init__(self, base_trial: Any, num_steps: str | int | None = None,
+                 large_threshold: str | float = "10.0", small_threshold: str | float = "0.00000001",
+                 epsilon: str | float = "0.000000001", action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str)
+        name = self.rule_name
+        self.num_steps = _optional_int(name, "num_steps", num_steps)
+        self.large_threshold = parse_float(name, "large_threshold", large_threshold)
+        self.small_threshold = parse_float(name, "small_threshold", small_threshold)
+        self.epsilon = parse_float(name, "epsilon", epsilon)
+        self.selection = TensorSelection(name, default_collections=["weights"],
+                                         all_when_empty=False)
+        # Per (weight, mode): earlier saved steps that may still be p, with their norm (None
+        # until computed); and the last value read, reused when it is p.
+        self._earlier: dict[tuple[str, ModeKeys], deque[tuple[int, float | None]]] = {}
+        self._latest: dict[tuple[str, ModeKeys], tuple[int, np.ndarray]] = {}
+        self._last_step: int | None = None
+        self._warned = False
+
+    def invoke_at_step(self, step: int) -> bool:
+        if not self._warned and "weights" not in self.base_trial.collections():
+            self._warned = True
+            self.logger.warning("%s: the trial has no 'weights' collection; nothing to check "
+                                "(save weights with the hook's weights collection)",
+                                self.rule_name)
+        if self._last_step is not None and step <= self._last_step:
+            self._earlier.clear()
+            self._latest.clear()
+        self._last_step = step
+        mode, mode_step = self.base_trial.mode_modestep(step)
+        if mode not in _TRAINING or mode_step is None:
+            return False
+        outside = []
+        # Every weight is visited, even after a hit, to keep the bookkeeping complete.
+        for name in self.selection.names(self.base_trial, step=step):
+            ratio = self._ratio(name, mode, mode_step)
+            if ratio is not None and (ratio > self.large_threshold or ratio < self.small_threshold):
+                outside.append(f"{name} ({ratio:.3g})")
+        if outside:
+            self.logger.info("%s: update ratio outside [%g, %g] at step %d: %s", self.rule_name,
+                             self.small_threshold, self.large_threshold, step, _listed(outside))
+        return bool(outside)
+
+    def _ratio(self, name: str, mode: ModeKeys, mode_step: int) -> float | None:
+        """The update ratio of ``name`` at ``mode_step``; None when there is nothing to compare."""
+        key = (name, mode)
+        tensor = self.base_trial.tensor(name)
+        earlier = self._earlier.get(key)
+        if earlier is None:
+            earlier = self._earlier[key] = self._seed(tensor, mode, mode_step)
+        value = _as_float64(_value(tensor, mode, mode_step))
+        previous = self._previous(earlier, mode_step)
+        if value is None:
+            earlier.append((mode_step, None))
+            self._latest.pop(key, None)
+            return None
+        ratio = None
+        if previous is not None:
+            step_p, norm_p = previous
+            before = self._value_at(key, tensor, step_p)
+            if before is not None and before.shape == value.shape:
+                if norm_p is None:
+                    norm_p = _norm(before)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    ratio = _norm(value - before) / (norm_p + self.epsilon)
+        earlier.append((mode_step, _norm(value)))
+        self._latest[key] = (mode_step, value)
+        return ratio
+
+    def _seed(self, tensor: Any, mode: ModeKeys, mode_step: int) -> deque[tuple[int, float | None]]:
+        """The saved steps before ``mode_step`` that may be p, read once per weight."""
+        steps = [s for s in tensor.prev_steps(mode_step, mode=mode) if s < mode_step]
+        if self.num_steps is None:
+            return deque([(s, None) for s in steps[-1:]], maxlen=1)
+        return deque((s, None) for s in steps if s >= mode_step - self.num_steps)
+
+    def _previous(self, earlier: deque[tuple[int, float | None]],
+                  mode_step: int) -> tuple[int, float | None] | None:
+        if self.num_steps is not None:
+            while earlier and earlier[0][0] < mode_step - self.num_steps:
+                earlier.popleft()
+        if not earlier:
+            return None
+        return earlier[0]
+
+    def _value_at(self, key: tuple[str, ModeKeys], tensor: Any,
+                  mode_step: int) -> np.ndarray | None:
+        latest = self._latest.get(key)
+        if latest is not None and latest[0] == mode_step:
+            return latest[1]
+        return _as_float64(_value(tensor, key[1], mode_step))
+
+
+def _value(tensor: Any, mode: ModeKeys, mode_step: int) -> Any:
+    try:
+        return tensor.value(mode_step, mode=mode)
+    except TensorUnavailableForStep:
+        return None
+
+
+def _as_float64(value: Any) -> np.ndarray | None:
+    if value is None:
+        return None
+    array = np.asarray(value)
+    return array.astype(np.float64, copy=False) if array.dtype.kind in "iuf" else None
+
+
+def _norm(array: np.ndarray) -> float:
+    with np.errstate(over="ignore", invalid="ignore"):  # inf weights: ExplodingTensor's job
+        return float(np.linalg.norm(array.ravel()))
+
+
+def _optional_int(rule: str, name: str, value: object) -> int | None:
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    return parse_int(rule, name, value, minimum=1)
+
+
+def _listed(items: list[str], most: int = 5) -> str:
+    """The first ``most`` items, comma-separated, and how many more there are."""
+    shown = ", ".join(items[:most])
+    return shown if len(items) <= most else f"{shown} and {len(items) - most} more"

@@ -1,0 +1,192 @@
+"""PoorWeightInitialization: its three checks, the first-steps window, modes and parameter
+errors."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.poor_weight_initialization import PoorWeightInitialization
+
+TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
+COLLECTIONS = [Collection("gradients", include_regex=["^gradients/"]),
+               Collection("losses", include_regex=["loss"])]
+RNG = np.random.default_rng(7)
+
+Steps = dict[int, dict[str, object]]
+Modes = Mapping[int, tuple[ModeKeys, int]]  # global step -> (mode, mode step)
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: value}}, modes=...)``: an ended trial."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]], *, modes: Modes | None = None) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections(COLLECTIONS)
+        for step, tensors in steps.items():
+            mode, mode_step = (modes or {}).get(step, (GLOBAL, step))
+            writer.write_step(step, tensors, mode=mode, mode_step=mode_step)
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def with_variance(variance: float, size: int = 64) -> np.ndarray:
+    """Values with exactly this (ddof=0) variance."""
+    return np.tile([-1.0, 1.0], size // 2) * np.sqrt(variance)
+
+
+def healthy(step: int) -> dict[str, object]:
+    """Activation inputs with variances 1 and 4, spread-out gradients, a falling loss."""
+    return {"layer0_relu_input": with_variance(1.0), "layer1_relu_input": with_variance(4.0),
+            "gradients/layer0": RNG.normal(0, 0.1, 64).astype(np.float32),
+            "loss": np.float32(1.0 / (step + 1))}
+
+
+def fired(rule: PoorWeightInitialization, start_step: int = 0) -> tuple[int, ...]:
+    return invoke_rule(rule, start_step, raise_eval_cond=False).fired_steps
+
+
+def test_registered() -> None:
+    """The registry finds PoorWeightInitialization by name, any case."""
+    assert registry.lookup("poorweightinitialization") is PoorWeightInitialization
+
+
+def test_healthy_start_does_not_fire(make_trial: Callable[..., Any]) -> None:
+    """Variances within a factor 10, spread gradients and a falling loss: no fire."""
+    assert fired(PoorWeightInitialization(make_trial({s: healthy(s) for s in range(12)}))) == ()
+
+
+def test_activation_variances_far_apart(make_trial: Callable[..., Any]) -> None:
+    """Variances 1 and 50 (ratio 50 > 10) at step 2 fire there; threshold 60 does not."""
+    steps: Steps = {s: healthy(s) for s in range(5)}
+    steps[2]["layer1_relu_input"] = with_variance(50.0)
+    trial = make_trial(steps)
+    assert fired(PoorWeightInitialization(trial)) == (2,)
+    assert fired(PoorWeightInitialization(trial, threshold="60")) == ()
+
+
+def test_a_zero_variance_layer_is_an_infinite_ratio(make_trial: Callable[..., Any]) -> None:
+    """One layer with variance 0 beside one with variance 1 fires; two zero layers do not."""
+    steps: Steps = {0: {**healthy(0), "layer1_relu_input": np.zeros(8)},
+                    1: {**healthy(1), "layer0_relu_input": np.zeros(8),
+                        "layer1_relu_input": np.zeros(8)}}
+    assert fired(PoorWeightInitialization(make_trial(steps))) == (0,)
+
+
+def test_activation_inputs_regex(make_trial: Callable[..., Any]) -> None:
+    """activation_inputs_regex picks the layers compared: tanh inputs far apart fire only when
+    selected, and a single selected layer has nothing to compare with."""
+    steps: Steps = {s: {**healthy(s), "l0_tanh_input": with_variance(1.0),
+                        "l1_tanh_input": with_variance(1000.0)} for s in range(2)}
+    trial = make_trial(steps)
+    assert fired(PoorWeightInitialization(trial)) == ()
+    assert fired(PoorWeightInitialization(trial, activation_inputs_regex="tanh_input$")) == (0, 1)
+    assert fired(PoorWeightInitialization(trial, activation_inputs_regex="^l1_tanh")) == ()
+
+
+def test_narrow_gradient_distribution(make_trial: Callable[..., Any]) -> None:
+    """A gradient whose 5th-95th percentile spread is 1e-4 (< 0.001) at step 3 fires there;
+    distribution_range 1e-5 does not."""
+    steps: Steps = {s: healthy(s) for s in range(5)}
+    steps[3]["gradients/layer0"] = np.linspace(0, 1e-4, 101) / 0.9  # p95 - p5 = 1e-4
+    trial = make_trial(steps)
+    assert fired(PoorWeightInitialization(trial)) == (3,)
+    assert fired(PoorWeightInitialization(trial, distribution_range="1e-5")) == ()
+
+
+def test_loss_not_decreasing_within_patience(make_trial: Callable[..., Any]) -> None:
+    """A loss lowest at step 1 and higher after: steps 6, 7, 8, 9 are 5 or more steps after the
+    lowest value and fire; patience 7 fires from step 8."""
+    losses = [1.0, 0.9, 0.95, 0.97, 0.99, 1.0, 1.01, 1.02, 1.03, 1.04, 1.05]
+    steps: Steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
+    trial = make_trial(steps)
+    assert fired(PoorWeightInitialization(trial)) == (6, 7, 8, 9)
+    assert fired(PoorWeightInitialization(trial, patience="7")) == (8, 9)
+
+
+def test_a_new_lowest_loss_resets_patience(make_trial: Callable[..., Any]) -> None:
+    """A loss that reaches a new lowest value every 4 steps never waits 5 steps: no fire."""
+    losses = [1.0, 1.1, 1.1, 1.1, 0.9, 1.0, 1.0, 1.0, 0.8, 0.85]
+    steps: Steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
+    assert fired(PoorWeightInitialization(make_trial(steps))) == ()
+
+
+def test_nan_losses(make_trial: Callable[..., Any]) -> None:
+    """A NaN loss never counts as a decrease: NaN throughout fires from step 5; a NaN first
+    loss followed by falling numbers does not fire."""
+    nan = float("nan")
+    steps: Steps = {s: {**healthy(s), "loss": np.float32(nan)} for s in range(7)}
+    assert fired(PoorWeightInitialization(make_trial(steps))) == (5, 6)
+    losses = [nan, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
+    steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
+    assert fired(PoorWeightInitialization(make_trial(steps))) == ()
+
+
+def test_only_the_first_steps_are_checked(make_trial: Callable[..., Any]) -> None:
+    """Bad activations at steps 9 and 10 fire at 9 only (steps=10); steps=11 fires at both."""
+    steps: Steps = {s: healthy(s) for s in range(12)}
+    for s in (9, 10):
+        steps[s]["layer1_relu_input"] = with_variance(500.0)
+    trial = make_trial(steps)
+    assert fired(PoorWeightInitialization(trial)) == (9,)
+    assert fired(PoorWeightInitialization(trial, steps="11")) == (9, 10)
+
+
+def test_only_training_steps_are_checked(make_trial: Callable[..., Any]) -> None:
+    """TRAIN 0-2, EVAL 3-4, TRAIN 5: bad activations at an EVAL step do not fire, and the window
+    counts TRAIN steps (TRAIN step 3 is global step 5)."""
+    modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (TRAIN, 2), 3: (EVAL, 0), 4: (EVAL, 1),
+             5: (TRAIN, 3)}
+    steps: Steps = {s: healthy(s) for s in range(6)}
+    steps[3]["layer1_relu_input"] = with_variance(500.0)
+    steps[5]["layer1_relu_input"] = with_variance(500.0)
+    trial = make_trial(steps, modes=modes)
+    assert fired(PoorWeightInitialization(trial)) == (5,)
+    assert fired(PoorWeightInitialization(trial, steps="3")) == ()
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("threshold", "x10", "a number"), ("distribution_range", "narrow", "a number"),
+    ("patience", "5s", "a whole number"), ("patience", "0", "a whole number >= 1"),
+    ("steps", "ten", "a whole number"), ("steps", "-1", "a whole number >= 1"),
+    ("activation_inputs_regex", "relu_input(", "a regular expression"),
+    ("activation_inputs_regex", " ", "a regular expression")])
+def test_parameter_errors(make_trial: Callable[..., Any], name: str, value: str,
+                          expected: str) -> None:
+    """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
+    trial = make_trial({0: healthy(0)})
+    message = f"PoorWeightInitialization parameter {name} must be {expected}, got {value!r}"
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        PoorWeightInitialization(trial, **{name: value})
+
+
+def test_declared_parameters_match_the_constructor() -> None:
+    """PARAMETERS lists every constructor parameter, in order, with its default."""
+    signature = inspect.signature(PoorWeightInitialization.__init__).parameters.values()
+    declared = [(p.name, p.default) for p in PoorWeightInitialization.PARAMETERS]
+    assert declared == [(p.name, p.default) for p in signature
+                        if p.name not in ("self", "base_trial", "action_str")]
+    assert declared == [("activation_inputs_regex", ".*relu_input"), ("threshold", "10.0"),
+                        ("distribution_range", "0.001"), ("patience", "5"), ("steps", "10")]

@@ -1,0 +1,153 @@
+"""TensorVariance: upper and lower bounds, saved variances, selection and parameter errors."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.formats import Collection
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter, compute_reductions
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.tensor_variance import TensorVariance
+
+COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
+               Collection("gradients", include_regex=["^gradients/"])]
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: value}}, reductions=..., shapes=...)``: an ended trial."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]], *,
+             reductions: Mapping[int, Mapping[str, Mapping[str, object]]] | None = None,
+             shapes: Mapping[int, Mapping[str, tuple[int, ...]]] | None = None) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections(COLLECTIONS)
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors, reductions=(reductions or {}).get(step),
+                              shapes=(shapes or {}).get(step))
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def spread(variance: float) -> np.ndarray:
+    """Four values with exactly this (ddof=0) variance: +-sqrt(variance) around 5."""
+    d = np.sqrt(variance)
+    return np.array([5 - d, 5 + d, 5 - d, 5 + d], dtype=np.float64)
+
+
+def fired(rule: TensorVariance) -> tuple[int, ...]:
+    return invoke_rule(rule, raise_eval_cond=False).fired_steps
+
+
+@pytest.fixture
+def trial(make_trial: Callable[..., Any]) -> Any:
+    """weights/w with variances 1, 1, 50, 1, 0.001 at steps 0-4; gradients/g always 2."""
+    variances = [1, 1, 50, 1, 0.001]
+    return make_trial({s: {"weights/w": spread(v), "gradients/g": spread(2)}
+                       for s, v in enumerate(variances)})
+
+
+def test_registered() -> None:
+    """The registry finds TensorVariance by name, any case."""
+    assert registry.lookup("TensorVariance") is TensorVariance
+
+
+def test_max_threshold(trial: Any) -> None:
+    """A variance above max_threshold fires at that step only; min_threshold unset is ignored."""
+    assert fired(TensorVariance(trial, max_threshold="10")) == (2,)
+
+
+def test_min_threshold(trial: Any) -> None:
+    """A variance below min_threshold fires at that step only; max_threshold unset is ignored."""
+    assert fired(TensorVariance(trial, min_threshold="0.01")) == (4,)
+
+
+def test_both_bounds(trial: Any) -> None:
+    """With both bounds, either side fires; variances inside them never do."""
+    assert fired(TensorVariance(trial, min_threshold="0.01", max_threshold="10")) == (2, 4)
+    assert fired(TensorVariance(trial, min_threshold="0.0001", max_threshold="100")) == ()
+
+
+def test_selection(trial: Any) -> None:
+    """Only selected tensors count: gradients/g (variance 2) alone fires against max 1.5."""
+    assert fired(TensorVariance(trial, collection_names="gradients", max_threshold="1.5")) == (
+        0, 1, 2, 3, 4)
+    assert fired(TensorVariance(trial, tensor_regex="^weights/", max_threshold="10")) == (2,)
+    assert fired(TensorVariance(trial, collection_names="weights", min_threshold="1.5")) == (
+        0, 1, 3, 4)
+
+
+def test_saved_variance_is_used(make_trial: Callable[..., Any]) -> None:
+    """A reductions-only tensor is judged by its saved variance; a shape-only one is skipped."""
+    reductions = {s: {"weights/w": compute_reductions(spread(v), ["variance"])}
+                  for s, v in enumerate([1, 20])}
+    shapes = {s: {"weights/shape_only": (4,)} for s in range(2)}
+    trial = make_trial({0: {}, 1: {}}, reductions=reductions, shapes=shapes)
+    assert fired(TensorVariance(trial, max_threshold="10")) == (1,)
+
+
+def test_nan_and_string_tensors_are_skipped(make_trial: Callable[..., Any]) -> None:
+    """A NaN variance and a tensor of strings never fire and never fail the rule."""
+    steps = {0: {"weights/nan": np.array([1.0, np.nan]), "text": np.array([b"a", b"b"])}}
+    trial = make_trial(steps)
+    assert fired(TensorVariance(trial, min_threshold="1", max_threshold="2")) == ()
+
+
+def test_needs_a_bound(trial: Any) -> None:
+    """Without max_threshold and min_threshold the rule could never fire: ConfigurationError."""
+    with pytest.raises(ConfigurationError, match="TensorVariance needs max_threshold or "
+                                                 "min_threshold"):
+        TensorVariance(trial)
+    with pytest.raises(ConfigurationError, match="TensorVariance needs"):
+        TensorVariance(trial, max_threshold="None", min_threshold="")
+
+
+def test_min_above_max_is_an_error(trial: Any) -> None:
+    """min_threshold above max_threshold (everything would fire) is a ConfigurationError."""
+    with pytest.raises(ConfigurationError, match=re.escape(
+            "TensorVariance parameter min_threshold must not exceed max_threshold, got "
+            "min_threshold='5' and max_threshold='1'")):
+        TensorVariance(trial, max_threshold="1", min_threshold="5")
+
+
+@pytest.mark.parametrize(("name", "value"), [("max_threshold", "big"), ("min_threshold", "1,0")])
+def test_parameter_errors(trial: Any, name: str, value: str) -> None:
+    """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
+    message = f"TensorVariance parameter {name} must be a number, got {value!r}"
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        TensorVariance(trial, **{name: value})
+
+
+def test_invalid_tensor_regex(trial: Any) -> None:
+    """A bad tensor_regex is a ConfigurationError naming the rule, parameter and regex."""
+    with pytest.raises(ConfigurationError, match=re.escape(
+            "TensorVariance parameter tensor_regex has an invalid regular expression '(?P<'")):
+        TensorVariance(trial, max_threshold="1", tensor_regex="(?P<")
+
+
+def test_declared_parameters_match_the_constructor() -> None:
+    """PARAMETERS lists every constructor parameter, in order, with its default."""
+    signature = inspect.signature(TensorVariance.__init__).parameters.values()
+    declared = [(p.name, p.default) for p in TensorVariance.PARAMETERS]
+    assert declared == [(p.name, p.default) for p in signature
+                        if p.name not in ("self", "base_trial", "action_str")]
+    assert declared == [("collection_names", None), ("tensor_regex", None),
+                        ("max_threshold", None), ("min_threshold", None)]

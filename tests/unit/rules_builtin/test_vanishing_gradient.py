@@ -1,0 +1,146 @@
+"""VanishingGradient: the threshold, step 0, saved reductions, trials without gradients and
+parameter errors."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import ConfigurationError
+from evaluator.formats import Collection
+from evaluator.rules import invoke_rule
+from evaluator.testing import TrialWriter, compute_reductions
+from evaluator.trial import create_trial
+from rules_builtin import registry
+from rules_builtin.vanishing_gradient import VanishingGradient
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
+GRADIENTS = [Collection("gradients", include_regex=["^gradients/"])]
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_trial({step: {name: value}}, reductions=..., collections=...)``: an ended trial."""
+    opened: list[Any] = []
+
+    def make(steps: Mapping[int, Mapping[str, object]], *,
+             collections: list[Collection] = GRADIENTS,
+             reductions: Mapping[int, Mapping[str, Mapping[str, object]]] | None = None) -> Any:
+        root = tmp_path / f"trial{len(opened)}"
+        writer = TrialWriter(root)
+        writer.write_collections(collections)
+        for step, tensors in steps.items():
+            writer.write_step(step, tensors, reductions=(reductions or {}).get(step))
+        writer.end_training()
+        trial = create_trial(str(root))
+        opened.append(trial)
+        return trial
+
+    yield make
+    for trial in opened:
+        trial.close()
+
+
+def gradient(mean_abs: float) -> np.ndarray:
+    """A gradient whose mean absolute value is ``mean_abs``."""
+    return np.array([mean_abs, -mean_abs, mean_abs, -mean_abs], dtype=np.float64)
+
+
+def fired(rule: VanishingGradient) -> tuple[int, ...]:
+    return invoke_rule(rule, raise_eval_cond=False).fired_steps
+
+
+def test_registered() -> None:
+    """The registry finds VanishingGradient by name, any case."""
+    assert registry.lookup("vanishinggradient") is VanishingGradient
+
+
+def test_fires_where_a_gradient_vanishes(make_trial: Callable[..., Any]) -> None:
+    """A gradient whose mean |g| drops to 1e-9 at steps 3 and 4 fires there only."""
+    means = [1e-3, 1e-3, 1e-3, 1e-9, 1e-9, 1e-3]
+    steps = {s: {"gradients/a": gradient(m), "gradients/b": gradient(1e-2)}
+             for s, m in enumerate(means)}
+    assert fired(VanishingGradient(make_trial(steps))) == (3, 4)
+
+
+def test_threshold(make_trial: Callable[..., Any]) -> None:
+    """Mean |g| of 1e-5 is below threshold 1e-4 and not below the default 1e-7."""
+    trial = make_trial({s: {"gradients/a": gradient(1e-5)} for s in range(3)})
+    assert fired(VanishingGradient(trial)) == ()
+    assert fired(VanishingGradient(trial, threshold="1e-4")) == (1, 2)
+
+
+def test_step_0_is_never_evaluated(make_trial: Callable[..., Any]) -> None:
+    """Zero gradients at step 0 do not fire (the 2019 tests: step 0 always returns False)."""
+    trial = make_trial({0: {"gradients/a": gradient(0.0)}, 1: {"gradients/a": gradient(1.0)}})
+    assert fired(VanishingGradient(trial)) == ()
+
+
+def test_only_the_gradients_collection(make_trial: Callable[..., Any]) -> None:
+    """A vanishing tensor outside the gradients collection does not fire."""
+    steps = {s: {"gradients/a": gradient(1e-3), "weights/w": gradient(0.0)} for s in range(3)}
+    assert fired(VanishingGradient(make_trial(steps))) == ()
+
+
+def test_saved_reductions_are_used(make_trial: Callable[..., Any]) -> None:
+    """A reductions-only gradient (its saved abs mean has shape (1,)) fires at step 2."""
+    reductions = {s: {"gradients/a": compute_reductions(gradient(m), ["abs_mean", "mean"])}
+                  for s, m in enumerate([1e-3, 1e-3, 1e-8])}
+    trial = make_trial({s: {} for s in range(3)}, reductions=reductions)
+    assert fired(VanishingGradient(trial)) == (2,)
+
+
+def test_nan_mean_does_not_fire(make_trial: Callable[..., Any]) -> None:
+    """A NaN gradient is not vanishing (ExplodingTensor reports it)."""
+    trial = make_trial({s: {"gradients/a": gradient(float("nan"))} for s in range(3)})
+    assert fired(VanishingGradient(trial)) == ()
+
+
+def test_no_gradients_collection_warns_once(make_trial: Callable[..., Any],
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    """A trial without a gradients collection logs one warning and never fires."""
+    trial = make_trial({s: {"g": gradient(0.0)} for s in range(4)},
+                       collections=[Collection("other", include_regex=["g"])])
+    with caplog.at_level(logging.WARNING):
+        assert fired(VanishingGradient(trial)) == ()
+    warnings = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ["VanishingGradient: the trial has no 'gradients' collection; nothing to "
+                        "check (save gradients with the hook's gradients collection)"]
+
+
+def test_vanishing_fixture_matches_smdebug() -> None:
+    """On smdebug's vanishing trial it fires at steps 8 to 15, as the reference run."""
+    with create_trial(str(FIXTURES / "vanishing")) as trial:
+        assert fired(VanishingGradient(trial)) == tuple(range(8, 16))
+
+
+def test_reductions_fixture_reads_saved_reductions() -> None:
+    """On smdebug's reductions trial (gradients saved as reductions only) it evaluates every
+    step and does not fire, as the reference run."""
+    with create_trial(str(FIXTURES / "reductions")) as trial:
+        result = invoke_rule(VanishingGradient(trial), raise_eval_cond=False)
+    assert (result.fired_steps, result.steps_evaluated, result.steps_skipped) == ((), 5, 0)
+
+
+def test_parameter_error(make_trial: Callable[..., Any]) -> None:
+    """A bad threshold is a ConfigurationError naming the rule, parameter and value."""
+    trial = make_trial({0: {"gradients/a": gradient(1.0)}})
+    with pytest.raises(ConfigurationError, match=re.escape(
+            "VanishingGradient parameter threshold must be a number, got '1e-7f'")):
+        VanishingGradient(trial, threshold="1e-7f")
+
+
+def test_declared_parameters_match_the_constructor() -> None:
+    """PARAMETERS lists every constructor parameter, in order, with its default."""
+    signature = inspect.signature(VanishingGradient.__init__).parameters.values()
+    declared = [(p.name, p.default) for p in VanishingGradient.PARAMETERS]
+    assert declared == [(p.name, p.default) for p in signature
+                        if p.name not in ("self", "base_trial", "action_str")]
+    assert declared == [("threshold", "0.0000001")]
