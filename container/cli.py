@@ -44,8 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: str = OPT_ML) -> int:
     """Run the configured rules; the exit code of the most severe outcome."""
     from evaluator.config import load_config
-    from evaluator.evaluation import Evaluation
-    from evaluator.status import StatusReporter, configure_logging
 
     with StopSignals() as signals:
         try:
@@ -54,6 +52,10 @@ def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: st
             return _configuration_failed(e, opt_ml_root)
         except StopRequested as stop:
             return 128 + stop.signum
+        # Imported once the configuration is known good: a bad one fails without loading numpy.
+        from evaluator.evaluation import Evaluation
+        from evaluator.status import StatusReporter, configure_logging
+
         configure_logging(level=config.log_level, log_format=config.log_format)
         reporter = StatusReporter.from_config(
             config, console=config.log_format == "console" and sys.stdout.isatty())

@@ -579,7 +579,7 @@ def _resolve_base_trial(params: Mapping[str, str], processing: Mapping[str, Any]
             return _check_location(_DISPLAY.get(key, key), value), _DISPLAY.get(key, key)
     mirror = root / _TENSORS_INPUT
     looked = ["base_trial (--trial-dir, BASE_TRIAL)", "S3_PATH"]
-    uri, name = _tensors_input(processing, mirror)
+    uri, name = _tensors_input(processing, mirror, pc_path)
     if uri is not None and uri.startswith("s3://"):
         return uri, f"processing input {name!r}"
     if mirror.is_dir():
@@ -596,10 +596,18 @@ def _resolve_base_trial(params: Mapping[str, str], processing: Mapping[str, Any]
         "output, an s3:// URI or a folder; looked at " + ", ".join(looked))
 
 
-def _tensors_input(processing: Mapping[str, Any], mirror: Path) -> tuple[str | None, str]:
+def _tensors_input(processing: Mapping[str, Any], mirror: Path,
+                   pc_path: Path | None = None) -> tuple[str | None, str]:
     local_paths = {_SAGEMAKER_TENSORS, str(mirror)}
-    for item in processing.get("ProcessingInputs") or []:
+    inputs = processing.get("ProcessingInputs") or []
+    if not isinstance(inputs, list):
+        raise ConfigurationError(
+            f"ProcessingInputs in {pc_path} must be a list, got {type(inputs).__name__}")
+    for item in inputs:
         s3 = (item.get("S3Input") or {}) if isinstance(item, dict) else {}
+        if not isinstance(s3, dict):
+            raise ConfigurationError(
+                f"each S3Input in ProcessingInputs of {pc_path} must be an object, got {s3!r}")
         name = str(item.get("InputName", "")) if isinstance(item, dict) else ""
         local = str(s3.get("LocalPath", "")).rstrip("/")
         if s3.get("S3Uri") and (local in local_paths or name in ("tensors", "base_trial")):
@@ -625,12 +633,21 @@ def _build(params: Mapping[str, str], rules: list[RuleSpec], *, root: Path,
     if stdout_is_tty is None:
         stdout_is_tty = sys.stdout is not None and sys.stdout.isatty()
     output = params.get("output_dir", "").strip()
+    output_dir = Path(output) if output else root / _DEFAULT_OUTPUT
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigurationError(
+            f"output_dir {str(output_dir)!r} is a file: give a folder for "
+            "rule_evaluation_result.json (--output-dir, OUTPUT_DIR or LocalPath)")
+    job_name = processing.get("ProcessingJobName")
+    if job_name is not None and not isinstance(job_name, str):
+        raise ConfigurationError(
+            f"ProcessingJobName in {pc_path} must be a string, got {job_name!r}")
     return EvaluatorConfig(
         rules=rules,
         base_trial=base_trial,
         trial_source=trial_source,
         other_trials=other_trials,
-        output_dir=Path(output) if output else root / _DEFAULT_OUTPUT,
+        output_dir=output_dir,
         message_dir=root / "output",
         wait_for_training_end=wait,
         continue_after_fire=bool(_bool(params, "continue_after_fire")),

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from evaluator.errors import (
     ClientError,
     ConfigurationError,
     EvaluatorError,
+    InternalServerError,
     MissingCollectionFiles,
     RuleEvaluationConditionMet,
     SMDebugError,
@@ -128,7 +131,7 @@ class Evaluation:
             return build_rule(cls, base, parameters, other_trials=others,
                               action_json=spec.action_json, fallback=spec.environment_parameters)
         except Exception as e:
-            self.reporter.fail(name, e, client=_client(spec, e))
+            self.reporter.fail(name, e)
             return None
 
     # ---------------------------------------------------------------- rule threads
@@ -149,8 +152,8 @@ class Evaluation:
             end = getattr(rule, "on_evaluation_end", None)
             if callable(end) and not self.stop.is_set():
                 end()  # e.g. a report writer's final report
-        except Exception as e:
-            self.reporter.fail(name, e, client=_client(spec, e))
+        except (Exception, SystemExit) as e:  # a rule calling sys.exit() is still a failure
+            self.reporter.fail(name, _rule_failure(spec, e))
             return
         if not self.stop.is_set():
             self.reporter.finish(name)
@@ -193,12 +196,35 @@ def _check_local_folder(location: str, key: str) -> None:
             "with docker run, check the -v mount")
 
 
-def _client(spec: RuleSpec, error: BaseException) -> bool | None:
-    """A user's rule raising is the user's to fix; our own rules raising is our bug, unless the
-    exception says otherwise (our error classes and smdebug's data errors know who must act)."""
+def _rule_failure(spec: RuleSpec, error: BaseException) -> BaseException:
+    """The error to report when a rule raised: ours as they are; anything else wrapped in a
+    message naming the rule, the step and, for a user's rule, the file and line."""
     if isinstance(error, (EvaluatorError, SMDebugError)):
-        return None
-    return True if spec.source else None
+        return error
+    step = getattr(error, "rule_step", None)
+    where = f" at step {step}" if step is not None else ""
+    frame = _user_frame(error) if spec.source else None
+    if frame is not None:
+        where += f" ({Path(frame.filename).name}, line {frame.lineno})"
+    text = f"rule {spec.name} raised {type(error).__name__}: {error}{where}"
+    wrapped: EvaluatorError = ClientError(text) if spec.source else InternalServerError(text)
+    wrapped.__cause__ = error
+    wrapped.error_type = type(error).__name__  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _user_frame(error: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame in the user's rule code (a module the loader imported)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if Path(f.filename).name != "__init__.py" and "user_rule_" in _module_of(f.filename)]
+    return frames[-1] if frames else None
+
+
+def _module_of(filename: str) -> str:
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) == filename:
+            return name
+    return ""
 
 
 def _trial_error(error: Exception, trial: str) -> Exception:

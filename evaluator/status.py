@@ -138,7 +138,7 @@ def internal_error_message(text: str) -> str:
 def truncate_utf8(text: str, limit: int = MESSAGE_LIMIT) -> str:
     """``text`` if it fits in ``limit`` UTF-8 bytes, else its head and a marker, within the
     limit and without splitting a character."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", errors="backslashreplace")
     if len(data) <= limit:
         return text
     head = data[: max(0, limit - len(_TRUNCATED))].decode("utf-8", errors="ignore")
@@ -177,10 +177,14 @@ class RuleOutcome:
         if client is None:
             client = error.exit_code == EXIT_CLIENT_ERROR if ours else isinstance(
                 error, SMDebugError)
-        name = type(error).__name__
+        # A wrapper naming a rule's failure keeps the original exception's type.
+        name = getattr(error, "error_type", None) or type(error).__name__
         text = str(error) if ours else (f"{name}: {error}" if str(error) else name)
         message = client_error_message(text) if client else internal_error_message(text)
-        trace = None if ours else "".join(traceback.format_exception(error))
+        # Our errors carry no traceback of their own; one that wraps a user's exception shows
+        # that exception's traceback.
+        shown = error.__cause__ if ours else error
+        trace = None if shown is None else "".join(traceback.format_exception(shown))
         return cls(rule, RuleStatus.ERROR, EXIT_CLIENT_ERROR if client else EXIT_INTERNAL_ERROR,
                    step, (), message, name, trace)
 
@@ -246,7 +250,7 @@ def write_status_files(message_dir: Path, text: str) -> bool:
     otherwise (a local run without /opt/ml) skip silently. Returns whether both were written."""
     if not message_dir.is_dir() or not os.access(message_dir, os.W_OK):
         return False
-    data = truncate_utf8(text).encode("utf-8")
+    data = truncate_utf8(text).encode("utf-8", errors="backslashreplace")
     try:
         for name in ("message", "failure"):
             _atomic_write(message_dir / name, data, tmp_dir=message_dir)
@@ -528,7 +532,9 @@ class StatusReporter:
     def _write_result(self) -> None:
         if self._output_dir is None:
             return
-        data = json.dumps(self._document(), indent=2, ensure_ascii=False).encode("utf-8")
+        # ASCII escapes keep the file valid UTF-8 even when a path or value given on the command
+        # line holds bytes that are not (they reach Python as lone surrogates).
+        data = json.dumps(self._document(), indent=2, ensure_ascii=True).encode("ascii")
         try:
             _atomic_write(self._output_dir / RESULT_FILE_NAME, data,
                           tmp_dir=self._output_dir / _IGNORED_DIR)
@@ -575,6 +581,8 @@ def configure_logging(*, level: str | int = "INFO", log_format: str = "json",
         cache_logger_on_first_use=False,
     )
     stream = stream if stream is not None else sys.stdout
+    if hasattr(stream, "reconfigure"):  # never die printing a value that is not valid UTF-8
+        stream.reconfigure(errors="backslashreplace")
     renderer: list[Any] = (
         [structlog.dev.ConsoleRenderer(colors=stream.isatty())] if log_format == "console"
         else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()])

@@ -129,7 +129,16 @@ def invoke_rule(
         if stop is not None and stop.is_set():
             return tally.result(Termination.STOPPED)
         tally.last_step = step
-        ended = _invoke_at(rule_obj, step, tally, watcher, raise_eval_cond, continue_after_fire)
+        try:
+            ended = _invoke_at(rule_obj, step, tally, watcher, raise_eval_cond, continue_after_fire)
+        except Exception as e:
+            # Same exception, same type (smdebug lets it propagate); it now also says where.
+            if getattr(e, "rule_step", None) is None:
+                try:
+                    e.rule_step = step  # type: ignore[attr-defined]
+                except AttributeError:
+                    pass
+            raise
         if ended is not None:
             return tally.result(ended)
         step = trial.next_step(step, end_step=end_step, stop=stop)

@@ -95,7 +95,19 @@ def find_rule_class(name: str, root: Path, *, source: str) -> type:
     found = getattr(module, name, None)
     if not inspect.isclass(found):
         raise ConfigurationError(f"{name!r} in {source} is not a class")
+    _check_rule_class(found, source)
     return found
+
+
+def _check_rule_class(cls: type, source: str) -> None:
+    if not callable(getattr(cls, "invoke", None)):
+        raise ConfigurationError(
+            f"class {cls.__name__} in {source} is not a rule: subclass smdebug.rules.Rule "
+            "(from smdebug.rules import Rule) and implement invoke_at_step(self, step)")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ()))) or "invoke_at_step"
+        raise ConfigurationError(
+            f"rule class {cls.__name__} in {source} does not implement {missing}(self, step)")
 
 
 def _read_text(path: Path) -> str:
@@ -119,9 +131,9 @@ def _import(path: Path, *, base: Path, source: str) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException as e:  # the user's code: report anything it raises on import
-        del sys.modules[module_name]
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+    except BaseException as e:  # the user's code: report anything it raises on import,
+        del sys.modules[module_name]  # sys.exit() included (argparse at module level, say)
+        if isinstance(e, KeyboardInterrupt):
             raise
         where = _user_frames(e, path)
         raise ConfigurationError(
@@ -132,9 +144,9 @@ def _import(path: Path, *, base: Path, source: str) -> ModuleType:
 
 
 def _user_frames(error: BaseException, path: Path) -> str:
+    if isinstance(error, SyntaxError):
+        return ""  # its message already names the file and line
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == str(path)]
-    if not frames and isinstance(error, SyntaxError) and error.lineno:
-        return f" (line {error.lineno})"
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
@@ -190,8 +202,11 @@ def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
                    fallback=fallback or {})
     try:
         return cls(base_trial, **kwargs)
-    except Exception as e:
-        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str)) or "none"
+    except ConfigurationError:
+        raise  # already says what to fix (a rule's parameter check, a bad action_json)
+    except (Exception, SystemExit) as e:
+        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
+                          if isinstance(v, str) and k != "action_str") or "none"
         raise ConfigurationError(
             f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {e} "
             f"(parameters given: {shown}); check the values in RuleParameters"
