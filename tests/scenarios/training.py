@@ -44,6 +44,8 @@ class Scenario:
     label_noise: float = 0.0
     inputs_normalized: bool = True
     input_scale: float = 1.0  # raw, unscaled features
+    batch_size: int = 128  # minibatches: inputs and labels change from step to step
+    predictions_from: int = 10  # labels/predictions saved from this training step on
     seed: int = 7
     notes: str = ""
     extra: dict[str, float] = field(default_factory=dict)
@@ -75,7 +77,7 @@ def _data(s: Scenario, rng: np.random.Generator, n: int,
           centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     classes = len(s.class_weights)
     y = rng.choice(classes, size=n, p=np.array(s.class_weights) / sum(s.class_weights))
-    x = centers[y] + rng.normal(0, 1.5, size=(n, 8))
+    x = centers[y] + rng.normal(0, 0.9, size=(n, 8))
     if s.label_noise:
         flip = rng.random(n) < s.label_noise
         y = np.where(flip, rng.integers(0, classes, n), y)
@@ -149,9 +151,14 @@ def train(s: Scenario, root: Path) -> Path:
     writer.write_collections(_collections(s))
     step = train_step = eval_step = 0
     for _ in range(s.steps):
-        loss, gw, gb, (inputs, outputs, probs) = model.loss_and_grads(x_train, y_train)
-        writer.write_step(step, _tensors(s, model, gw, gb, inputs, outputs, probs, loss,
-                                         x_train, y_train), mode=ModeKeys.TRAIN,
+        batch = rng.choice(len(x_train), size=min(s.batch_size, len(x_train)), replace=False)
+        xb, yb = x_train[batch], y_train[batch]
+        loss, gw, gb, (inputs, outputs, probs) = model.loss_and_grads(xb, yb)
+        tensors = _tensors(s, model, gw, gb, inputs, outputs, probs, loss, xb, yb)
+        if train_step < s.predictions_from:  # a hook save_config starting later
+            for name in ("labels", "predictions"):
+                tensors.pop(name)
+        writer.write_step(step, tensors, mode=ModeKeys.TRAIN,
                           mode_step=train_step,
                           reductions={f"gradients/layer{i}_weight": compute_reductions(
                               g, _GRAD_REDUCTIONS) for i, g in enumerate(gw)})
