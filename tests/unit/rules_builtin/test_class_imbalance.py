@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,31 +10,8 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
-from evaluator.testing import TrialWriter
-from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.class_imbalance import ClassImbalance
-
-
-@pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: array}})``: an ended trial, closed after the test."""
-    opened: list[Any] = []
-
-    def make(steps: Mapping[int, Mapping[str, object]]) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections([])
-        for step, tensors in steps.items():
-            writer.write_step(step, tensors)
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
-
-    yield make
-    for trial in opened:
-        trial.close()
 
 
 def balanced(n: int = 600) -> np.ndarray:
