@@ -109,19 +109,28 @@ class TensorRecord:
         self._sorted: dict[ModeKeys, list[int]] = {}
 
     def add(self, mode: ModeKeys, mode_step: int, files: dict[str, FileIndex]) -> None:
+        """Record the step's files that hold this tensor (the caller knows one of them does)."""
         by_step = self.steps.get(mode)
         if by_step is None:
             by_step = self.steps[mode] = {}
-        # Share the step's worker map when every worker saved this tensor (the usual case).
-        if all(self.name in f.names for f in files.values()):
+        name = self.name
+        if len(files) == 1:  # one worker: the common case, kept cheap
+            (only,) = files.values()
             by_step[mode_step] = files
+            if only.shapes and name in only.shapes:
+                self.original_name = only.shapes[name].originalname
         else:
-            by_step[mode_step] = {w: f for w, f in files.items() if self.name in f.names}
-        self._sorted.clear()
-        for f in files.values():
-            shape = f.shapes.get(self.name)
-            if shape is not None:
-                self.original_name = shape.originalname
+            # Share the step's worker map when every worker saved this tensor.
+            if all(name in f.names for f in files.values()):
+                by_step[mode_step] = files
+            else:
+                by_step[mode_step] = {w: f for w, f in files.items() if name in f.names}
+            for f in files.values():
+                shape = f.shapes.get(name)
+                if shape is not None:
+                    self.original_name = shape.originalname
+        if self._sorted:
+            self._sorted.clear()
 
     def files(self, mode: ModeKeys, mode_step: int) -> dict[str, FileIndex] | None:
         by_step = self.steps.get(mode)
@@ -168,6 +177,8 @@ class TrialState:
         self.range_steps = range_steps
         self.names: set[str] = set()  # every tensor name seen
         self.files_at: dict[tuple[ModeKeys, int], dict[str, FileIndex]] = {}
+        self.names_at: dict[tuple[ModeKeys, int], set[str]] = {}  # union over the key's files
+        self._files_with_shapes: list[FileIndex] = []
         self.mode_to_global: dict[ModeKeys, dict[int, int]] = {}
         self.global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
         self.global_step_to_tensors: dict[int, set[str]] = {}
@@ -210,7 +221,14 @@ class TrialState:
             files[worker] = new
         if new.tensors:
             self._note_span(new)
+        if new.shapes and (not self._files_with_shapes or self._files_with_shapes[-1] is not new):
+            self._files_with_shapes.append(new)
         self.names.update(new.names)
+        names_here = self.names_at.get(key)
+        if names_here is None:
+            self.names_at[key] = set(new.names)
+        else:
+            names_here.update(new.names)
         for name, record in self._records.items():
             # Re-check records that share this step's worker map, not only those in the file:
             # the map just gained a worker that may not have saved them.
@@ -279,11 +297,30 @@ class TrialState:
         """The per-tensor view of ``name`` (made on first use), or None if never saved."""
         found = self._records.get(name)
         if found is None and name in self.names:
-            found = self._records[name] = TensorRecord(name)
-            for (mode, mode_step), files in self.files_at.items():
-                if any(name in f.names for f in files.values()):
-                    found.add(mode, mode_step, files)
+            found = self._records[name] = self._make_record(name)
         return found
+
+    def _make_record(self, name: str) -> TensorRecord:
+        # One pass over the steps, kept tight: this runs once per tensor a rule asks about,
+        # over every saved step.
+        record = TensorRecord(name)
+        files_at, steps = self.files_at, record.steps
+        for key, names in self.names_at.items():
+            if name not in names:
+                continue
+            by_step = steps.get(key[0])
+            if by_step is None:
+                by_step = steps[key[0]] = {}
+            files = files_at[key]
+            if len(files) == 1 or all(name in f.names for f in files.values()):
+                by_step[key[1]] = files
+            else:
+                by_step[key[1]] = {w: f for w, f in files.items() if name in f.names}
+        for f in self._files_with_shapes:
+            shape = f.shapes.get(name)
+            if shape is not None:
+                record.original_name = shape.originalname
+        return record
 
     # ---------------------------------------------------------------- questions
 
