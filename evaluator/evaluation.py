@@ -63,7 +63,7 @@ class Evaluation:
             for name in names:
                 self.reporter.fail(name, _trial_error(e, self.config.base_trial))
             return
-        with tempfile.TemporaryDirectory(prefix="rule-source-") as workdir:
+        with tempfile.TemporaryDirectory(prefix="rule-source-", dir=self._scratch()) as workdir:
             rules = [(spec, self._build(spec, base, Path(workdir))) for spec in self.config.rules]
             for spec, rule in rules:
                 if rule is not None:
@@ -80,6 +80,16 @@ class Evaluation:
                 if stop_seen is not None and time.monotonic() - stop_seen > STOP_GRACE_SECONDS:
                     return  # the process ends anyway; rule threads are daemons
                 thread.join(timeout=0.2)
+
+    def _scratch(self) -> str | None:
+        """Where downloaded rule code goes: ``<output>/.sagemaker-ignore`` (SageMaker does not
+        upload it, and it is writable in a read-only container), else the system's temp folder."""
+        folder = Path(self.config.output_dir) / ".sagemaker-ignore"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return str(folder)
 
     def close(self) -> None:
         for trial in self._trials.values():
