@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py                                   # both sides, local, 3 repeats
     .venv/bin/python bench/run.py --impl smdebug --workloads values_all
     .venv/bin/python bench/run.py --s3 --repeat 1                   # metadata+values100 via moto
+    .venv/bin/python bench/run.py --workloads rules --repeat 1      # the built-in rules, both sides
     .venv/bin/python bench/run.py --report-only                     # rewrite RESULTS.md only
 
 Steps: make sure bench/.work/venv-smdebug exists (bench/setup_smdebug.sh) and the trial exists
@@ -41,6 +42,11 @@ sys.path.insert(0, HERE)
 import make_trial  # noqa: E402  (stdlib-only at import time)
 from workloads import S3_WORKLOADS, WORKLOADS  # noqa: E402
 
+# bench/rules_workload.py: the built-in rules over the trial. Not in the default set (a run of
+# smdebug's side takes minutes): --workloads rules, or --workloads all.
+RULES_WORKLOAD = "rules"
+LOCAL_WORKLOADS = WORKLOADS + (RULES_WORKLOAD,)
+
 WORK = os.path.join(HERE, ".work")
 SMDEBUG_PY = os.path.join(WORK, "venv-smdebug", "bin", "python")
 OURS_PY_DEFAULT = os.path.join(REPO, ".venv", "bin", "python")
@@ -57,6 +63,7 @@ HEADLINE = {
     "values100": "create_trial + steps()/tensor_names() + 100 value() reads; the reads alone on their own row",
     "values_all": "create_trial + steps()/tensor_names() + every tensor at every step, twice "
                   "(2 x steps x tensors value() calls); the reads alone on their own row",
+    "rules": "create_trial + every rule both sides ran (build + invoke_rule over all steps)",
 }
 # Phases shown in the per-workload tables, in order.
 PHASES = {
@@ -212,6 +219,8 @@ class MotoServer:
 
 
 def workload_cmd(py: str, impl: str, trial: str, workload: str) -> list[str]:
+    if workload == RULES_WORKLOAD:
+        return [py, os.path.join(HERE, "rules_workload.py"), "--impl", impl, "--trial", trial]
     return [py, os.path.join(HERE, "workloads.py"), "--impl", impl, "--trial", trial, "--workload", workload]
 
 
@@ -623,6 +632,8 @@ def fmt_ratio(r) -> str:
 
 def compare(entries: dict, storage: str, workload: str) -> tuple[str, bool]:
     """('match' | 'MISMATCH ...' | 'n/a ...', is_mismatch)"""
+    if workload == RULES_WORKLOAD:
+        return rules_compare(entries, storage)
     sides = {}
     for impl in IMPLS:
         e = entries.get(entry_key(storage, workload, impl))
@@ -791,6 +802,222 @@ def report_live(L: list[str], data: dict) -> None:
     L.append("")
 
 
+# --------------------------------------------------------------------------------------------
+# the rules workload (bench/rules_workload.py): per-rule figures
+
+
+def _rules_runs(entries: dict, storage: str, impl: str) -> list[dict]:
+    e = entries.get(entry_key(storage, RULES_WORKLOAD, impl)) or {}
+    return [r for r in e.get("runs") or [] if "error" not in r and isinstance(r.get("rules"), dict)]
+
+
+def _ran(run: dict) -> dict:
+    return {n: r for n, r in run["rules"].items() if r.get("status") == "ran"}
+
+
+def rules_common(entries: dict, storage: str) -> dict:
+    """Rules that ran in every run of both sides, and each side's median of create_trial + those
+    rules (None for a side without runs)."""
+    runs = {i: _rules_runs(entries, storage, i) for i in IMPLS}
+    sets = [set(_ran(r)) for i in IMPLS for r in runs[i]]
+    common = sorted(set.intersection(*sets)) if sets and all(runs.values()) else []
+    out: dict = {"rules": common}
+    for i in IMPLS:
+        totals = [r["phases"]["create_trial"] + sum(_ran(r)[n]["seconds"] for n in common)
+                  for r in runs[i]]
+        out[i] = median(totals) if totals and common else None
+    return out
+
+
+def _fired_sig(rec: dict) -> tuple:
+    return (rec.get("fired_hash"), rec.get("fired_n"), rec.get("evaluated"))
+
+
+def _rule_agreement(entries: dict, storage: str) -> dict[str, tuple[str, bool]]:
+    """Per rule that ran somewhere: (verdict, is_mismatch)."""
+    runs = {i: _rules_runs(entries, storage, i) for i in IMPLS}
+    names = sorted({n for i in IMPLS for r in runs[i] for n in _ran(r)})
+    out: dict[str, tuple[str, bool]] = {}
+    for n in names:
+        sigs: dict[str, set] = {}
+        for i in IMPLS:
+            sigs[i] = {_fired_sig(_ran(r)[n]) for r in runs[i] if n in _ran(r)}
+        params = {json.dumps(_ran(r)[n].get("params"), sort_keys=True)
+                  for i in IMPLS for r in runs[i] if n in _ran(r)}
+        bad_repeat = [i for i in IMPLS if len(sigs[i]) > 1]
+        if len(params) > 1:  # rules_plan.py changed between the stored runs
+            out[n] = ("n/a: the stored runs used different parameters (run both sides again)", True)
+        elif bad_repeat:
+            out[n] = (f"MISMATCH: {bad_repeat[0]}'s repeats disagree", True)
+        elif not sigs["smdebug"] or not sigs["ours"]:
+            out[n] = ("n/a (one side only)", False)
+        elif sigs["smdebug"] == sigs["ours"]:
+            out[n] = ("yes", False)
+        else:
+            (a,), (b,) = sigs["smdebug"], sigs["ours"]
+            what = "fired steps" if a[0] != b[0] else "steps evaluated"
+            out[n] = (f"**NO**: {what} differ", True)
+    return out
+
+
+def rules_compare(entries: dict, storage: str) -> tuple[str, bool]:
+    runs = {i: _rules_runs(entries, storage, i) for i in IMPLS}
+    if not runs["smdebug"] or not runs["ours"]:
+        return "n/a (one side only)", False
+    params = {i: (entries[entry_key(storage, RULES_WORKLOAD, i)].get("trial_params")) for i in IMPLS}
+    if params["smdebug"] != params["ours"]:
+        return "n/a: measured on different trials", True
+    agree = _rule_agreement(entries, storage)
+    bad = [n for n, (_, b) in agree.items() if b]
+    both = [n for n, (v, _) in agree.items() if v == "yes"]
+    if bad:
+        return f"MISMATCH: fired steps of {', '.join(bad)}", True
+    return f"match: fired steps of {len(both)} rules", False
+
+
+def _params_text(params: dict) -> str:
+    if not params:
+        return "defaults"
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) -> None:
+    entries = data["entries"]
+    es = {i: entries.get(entry_key(storage, RULES_WORKLOAD, i)) for i in IMPLS}
+    runs = {i: _rules_runs(entries, storage, i) for i in IMPLS}
+    L.append(f"## {storage}: rules")
+    L.append("")
+    L.append("`bench/rules_workload.py`: **the same rule classes** (`rules_builtin/` of this checkout) on "
+             "both sides, each rule over all steps of the trial, one after the other on one trial "
+             "opened once. **ours**: `evaluator.trial.create_trial`, `build_rule`, "
+             "`invoke_rule(rule, raise_eval_cond=False, continue_after_fire=True)`. **smdebug**: "
+             "stand-in `evaluator.*` modules make the rule modules subclass `smdebug.rules.Rule` and "
+             "raise/catch smdebug's exceptions; `smdebug.trials.create_trial`, `cls(trial, **params)`, "
+             "`smdebug.rules.invoke_rule(rule, start_step=0, end_step=None, raise_eval_cond=False)` "
+             "until its `NoMoreData`. Parameters: `bench/rules_plan.py` (chosen so that each rule reads "
+             "the trial's tensors at every step and, where its logic allows, fires at some steps). "
+             "A rule's seconds = build (and, for SimilarAcrossRuns, opening the other trial) + the "
+             "whole invoke_rule walk. **Fired steps agree** = same steps evaluated and the same list "
+             "of fired steps (hash).")
+    L.append("")
+    if not runs["smdebug"] and not runs["ours"]:
+        for i in IMPLS:
+            L.append(f"- {i}: {side_status(es[i])}")
+        L.append("")
+        return
+    med = {i: (es[i] or {}).get("summary", {}).get("phases", {}) for i in IMPLS}
+    agree = _rule_agreement(entries, storage)
+    sample = {i: (runs[i][0] if runs[i] else None) for i in IMPLS}
+    names = sorted({n for i in IMPLS if sample[i] for n in sample[i]["rules"]})
+    L.append("| rule | parameters | smdebug s | ours s | smdebug / ours | fired: smdebug | fired: ours "
+             "| fired steps agree |")
+    L.append("|---|---|---:|---:|---:|---:|---:|:-:|")
+    excluded: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for n in names:
+        recs = {i: (sample[i]["rules"].get(n) if sample[i] else None) for i in IMPLS}
+        any_rec = recs["ours"] or recs["smdebug"]
+        if any_rec.get("status") == "skipped":
+            skipped.append((n, any_rec.get("why", "")))
+            continue
+        secs = {i: med[i].get(f"rule:{n}") for i in IMPLS}
+        fired = {}
+        for i in IMPLS:
+            r = recs[i]
+            if r is None:
+                fired[i] = "–"
+            elif r.get("status") == "ran":
+                fired[i] = str(r.get("fired_n"))
+            else:
+                fired[i] = r.get("status", "?")
+                if r.get("status") == "error":
+                    excluded.append(f"{n} on {i}: {r.get('error')}")
+        verdict = agree.get(n, ("–", False))[0]
+        params = _params_text(any_rec.get("params") or {})
+        if not any_rec.get("planned", True):
+            params += " (not in the plan)"
+        L.append(f"| {n} | {params} | {fmt_s(secs['smdebug'])} | {fmt_s(secs['ours'])} | "
+                 f"{fmt_ratio(ratio(secs['smdebug'], secs['ours']))} | {fired['smdebug']} | {fired['ours']} | "
+                 f"{verdict} |")
+    common = rules_common(entries, storage)
+    ct = {i: med[i].get("create_trial") for i in IMPLS}
+    L.append(f"| create_trial (once) | | {fmt_s(ct['smdebug'])} | {fmt_s(ct['ours'])} | "
+             f"{fmt_ratio(ratio(ct['smdebug'], ct['ours']))} | | | |")
+    sp = ratio(common["smdebug"], common["ours"])
+    target = "–" if sp is None else ("yes" if sp >= TARGET_SPEEDUP else "NO")
+    L.append(f"| **total** (create_trial + the {len(common['rules'])} rules both ran) | | "
+             f"**{fmt_s(common['smdebug'])}** | **{fmt_s(common['ours'])}** | **{fmt_ratio(sp)}** | | | "
+             f"≥{TARGET_SPEEDUP:.0f}x: **{target}** |")
+    peaks = {i: (es[i] or {}).get("summary", {}).get("peak_rss_mib") for i in IMPLS}
+    mr = ratio(peaks["smdebug"], peaks["ours"])
+    L.append(f"| peak RSS of the process, MiB | | {fmt_s(peaks['smdebug'])} | {fmt_s(peaks['ours'])} | "
+             f"{fmt_ratio(mr)} | | | lower: {'–' if mr is None else ('yes' if mr > 1 else 'NO')} |")
+    L.append("")
+    L.append("Reference (shared/bench/README.md): smdebug 1.0.34 ran \"9 rules over all 2000 steps through "
+             "`invoke_rule`\" in 109 s, 565 MiB on this kind of machine; which rules and parameters it used "
+             "is not recorded, so compare the ratio measured here, not the absolute seconds.")
+    L.append("")
+    only = {i: sorted(n for n in (set(_ran(sample[i])) if sample[i] else set()) if n not in common["rules"])
+            for i in IMPLS}
+    if excluded or any(only.values()):
+        L.append("Not in the total (run by one side only):")
+        L.append("")
+        for x in excluded:
+            L.append(f"- {x}")
+        for i in IMPLS:
+            if only[i]:
+                L.append(f"- ran on {i} only: {', '.join(only[i])}")
+        L.append("")
+    for n, (v, bad) in agree.items():
+        if bad:
+            problems.append(f"{storage}/rules: {n}: {v.replace('*', '')}")
+    if skipped:
+        L.append("Built-in rules not run on this trial (`SKIP` in bench/rules_plan.py):")
+        L.append("")
+        for n, why in skipped:
+            L.append(f"- **{n}**: {why}")
+        L.append("")
+    fails = {m: err for i in IMPLS if sample[i] for m, err in (sample[i].get("import_failures") or {}).items()}
+    if fails:
+        L.append("Rule modules that did not import (their rules did not run):")
+        L.append("")
+        for i in IMPLS:
+            for m, err in sorted(((sample[i] or {}).get("import_failures") or {}).items()):
+                L.append(f"- {i}: `rules_builtin.{m}`: {err}")
+        L.append("")
+    whys = {n: (sample["ours"] or sample["smdebug"])["rules"][n] for n in names}
+    L.append("What each rule does here:")
+    L.append("")
+    for n, r in whys.items():
+        if r.get("status") != "skipped" and r.get("why"):
+            L.append(f"- **{n}**: {r['why']}")
+    L.append("")
+    for i in IMPLS:
+        e = es[i]
+        line = f"- {i}: {side_status(e)}"
+        if e and e.get("summary"):
+            ok = [r for r in e["runs"] if "error" not in r]
+            line += "; total of everything it ran per run: " + ", ".join(fmt_s(r.get("total_s")) for r in ok) + " s"
+            loads = [x for r in ok for x in (r.get("loadavg_1min") or [])]
+            if loads:
+                line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
+                if max(loads) > 2.0:
+                    line += " (other work was running: figures may be inflated)"
+            cpu = [r["process_cpu_s"] for r in ok if r.get("process_cpu_s") is not None]
+            if cpu:
+                line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+            rss = [r.get("rss_after_import_mib") for r in ok if r.get("rss_after_import_mib") is not None]
+            if rss:
+                line += f"; RSS after the imports {fmt_s(rss[0])} MiB"
+            if i == "ours" and (e.get("git") or {}).get("commit"):
+                line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
+        L.append(line)
+    if es["smdebug"] and es["ours"] and runs["smdebug"] and runs["ours"]:
+        L.append("- both sides measured in the same run (alternating)" if same_run(es["smdebug"], es["ours"]) else
+                 "- the two sides were measured in **separate runs**: the machine's load may differ")
+    L.append("")
+
+
 def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> list[str]:
     """Write RESULTS.md; return the list of problems (checksum mismatches)."""
     entries = data["entries"]
@@ -823,7 +1050,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     L.append("|---|---|---:|---:|---:|:-:|---:|---:|---:|:-:|---|")
     combos = []
     for storage in ("local", "s3"):
-        for workload in WORKLOADS:
+        for workload in LOCAL_WORKLOADS:
             if any(entry_key(storage, workload, i) in entries for i in IMPLS):
                 combos.append((storage, workload))
     for storage, workload in combos:
@@ -834,7 +1061,11 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
             problems.append(f"{storage}/{workload}: {verdict}")
         mr = ratio(sm.get("peak_rss_mib"), ou.get("peak_rss_mib"))
         lines = [(workload, sm.get("total_s"), ou.get("total_s"), True)]
-        if workload != "metadata":
+        if workload == RULES_WORKLOAD:
+            common = rules_common(entries, storage)
+            label = f"rules ({len(common['rules'])} run by both: create_trial + the rules)"
+            lines = [(label, common["smdebug"], common["ours"], True)]
+        elif workload != "metadata":
             lines.append((f"{workload}: reads only", (sm.get("phases") or {}).get("reads"),
                           (ou.get("phases") or {}).get("reads"), False))
         for label, a, b, first in lines:
@@ -847,6 +1078,9 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
 
     # Per workload
     for storage, workload in combos:
+        if workload == RULES_WORKLOAD:
+            report_rules(L, data, storage, problems)
+            continue
         L.append(f"## {storage}: {workload}")
         L.append("")
         L.append(f"Summary figure: {HEADLINE[workload]}.")
@@ -959,6 +1193,8 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     t = trial.get("path") or rel(make_trial.DEFAULT_OUT)
     L.append(f"{rel(SMDEBUG_PY)} bench/workloads.py --impl smdebug --trial {t} --workload values100")
     L.append(f".venv/bin/python bench/workloads.py --impl ours --trial {t} --workload values100")
+    L.append(f"{rel(SMDEBUG_PY)} bench/rules_workload.py --impl smdebug --trial {t}")
+    L.append(f".venv/bin/python bench/rules_workload.py --impl ours --trial {t}")
     L.append("```")
     L.append("")
     if problems:
@@ -982,7 +1218,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--impl", choices=("both",) + IMPLS, default="both",
                    help="run one side only; the other side's stored figures are kept (default: both)")
     p.add_argument("--workloads", default=None,
-                   help=f"comma list of {','.join(WORKLOADS)} (default: all; with --s3: {','.join(S3_WORKLOADS)})")
+                   help=f"comma list of {','.join(LOCAL_WORKLOADS)}, or all (default: {','.join(WORKLOADS)}; "
+                        f"with --s3: {','.join(S3_WORKLOADS)})")
     p.add_argument("--repeat", type=int, default=None,
                    help="fresh-process runs per workload and side (default 3; with --live: 1)")
     p.add_argument("--s3", action="store_true",
@@ -1049,8 +1286,11 @@ def main(argv: list[str] | None = None) -> int:
         args.repeat = 3
 
     storage = "s3" if args.s3 else "local"
-    allowed = S3_WORKLOADS if args.s3 else WORKLOADS
-    workloads = [w.strip() for w in (args.workloads or ",".join(allowed)).split(",") if w.strip()]
+    allowed = S3_WORKLOADS if args.s3 else LOCAL_WORKLOADS
+    default = S3_WORKLOADS if args.s3 else WORKLOADS
+    if (args.workloads or "").strip() == "all":
+        args.workloads = ",".join(allowed)
+    workloads = [w.strip() for w in (args.workloads or ",".join(default)).split(",") if w.strip()]
     for w in workloads:
         if w not in allowed:
             p.error(f"workload {w!r} is not one of {', '.join(allowed)}" + (" (S3)" if args.s3 else ""))
