@@ -96,11 +96,11 @@ class TrialOptions(BaseModel):
     stop_grace_seconds: float = Field(
         60.0, ge=0, description="Seconds after the stop signal's time before the rule stops.")
     value_cache_mb: float = Field(
-        0.0, ge=0, description="Memory bound for decoded arrays; 0 keeps none. Decoding a record "
-        "from the cached event-file bytes costs about 8 µs, so this only pays for rules that "
-        "read the very same values many times.")
+        32.0, ge=0, description="Memory bound for decoded arrays, kept from their second read "
+        "on (rules re-read values; a single pass over a trial never fills it).")
     raw_cache_mb: float = Field(
-        128.0, ge=0, description="Memory bound for event-file bytes: the cache that saves I/O.")
+        128.0, ge=0, description="Memory bound for event-file bytes, shared by every trial of "
+        "the process: the cache that saves I/O.")
     max_coalesced_read_mb: float = Field(
         16.0, ge=0, description="Largest single read that fetches all records of one event file.")
     index_read_concurrency: int = Field(64, ge=1, description="Index files read at once.")

@@ -9,6 +9,7 @@ facade (the rule's thread) reads. Every change happens under ``lock`` and is ann
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -16,7 +17,7 @@ from collections.abc import Iterable
 
 from evaluator.config import TrialOptions
 from evaluator.trial.gcpause import gc_paused
-from evaluator.trial.lru import ByteBoundedLRU, ValueCache
+from evaluator.trial.lru import SharedBytes, ValueCache, shared_bytes
 from evaluator.trial.source import ParsedIndex
 from evaluator.trial.state import TrialState
 
@@ -25,6 +26,7 @@ __all__ = ["TrialCache"]
 log = logging.getLogger("evaluator.trial")
 
 MiB = 1024 * 1024
+_generations = itertools.count()
 
 
 class TrialCache:
@@ -38,7 +40,9 @@ class TrialCache:
         self.changed = threading.Condition(self.lock)
         self.values = ValueCache(int(options.value_cache_mb * MiB))
         self.reductions = ValueCache(4 * MiB)  # computed reductions: 0-d arrays, a few bytes each
-        self.raw: ByteBoundedLRU[tuple[int, bytes]] = ByteBoundedLRU(int(options.raw_cache_mb * MiB))
+        # Event-file bytes: one budget for every trial of the process (see SharedBytes).
+        self.raw = SharedBytes(shared_bytes(int(options.raw_cache_mb * MiB)),
+                               f"{uri}#{next(_generations)}")  # a reopened path starts afresh
         self.read_keys: set[str] = set()
         self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
         self.polls = 0

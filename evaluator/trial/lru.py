@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -81,8 +81,65 @@ class ByteBoundedLRU(Generic[V]):
 
 
 class ValueCache(ByteBoundedLRU[np.ndarray]):
-    """Decoded arrays keyed by their record location; ``get_copy`` hands out private copies."""
+    """Decoded arrays keyed by their record location; ``get_copy`` hands out private copies.
+
+    An array is admitted on its *second recent* read only: a rule that reads the same values again
+    (several steps back, several reductions) finds them, while a single pass over a large trial
+    never churns the cache with values nobody reads twice.
+    """
+
+    _SEEN_LIMIT = 8192  # "recently": within the last few thousand distinct reads
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max_bytes)
+        self._seen: set[Hashable] = set()
+
+    def admit(self, key: Hashable) -> bool:
+        """Whether ``key`` was asked for before (and so is worth keeping)."""
+        if key in self._seen:
+            return True
+        if len(self._seen) >= self._SEEN_LIMIT:
+            self._seen.clear()
+        self._seen.add(key)
+        return False
 
     def get_copy(self, key: Hashable) -> np.ndarray | None:
         value = self.get(key)
         return None if value is None else value.copy()
+
+
+class SharedBytes:
+    """One trial's view of a process-wide byte budget: keys are prefixed with the trial, so
+    however many trials a process opens (a rule comparing runs opens two), their cached
+    event-file bytes together stay within one bound."""
+
+    def __init__(self, shared: ByteBoundedLRU[Any], prefix: str) -> None:
+        self._shared = shared
+        self._prefix = prefix
+        self.max_bytes = shared.max_bytes
+
+    def get(self, key: str) -> Any:
+        return self._shared.get((self._prefix, key))
+
+    def put(self, key: str, value: Any) -> None:
+        self._shared.put((self._prefix, key), value)
+
+    def clear(self) -> None:
+        """Nothing: other trials share the budget; entries of a closed trial age out."""
+
+    @property
+    def hits(self) -> int:
+        return self._shared.hits
+
+
+_shared_lock = threading.Lock()
+_shared_bytes: dict[int, ByteBoundedLRU[Any]] = {}
+
+
+def shared_bytes(max_bytes: int) -> ByteBoundedLRU[Any]:
+    """The process-wide byte cache of that size (one per distinct size asked for)."""
+    with _shared_lock:
+        found = _shared_bytes.get(max_bytes)
+        if found is None:
+            found = _shared_bytes[max_bytes] = ByteBoundedLRU(max_bytes)
+        return found

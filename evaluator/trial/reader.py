@@ -67,7 +67,7 @@ class ValueReader:
             record = self._record_bytes(Location(event_key, start, length), tname, step, mode)
         value = decode_record_value(record, source=f"{self.uri.rstrip('/')}/{event_key}",
                                     offset=start)
-        if values.max_bytes:
+        if values.max_bytes and values.admit((event_key, start)):
             values.put((event_key, start), value)
             return value.copy()
         return value
