@@ -30,14 +30,24 @@ GLOBAL = ModeKeys.GLOBAL
 class Tensor:
     """One saved tensor of a trial. Get it with ``trial.tensor(name)``."""
 
-    def __init__(self, name: str, trial: Trial, record: TensorRecord, cache: bool = False) -> None:
+    def __init__(self, name: str, trial: Trial, cache: bool = False) -> None:
         self.name = name
         self.trial = trial
         self.cache = cache
-        self._record = record
+        self._view: TensorRecord | None = None
 
     def __repr__(self) -> str:
         return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
+
+    @property
+    def _record(self) -> TensorRecord:
+        """Every step this tensor was saved at, made on first need (steps(), workers() …):
+        reading a value does not need it."""
+        if self._view is None:
+            with self.trial._cache.lock:
+                self._view = self.trial._state.record(self.name)
+            assert self._view is not None
+        return self._view
 
     @property
     def original_name(self) -> str | None:
@@ -47,16 +57,16 @@ class Tensor:
 
     def _files(self, step: int, mode: ModeKeys) -> dict[str, FileIndex] | None:
         """The index files (by worker) that hold this tensor at ``step`` of ``mode``."""
-        record = self._record
+        files_at = self.trial._state.files_at
         if mode == GLOBAL:
-            found = record.files(GLOBAL, step)
+            found = _holding(files_at.get((GLOBAL, step)), self.name)
             if found:
                 return found
             m, ms = self.trial.mode_modestep(step)
             if m is None or ms is None:
                 return None
-            return record.files(m, ms)
-        return record.files(mode, step)
+            return _holding(files_at.get((m, ms)), self.name)
+        return _holding(files_at.get((mode, step)), self.name)
 
     def _step(self, step: int, mode: ModeKeys, worker: str | None) -> StepEntry:
         return self._file(step, mode, worker).entry(self.name)
@@ -170,3 +180,13 @@ class Tensor:
             raise TensorUnavailableForStep(self.name, step_num, mode)
         with self.trial._cache.lock:
             return list(files)
+
+
+def _holding(files: dict[str, FileIndex] | None, name: str) -> dict[str, FileIndex] | None:
+    """The workers' files among ``files`` that saved ``name``; None if none did."""
+    if not files:
+        return None
+    if len(files) == 1:
+        return files if name in next(iter(files.values())).names else None
+    found = {w: f for w, f in files.items() if name in f.names}
+    return found or None

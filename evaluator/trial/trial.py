@@ -205,15 +205,11 @@ class Trial:
         found = self._tensor_objects.get(tname)
         if found is not None:
             return found
-        with self._cache.lock:
-            record = self._state.record(tname)
-        if record is None:
+        if tname not in self._state.names:
             self.maybe_refresh(tname)
-            with self._cache.lock:
-                record = self._state.record(tname)
-            if record is None:
+            if tname not in self._state.names:
                 raise TensorUnavailable(tname)
-        found = self._tensor_objects[tname] = Tensor(tname, self, record, cache=self.cache)
+        found = self._tensor_objects[tname] = Tensor(tname, self, cache=self.cache)
         return found
 
     def has_tensor(self, tname: str) -> bool:
