@@ -39,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. piped into head: not an error
         sys.stderr.close()
         return 0
+    except Exception as e:  # our bug: never exit 1, which means "a rule fired"
+        return _internal_error(e, os.environ.get("EVALUATOR_OPT_ML", OPT_ML))
 
 
 def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: str = OPT_ML) -> int:
@@ -85,6 +87,19 @@ def _configuration_failed(error: ConfigurationError, opt_ml_root: str) -> int:
     write_status_files(Path(opt_ml_root) / "output", text)
     print(text.rstrip("\n"), file=sys.stderr)
     return error.exit_code
+
+
+def _internal_error(error: Exception, opt_ml_root: str) -> int:
+    """Exit 3 with SageMaker's InternalServerError text, the traceback on stderr."""
+    import traceback
+
+    from evaluator.status import EXIT_INTERNAL_ERROR, internal_error_message, write_status_files
+
+    text = internal_error_message(f"{type(error).__name__}: {error}")
+    traceback.print_exception(error, file=sys.stderr)
+    write_status_files(Path(opt_ml_root) / "output", text)
+    print(text.rstrip("\n"), file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
 
 
 def _summary(argv: Sequence[str]) -> int:

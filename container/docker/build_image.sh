@@ -26,6 +26,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 say() { echo "build_image: $*" >&2; }
+case ${TAG##*/} in
+    *:*) REPO=${TAG%:*} ;;
+    *) REPO=$TAG; TAG=$TAG:latest ;;
+esac
 
 $DOCKER info >/dev/null 2>&1 || { say "no Docker engine answers ($DOCKER info failed)"; exit 1; }
 
@@ -52,7 +56,7 @@ $DOCKER build --force-rm \
     --build-arg "VERSION=$version" \
     --build-arg "REVISION=$revision" \
     --build-arg "CREATED=$created" \
-    --tag "$TAG" --tag "${TAG%:*}:$version" \
+    --tag "$TAG" --tag "$REPO:$version" \
     "$@" .
 seconds=$(( $(date +%s) - start ))
 size=$($DOCKER image inspect --format '{{.Size}}' "$TAG")

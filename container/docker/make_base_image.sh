@@ -102,7 +102,11 @@ if [ "$HOST_CA" = 1 ] && ls "$EXTRA_CA_DIR"/*.crt >/dev/null 2>&1; then
     cp "$EXTRA_CA_DIR"/*.crt "$ROOTFS/usr/local/share/ca-certificates/"
     say "adding the host's extra CA certificates: $(cd "$EXTRA_CA_DIR" && echo *.crt)"
 fi
-chroot "$ROOTFS" /usr/sbin/update-ca-certificates >/dev/null
+chroot "$ROOTFS" /usr/sbin/update-ca-certificates >"$WORK/update-ca.log" 2>&1 || {
+    cat "$WORK/update-ca.log" >&2
+    say "update-ca-certificates failed"
+    exit 1
+}
 
 # The official image's names: python and python3 in /usr/local/bin, first on PATH.
 ln -sf /usr/bin/python3 "$ROOTFS/usr/local/bin/python3"

@@ -1,0 +1,96 @@
+"""The built image: its entrypoint, user, labels, pinned packages, size, and what it leaves out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from importlib.metadata import entry_points, version
+
+import pytest
+
+from tests.container.harness import ROOT, SIZE_TARGET_MB, Docker, Image
+
+pytestmark = pytest.mark.container
+
+ENTRYPOINT = ["/opt/venv/bin/rule-evaluator"]
+NAME = "debugger-rule-evaluator"
+VERSION = version(NAME)  # of this checkout, installed in the test environment
+CONSOLE_SCRIPT = entry_points(group="console_scripts")["rule-evaluator"].value
+
+
+def _python(docker: Docker, image: Image, code: str) -> str:
+    return docker("run", "--rm", "--entrypoint", "python", image.name, "-c", code).stdout
+
+
+def test_entrypoint_is_the_rule_evaluator_command_in_exec_form(image: Image) -> None:
+    """ENTRYPOINT is the console script in exec form (signals reach it), with no CMD."""
+    config = image.config["Config"]
+    assert config["Entrypoint"] == ENTRYPOINT
+    assert not config.get("Cmd")
+
+
+def test_console_script_runs_the_same_code_as_the_plain_command(docker: Docker,
+                                                                 image: Image) -> None:
+    """The image's rule-evaluator is the project's console script: container.cli:main."""
+    code = ("from importlib.metadata import entry_points\n"
+            "print(entry_points(group='console_scripts')['rule-evaluator'].value)")
+    assert _python(docker, image, code).strip() == CONSOLE_SCRIPT
+    shebang = docker("run", "--rm", "--entrypoint", "head", image.name, "-n1", ENTRYPOINT[0])
+    assert shebang.stdout.strip() == "#!/opt/venv/bin/python"
+
+
+def test_runs_as_a_fixed_non_root_user(docker: Docker, image: Image) -> None:
+    """USER is a numeric non-root uid:gid, and the process runs as it."""
+    user = image.config["Config"]["User"]
+    uid, _, gid = user.partition(":")
+    assert uid.isdigit() and gid.isdigit() and int(uid) != 0, user
+    ids = _python(docker, image, "import os; print(os.getuid(), os.getgid())").split()
+    assert ids == [uid, gid]
+
+
+def test_oci_labels(image: Image) -> None:
+    """The OCI labels name the project, its version, revision, build time, licence and base."""
+    labels = image.config["Config"]["Labels"]
+    assert labels["org.opencontainers.image.title"] == NAME
+    assert labels["org.opencontainers.image.version"] == VERSION
+    assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert labels["org.opencontainers.image.revision"]  # "unknown" outside a git checkout
+    for key in ("created", "base.name", "description"):
+        assert labels[f"org.opencontainers.image.{key}"] not in ("", "unknown"), key
+
+
+def test_nothing_is_shipped_under_opt_ml(docker: Docker, image: Image) -> None:
+    """/opt/ml is SageMaker's: the image has nothing there."""
+    assert docker("run", "--rm", "--entrypoint", "ls", image.name, "/opt",
+                  check=False).stdout.split() == ["venv"]
+
+
+def test_installed_packages_are_the_pinned_versions(docker: Docker, image: Image) -> None:
+    """Every package in the image's venv is the version container/docker/constraints.txt pins,
+    and nothing else is there (no pip, no setuptools)."""
+    pins = {}
+    for line in (ROOT / "container" / "docker" / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name] = version
+    code = ("import json, sys\nfrom importlib.metadata import distributions\n"
+            "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
+            "for d in distributions(path=[p for p in sys.path if 'site-packages' in p])}))")
+    installed = json.loads(_python(docker, image, code))
+    own = installed.pop(NAME)
+    assert own == VERSION
+    assert {name: pins.get(name) for name in installed} == installed
+    assert "pip" not in installed and "setuptools" not in installed
+
+
+def test_image_size_is_under_target(image: Image,
+                                    record_property: Callable[[str, object], None]) -> None:
+    """The image stays under the size target (also printed at the end of the run)."""
+    record_property("image_size_mb", round(image.size_mb))
+    assert image.size_mb < SIZE_TARGET_MB
+
+
+def test_help_exits_zero(docker: Docker, image: Image) -> None:
+    """`docker run IMAGE --help` prints the command's help and exits 0."""
+    done = docker("run", "--rm", image.name, "--help")
+    assert "rule-evaluator" in done.stdout and "Exit codes" in done.stdout
