@@ -20,7 +20,7 @@ def test_unexpected_exception_is_an_internal_error(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(cli, "evaluate", broken)
     assert cli.main(["--rule", "VanishingGradient"]) == 3
-    assert (tmp_path / "output" / "message").read_text() == "InternalServerError: RuntimeError: boom\n"
+    assert (tmp_path / "output" / "message").read_text() == "InternalServerError: RuntimeError: boom"
     assert "InternalServerError: RuntimeError: boom" in capsys.readouterr().err
 
 
