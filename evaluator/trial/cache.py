@@ -45,7 +45,6 @@ class TrialCache:
                                f"{uri}#{next(_generations)}")  # a reopened path starts afresh
         self.read_keys: set[str] = set()
         self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
-        self.polls = 0
         self._idle_scans = 0
         self._last_idle_at = 0.0
 
@@ -75,7 +74,6 @@ class TrialCache:
             self._forget_read_keys_below_token()
             if ended and not self.state.loaded_all_steps:
                 self.state.mark_all_loaded()
-            self.polls += 1
             self._note_idle(new)
             self.changed.notify_all()
             return new > 0
