@@ -7,6 +7,7 @@ got '<value>'".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,7 +15,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 
 __all__ = ["Param", "parse_bool", "parse_float", "parse_int", "parse_list", "parse_mode",
-           "parse_optional_float"]
+           "parse_optional_float", "parse_optional_int", "parse_regex"]
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,19 @@ def _error(rule: str, name: str, expected: str, value: object) -> ConfigurationE
     return ConfigurationError(f"{rule} parameter {name} must be {expected}, got {value!r}")
 
 
-def parse_float(rule: str, name: str, value: object) -> float:
-    """``float(value)``; a ConfigurationError naming the rule, parameter and value if it isn't."""
+def parse_float(rule: str, name: str, value: object, *, minimum: float | None = None) -> float:
+    """``float(value)``, at least ``minimum`` when given; a ConfigurationError naming the rule,
+    parameter and value if it isn't."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        raise _error(rule, name, "a number", value) from None
+        number = float(value)
+    else:
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            raise _error(rule, name, "a number", value) from None
+    if minimum is not None and not number >= minimum:
+        raise _error(rule, name, f"a number >= {minimum:g}", value)
+    return number
 
 
 def parse_optional_float(rule: str, name: str, value: object) -> float | None:
@@ -66,6 +72,27 @@ def parse_int(rule: str, name: str, value: object, *, minimum: int | None = None
     if minimum is not None and number < minimum:
         raise _error(rule, name, f"a whole number >= {minimum}", value)
     return int(number)
+
+
+def parse_optional_int(rule: str, name: str, value: object, *,
+                       minimum: int | None = None) -> int | None:
+    """None for None / "" / "none" / "null"; else ``parse_int``."""
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    return parse_int(rule, name, value, minimum=minimum)
+
+
+def parse_regex(rule: str, name: str, value: object) -> re.Pattern[str]:
+    """A compiled, non-empty regular expression (an empty one would match every tensor)."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise ConfigurationError(f"{rule} parameter {name} must be a regular expression, got "
+                                 f"{value!r} (an empty one would match every tensor)")
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise ConfigurationError(
+            f"{rule} parameter {name} must be a regular expression, got {value!r}: {e}") from None
 
 
 def parse_bool(rule: str, name: str, value: object) -> bool:

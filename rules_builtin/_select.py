@@ -16,14 +16,22 @@ from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 from rules_builtin._params import parse_list
 
-__all__ = ["TensorSelection"]
+__all__ = ["TensorSelection", "listed"]
+
+
+def listed(names: list[str], most: int = 5) -> str:
+    """The first ``most`` names, comma-separated, and how many more there are (for logs)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 class TensorSelection:
     """The tensors named by ``collection_names`` / ``tensor_regex``, resolved against a trial."""
 
     def __init__(self, rule: str, collection_names: object = None, tensor_regex: object = None,
-                 *, default_collections: Iterable[str] = (), all_when_empty: bool = True) -> None:
+                 *, default_collections: Iterable[str] = (), all_when_empty: bool = True,
+                 regex_parameter: str = "tensor_regex") -> None:
+        """``regex_parameter`` is the name the rule's users know the regexes by (errors say it)."""
         self.collections = parse_list(collection_names)
         self.regexes = parse_list(tensor_regex)
         for pattern in self.regexes:
@@ -31,7 +39,7 @@ class TensorSelection:
                 re.compile(pattern)
             except re.error as e:
                 raise ConfigurationError(
-                    f"{rule} parameter tensor_regex has an invalid regular expression "
+                    f"{rule} parameter {regex_parameter} has an invalid regular expression "
                     f"{pattern!r}: {e}") from None
         self.default_collections = list(default_collections)
         self.all_when_empty = all_when_empty

@@ -61,7 +61,7 @@ class CheckInputImages(Rule):
         name = self.rule_name
         self.threshold_mean = parse_float(name, "threshold_mean", threshold_mean)
         self.threshold_samples = parse_int(name, "threshold_samples", threshold_samples, minimum=1)
-        self.selection = TensorSelection(name, None, regex)
+        self.selection = TensorSelection(name, None, regex, regex_parameter="regex")
         self.channel = parse_int(name, "channel", channel)
         self._inputs: dict[str, _ChannelMeans] = {}
 

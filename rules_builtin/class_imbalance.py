@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.rule import Rule
-from rules_builtin._params import Param, parse_bool, parse_float, parse_int
+from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_regex
 from rules_builtin.confusion import class_ids, natural_key
 from rules_builtin.registry import register
 
 __all__ = ["ClassImbalance"]
 
-
-def _regex(rule: str, name: str, value: object) -> re.Pattern[str]:
-    text = "" if value is None else str(value).strip()
-    if not text:  # an empty pattern would match every tensor
-        raise ConfigurationError(
-            f"{rule} parameter {name} must be a non-empty regular expression, got {value!r}")
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise ConfigurationError(
-            f"{rule} parameter {name} must be a regular expression, got {value!r}: {e}") from None
 
 
 def _add(counts: Counter[int], values: np.ndarray) -> None:
@@ -91,8 +79,8 @@ class ClassImbalance(Rule):
                                                    threshold_misprediction)
         self.samples = parse_int(name, "samples", samples, minimum=1)
         self.argmax = parse_bool(name, "argmax", argmax)
-        self.labels_regex = _regex(name, "labels_regex", labels_regex)
-        self.predictions_regex = _regex(name, "predictions_regex", predictions_regex)
+        self.labels_regex = parse_regex(name, "labels_regex", labels_regex)
+        self.predictions_regex = parse_regex(name, "predictions_regex", predictions_regex)
         self.label_counts: Counter[int] = Counter()
         self.compared: Counter[int] = Counter()  # per class: labels paired with a prediction
         self.mispredicted: Counter[int] = Counter()

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
-from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection
+from rules_builtin._params import Param, parse_float, parse_int, parse_regex
+from rules_builtin._select import TensorSelection, listed
 from rules_builtin.registry import register
 
 _TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -63,7 +62,7 @@ class PoorWeightInitialization(Rule):
                  action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
-        self.activation_inputs_regex = _regex(name, "activation_inputs_regex",
+        self.activation_inputs_regex = parse_regex(name, "activation_inputs_regex",
                                               activation_inputs_regex)
         self.threshold = parse_float(name, "threshold", threshold)
         self.distribution_range = parse_float(name, "distribution_range", distribution_range)
@@ -86,7 +85,7 @@ class PoorWeightInitialization(Rule):
         found = [*self._activation_variances(names, step), *self._gradient_spread(step),
                  *self._loss_not_decreasing(step, mode_step)]
         if found:
-            self.logger.info("%s at step %d: %s", self.rule_name, step, _listed(found))
+            self.logger.info("%s at step %d: %s", self.rule_name, step, listed(found))
         return bool(found)
 
     def _activation_variances(self, names: list[str], step: int) -> list[str]:
@@ -149,21 +148,3 @@ def _variance(tensor: Any, step: int) -> float | None:
     if value.size == 0 or value.dtype.kind not in "iuf" or math.isnan(float(value[0])):
         return None
     return float(value[0])
-
-
-def _regex(rule: str, name: str, value: object) -> re.Pattern[str]:
-    text = str(value).strip() if value is not None else ""
-    if not text:
-        raise ConfigurationError(f"{rule} parameter {name} must be a regular expression, "
-                                 f"got {value!r}")
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise ConfigurationError(f"{rule} parameter {name} must be a regular expression, "
-                                 f"got {value!r}: {e}") from None
-
-
-def _listed(items: list[str], most: int = 5) -> str:
-    """The first ``most`` items, comma-separated, and how many more there are."""
-    shown = ", ".join(items[:most])
-    return shown if len(items) <= most else f"{shown} and {len(items) - most} more"

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int
-from rules_builtin._select import TensorSelection
+from rules_builtin._select import TensorSelection, listed
 from rules_builtin.registry import register
 
 
@@ -59,8 +59,8 @@ class UnchangedTensor(Rule):
         name = self.rule_name
         self.selection = TensorSelection(name, collection_names, tensor_regex)
         self.num_steps = parse_int(name, "num_steps", num_steps, minimum=2)
-        self.rtol = _non_negative(name, "rtol", rtol)
-        self.atol = _non_negative(name, "atol", atol)
+        self.rtol = parse_float(name, "rtol", rtol, minimum=0)
+        self.atol = parse_float(name, "atol", atol, minimum=0)
         self.equal_nan = parse_bool(name, "equal_nan", equal_nan)
         self._history: dict[tuple[str, ModeKeys], deque[int]] = {}
         self._last_step: int | None = None
@@ -80,7 +80,7 @@ class UnchangedTensor(Rule):
                 unchanged.append(name)
         if unchanged:
             self.logger.info("%s: unchanged over %d saved steps at step %d: %s", self.rule_name,
-                             self.num_steps, step, _listed(unchanged))
+                             self.num_steps, step, listed(unchanged))
         return bool(unchanged)
 
     def _saved_steps(self, name: str, mode: ModeKeys, mode_step: int) -> deque[int]:
@@ -129,16 +129,3 @@ def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan:
         if np.isfinite(y).all():  # then the bound is finite and NaN or inf in x fails it
             return bool((np.abs(x - y) <= atol + rtol * np.abs(y)).all())
         return bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
-def _non_negative(rule: str, name: str, value: object) -> float:
-    number = parse_float(rule, name, value)
-    if not number >= 0:
-        raise ConfigurationError(f"{rule} parameter {name} must be a number >= 0, got {value!r}")
-    return number
-
-
-def _listed(items: list[str], most: int = 5) -> str:
-    """The first ``most`` items, comma-separated, and how many more there are."""
-    shown = ", ".join(items[:most])
-    return shown if len(items) <= most else f"{shown} and {len(items) - most} more"

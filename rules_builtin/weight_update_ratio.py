@@ -10,8 +10,8 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
-from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection
+from rules_builtin._params import Param, parse_float, parse_optional_int
+from rules_builtin._select import TensorSelection, listed
 from rules_builtin.registry import register
 
 _TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -60,7 +60,7 @@ class WeightUpdateRatio(Rule):
                  epsilon: str | float = "0.000000001", action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
-        self.num_steps = _optional_int(name, "num_steps", num_steps)
+        self.num_steps = parse_optional_int(name, "num_steps", num_steps, minimum=1)
         self.large_threshold = parse_float(name, "large_threshold", large_threshold)
         self.small_threshold = parse_float(name, "small_threshold", small_threshold)
         self.epsilon = parse_float(name, "epsilon", epsilon)
@@ -94,7 +94,7 @@ class WeightUpdateRatio(Rule):
                 outside.append(f"{name} ({ratio:.3g})")
         if outside:
             self.logger.info("%s: update ratio outside [%g, %g] at step %d: %s", self.rule_name,
-                             self.small_threshold, self.large_threshold, step, _listed(outside))
+                             self.small_threshold, self.large_threshold, step, listed(outside))
         return bool(outside)
 
     def _ratio(self, name: str, mode: ModeKeys, mode_step: int) -> float | None:
@@ -164,15 +164,3 @@ def _as_float64(value: Any) -> np.ndarray | None:
 def _norm(array: np.ndarray) -> float:
     with np.errstate(over="ignore", invalid="ignore"):  # inf weights: ExplodingTensor's job
         return float(np.linalg.norm(array.ravel()))
-
-
-def _optional_int(rule: str, name: str, value: object) -> int | None:
-    if value is None or str(value).strip().lower() in ("", "none", "null"):
-        return None
-    return parse_int(rule, name, value, minimum=1)
-
-
-def _listed(items: list[str], most: int = 5) -> str:
-    """The first ``most`` items, comma-separated, and how many more there are."""
-    shown = ", ".join(items[:most])
-    return shown if len(items) <= most else f"{shown} and {len(items) - most} more"
