@@ -12,11 +12,32 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from evaluator.errors import ConfigurationError
+import numpy as np
+
+from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from rules_builtin._params import parse_list
 
-__all__ = ["TensorSelection", "listed"]
+__all__ = ["TensorSelection", "listed", "scalar", "scalar_at"]
+
+
+def scalar(value: Any) -> float | None:
+    """A one-element array (shape (), (1,) or (1, 1) …) as a float; None for anything larger."""
+    array = np.asarray(value)
+    return float(array.reshape(-1)[0]) if array.size == 1 else None
+
+
+def scalar_at(trial: Any, name: str, step: int, *, not_scalar: set[str],
+              mode: ModeKeys = ModeKeys.GLOBAL) -> float | None:
+    """The one-element tensor ``name`` at ``step`` as a float; None if it was not saved there.
+    A tensor with more than one element is added to ``not_scalar``, for the rule to skip."""
+    try:
+        value = scalar(trial.tensor(name).value(step, mode=mode))
+    except TensorUnavailableForStep:
+        return None
+    if value is None:
+        not_scalar.add(name)
+    return value
 
 
 def listed(names: list[str], most: int = 5) -> str:

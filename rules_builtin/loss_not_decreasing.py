@@ -7,13 +7,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_list, parse_mode
-from rules_builtin._select import TensorSelection
+from rules_builtin._select import TensorSelection, scalar
 from rules_builtin.registry import register
 
 __all__ = ["LossNotDecreasing"]
@@ -194,8 +193,8 @@ class LossNotDecreasing(Rule):
             return False
         tensor = self.base_trial.tensor(name)
         try:
-            cur = _scalar(tensor.value(at, mode=mode))
-            prev = _scalar(tensor.value(earlier, mode=mode))
+            cur = scalar(tensor.value(at, mode=mode))
+            prev = scalar(tensor.value(earlier, mode=mode))
         except TensorUnavailableForStep:
             return False
         if cur is None or prev is None:
@@ -220,11 +219,6 @@ class LossNotDecreasing(Rule):
                              self.increase_threshold_percent, best)
             return True
         return False
-
-
-def _scalar(value: Any) -> float | None:
-    array = np.asarray(value)
-    return float(array.reshape(-1)[0]) if array.size == 1 else None
 
 
 def _lowest(a: float | None, b: float) -> float:

@@ -5,13 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection
+from rules_builtin._select import TensorSelection, scalar_at
 from rules_builtin.registry import register
 
 __all__ = ["Overfit"]
@@ -126,14 +124,7 @@ class Overfit(Rule):
         return [n for n in names if n not in self._skipped]
 
     def _value(self, name: str, step: int) -> float | None:
-        try:
-            array = np.asarray(self.base_trial.tensor(name).value(step))
-        except TensorUnavailableForStep:
-            return None
-        if array.size != 1:
-            self._skipped.add(name)
-            return None
-        return float(array.reshape(-1)[0])
+        return scalar_at(self.base_trial, name, step, not_scalar=self._skipped)
 
     def _judge(self, name: str, means: _Means, step: int) -> bool:
         ratio = means.ratio()

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection
+from rules_builtin._select import TensorSelection, scalar_at
 from rules_builtin.registry import register
 
 __all__ = ["Overtraining"]
@@ -108,11 +107,4 @@ class Overtraining(Rule):
         return fired
 
     def _value(self, name: str, step: int) -> float | None:
-        try:
-            array = np.asarray(self.base_trial.tensor(name).value(step))
-        except TensorUnavailableForStep:
-            return None
-        if array.size != 1:
-            self._skipped.add(name)
-            return None
-        return float(array.reshape(-1)[0])
+        return scalar_at(self.base_trial, name, step, not_scalar=self._skipped)
