@@ -55,12 +55,10 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -69,8 +67,9 @@ from typing import Any, TextIO
 
 import structlog
 
-from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
+from evaluator.config import EvaluatorConfig, RuleSpec
 from evaluator.errors import EvaluatorError, SMDebugError
+from evaluator.fileio import write_atomically
 
 __all__ = [
     "EXIT_CLIENT_ERROR",
@@ -228,21 +227,6 @@ def combined_message(outcomes: Iterable[RuleOutcome]) -> str | None:
     return truncate_utf8(text)
 
 
-def _atomic_write(path: Path, data: bytes, *, tmp_dir: Path) -> None:
-    """Write to a temporary file in ``tmp_dir`` (same file system), then rename over ``path``."""
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=tmp_dir)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_status_files(message_dir: Path, text: str) -> bool:
@@ -253,7 +237,7 @@ def write_status_files(message_dir: Path, text: str) -> bool:
     data = truncate_utf8(text).encode("utf-8", errors="backslashreplace")
     try:
         for name in ("message", "failure"):
-            _atomic_write(message_dir / name, data, tmp_dir=message_dir)
+            write_atomically(message_dir / name, data, tmp_dir=message_dir)
     except OSError:
         return False
     return True
@@ -536,7 +520,7 @@ class StatusReporter:
         # line holds bytes that are not (they reach Python as lone surrogates).
         data = json.dumps(self._document(), indent=2, ensure_ascii=True).encode("ascii")
         try:
-            _atomic_write(self._output_dir / RESULT_FILE_NAME, data,
+            write_atomically(self._output_dir / RESULT_FILE_NAME, data,
                           tmp_dir=self._output_dir / _IGNORED_DIR)
         except OSError as e:
             if not self._result_write_failed:  # say it once, not at every status change

@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ import numpy as np
 
 from evaluator.errors import ConfigurationError, SMDebugError
 from evaluator.rules.rule import Rule
+from evaluator.fileio import write_atomically
 from rules_builtin._params import Param
 from rules_builtin._select import TensorSelection
 from rules_builtin.confusion import class_ids, confusion_matrix, natural_key
@@ -121,7 +121,8 @@ class CreateXgboostReport(Rule):
         self.data.training_ended = getattr(self.base_trial, "loaded_all_steps", None)
         text = render_report(self.data, generated=datetime.now(timezone.utc))
         try:
-            _write_atomically(self.report_path, text, tmp_dir=self.output_dir / IGNORED_DIR)
+            write_atomically(self.report_path, text.encode("utf-8"),
+                             tmp_dir=self.output_dir / IGNORED_DIR)
         except OSError as e:
             raise ConfigurationError(
                 f"{self.rule_name} cannot write its report to {self.report_path}: {e}; the "
@@ -503,21 +504,3 @@ def _bar_chart(items: list[tuple[str, float]], *, title: str, integer: bool = Fa
 
 
 # -------------------------------------------------------------------- writing
-
-
-def _write_atomically(path: Path, text: str, *, tmp_dir: Path) -> None:
-    """Write a temporary file in ``tmp_dir`` (same file system), then rename it over ``path``."""
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=tmp_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

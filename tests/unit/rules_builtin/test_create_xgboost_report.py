@@ -221,13 +221,13 @@ def test_finished_trial_is_written_at_first_and_last_step(
     from rules_builtin import create_xgboost_report as module
 
     writes: list[str] = []
-    real = module._write_atomically
+    real = module.write_atomically
 
-    def counting(path: Path, text: str, *, tmp_dir: Path) -> None:
-        writes.append(text)
-        real(path, text, tmp_dir=tmp_dir)
+    def counting(path: Path, data: bytes, *, tmp_dir: Path) -> None:
+        writes.append(data.decode("utf-8"))
+        real(path, data, tmp_dir=tmp_dir)
 
-    monkeypatch.setattr(module, "_write_atomically", counting)
+    monkeypatch.setattr(module, "write_atomically", counting)
     trial = make_trial(xgboost_steps(12))
     invoke_rule(CreateXgboostReport(trial, output_dir=str(tmp_path / "out")))
     assert len(writes) == 2 and "12 (steps 0 to 11)" in writes[-1]
