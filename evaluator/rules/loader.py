@@ -154,28 +154,21 @@ def _download(uri: str, workdir: Path) -> Path:
     """Copy an S3 object or prefix into ``workdir``; the path of the copy."""
     from evaluator.storage.s3 import S3Storage
 
+    # A .py object is read from its folder; a prefix is copied whole (helpers import).
+    folder, _, name = uri.rpartition("/") if uri.endswith(".py") else (uri, "", "")
+    target = workdir / "rule_source"
+
     async def copy() -> Path:
-        storage = S3Storage(uri)
+        storage = S3Storage(folder + "/" if name else folder)
         try:
-            target = workdir / "rule_source"
-            if uri.endswith(".py"):
-                parent, _, name = uri.rpartition("/")
-                folder = S3Storage(parent + "/")
-                try:
-                    data = await folder.read(name)
-                finally:
-                    await folder.aclose()
-                target.mkdir(parents=True, exist_ok=True)
-                (target / name).write_bytes(data)
-                return target / name
-            keys = [o.key async for o in storage.list_after("")]
+            keys = [name] if name else [o.key async for o in storage.list_after("")]
             if not keys:
                 raise ConfigurationError(f"no files under rule source {uri} (source_s3_uri)")
             for key in keys:
                 dest = target / key
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(await storage.read(key))
-            return target
+            return target / name if name else target
         finally:
             await storage.aclose()
 
