@@ -20,7 +20,8 @@ from evaluator.formats.index_file import IndexFile, ShapeEntry, TensorEntry
 from evaluator.formats.keys import index_key, serialize_tf_device
 from evaluator.modes import ModeKeys, StepState
 
-__all__ = ["REDUCTIONS_PREFIX", "FileIndex", "Location", "StepEntry", "TensorRecord", "TrialState"]
+__all__ = ["REDUCTIONS_PREFIX", "FileIndex", "Location", "StepEntry", "TensorRecord", "TrialState",
+           "holding"]
 
 REDUCTIONS_PREFIX = "smdebug/reductions/"
 _NO_SHAPES: dict[str, ShapeEntry] = {}
@@ -109,26 +110,15 @@ class TensorRecord:
         self._sorted: dict[ModeKeys, list[int]] = {}
 
     def add(self, mode: ModeKeys, mode_step: int, files: dict[str, FileIndex]) -> None:
-        """Record the step's files that hold this tensor (the caller knows one of them does)."""
-        by_step = self.steps.get(mode)
-        if by_step is None:
-            by_step = self.steps[mode] = {}
-        name = self.name
-        if len(files) == 1:  # one worker: the common case, kept cheap
-            (only,) = files.values()
-            by_step[mode_step] = files
-            if only.shapes and name in only.shapes:
-                self.original_name = only.shapes[name].originalname
-        else:
-            # Share the step's worker map when every worker saved this tensor.
-            if all(name in f.names for f in files.values()):
-                by_step[mode_step] = files
-            else:
-                by_step[mode_step] = {w: f for w, f in files.items() if name in f.names}
-            for f in files.values():
-                shape = f.shapes.get(name)
-                if shape is not None:
-                    self.original_name = shape.originalname
+        """Record the step's files that hold this tensor (after a new file arrived there)."""
+        held = holding(files, self.name)
+        if held is None:
+            return
+        self.steps.setdefault(mode, {})[mode_step] = held
+        for f in held.values():
+            shape = f.shapes.get(self.name)
+            if shape is not None:
+                self.original_name = shape.originalname
         if self._sorted:
             self._sorted.clear()
 
@@ -145,6 +135,19 @@ class TensorRecord:
         if cached is None:
             cached = self._sorted[mode] = sorted(self.steps.get(mode, ()))
         return cached
+
+
+def holding(files: dict[str, FileIndex] | None, name: str) -> dict[str, FileIndex] | None:
+    """The workers' files of one step that saved ``name``: the step's own map when all did (so
+    one map serves every tensor), a filtered copy when some did, None when none did."""
+    if not files:
+        return None
+    if len(files) == 1:
+        return files if name in next(iter(files.values())).names else None
+    found = {w: f for w, f in files.items() if name in f.names}
+    if len(found) == len(files):
+        return files
+    return found or None
 
 
 def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
@@ -311,11 +314,7 @@ class TrialState:
             by_step = steps.get(key[0])
             if by_step is None:
                 by_step = steps[key[0]] = {}
-            files = files_at[key]
-            if len(files) == 1 or all(name in f.names for f in files.values()):
-                by_step[key[1]] = files
-            else:
-                by_step[key[1]] = {w: f for w, f in files.items() if name in f.names}
+            by_step[key[1]] = holding(files_at[key], name)  # type: ignore[assignment]
         for f in self._files_with_shapes:
             shape = f.shapes.get(name)
             if shape is not None:

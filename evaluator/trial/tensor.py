@@ -17,7 +17,7 @@ from evaluator.errors import (
     TensorUnavailableForStep,
 )
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.state import FileIndex, StepEntry, TensorRecord
+from evaluator.trial.state import FileIndex, StepEntry, TensorRecord, holding
 
 if TYPE_CHECKING:
     from evaluator.trial.trial import Trial
@@ -59,14 +59,14 @@ class Tensor:
         """The index files (by worker) that hold this tensor at ``step`` of ``mode``."""
         files_at = self.trial._state.files_at
         if mode == GLOBAL:
-            found = _holding(files_at.get((GLOBAL, step)), self.name)
+            found = holding(files_at.get((GLOBAL, step)), self.name)
             if found:
                 return found
             m, ms = self.trial.mode_modestep(step)
             if m is None or ms is None:
                 return None
-            return _holding(files_at.get((m, ms)), self.name)
-        return _holding(files_at.get((mode, step)), self.name)
+            return holding(files_at.get((m, ms)), self.name)
+        return holding(files_at.get((mode, step)), self.name)
 
     def _step(self, step: int, mode: ModeKeys, worker: str | None) -> StepEntry:
         return self._file(step, mode, worker).entry(self.name)
@@ -180,13 +180,3 @@ class Tensor:
             raise TensorUnavailableForStep(self.name, step_num, mode)
         with self.trial._cache.lock:
             return list(files)
-
-
-def _holding(files: dict[str, FileIndex] | None, name: str) -> dict[str, FileIndex] | None:
-    """The workers' files among ``files`` that saved ``name``; None if none did."""
-    if not files:
-        return None
-    if len(files) == 1:
-        return files if name in next(iter(files.values())).names else None
-    found = {w: f for w, f in files.items() if name in f.names}
-    return found or None
