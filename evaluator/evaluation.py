@@ -27,8 +27,11 @@ from evaluator.errors import (
     RuleEvaluationConditionMet,
     SMDebugError,
 )
-from evaluator.rules.invoker import NullObserver, invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
+from evaluator.rules.evidence import Evidence
+from evaluator.rules.invoker import InvokeResult, NullObserver, Termination, invoke_rule
 from evaluator.rules.loader import build_rule, load_rule_class
+from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
 from evaluator.trial import Trial, create_trial
 
@@ -37,6 +40,8 @@ __all__ = ["Evaluation"]
 log = logging.getLogger("evaluator.evaluation")
 
 STOP_GRACE_SECONDS = 4.0  # rules get this long to reach a step boundary after a stop signal
+_NOTHING_YET_STEPS = 5  # rules that need history (LossNotDecreasing) check nothing at first
+_NOTHING_YET_SECONDS = 300.0  # "checked nothing yet" is repeated at most this often
 
 
 class Evaluation:
@@ -64,7 +69,11 @@ class Evaluation:
                 self.reporter.fail(name, _trial_error(e, self.config.base_trial))
             return
         with tempfile.TemporaryDirectory(prefix="rule-source-", dir=self._scratch()) as workdir:
-            rules = [(spec, self._build(spec, base, Path(workdir))) for spec in self.config.rules]
+            specs = self.config.rules
+            classes = {s.configuration_name: self._load_class(s, Path(workdir)) for s in specs}
+            routed = route_parameters(specs, classes)  # once every rule's signature is known
+            rules = [(s, self._build(s, classes[s.configuration_name], base,
+                                     routed.get(s.configuration_name, {}))) for s in specs]
             for spec, rule in rules:
                 if rule is not None:
                     self._start_thread(spec, rule)
@@ -127,22 +136,40 @@ class Evaluation:
         end = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
         return None if begin is None and end is None else (begin, end)
 
-    def _build(self, spec: RuleSpec, base: Trial, workdir: Path) -> Any:
-        name = spec.configuration_name
+    def _load_class(self, spec: RuleSpec, workdir: Path) -> type | None:
+        """The rule's class; None, the rule reported failed, when it cannot be loaded."""
         try:
-            cls = load_rule_class(spec.name, spec.source, workdir=workdir / name)
-            parameters = dict(spec.parameters)
+            return load_rule_class(spec.name, spec.source,
+                                   workdir=workdir / spec.configuration_name)
+        except Exception as e:
+            self.reporter.fail(spec.configuration_name, e)
+            return None
+
+    def _build(self, spec: RuleSpec, cls: type | None, base: Trial,
+               routed: dict[str, str] | ConfigurationError) -> Any:
+        """The rule built from the parameters it takes (``route_parameters``), its effective
+        parameters recorded; None, the rule reported failed, when it cannot be built."""
+        name = spec.configuration_name
+        if cls is None:
+            return None  # already reported by _load_class
+        try:
+            if isinstance(routed, ConfigurationError):
+                raise routed
+            parameters = dict(routed)
             if "output_dir" in _constructor_arguments(cls):
                 # Report writers (CreateXgboostReport) write into the rule's output folder.
                 parameters.setdefault("output_dir", str(self.config.output_dir))
             for path in self.config.other_trials:
                 _check_local_folder(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
-            return build_rule(cls, base, parameters, other_trials=others,
+            rule = build_rule(cls, base, parameters, other_trials=others,
                               action_json=spec.action_json, fallback=spec.environment_parameters)
         except Exception as e:
             self.reporter.fail(name, e)
             return None
+        self.reporter.set_parameters(
+            name, effective_parameters(cls, parameters, spec.environment_parameters))
+        return rule
 
     # ---------------------------------------------------------------- rule threads
 
@@ -154,35 +181,84 @@ class Evaluation:
 
     def _run_rule(self, spec: RuleSpec, rule: Any) -> None:
         name = spec.configuration_name
-        observer = _Progress(self.reporter, name, rule.base_trial)
+        evidence = getattr(rule, "evidence", None)
+        if isinstance(evidence, Evidence):
+            self.reporter.attach_evidence(name, evidence)
+        observer = _Progress(self.reporter, name, rule, evidence)
         try:
-            invoke_rule(rule, spec.start_step, spec.end_step, raise_eval_cond=False,
-                        observer=observer, stop=self.stop,
-                        continue_after_fire=self.config.continue_after_fire)
+            result = invoke_rule(rule, spec.start_step, spec.end_step, raise_eval_cond=False,
+                                 observer=observer, stop=self.stop,
+                                 continue_after_fire=self.config.continue_after_fire)
             end = getattr(rule, "on_evaluation_end", None)
             if callable(end) and not self.stop.is_set():
                 end()  # e.g. a report writer's final report
         except (Exception, SystemExit) as e:  # a rule calling sys.exit() is still a failure
             self.reporter.fail(name, _rule_failure(spec, e))
             return
-        if not self.stop.is_set():
-            self.reporter.finish(name)
+        if self.stop.is_set():
+            return
+        if _checked_nothing(result, evidence):
+            visited = result.steps_evaluated + result.steps_skipped
+            error = nothing_checked_error(rule, steps_visited=visited,
+                                          window=(spec.start_step, spec.end_step))
+            # A ClientError (no traceback: nothing failed) that keeps smdebug's class name.
+            reported = ClientError(str(error))
+            reported.error_type = type(error).__name__  # type: ignore[attr-defined]
+            self.reporter.fail(name, reported)
+            return
+        self.reporter.finish(name)
+
+
+def _checked_nothing(result: InvokeResult, evidence: Evidence | None) -> bool:
+    """A run that ended with its data and never fired, yet compared and read nothing: its
+    NoIssuesFound would be vacuous. A rule without our ``evidence`` (one that did not call
+    ``Rule.__init__``) is judged by the steps it evaluated."""
+    if result.fired_steps or result.ended_by not in (Termination.END_OF_DATA,
+                                                     Termination.END_STEP):
+        return False
+    if evidence is None:
+        return result.steps_evaluated == 0
+    return not evidence.checked_anything()
 
 
 class _Progress(NullObserver):
-    """Forwards each visited step to the reporter."""
+    """Forwards each visited step to the reporter; while a rule has checked nothing yet, says
+    so once, then every ``_NOTHING_YET_SECONDS``."""
 
-    def __init__(self, reporter: StatusReporter, name: str, trial: Trial) -> None:
+    def __init__(self, reporter: StatusReporter, name: str, rule: Any,
+                 evidence: Evidence | None) -> None:
         self.reporter = reporter
         self.name = name
-        self.trial = trial
+        self.trial = rule.base_trial
+        self.evidence = evidence
+        self._said_nothing_at: float | None = None
+        self._visited = 0
 
     def on_step_evaluated(self, step: int) -> None:
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
+        self._visited += 1
+        self._nothing_yet(step)
+
+    def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
+        self._visited += 1
+        self._nothing_yet(step)
 
     def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
-        self.reporter.fired(self.name, step)
+        reasons = self.evidence.firings_at(exc.step) if self.evidence is not None else []
+        self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
+
+    def _nothing_yet(self, step: int) -> None:
+        if self.evidence is None or self._visited < _NOTHING_YET_STEPS \
+                or self.evidence.checked_anything():
+            return
+        now = time.monotonic()
+        if self._said_nothing_at is not None and now - self._said_nothing_at < _NOTHING_YET_SECONDS:
+            return
+        self._said_nothing_at = now
+        log.warning("rule %s has checked no tensor yet (%d saved step(s) visited, up to step %d)"
+                    "; it decides when the data ends: a rule that checked nothing ends in Error",
+                    self.name, self._visited, step)
 
 
 def _constructor_arguments(cls: type) -> set[str]:

@@ -42,11 +42,25 @@ every status change, so a reader never sees half a file. Schema, version 1::
         "error_type": null,        # exception class name for Error
         "traceback": null,         # for exceptions other than our ClientError/InternalServerError
         "parameters": {"threshold": "0.0001"},           # secrets masked
+        "evidence": {              # why: see below; null for a rule that was never built
+          "tensors_checked": 3, "steps_checked": 12, "comparisons": 36,
+          "tensor_values_read": 36, "tensors_read": 3, "firings": 1,
+          "reasons": [{            # every firing comparison (the first 100)
+            "step": 500, "mode": "TRAIN", "mode_step": 500, "worker": "worker_0",
+            "tensors": ["gradients/dense/kernelGrad"], "quantity": "mean |gradient|",
+            "value": 3.1e-09, "comparison": "<", "parameter": "threshold",
+            "threshold": 1e-07, "sentence": "VanishingGradient: mean |gradient| of ..."}],
+          "closest": [ ... ]       # per parameter and comparison, the check nearest to
+        },                         # firing (or a firing one), same fields as a reason
         "started_at": "...", "finished_at": "..."
       }],
-      # with exactly one rule, its rule, step, fired_steps, details and parameters are also
-      # repeated here at the top level, so `jq .step` works on the common case
+      # with exactly one rule, its rule, step, fired_steps, details, parameters and evidence
+      # are also repeated here at the top level, so `jq .step` works on the common case
     }
+
+Values that JSON cannot hold (NaN, infinities) are written as the strings "NaN", "Infinity"
+and "-Infinity". A rule that compared nothing and read no tensor never ends ``NoIssuesFound``:
+the evaluator ends it with ``Error`` (``InsufficientInformationForRuleInvocation``, exit 2).
 """
 
 from __future__ import annotations
@@ -63,7 +77,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import structlog
 
@@ -243,6 +257,14 @@ def write_status_files(message_dir: Path, text: str) -> bool:
     return True
 
 
+class EvidenceSource(Protocol):
+    """What a rule checked (``evaluator.rules.evidence.Evidence``)."""
+
+    def summary(self) -> dict[str, Any]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -263,6 +285,7 @@ class _RuleState:
     newest_step: int | None = None
     fired_steps: list[int] = field(default_factory=list)
     outcome: RuleOutcome | None = None
+    evidence: EvidenceSource | None = None
     started_clock: float = 0.0
     window_start: float = 0.0  # a progress line's rate is measured since the previous line
     window_count: int = 0
@@ -357,14 +380,22 @@ class StatusReporter:
                 state.window_start, state.window_count = now, state.steps_evaluated
                 self._log.info("rule_progress", **self._progress_fields(state, rate))
 
-    def fired(self, rule: str, step: int) -> None:
-        """The rule's condition was met at ``step`` (status follows at ``finish``)."""
+    def attach_evidence(self, rule: str, evidence: EvidenceSource) -> None:
+        """Where the rule records what it checked: shown in progress lines and the result."""
+        with self._lock:
+            self._rules[rule].evidence = evidence
+
+    def fired(self, rule: str, step: int, *, reasons: Sequence[Mapping[str, Any]] = ()) -> None:
+        """The rule's condition was met at ``step`` (status follows at ``finish``);
+        ``reasons`` are the firing comparisons (``Check.to_dict()``)."""
         with self._lock:
             state = self._rules[rule]
             state.fired_steps.append(step)
             self._clear_line()
+            extra = {"reasons": [r.get("sentence") for r in reasons]} if reasons else {}
             self._log.info("rule_fired", rule=state.key, step=step,
-                           message=condition_met_message(state.name, step).rstrip("\n"))
+                           message=condition_met_message(state.name, step).rstrip("\n"),
+                           **extra)
 
     def finish(self, rule: str) -> RuleOutcome:
         """The rule ended normally: IssuesFound if it fired, else NoIssuesFound."""
@@ -380,6 +411,15 @@ class StatusReporter:
             state = self._rules[rule]
             return self._end(state, RuleOutcome.from_error(state.name, error, client=client,
                                                            step=state.last_step), error)
+
+    def set_parameters(self, rule: str, parameters: Mapping[str, str | None]) -> None:
+        """The parameters the rule was built with (defaults included) replace the given ones
+        in the result file, secrets masked."""
+        from evaluator.config import redact_parameters  # kept local: this method's only need
+
+        with self._lock:
+            self._rules[rule].parameters = redact_parameters(parameters)  # type: ignore[arg-type]
+            self._write_result()
 
     def stop(self, signum: int) -> None:
         """Mark every rule still running (or not yet started) Stopped."""
@@ -457,9 +497,10 @@ class StatusReporter:
     def _progress_fields(state: _RuleState, rate: float) -> dict[str, Any]:
         lag = (state.newest_step - state.last_step
                if state.newest_step is not None and state.last_step is not None else None)
+        counts = state.evidence.counts() if state.evidence is not None else {}
         return {"rule": state.key, "step": state.last_step,
                 "steps_evaluated": state.steps_evaluated,
-                "steps_per_sec": round(rate, 2), "lag_steps": lag}
+                "steps_per_sec": round(rate, 2), "lag_steps": lag, **counts}
 
     def _draw(self, now: float) -> None:
         parts = []
@@ -493,6 +534,7 @@ class StatusReporter:
             "error_type": o.error_type if o else None,
             "traceback": o.traceback if o else None,
             "parameters": state.parameters,
+            "evidence": state.evidence.summary() if state.evidence is not None else None,
             "started_at": _iso(state.started_at), "finished_at": _iso(state.finished_at),
         }
 
@@ -510,7 +552,7 @@ class StatusReporter:
         }
         if len(rules) == 1:
             doc.update({k: rules[0][k] for k in ("rule", "step", "fired_steps", "details",
-                                                  "parameters")})
+                                                  "parameters", "evidence")})
         return doc
 
     def _write_result(self) -> None:

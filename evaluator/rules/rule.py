@@ -28,7 +28,9 @@ from typing import Any
 
 from evaluator.errors import RuleEvaluationConditionMet
 from evaluator.rules.actions import Actions
+from evaluator.rules.evidence import Evidence, SelectionHint
 from evaluator.rules.required_tensors import RequiredTensors
+from evaluator.trial.reads import observe_reads
 from evaluator.trial.refresh import no_refresh
 
 __all__ = ["Rule"]
@@ -40,6 +42,8 @@ class Rule(ABC):
     Attributes, as smdebug: ``base_trial``, ``other_trials`` (as given), ``trials`` (base
     first), ``req_tensors``, ``rule_name`` (the class name), ``report`` and ``logger``.
     ``action_str`` is the rule's ``action_json``; invalid JSON raises ``ConfigurationError``.
+    Ours: ``evidence`` (``evaluator.rules.evidence``), where a rule records what it compared,
+    so that its verdict can say why; every tensor value the rule reads is counted there too.
     """
 
     def __init__(self, base_trial: Any, action_str: str | None = None,
@@ -51,6 +55,7 @@ class Rule(ABC):
         self.rule_name = type(self).__name__
         self.logger = logging.getLogger(f"evaluator.rules.{self.rule_name}")
         self._actions = Actions(action_str, rule_name=self.rule_name)
+        self.evidence = Evidence(self.rule_name, base_trial, logger=self.logger)
         self.report: dict[str, Any] = {
             "RuleTriggered": 0,
             "Violations": 0,
@@ -62,6 +67,11 @@ class Rule(ABC):
     def set_required_tensors(self, step: int) -> None:
         """Declare, with ``self.req_tensors.add``, the values needed at ``step``. Optional."""
 
+    def selection_hints(self) -> list[SelectionHint]:
+        """What the rule looks for (its tensor selections and the parameters that set them),
+        used to explain a run that found nothing to check. Optional."""
+        return []
+
     @abstractmethod
     def invoke_at_step(self, step: int) -> Any:
         """Evaluate the rule at global ``step``; a true value means the condition is met."""
@@ -71,7 +81,7 @@ class Rule(ABC):
         without rescanning storage, fetch the required tensors and call ``invoke_at_step``.
         A true result runs the actions and raises ``RuleEvaluationConditionMet``."""
         self.base_trial.wait_for_steps([step])
-        with no_refresh(self.trials):
+        with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             self.req_tensors.clear()
             self.set_required_tensors(step)
             self.req_tensors.fetch()

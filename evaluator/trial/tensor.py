@@ -17,6 +17,7 @@ from evaluator.errors import (
     TensorUnavailableForStep,
 )
 from evaluator.modes import ModeKeys, StepState
+from evaluator.trial.reads import note_read
 from evaluator.trial.state import FileIndex, StepEntry, TensorRecord, holding
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class Tensor:
         if saved is None:
             raise TensorUnavailableForStep(self.name, step_num, mode,
                                            has_reductions=self.name in file.reductions)
+        note_read(self.name, step_num)
         return self.trial._reader.read_value(file.event_key, saved.start_idx, saved.length,
                                       self.name, step_num, mode)
 
@@ -115,6 +117,7 @@ class Tensor:
         """A reduction (min, max, mean, std, variance, sum, prod, l1, l2) at ``step_num``:
         the saved one if the hook saved it, else computed from the raw tensor."""
         entry = self._step(step_num, mode, worker)
+        note_read(self.name, step_num)
         saved = entry.reductions.get((reduction_name, abs))
         if saved is not None:
             return self.trial._reader.read_value(*saved, self.name, step_num, mode)
@@ -129,6 +132,7 @@ class Tensor:
                          worker: str | None = None) -> dict[tuple[str, bool], Any]:
         """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)``."""
         entry = self._step(step_num, mode, worker)
+        note_read(self.name, step_num)
         return {key: self.trial._reader.read_value(*loc, self.name, step_num, mode)
                 for key, loc in entry.reductions.items()}
 

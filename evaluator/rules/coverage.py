@@ -1,0 +1,123 @@
+"""A rule that checked nothing: the error that replaces a vacuous ``NoIssuesFound``.
+
+When the data has ended and a rule compared no tensor (a built-in rule's selection matched
+nothing, the collection it needs is empty or absent, its comparisons never had enough history)
+or, for a rule that records no comparisons, read no tensor value, its verdict would say
+nothing about the training job. ``nothing_checked_error`` builds smdebug's
+``InsufficientInformationForRuleInvocation`` for it, naming what matched nothing, what the trial
+does hold (collections with counts, the closest tensor names) and which parameter to set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from evaluator.errors import InsufficientInformationForRuleInvocation
+from evaluator.rules.evidence import SelectionHint
+
+__all__ = ["closest_names", "nothing_checked_error", "suggest_regex"]
+
+_REGEX_SYNTAX = re.compile(r"\\[dDsSwWb]|[.*+?^$()\[\]{}|\\]")
+_MOST_COLLECTIONS = 12
+
+
+def nothing_checked_error(rule: Any, *, steps_visited: int,
+                          window: tuple[int, int | None] | None = None
+                          ) -> InsufficientInformationForRuleInvocation:
+    """The error for ``rule`` that ended without checking anything, after visiting
+    ``steps_visited`` saved steps (in the global-step ``window`` [start, end) when one was set)."""
+    name = getattr(rule, "rule_name", type(rule).__name__)
+    trial = rule.base_trial
+    hints = _hints(rule)
+    parts = [_what_happened(steps_visited, window, hints)]
+    parts.append(_holdings(trial))
+    names = _all_names(trial)
+    close = closest_names(names, [p for h in hints for p in h.patterns])
+    if close:
+        parts.append("closest tensor names: " + ", ".join(close))
+    advice = _advice(hints, close)
+    if advice:
+        parts.append(advice)
+    return InsufficientInformationForRuleInvocation(name, "; ".join(parts))
+
+
+def _hints(rule: Any) -> list[SelectionHint]:
+    describe = getattr(rule, "selection_hints", None)
+    try:
+        found = describe() if callable(describe) else []
+    except Exception:  # an explanation must never replace the verdict with a crash
+        found = []
+    return [h for h in found if isinstance(h, SelectionHint)]
+
+
+def _what_happened(steps: int, window: tuple[int, int | None] | None,
+                   hints: list[SelectionHint]) -> str:
+    where = ""
+    if window is not None and (window[0] or window[1] is not None):
+        end = "" if window[1] is None else f" to {window[1]} (exclusive)"
+        where = f" between global steps {window[0]}{end}"
+    if steps == 0:
+        return f"no saved step{where} to evaluate"
+    selected = " and ".join(h.description for h in hints)
+    what = f"{selected} selected no tensor it could check" if selected else \
+        "it read no tensor value"
+    return f"it checked nothing at the {steps} saved step(s) it visited{where}: {what}"
+
+
+def _holdings(trial: Any) -> str:
+    try:
+        collections = trial.collections()
+        counts = {c: len(trial.tensor_names(collection=c)) for c in sorted(collections)}
+        total = len(trial.tensor_names())
+    except Exception:
+        return "the trial's contents could not be listed"
+    shown = [f"{c} ({n})" for c, n in list(counts.items())[:_MOST_COLLECTIONS]]
+    more = len(counts) - len(shown)
+    listed = ", ".join(shown) + (f" and {more} more" if more > 0 else "") if shown else "none"
+    return f"the trial holds {total} tensor(s); collections: {listed}"
+
+
+def _all_names(trial: Any) -> list[str]:
+    try:
+        return list(trial.tensor_names())
+    except Exception:
+        return []
+
+
+def closest_names(names: list[str], patterns: list[str], most: int = 5) -> list[str]:
+    """The tensor names most like ``patterns`` (regexes or words): names sharing a word with
+    a pattern first, then by string similarity."""
+    words = [w for p in patterns for w in _words(p)]
+    if not names or not words:
+        return []
+    scored = []
+    for name in names:
+        lower = name.lower()
+        shared = sum(1 for w in set(words) if w in lower)
+        similarity = max(difflib.SequenceMatcher(None, "_".join(_words(p)), lower).ratio()
+                         for p in patterns)
+        scored.append((shared, similarity, name))
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    return [n for shared, sim, n in scored[:most] if shared or sim >= 0.5]
+
+
+def _words(pattern: str) -> list[str]:
+    return [w for w in re.split(r"[^a-z0-9]+", _REGEX_SYNTAX.sub(" ", pattern.lower()))
+            if len(w) >= 3]
+
+
+def suggest_regex(name: str) -> str:
+    """A regular expression matching ``name`` and its numbered siblings (``relu1/outputs`` ->
+    ``relu\\d+/outputs``)."""
+    return re.sub(r"\d+", r"\\d+", re.escape(name).replace("\\/", "/"))
+
+
+def _advice(hints: list[SelectionHint], close: list[str]) -> str:
+    parameters = [h.parameter for h in hints if h.parameter]
+    if not parameters:
+        return ""
+    example = f" (for example {parameters[0]}={suggest_regex(close[0])})" \
+        if close and parameters[0].endswith("regex") else ""
+    return f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to check{example}"

@@ -1,0 +1,250 @@
+"""What a rule checked and why it fired: the evidence behind every verdict.
+
+A rule records each comparison it makes with ``Evidence.compare``: the global step, the
+tensor(s), the measured quantity and its value, and the parameter and threshold it was compared
+with. From those records the evaluator can say, for any verdict,
+
+* why it fired: every firing comparison, with the mode, mode step, worker and one sentence
+  (the same sentence the rule logs);
+* what a quiet run checked: how many tensors, steps and comparisons, and the comparison that
+  came closest to its threshold;
+* that a rule checked nothing, which must never read as ``NoIssuesFound``.
+
+Rules that do not record comparisons (a user's rule written for smdebug) are still counted:
+``Rule.invoke`` observes every tensor value the rule reads (``evaluator.trial.reads``), so a
+rule that read no tensor at any step is known to have checked nothing.
+
+Built-in rules call ``compare`` for every comparison they make::
+
+    if self.evidence.compare(step, name, quantity="dead units (%)", value=dead,
+                             parameter="threshold_layer", threshold=self.threshold_layer,
+                             fires_when=">"):
+        fired = True
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaluator.modes import ModeKeys
+
+__all__ = ["Check", "Evidence", "SelectionHint", "json_number"]
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+}
+MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
+
+
+def json_number(value: float | None) -> float | str | None:
+    """``value`` as JSON allows it: NaN and infinities as the strings "NaN", "Infinity",
+    "-Infinity" (JSON has no such numbers)."""
+    if value is None or math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison a rule made: ``value fires_when threshold`` means the condition is met."""
+
+    step: int  # global step
+    tensors: tuple[str, ...]
+    quantity: str  # what was measured, e.g. "dead units (%)"
+    value: float
+    parameter: str  # the rule parameter holding the threshold
+    threshold: float
+    fires_when: str  # ">", ">=", "<" or "<="
+    mode: str | None = None  # TRAIN, EVAL, PREDICT, GLOBAL
+    mode_step: int | None = None
+    worker: str | None = None
+    sentence: str | None = None
+
+    @property
+    def fired(self) -> bool:
+        return _OPS[self.fires_when](self.value, self.threshold)
+
+    @property
+    def margin(self) -> float:
+        """How far the value is from meeting the condition (<= 0 when it is met); NaN when it
+        cannot be said."""
+        if self.fires_when in (">", ">="):
+            return self.threshold - self.value
+        return self.value - self.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "mode": self.mode, "mode_step": self.mode_step,
+            "worker": self.worker, "tensors": list(self.tensors), "quantity": self.quantity,
+            "value": json_number(self.value), "comparison": self.fires_when,
+            "parameter": self.parameter, "threshold": json_number(self.threshold),
+            "sentence": self.sentence,
+        }
+
+
+@dataclass(frozen=True)
+class SelectionHint:
+    """What a rule looks for, to explain a rule that found nothing to check."""
+
+    description: str  # e.g. "tensor_regex '.*relu_output'" or "the gradients collection"
+    patterns: tuple[str, ...] = ()  # regexes or collection names, to find close tensor names
+    parameter: str | None = None  # the parameter to set, e.g. "tensor_regex"
+
+
+class Evidence:
+    """The comparisons and reads of one rule. Thread-safe: the evaluator reads it while the
+    rule's thread writes it."""
+
+    def __init__(self, rule_name: str, trial: Any, *, logger: logging.Logger | None = None) -> None:
+        self.rule_name = rule_name
+        self.trial = trial
+        self.logger = logger or logging.getLogger(f"evaluator.rules.{rule_name}")
+        self._lock = threading.Lock()
+        self._tensors: set[str] = set()
+        self._steps: set[int] = set()
+        self._comparisons = 0
+        self._reads = 0
+        self._read_tensors: set[str] = set()
+        self._closest: dict[tuple[str, str], Check] = {}
+        self._firings: list[Check] = []
+        self._firing_count = 0
+
+    # ---- recording (the rule's thread) ----------------------------------------------------
+
+    def compare(self, step: int, tensors: str | Iterable[str], *, quantity: str, value: float,
+                parameter: str, threshold: float, fires_when: str,
+                sentence: str | None = None, mode: ModeKeys | None = None,
+                mode_step: int | None = None) -> bool:
+        """Record that ``quantity`` of ``tensors`` at global ``step`` was ``value`` and was
+        compared with ``parameter`` = ``threshold``; the condition is ``value fires_when
+        threshold``. Returns whether it is met; when it is, ``sentence`` (or one made from the
+        fields) is logged and kept. ``mode``/``mode_step`` default to the step's own."""
+        if fires_when not in _OPS:
+            raise ValueError(f"fires_when must be one of {', '.join(_OPS)}, got {fires_when!r}")
+        names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
+        value, threshold = float(value), float(threshold)
+        if mode is None:
+            mode, mode_step = self._mode_of(step)
+        check = Check(step, names, quantity, value, parameter, threshold, fires_when,
+                      mode.name if mode is not None else None, mode_step)
+        fired = check.fired
+        with self._lock:
+            self._comparisons += 1
+            self._tensors.update(names)
+            self._steps.add(step)
+            if not fired:
+                self._keep_closest(check)
+        if fired:
+            self._fire(check, sentence)
+        return fired
+
+    def checked(self, step: int, tensors: str | Iterable[str]) -> None:
+        """Record that ``tensors`` were checked at ``step`` by a test with no threshold."""
+        names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
+        with self._lock:
+            self._comparisons += 1
+            self._tensors.update(names)
+            self._steps.add(step)
+
+    def note_read(self, name: str, step: int) -> None:
+        """A tensor value was read (``evaluator.trial.reads`` calls this)."""
+        with self._lock:
+            self._reads += 1
+            if len(self._read_tensors) < 10_000:
+                self._read_tensors.add(name)
+
+    def _fire(self, check: Check, sentence: str | None) -> None:
+        worker = self._worker(check)
+        text = sentence or _sentence(self.rule_name, check)
+        done = Check(**{**check.__dict__, "worker": worker, "sentence": text})
+        self.logger.info("%s", text)
+        with self._lock:
+            self._firing_count += 1
+            if len(self._firings) < MAX_FIRINGS:
+                self._firings.append(done)
+            self._keep_closest(done)
+
+    def _keep_closest(self, check: Check) -> None:
+        margin = check.margin
+        if math.isnan(margin):
+            return
+        key = (check.parameter, check.fires_when)
+        best = self._closest.get(key)
+        if best is None or margin < best.margin:
+            self._closest[key] = check
+
+    def _mode_of(self, step: int) -> tuple[ModeKeys | None, int | None]:
+        try:
+            return self.trial.mode_modestep(step)
+        except Exception:  # a stand-in trial without modes
+            return None, None
+
+    def _worker(self, check: Check) -> str | None:
+        if len(check.tensors) != 1:
+            return None
+        try:
+            workers = self.trial.tensor(check.tensors[0]).workers(check.step)
+        except Exception:  # the worker is a detail; never fail a firing over it
+            return None
+        return workers[0] if workers else None
+
+    # ---- reading (the evaluator) ----------------------------------------------------------
+
+    @property
+    def comparisons(self) -> int:
+        return self._comparisons
+
+    @property
+    def reads(self) -> int:
+        return self._reads
+
+    def checked_anything(self) -> bool:
+        """Whether the rule compared anything, or (a rule that records no comparison) read
+        any tensor value."""
+        return self._comparisons > 0 or self._reads > 0
+
+    def counts(self) -> dict[str, int]:
+        """The progress line's counters."""
+        with self._lock:
+            return {"tensors_checked": len(self._tensors), "comparisons": self._comparisons,
+                    "tensor_values_read": self._reads}
+
+    def firings_at(self, step: int) -> list[Check]:
+        with self._lock:
+            return [c for c in self._firings if c.step == step]
+
+    def summary(self) -> dict[str, Any]:
+        """The result file's ``evidence`` object (see ``evaluator.status``)."""
+        with self._lock:
+            closest = sorted(self._closest.values(), key=lambda c: (c.parameter, c.fires_when))
+            return {
+                "tensors_checked": len(self._tensors),
+                "steps_checked": len(self._steps),
+                "comparisons": self._comparisons,
+                "tensor_values_read": self._reads,
+                "tensors_read": len(self._read_tensors),
+                "firings": self._firing_count,
+                "reasons": [c.to_dict() for c in self._firings],
+                "closest": [c.to_dict() for c in closest],
+            }
+
+
+def _sentence(rule: str, check: Check) -> str:
+    where = (f"{check.mode} step {check.mode_step} (global step {check.step})"
+             if check.mode not in (None, "GLOBAL") and check.mode_step is not None
+             else f"step {check.step}")
+    return (f"{rule}: {check.quantity} of {_names(check.tensors)} is {check.value:g} at "
+            f"{where}, {check.fires_when} {check.parameter}={check.threshold:g}")
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:5])
+    return shown if len(names) <= 5 else f"{shown} and {len(names) - 5} more"

@@ -1,0 +1,117 @@
+"""Evidence: comparisons, firings with their reasons, the closest approach, read counting."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.modes import ModeKeys
+from evaluator.rules import Rule, invoke_rule
+from evaluator.rules.evidence import Check, Evidence, json_number
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+
+
+@pytest.fixture
+def trial(tmp_path: Path) -> Any:
+    """A trial with TRAIN steps 0, 1 and an EVAL step 2 (mode step 0) of one tensor."""
+    writer = TrialWriter(tmp_path / "t")
+    writer.write_collections([])
+    writer.write_step(0, {"w": np.ones(3, np.float32)}, mode=ModeKeys.TRAIN, mode_step=0)
+    writer.write_step(1, {"w": np.zeros(3, np.float32)}, mode=ModeKeys.TRAIN, mode_step=1)
+    writer.write_step(2, {"w": np.ones(3, np.float32)}, mode=ModeKeys.EVAL, mode_step=0)
+    writer.end_training()
+    opened = create_trial(str(tmp_path / "t"))
+    yield opened
+    opened.close()
+
+
+def test_compare_counts_and_fires_by_the_operator(trial: Any) -> None:
+    """compare() returns whether value <op> threshold holds and counts tensors and steps."""
+    ev = Evidence("R", trial)
+    assert ev.compare(0, "w", quantity="q", value=5, parameter="p", threshold=3,
+                      fires_when=">")
+    assert not ev.compare(1, "w", quantity="q", value=3, parameter="p", threshold=3,
+                          fires_when=">")
+    assert ev.compare(1, "w", quantity="q", value=3, parameter="p", threshold=3,
+                      fires_when=">=")
+    assert not ev.compare(1, "v", quantity="q", value=math.nan, parameter="p", threshold=3,
+                          fires_when="<")
+    summary = ev.summary()
+    assert (summary["tensors_checked"], summary["steps_checked"], summary["comparisons"],
+            summary["firings"]) == (2, 2, 4, 2)
+
+
+def test_firing_reason_names_mode_step_worker_and_sentence(trial: Any) -> None:
+    """A firing records the global step, the mode and mode step, the worker and a sentence."""
+    ev = Evidence("R", trial)
+    ev.compare(2, "w", quantity="mean", value=0.5, parameter="threshold", threshold=1,
+               fires_when="<")
+    (reason,) = ev.summary()["reasons"]
+    assert reason["step"] == 2 and reason["mode"] == "EVAL" and reason["mode_step"] == 0
+    assert reason["worker"] == "worker_0" and reason["tensors"] == ["w"]
+    assert reason["value"] == 0.5 and reason["threshold"] == 1.0
+    assert reason["comparison"] == "<" and reason["parameter"] == "threshold"
+    assert "mean of w is 0.5 at EVAL step 0 (global step 2)" in reason["sentence"]
+    assert ev.firings_at(2)[0].sentence == reason["sentence"]
+
+
+def test_closest_keeps_the_smallest_margin_per_parameter(trial: Any) -> None:
+    """closest holds, per parameter and comparison, the check nearest to firing."""
+    ev = Evidence("R", trial)
+    for step, value in enumerate([10.0, 4.0, 7.0]):
+        ev.compare(step, "w", quantity="q", value=value, parameter="high", threshold=3,
+                   fires_when=">")
+        ev.compare(step, "w", quantity="q", value=value, parameter="low", threshold=1,
+                   fires_when="<")
+    closest = {c["parameter"]: c for c in ev.summary()["closest"]}
+    assert closest["high"]["value"] == 10.0 and closest["high"]["step"] == 0
+    assert closest["low"]["value"] == 4.0 and closest["low"]["step"] == 1
+
+
+def test_non_finite_numbers_are_json_strings() -> None:
+    """NaN and infinities become strings, so the result file stays valid JSON."""
+    assert [json_number(v) for v in (1.5, math.nan, math.inf, -math.inf, None)] == \
+        [1.5, "NaN", "Infinity", "-Infinity", None]
+    check = Check(0, ("w",), "q", math.inf, "p", 1.0, ">")
+    json.loads(json.dumps(check.to_dict(), allow_nan=False))
+
+
+def test_unknown_operator_is_refused(trial: Any) -> None:
+    """fires_when must be one of >, >=, <, <=."""
+    with pytest.raises(ValueError, match="fires_when"):
+        Evidence("R", trial).compare(0, "w", quantity="q", value=1, parameter="p",
+                                     threshold=1, fires_when="==")
+
+
+class _Reader(Rule):
+    def invoke_at_step(self, step: int) -> bool:
+        self.base_trial.tensor("w").value(step)
+        return False
+
+
+class _Idle(Rule):
+    def invoke_at_step(self, step: int) -> bool:
+        return False
+
+
+def test_values_a_rule_reads_are_counted(trial: Any) -> None:
+    """Rule.invoke counts every tensor value the rule reads, for rules that record nothing."""
+    reader, idle = _Reader(trial), _Idle(trial)
+    invoke_rule(reader)
+    invoke_rule(idle)
+    assert reader.evidence.reads == 3 and reader.evidence.checked_anything()
+    assert idle.evidence.reads == 0 and not idle.evidence.checked_anything()
+
+
+def test_reads_outside_a_rule_are_not_counted(trial: Any) -> None:
+    """Reading a value outside Rule.invoke reaches no rule's evidence."""
+    rule = _Idle(trial)
+    trial.tensor("w").value(0)
+    assert rule.evidence.reads == 0
