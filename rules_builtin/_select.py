@@ -16,6 +16,7 @@ import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
+from evaluator.rules.evidence import SelectionHint
 from rules_builtin._params import parse_list
 
 __all__ = ["TensorSelection", "listed", "scalar", "scalar_at"]
@@ -64,6 +65,7 @@ class TensorSelection:
                     f"{pattern!r}: {e}") from None
         self.default_collections = list(default_collections)
         self.all_when_empty = all_when_empty
+        self.regex_parameter = regex_parameter
         self._compiled = [re.compile(p) for p in self.regexes]
 
     @property
@@ -82,6 +84,23 @@ class TensorSelection:
         chosen = self._in_collections(trial, self.collections)
         chosen |= {n for n in available if any(c.search(n) for c in self._compiled)}
         return sorted(chosen & available)
+
+    def hint(self, *, parameter: str | None = None) -> SelectionHint:
+        """What this selection looks for, to explain a run that found nothing to check;
+        ``parameter`` is the one to suggest (default: the regex parameter)."""
+        parts = []
+        if self.collections:
+            parts.append(f"collection_names {','.join(self.collections)!r}")
+        if self.regexes:
+            parts.append(f"{self.regex_parameter} {','.join(self.regexes)!r}")
+        if not parts and self.default_collections:
+            names = ", ".join(self.default_collections)
+            parts.append(f"the {names} collection{'s' if len(self.default_collections) > 1 else ''}")
+        if not parts:
+            parts.append("every tensor")
+        return SelectionHint(" and ".join(parts),
+                             tuple(self.regexes + self.collections + self.default_collections),
+                             parameter or self.regex_parameter)
 
     @staticmethod
     def _in_collections(trial: Any, names: Iterable[str]) -> set[str]:
