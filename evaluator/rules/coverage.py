@@ -116,8 +116,10 @@ def suggest_regex(name: str) -> str:
 
 def _advice(hints: list[SelectionHint], close: list[str]) -> str:
     parameters = [h.parameter for h in hints if h.parameter]
-    if not parameters:
-        return ""
-    example = f" (for example {parameters[0]}={suggest_regex(close[0])})" \
-        if close and parameters[0].endswith("regex") else ""
-    return f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to check{example}"
+    said = [h.advice for h in hints if h.advice]
+    if parameters:
+        example = f" (for example {parameters[0]}={suggest_regex(close[0])})" \
+            if close and parameters[0].endswith("regex") else ""
+        said.append(f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to "
+                    f"check{example}")
+    return "; ".join(dict.fromkeys(said))

@@ -97,6 +97,7 @@ class SelectionHint:
     description: str  # e.g. "tensor_regex '.*relu_output'" or "the gradients collection"
     patterns: tuple[str, ...] = ()  # regexes or collection names, to find close tensor names
     parameter: str | None = None  # the parameter to set, e.g. "tensor_regex"
+    advice: str | None = None  # what else to do, e.g. "save the gradients collection"
 
 
 class Evidence:
