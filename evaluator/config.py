@@ -9,7 +9,8 @@ variables smdebug users already know (``SMDEBUG_*``) and ours (``EVALUATOR_*``);
 output folders and our own options. Sources, later ones winning:
 
 1. the ``Environment`` map of ``/opt/ml/config/processingjobconfig.json`` (SageMaker copies
-   RuleParameters there), if the file exists;
+   RuleParameters there), if the file exists; its ALL-CAPS keys that are not aliases of our
+   keys are SageMaker's own variables, not rule parameters;
 2. process environment variables: each known key under its exact lower-case name, else its
    upper-case alias (``RULE_TO_INVOKE``), plus every key the processing config lists; other
    variables are not rule parameters;
@@ -17,7 +18,11 @@ output folders and our own options. Sources, later ones winning:
    ``{"RuleParameters": ...}``, a whole ``DebugRuleConfiguration``, or a list of those
    (also as ``{"rules": [...]}``) to run several rules on one trial;
 4. flags ``--key value`` / ``--key=value`` (``-`` or ``_``; ``--trial-dir`` and ``--rule-name``
-   as in smdebug's old rule_invoker); unknown flags become rule parameters.
+   as in smdebug's old rule_invoker); unknown flags become rule parameters, and
+   ``--<Rule>.<key>`` a parameter of that rule alone (``RuleSpec.rule_only``).
+
+Whether each rule takes its parameters is checked once the rule classes are loaded
+(``evaluator.rules.parameters``).
 
 Every value stays a string, as SageMaker sends it; known keys are parsed here and a bad one
 raises ``ConfigurationError`` naming the key, the value and what is expected.
@@ -26,6 +31,7 @@ raises ``ConfigurationError`` naming the key, the value and what is expected.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -48,6 +54,8 @@ __all__ = [
 ]
 
 MiB = 1024 * 1024
+
+log = logging.getLogger("evaluator.config")
 
 # environment variable -> TrialOptions field
 _TRIAL_ENV = {
@@ -150,7 +158,8 @@ _TRIAL_KEYS = frozenset({
 })
 _KNOWN_KEYS = _RULE_KEYS | _TRIAL_KEYS | {"rule_config_file"}
 # Never rule parameters: these, other_trial_<i>, and TrialOptions' environment variables.
-RESERVED_KEYS: frozenset[str] = _KNOWN_KEYS
+# action_str is filled from action_json; given as a parameter, it is an unknown one.
+RESERVED_KEYS: frozenset[str] = _KNOWN_KEYS | {"action_str"}
 _BOOL_KEYS = frozenset({"wait_for_training_end", "continue_after_fire"})
 # Other spellings, accepted in every source except the process environment (``RULE`` or
 # ``TRIAL_DIR`` there are far more likely to belong to something else).
@@ -161,6 +170,7 @@ _ALIASES = {
 # Spellings accepted everywhere, the environment included.
 _ENV_ALIASES = {"LocalPath": "output_dir", "local_path": "output_dir"}
 _OTHER_TRIAL_I = re.compile(r"other_trial_(\d+)")
+_RULE_FLAG = re.compile(r"([^.]+)\.([A-Za-z_]\w*)")  # <Rule>.<parameter>: for that rule only
 _JOB_NAME = re.compile(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}")
 _SECRET_WORDS = ("secret", "token", "password", "key")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -200,6 +210,10 @@ class RuleSpec(BaseModel):
         "other source: SageMaker copies RuleParameters into the environment and `docker run "
         "-e threshold=...` does the same, so a rule constructor argument of that name is bound "
         "from here when no other source gives it. Nothing else is done with them.")
+    rule_only: list[str] = Field(
+        default_factory=list, description="Keys of `parameters` given for this rule alone (a "
+        "--<Rule>.<key> flag, or its entry of a rule list): an error if the rule does not take "
+        "them. Other keys go to the rules of the run that take them.")
 
     def redacted_parameters(self) -> dict[str, str]:
         return redact_parameters(self.parameters)
@@ -256,8 +270,9 @@ def load_config(
     pc_path = Path(processing_config_path or root / "config" / "processingjobconfig.json")
     processing = _read_processing_config(pc_path)
     proc_env = _string_map(processing.get("Environment") or {}, f"Environment of {pc_path}")
-    base = _normalize(proc_env, environment=False)
-    base.update(_environ_layer(environ, listed=proc_env.keys()))
+    rule_env = _rule_environment(proc_env)
+    base = _normalize(rule_env, environment=False)
+    base.update(_environ_layer(environ, listed=rule_env.keys()))
     cli, cli_config_file = _parse_argv(argv)
     config_file = cli_config_file or base.get("rule_config_file")
     entries, is_list = _read_rule_file(config_file) if config_file else ([_Entry({})], False)
@@ -269,6 +284,7 @@ def load_config(
                     f"{config_file} lists the rules to run: give one or the other")
     maps = [{**base, **entry.params, **cli} for entry in entries]
     rules = [spec for m, entry in zip(maps, entries) for spec in _rules_from_names(m, entry)]
+    _check_rule_flags(maps, rules)
     candidates = _environment_candidates(environ)
     rules = [r.model_copy(update={"environment_parameters": {
         k: v for k, v in candidates.items() if k not in r.parameters}}) for r in rules]
@@ -284,6 +300,7 @@ class _Entry(NamedTuple):
     params: dict[str, str]
     name: str | None = None
     where: str = ""
+    own: bool = False  # an entry of a rule list: its parameters are its rule's alone
 
 
 # ---- sources --------------------------------------------------------------------------------
@@ -357,6 +374,16 @@ def _environment_candidates(environ: Mapping[str, str]) -> dict[str, str]:
             and k not in RESERVED_KEYS and _canonical(k, environment=True) is None}
 
 
+def _rule_environment(proc_env: Mapping[str, str]) -> dict[str, str]:
+    """The processing config's Environment without SageMaker's own ALL-CAPS variables (those
+    that are not upper-case aliases of our keys): they are not RuleParameters."""
+    ignored = [k for k in proc_env if k.isupper() and _canonical(k, environment=False) is None]
+    if ignored:
+        log.debug("processing config variables that are not rule parameters: %s",
+                  ", ".join(sorted(ignored)))
+    return {k: v for k, v in proc_env.items() if k not in ignored}
+
+
 def _environ_layer(environ: Mapping[str, str], *, listed: Iterable[str]) -> dict[str, str]:
     listed = set(listed)
     wanted = {k: v for k, v in environ.items()
@@ -376,7 +403,8 @@ def _parse_argv(argv: Sequence[str]) -> tuple[dict[str, str], str | None]:
                                      "--key value or --key=value")
         if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             i, value, eq = i + 1, argv[i + 1], "="
-        key = _canonical(name, environment=False) or name.replace("-", "_")
+        prefix, dot, rest = name.rpartition(".")  # --<Rule>.<key>: the rule name kept as is
+        key = _canonical(name, environment=False) or prefix + dot + rest.replace("-", "_")
         if not eq and key in _KNOWN_KEYS - _BOOL_KEYS:
             raise ConfigurationError(f"flag --{name} needs a value (--{name} VALUE)")
         out[key] = value if eq else "true"
@@ -401,7 +429,8 @@ def _read_rule_file(path: str) -> tuple[list[_Entry], bool]:
         return [_rule_entry(data, str(path))], False
     if not data:
         raise ConfigurationError(f"no rule to run: the rule list in {path} is empty")
-    return [_rule_entry(e, f"rule {n} of {path}") for n, e in enumerate(data, 1)], True
+    return [_rule_entry(e, f"rule {n} of {path}")._replace(own=True)
+            for n, e in enumerate(data, 1)], True
 
 
 def _rule_entry(entry: Any, where: str) -> _Entry:
@@ -443,14 +472,46 @@ def _rules_from_names(params: Mapping[str, str], entry: _Entry) -> list[RuleSpec
         _check_location("source_s3_uri", source, allow_name=True)
     rule_params = {k: v for k, v in params.items()
                    if k not in _KNOWN_KEYS and not _OTHER_TRIAL_I.fullmatch(k)
-                   and k not in _TRIAL_ENV}
-    return [
-        RuleSpec(name=name, configuration_name=entry.name if entry.name and len(names) == 1
-                 else name, source=source,
-                 parameters=rule_params, start_step=start, end_step=end,
-                 action_json=params.get("action_json") or None)
-        for name in names
-    ]
+                   and k not in _TRIAL_ENV and "." not in k}
+    own = [k for k in rule_params if k in entry.params] if entry.own and len(names) == 1 else []
+    specs = []
+    for name in names:
+        configuration_name = entry.name if entry.name and len(names) == 1 else name
+        targeted = _rule_flags(params, name, configuration_name)
+        specs.append(RuleSpec(
+            name=name, configuration_name=configuration_name, source=source,
+            parameters={**rule_params, **targeted},
+            rule_only=[*own, *(k for k in targeted if k not in own)],
+            start_step=start, end_step=end, action_json=params.get("action_json") or None))
+    return specs
+
+
+def _rule_flags(params: Mapping[str, str], name: str, configuration_name: str) -> dict[str, str]:
+    """``<Rule>.<key>`` entries of ``params`` naming this rule (rule_to_invoke in any case, or
+    its RuleConfigurationName), by key."""
+    names = {name.lower(), configuration_name.lower()}
+    return {m[2]: value for key, value in params.items()
+            if (m := _RULE_FLAG.fullmatch(key)) and m[1].lower() in names}
+
+
+def _check_rule_flags(maps: Sequence[Mapping[str, str]], rules: Sequence[RuleSpec]) -> None:
+    """Every ``<Rule>.<key>`` names a rule of the run and a key that can be a parameter."""
+    for key in sorted({k for m in maps for k in m if "." in k}):
+        m = _RULE_FLAG.fullmatch(key)
+        if m is None:
+            raise ConfigurationError(
+                f"{key!r} is not a parameter name: give a parameter for one rule as "
+                "<Rule>.<parameter>, e.g. --VanishingGradient.threshold 1e-6")
+        if _canonical(m[2], environment=False) is not None or m[2] in RESERVED_KEYS:
+            raise ConfigurationError(
+                f"{m[2]} is not a rule parameter (in {key}): it is an evaluator setting; give "
+                f"it as --{m[2]}, or per rule in that rule's entry of a --config rule list")
+        if not any(m[1].lower() in (r.name.lower(), r.configuration_name.lower())
+                   for r in rules):
+            raise ConfigurationError(
+                f"per-rule parameter {key} names no rule of this run (rules: "
+                f"{', '.join(r.configuration_name for r in rules)}); the prefix is a "
+                "rule_to_invoke name or a RuleConfigurationName")
 
 
 def _check_unique(rules: Sequence[RuleSpec]) -> None:

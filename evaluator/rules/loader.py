@@ -6,8 +6,9 @@
   class is imported), a local file or folder, or a ``file://`` URL. Before the user's code is
   imported, ``smdebug.*`` names are pointed at this package (``evaluator.compat.activate``).
 * Constructor arguments are bound from the signature, every value a string as SageMaker sends
-  them. A missing required argument, a constructor that raises, a file that does not import:
-  each is a ``ConfigurationError`` naming what to fix.
+  them. A parameter the constructor does not take (``evaluator.rules.parameters``), a missing
+  required argument, a constructor that raises, a file that does not import: each is a
+  ``ConfigurationError`` naming what to fix.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import difflib
 import hashlib
 import importlib.util
 import inspect
-import logging
 import re
 import sys
 import traceback
@@ -27,17 +27,11 @@ from types import ModuleType
 from typing import Any
 
 from evaluator import compat
+from evaluator.config import RESERVED_KEYS
 from evaluator.errors import ConfigurationError, StorageError
+from evaluator.rules.parameters import check_parameters
 
 __all__ = ["build_rule", "fetch_source", "find_rule_class", "load_rule_class"]
-
-log = logging.getLogger("evaluator.rules")
-
-# Parameters the evaluator consumes itself; never passed to a rule's constructor.
-RESERVED = frozenset({
-    "rule_to_invoke", "source_s3_uri", "base_trial", "other_trials", "other_trial",
-    "start_step", "end_step", "action_json", "action_str",
-})
 
 
 # ------------------------------------------------------------------------------ finding classes
@@ -187,10 +181,12 @@ def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
     """Instantiate ``cls(base_trial, ...)`` with the parameters its signature names.
 
     Values stay strings (SageMaker sends only strings; rules parse them). ``other_trials`` and
-    ``action_str`` are passed only when the constructor accepts them. Unknown keys are
-    ignored unless the constructor takes ``**kwargs``. ``fallback`` (lower-case environment
-    variables) can fill a named argument that ``parameters`` lacks, nothing more.
+    ``action_str`` are passed only when the constructor accepts them. A key the constructor
+    does not take (by name, or through ``**kwargs``) is a ``ConfigurationError``. ``fallback``
+    (lower-case environment variables) can fill a named argument that ``parameters`` lacks,
+    nothing more, and is never an error.
     """
+    check_parameters(cls, parameters)
     kwargs = _bind(cls, parameters, other_trials=other_trials, action_json=action_json,
                    fallback=fallback or {})
     try:
@@ -234,9 +230,7 @@ def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[An
                 f"rule {cls.__name__} needs parameter {p.name!r}: add it to RuleParameters "
                 f"(e.g. --{p.name} VALUE or environment variable {p.name})"
             )
-    unused = [k for k in parameters if k not in kwargs and k not in RESERVED]
     if takes_kwargs:
-        kwargs.update({k: parameters[k] for k in unused})
-    elif unused:
-        log.info("rule %s ignores parameters it does not take: %s", cls.__name__, ", ".join(unused))
+        kwargs.update({k: v for k, v in parameters.items()
+                       if k not in kwargs and k not in RESERVED_KEYS})
     return kwargs

@@ -762,6 +762,33 @@ def action_json_with_the_wrong_shape(ws: Workspace) -> Check:
     assert_client_error(run, "action_json", "list of JSON objects", trial=ws.trial)
 
 
+# ------------------------------------------------------------------------------ rule parameters
+
+
+@bad_input(params={"builtin": ("builtin",), "custom": ("custom",)})
+def misspelt_rule_parameter(ws: Workspace, kind: str) -> Check:
+    """A parameter the rule does not take (treshold) names it, the rule and 'threshold'."""
+    common = ("--base_trial", str(ws.trial), "--treshold", "1e-12")
+    if kind == "builtin":
+        run = yield ws.command("--rule_to_invoke", "VanishingGradient", *common)
+        rule = "VanishingGradient"
+    else:
+        path = ws.rule_file(NEEDS_THRESHOLD)
+        run = yield ws.command("--rule_to_invoke", "NeedsThreshold", "--source_s3_uri",
+                               str(path), "--threshold", "1", *common)
+        rule = "NeedsThreshold"
+    assert_client_error(run, "'treshold'", rule, "did you mean 'threshold'", trial=ws.trial)
+
+
+@bad_input()
+def rule_flag_naming_no_rule_of_the_run(ws: Workspace) -> Check:
+    """--<Rule>.<key> for a rule that is not run names the prefix and the run's rules."""
+    run = yield ws.command("--rule_to_invoke", "VanishingGradient", "--base_trial",
+                           str(ws.trial), "--Overfit.patience", "2")
+    assert_client_error(run, "Overfit.patience", "VanishingGradient", trial=ws.trial,
+                        configured=False)
+
+
 # ------------------------------------------------------------------------------ S3 (plain tests:
 # they need the moto fixtures)
 

@@ -233,3 +233,105 @@ def test_trial_and_output_are_left_as_expected(run: Run, tmp_path: Path) -> None
     assert {p: p.stat().st_mtime_ns for p in trial.rglob("*")} == before
     leftovers = [p for p in run.out.rglob("*") if p.is_file() and p.name != "rule_evaluation_result.json"]
     assert leftovers == []
+
+
+# ---- rule parameters: checked, routed per rule, recorded with their defaults
+
+
+def rule_results(run: Run) -> dict[str, dict[str, Any]]:
+    return {r["configuration_name"]: r for r in run.result()["rules"]}
+
+
+def test_misspelt_parameter_ends_in_client_error(run: Run) -> None:
+    """--treshold 1e-12 is not silently ignored: exit 2, ClientError suggesting threshold."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule", "VanishingGradient",
+                 "--treshold", "1e-12")
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = run.message() or ""
+    assert message.startswith("ClientError: unknown parameter 'treshold' for rule "
+                              "VanishingGradient: did you mean 'threshold'?"), message
+    assert run.result()["rules"][0]["status"] == "Error"
+
+
+def test_rule_flag_changes_only_its_rule(run: Run) -> None:
+    """--VanishingGradient.threshold 1e-12 holds VanishingGradient (no firing, exit 0) and
+    gives ExplodingTensor nothing."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule",
+                 "VanishingGradient,ExplodingTensor", "--VanishingGradient.threshold", "1e-12")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rules = rule_results(run)
+    assert rules["VanishingGradient"]["parameters"] == {"threshold": "1e-12"}
+    assert "threshold" not in rules["ExplodingTensor"]["parameters"]
+
+
+def test_parameter_one_rule_takes_reaches_only_it(run: Run) -> None:
+    """A plain --only_nan with two rules goes to ExplodingTensor alone; the run succeeds."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule",
+                 "VanishingGradient,ExplodingTensor", "--only_nan", "true")
+    assert result.returncode == 1, result.stdout + result.stderr  # VanishingGradient fires
+    rules = rule_results(run)
+    assert rules["ExplodingTensor"]["parameters"]["only_nan"] == "true"
+    assert "only_nan" not in rules["VanishingGradient"]["parameters"]
+
+
+def test_parameter_no_rule_takes_fails_every_rule(run: Run) -> None:
+    """A parameter neither rule takes: exit 2, each rule's entry says why."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule",
+                 "VanishingGradient,ExplodingTensor", "--treshold", "1e-12")
+    assert result.returncode == 2, result.stdout + result.stderr
+    for rule in rule_results(run).values():
+        assert rule["status"] == "Error"
+        assert "unknown parameter 'treshold': no rule of this run takes it" in rule["details"]
+
+
+def test_result_records_effective_parameters_with_defaults(run: Run) -> None:
+    """The result file lists every parameter with its effective value, defaults included."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule", "VanishingGradient")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert run.result()["parameters"] == {"threshold": "0.0000001"}
+
+
+def test_result_masks_secret_parameters(run: Run, tmp_path: Path) -> None:
+    """A secret-looking parameter of a user's rule is masked, given or defaulted."""
+    rule = tmp_path / "my_rules.py"
+    rule.write_text(CUSTOM_RULE.replace('threshold="0.001"',
+                                        'threshold="0.001", webhook_token=None'))
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule", "GradientTooSmall",
+                 "--source_s3_uri", str(rule), "--webhook_token", "s3cr3t")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert run.result()["parameters"] == {"threshold": "0.001", "webhook_token": "***"}
+    assert "s3cr3t" not in (run.out / "rule_evaluation_result.json").read_text()
+
+
+def test_environment_fallback_never_errors(run: Run) -> None:
+    """Lower-case variables outside the processing config only fill named arguments: an
+    unrelated one is no error, and threshold reaches the rule that takes it."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule",
+                 "VanishingGradient,ExplodingTensor",
+                 env={"threshold": "1e-12", "unrelated_var": "x"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert rule_results(run)["VanishingGradient"]["parameters"] == {"threshold": "1e-12"}
+
+
+def test_upper_case_processing_config_keys_are_ignored(run: Run) -> None:
+    """SageMaker's own ALL-CAPS variables in the processing Environment are not parameters."""
+    config = run.opt_ml / "config" / "processingjobconfig.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"ProcessingJobName": "rule-job", "Environment": {
+        "rule_to_invoke": "VanishingGradient", "threshold": "1e-12", "AWS_REGION": "eu-west-1",
+        "SAGEMAKER_INTERNAL_FLAG": "1", "base_trial": str(DATA / "vanishing")}}))
+    result = run()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert run.result()["parameters"] == {"threshold": "1e-12"}
+
+
+def test_rule_flag_the_rule_does_not_take_fails_only_that_rule(run: Run) -> None:
+    """--VanishingGradient.only_nan fails VanishingGradient (exit 2) although ExplodingTensor
+    takes only_nan; ExplodingTensor still runs."""
+    result = run("--trial-dir", str(DATA / "vanishing"), "--rule",
+                 "VanishingGradient,ExplodingTensor", "--VanishingGradient.only_nan", "true")
+    assert result.returncode == 2, result.stdout + result.stderr
+    rules = rule_results(run)
+    assert rules["VanishingGradient"]["details"].startswith(
+        "ClientError: unknown parameter 'only_nan' for rule VanishingGradient.")
+    assert rules["ExplodingTensor"]["status"] == "NoIssuesFound"
