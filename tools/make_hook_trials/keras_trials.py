@@ -191,8 +191,8 @@ SCENARIOS = {
                      "auto1": keras.initializers.Constant(0.5), "auto2": rn(5.0)},
         description="The standard model with a poor initialisation: dense_in kernel N(0, 10^2), "
         "hidden_relu N(0, 0.01^2), dense all-constant 0.5, dense_1 N(0, 5^2): weight variances "
-        "differ by orders of magnitude, activations saturate, and the loss does not improve "
-        "over the first steps (SGD lr=0.01).",
+        "differ by orders of magnitude and the loss barely improves over the first steps "
+        "(SGD lr=0.01); hidden_relu ends up mostly dead (see also_supported_by_evidence).",
     ),
     "flat_loss": dict(
         n_train=16, n_val=16, batch=16, epochs=12, lr=0.0, opt="sgd", save_interval=3,

@@ -132,8 +132,8 @@ SCENARIOS = {
         save_interval=6, init="poor",
         description="Net with a poor initialisation: fc1 weights N(0, 10^2), fc2 N(0, 0.01^2), "
         "fc3 all-constant 0.5, fc4 N(0, 5^2); weight variances differ by up to 6 orders of "
-        "magnitude, tanh1/sigmoid1 saturate, and the loss does not improve over the first steps "
-        "(SGD lr=0.01).",
+        "magnitude, some sigmoid1 inputs saturate, and the loss barely improves over the first "
+        "steps (SGD lr=0.01).",
     ),
     "flat_loss": dict(
         model="Net", n_train=16, n_val=16, batch=16, epochs=12, lr=0.0, opt="sgd",
