@@ -181,8 +181,9 @@ class Evaluation:
 
     def _run_rule(self, spec: RuleSpec, rule: Any) -> None:
         name = spec.configuration_name
-        evidence = getattr(rule, "evidence", None)
-        if isinstance(evidence, Evidence):
+        found = getattr(rule, "evidence", None)
+        evidence = found if isinstance(found, Evidence) else None
+        if evidence is not None:
             self.reporter.attach_evidence(name, evidence)
         observer = _Progress(self.reporter, name, rule, evidence)
         try:
@@ -197,7 +198,7 @@ class Evaluation:
             return
         if self.stop.is_set():
             return
-        if _checked_nothing(result, evidence):
+        if _checked_nothing(rule, result, evidence):
             visited = result.steps_evaluated + result.steps_skipped
             error = nothing_checked_error(rule, steps_visited=visited,
                                           window=(spec.start_step, spec.end_step))
@@ -209,7 +210,7 @@ class Evaluation:
         self.reporter.finish(name)
 
 
-def _checked_nothing(result: InvokeResult, evidence: Evidence | None) -> bool:
+def _checked_nothing(rule: Any, result: InvokeResult, evidence: Evidence | None) -> bool:
     """A run that ended with its data and never fired, yet compared and read nothing: its
     NoIssuesFound would be vacuous. A rule without our ``evidence`` (one that did not call
     ``Rule.__init__``) is judged by the steps it evaluated."""
@@ -218,7 +219,8 @@ def _checked_nothing(result: InvokeResult, evidence: Evidence | None) -> bool:
         return False
     if evidence is None:
         return result.steps_evaluated == 0
-    return not evidence.checked_anything()
+    records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
+    return not evidence.checked_anything(reads_count=not records)
 
 
 class _Progress(NullObserver):
@@ -231,6 +233,7 @@ class _Progress(NullObserver):
         self.name = name
         self.trial = rule.base_trial
         self.evidence = evidence
+        self.records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
         self._said_nothing_at: float | None = None
         self._visited = 0
 
@@ -250,7 +253,7 @@ class _Progress(NullObserver):
 
     def _nothing_yet(self, step: int) -> None:
         if self.evidence is None or self._visited < _NOTHING_YET_STEPS \
-                or self.evidence.checked_anything():
+                or self.evidence.checked_anything(reads_count=not self.records):
             return
         now = time.monotonic()
         if self._said_nothing_at is not None and now - self._said_nothing_at < _NOTHING_YET_SECONDS:

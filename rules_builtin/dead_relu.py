@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._activations import ActivationFinder
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -29,45 +31,73 @@ def dead_percent(outputs: np.ndarray, threshold_inactivity: float) -> float | No
 
 @register
 class DeadRelu(Rule):
-    """Fires at a step when, for any tensor matching ``tensor_regex`` (default
-    ``.*relu_output``) saved at that step, more than ``threshold_layer`` % (default 50) of
-    its units are dead.
+    """Fires at a step when, for any ReLU output tensor saved at that step, more than
+    ``threshold_layer`` % (default 50) of its units are dead.
+
+    Tensors: those matching ``tensor_regex`` when it is given. By default, the ReLU outputs
+    the trial holds, whatever framework wrote it (``rules_builtin._activations``): tensors
+    named like SageMaker's ``relu_output`` collection (``.*relu_output``), and the outputs of
+    layers that are ReLUs by their values (a Keras ``ReLU()`` layer, ``Dense(activation=
+    "relu")`` when its kernel and bias are saved) or by their name (PyTorch
+    ``relu1_output_0``, Keras ``hidden_relu/outputs``).
 
     A tensor is one layer's ReLU output for a batch: axis 0 is the sample, every other
     element is a unit (a neuron of a dense layer; a channel at one position of a convolution).
     A unit is dead when its output is > 0 for fewer than ``threshold_inactivity`` % (default
     1) of the batch's samples; a 1-d tensor is one unit over its samples. Each step is judged
-    on its own batch. A layer initialised with zeros is all dead and fires at step 0.
+    on its own batch, TRAIN and EVAL steps alike (a dead unit is dead in both). A layer
+    initialised with zeros is all dead and fires at step 0.
     """
 
     PARAMETERS = (
-        Param("tensor_regex", ".*relu_output", "list",
-              "Regular expressions of the ReLU output tensors."),
+        Param("tensor_regex", None, "list",
+              "Regular expressions of the ReLU output tensors; default: every ReLU output "
+              "the trial holds, found by name and by value (see above)."),
         Param("threshold_inactivity", "1.0", "float",
               "A unit active for fewer than this percentage of samples is dead."),
         Param("threshold_layer", "50.0", "float",
               "Fire when more than this percentage of a layer's units are dead."),
     )
 
-    def __init__(self, base_trial: Any, tensor_regex: str | None = ".*relu_output",
+    def __init__(self, base_trial: Any, tensor_regex: str | None = None,
                  threshold_inactivity: str | float = "1.0", threshold_layer: str | float = "50.0",
                  action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, None, tensor_regex)
+        self.finder = ActivationFinder(base_trial)
         self.threshold_inactivity = parse_float(name, "threshold_inactivity", threshold_inactivity)
         self.threshold_layer = parse_float(name, "threshold_layer", threshold_layer)
 
+    def selection_hints(self) -> list[SelectionHint]:
+        if self.selection.given:
+            return [self.selection.hint()]
+        return [SelectionHint("the default (ReLU layer outputs, by name and by value)",
+                              ("relu_output", "relu"), "tensor_regex",
+                              "no ReLU layer output was found by name or by value; if the model "
+                              "has ReLU layers, save their outputs (Keras: the layers "
+                              "collection; PyTorch: a collection whose include_regex matches "
+                              "the ReLU modules' _output_0 tensors)")]
+
+    def _names(self, step: int) -> list[str]:
+        if self.selection.given:
+            return self.selection.names(self.base_trial, step=step)
+        return self.finder.tensors("relu", "outputs", step)
+
     def invoke_at_step(self, step: int) -> bool:
         fired = False
-        for name in self.selection.names(self.base_trial, step=step):
+        for name in self._names(step):
             try:
                 value = self.base_trial.tensor(name).value(step)
             except TensorUnavailableForStep:
                 continue
             dead = dead_percent(value, self.threshold_inactivity)
-            if dead is not None and dead > self.threshold_layer:
-                self.logger.info("%s: %.1f%% of the units of %s are dead (> %g%%) at step %d",
-                                 self.rule_name, dead, name, self.threshold_layer, step)
+            if dead is None:
+                continue
+            if self.evidence.compare(
+                    step, name, quantity="dead units (%)", value=dead,
+                    parameter="threshold_layer", threshold=self.threshold_layer, fires_when=">",
+                    sentence=f"{self.rule_name}: {dead:.1f}% of the units of {name} are dead "
+                             f"(> threshold_layer={self.threshold_layer:g}%) at step {step}"):
                 fired = True
         return fired

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._activations import ActivationFinder
 from rules_builtin._params import Param, parse_float, parse_int, parse_regex
 from rules_builtin._select import TensorSelection, listed
 from rules_builtin.registry import register
@@ -22,9 +25,12 @@ class PoorWeightInitialization(Rule):
     """Fires at a training step s among the first ``steps`` (mode step < ``steps``) when any
     of three checks holds at s:
 
-    1. **Activation variances.** Of the tensors matching ``activation_inputs_regex`` saved at
-       s (one per layer), with at least two of them: the largest variance divided by the
-       smallest is above ``threshold``. A zero smallest variance with a non-zero largest one
+    1. **Activation variances.** Of the activation inputs saved at s (one per layer), with at
+       least two of them: the largest variance divided by the smallest is above
+       ``threshold``. The tensors are those matching ``activation_inputs_regex``; by default,
+       the ReLU layer inputs the trial holds, found by name and by value as DeadRelu finds
+       ReLU outputs (SageMaker's ``.*relu_input``, Keras ``re_lu/inputs``, PyTorch
+       ``relu1_input_0``). A zero smallest variance with a non-zero largest one
        counts as an infinite ratio; all variances zero says nothing.
     2. **Gradient spread.** For some tensor of the ``gradients`` collection saved at s with a
        raw value of at least 2 elements, the 95th minus the 5th percentile of its values is
@@ -37,7 +43,10 @@ class PoorWeightInitialization(Rule):
 
     Choices: training steps are TRAIN steps, or every step of a trial without modes, counted
     in TRAIN mode steps; EVAL/PREDICT steps are not evaluated. ``activation_inputs_regex`` is
-    one regular expression (``re.search``, not split at commas). Variances are the saved
+    one regular expression (``re.search``, not split at commas). Each check is recorded in the
+    rule's evidence: the variance ratio against ``threshold``, each gradient's percentile
+    spread against ``distribution_range``, and each loss's training steps since its lowest
+    value against ``patience``. Variances are the saved
     ``variance`` reduction, else numpy's (ddof=0) of the raw value. After the first ``steps``
     training steps the rule reads nothing and never fires. Steps are assumed to be visited in
     increasing order (as ``invoke_rule`` does); a step at or before the previous one forgets
@@ -45,8 +54,9 @@ class PoorWeightInitialization(Rule):
     """
 
     PARAMETERS = (
-        Param("activation_inputs_regex", ".*relu_input", "str",
-              "Regular expression selecting the activation inputs, one tensor per layer."),
+        Param("activation_inputs_regex", None, "str",
+              "Regular expression selecting the activation inputs, one tensor per layer; "
+              "default: the ReLU layer inputs, found by name and by value."),
         Param("threshold", "10.0", "float",
               "Fire when the largest / smallest variance of activation inputs is above this."),
         Param("distribution_range", "0.001", "float",
@@ -56,14 +66,15 @@ class PoorWeightInitialization(Rule):
         Param("steps", "10", "int", "How many training steps, from the first, are checked."),
     )
 
-    def __init__(self, base_trial: Any, activation_inputs_regex: str = ".*relu_input",
+    def __init__(self, base_trial: Any, activation_inputs_regex: str | None = None,
                  threshold: str | float = "10.0", distribution_range: str | float = "0.001",
                  patience: str | int = "5", steps: str | int = "10",
                  action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
-        self.activation_inputs_regex = parse_regex(name, "activation_inputs_regex",
-                                              activation_inputs_regex)
+        self.activation_inputs_regex = None if activation_inputs_regex is None else \
+            parse_regex(name, "activation_inputs_regex", activation_inputs_regex)
+        self.finder = ActivationFinder(base_trial)
         self.threshold = parse_float(name, "threshold", threshold)
         self.distribution_range = parse_float(name, "distribution_range", distribution_range)
         self.patience = parse_int(name, "patience", patience, minimum=1)
@@ -74,6 +85,19 @@ class PoorWeightInitialization(Rule):
         self._best_loss: dict[str, tuple[float, int]] = {}  # loss name -> (lowest, its step)
         self._last_step: int | None = None
 
+    def selection_hints(self) -> list[SelectionHint]:
+        activations = (SelectionHint(f"activation_inputs_regex "
+                                     f"{self.activation_inputs_regex.pattern!r}",
+                                     (self.activation_inputs_regex.pattern,),
+                                     "activation_inputs_regex")
+                       if self.activation_inputs_regex is not None else
+                       SelectionHint("the ReLU layer inputs (by name and by value)",
+                                     ("relu_input", "relu"), "activation_inputs_regex"))
+        return [activations,
+                replace(self.gradients.hint(parameter=None),
+                        advice="save the gradients and losses collections with the hook"),
+                self.losses.hint(parameter=None)]
+
     def invoke_at_step(self, step: int) -> bool:
         if self._last_step is not None and step <= self._last_step:
             self._best_loss.clear()  # a new walk over the steps
@@ -81,33 +105,38 @@ class PoorWeightInitialization(Rule):
         mode, mode_step = self.base_trial.mode_modestep(step)
         if mode not in _TRAINING or mode_step is None or mode_step >= self.steps:
             return False
-        names = self.base_trial.tensor_names(step=step)
-        found = [*self._activation_variances(names, step), *self._gradient_spread(step),
-                 *self._loss_not_decreasing(step, mode_step)]
-        if found:
-            self.logger.info("%s at step %d: %s", self.rule_name, step, listed(found))
-        return bool(found)
+        # Every check runs, even after a hit, so the evidence is complete.
+        fired = self._activation_variances(step)
+        fired = self._gradient_spread(step) or fired
+        return self._loss_not_decreasing(step, mode_step) or fired
 
-    def _activation_variances(self, names: list[str], step: int) -> list[str]:
+    def _activation_inputs(self, step: int) -> list[str]:
+        if self.activation_inputs_regex is None:
+            return self.finder.tensors("relu", "inputs", step)
+        pattern = self.activation_inputs_regex
+        return [n for n in self.base_trial.tensor_names(step=step) if pattern.search(n)]
+
+    def _activation_variances(self, step: int) -> bool:
         variances = {}
-        for name in names:
-            if self.activation_inputs_regex.search(name):
-                variance = _variance(self.base_trial.tensor(name), step)
-                if variance is not None:
-                    variances[name] = variance
+        for name in self._activation_inputs(step):
+            variance = _variance(self.base_trial.tensor(name), step)
+            if variance is not None:
+                variances[name] = variance
         if len(variances) < 2:
-            return []
+            return False
         largest, smallest = max(variances.values()), min(variances.values())
         if largest == 0:
-            return []
+            return False
         ratio = largest / smallest if smallest > 0 else math.inf
-        if ratio > self.threshold:
-            return [f"activation input variances differ by a factor {ratio:.3g} > "
-                    f"{self.threshold:g}"]
-        return []
+        return self.evidence.compare(
+            step, sorted(variances), quantity="largest / smallest activation-input variance",
+            value=ratio, parameter="threshold", threshold=self.threshold, fires_when=">",
+            sentence=f"{self.rule_name}: the variances of the activation inputs differ by a "
+                     f"factor {ratio:.3g} (> threshold={self.threshold:g}) at step {step}: "
+                     f"{listed(sorted(variances))}")
 
-    def _gradient_spread(self, step: int) -> list[str]:
-        found = []
+    def _gradient_spread(self, step: int) -> bool:
+        fired = False
         for name in self.gradients.names(self.base_trial, step=step):
             try:
                 value = np.asarray(self.base_trial.tensor(name).value(step))
@@ -116,13 +145,19 @@ class PoorWeightInitialization(Rule):
             if value.size < 2 or value.dtype.kind not in "iuf":
                 continue
             low, high = np.percentile(value, [5, 95])
-            if high - low < self.distribution_range:
-                found.append(f"{name}: 95th - 5th percentile {high - low:.3g} < "
-                             f"{self.distribution_range:g}")
-        return found
+            spread = float(high - low)
+            if self.evidence.compare(
+                    step, name, quantity="95th - 5th percentile of the gradient", value=spread,
+                    parameter="distribution_range", threshold=self.distribution_range,
+                    fires_when="<",
+                    sentence=f"{self.rule_name}: the 95th - 5th percentile of {name} is "
+                             f"{spread:.3g} (< distribution_range={self.distribution_range:g}) "
+                             f"at step {step}"):
+                fired = True
+        return fired
 
-    def _loss_not_decreasing(self, step: int, mode_step: int) -> list[str]:
-        found = []
+    def _loss_not_decreasing(self, step: int, mode_step: int) -> bool:
+        fired = False
         for name in self.losses.names(self.base_trial, step=step):
             try:
                 value = np.asarray(self.base_trial.tensor(name).value(step))
@@ -134,10 +169,16 @@ class PoorWeightInitialization(Rule):
             best = self._best_loss.get(name)
             if best is None or loss < best[0] or (math.isnan(best[0]) and not math.isnan(loss)):
                 self._best_loss[name] = (loss, mode_step)
-            elif mode_step - best[1] >= self.patience:
-                found.append(f"{name} has not decreased below {best[0]:g} (step {best[1]}) "
-                             f"for {mode_step - best[1]} steps")
-        return found
+                continue
+            since = mode_step - best[1]
+            if self.evidence.compare(
+                    step, name, quantity="training steps since the loss's lowest value",
+                    value=since, parameter="patience", threshold=self.patience, fires_when=">=",
+                    sentence=f"{self.rule_name}: {name} has not gone below {best[0]:g} (its "
+                             f"value at training step {best[1]}) for {since} training steps "
+                             f"(>= patience={self.patience}) at step {step}"):
+                fired = True
+        return fired
 
 
 def _variance(tensor: Any, step: int) -> float | None:

@@ -19,8 +19,10 @@ _loaded = False
 
 
 def register(cls: T) -> T:
-    """Class decorator: make ``cls`` available under its class name."""
+    """Class decorator: make ``cls`` available under its class name. A built-in rule records
+    every comparison it makes (``Rule.RECORDS_COMPARISONS``)."""
     key = cls.__name__.lower()
+    cls.RECORDS_COMPARISONS = True  # type: ignore[attr-defined]
     if key in _RULES and _RULES[key] is not cls:
         raise RuntimeError(f"two built-in rules named {cls.__name__}")
     _RULES[key] = cls

@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._activations import ActivationFinder
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -40,27 +42,33 @@ def saturated_percent(inputs: np.ndarray, low: float, high: float,
 
 @register
 class SaturatedActivation(Rule):
-    """Fires at a step when, for any selected tanh or sigmoid *input* tensor saved at that
-    step, more than ``threshold_layer`` % (default 50) of its units are saturated.
+    """Fires at a step when, for any tanh or sigmoid *input* tensor saved at that step, more
+    than ``threshold_layer`` % (default 50) of its units are saturated.
 
     A unit is saturated when its input lies outside the open interval
     (``threshold_<fn>_min``, ``threshold_<fn>_max``) for all but fewer than
     ``threshold_inactivity`` % (default 1) of the batch's samples, i.e. it is active (inside)
     for fewer than ``threshold_inactivity`` % of them. Axis 0 of a tensor is the sample,
-    every other element is a unit; each step is judged on its own batch. The defaults,
-    (-9.4999, 9.4999) for tanh and (-23, 16.99999) for sigmoid, are where the derivative
-    falls below about 1e-7.
+    every other element is a unit; each step is judged on its own batch, TRAIN and EVAL steps
+    alike. The defaults, (-9.4999, 9.4999) for tanh and (-23, 16.99999) for sigmoid, are where
+    the derivative falls below about 1e-7.
 
-    Tensors: the union of ``collection_names`` and ``tensor_regex`` (default
-    ``.*tanh_input|.*sigmoid_input``). Which function's thresholds apply is decided by the
-    tensor name: the last of "tanh" / "sigmoid" in it; a tensor naming neither is skipped.
-    The 2020 tuple parameters ``threshold_tanh`` / ``threshold_sigmoid`` are not accepted.
+    Tensors: the union of ``collection_names`` and ``tensor_regex`` when either is given; by
+    default, the tanh and sigmoid layer inputs the trial holds, whatever framework wrote it
+    (``rules_builtin._activations``): tensors named like SageMaker's ``tanh_input`` /
+    ``sigmoid_input`` collections, and the inputs of layers that are tanh or sigmoid by their
+    values (a Keras ``Activation("tanh")`` layer, auto-named ``activation``) or their name
+    (PyTorch ``tanh1_input_0``). Which function's thresholds apply is the layer's function
+    when it is known, else the last of "tanh" / "sigmoid" in the tensor name; a selected
+    tensor that is neither is skipped. The 2020 tuple parameters ``threshold_tanh`` /
+    ``threshold_sigmoid`` are not accepted.
     """
 
     PARAMETERS = (
         Param("collection_names", None, "list", "Collections of activation inputs to check."),
-        Param("tensor_regex", ".*tanh_input|.*sigmoid_input", "list",
-              "Regular expressions of tanh / sigmoid input tensors."),
+        Param("tensor_regex", None, "list",
+              "Regular expressions of tanh / sigmoid input tensors; default: every tanh and "
+              "sigmoid layer input the trial holds, found by name and by value."),
         Param("threshold_tanh_min", "-9.4999", "float",
               "tanh inputs at or below this are saturated."),
         Param("threshold_tanh_max", "9.4999", "float",
@@ -76,7 +84,7 @@ class SaturatedActivation(Rule):
     )
 
     def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = ".*tanh_input|.*sigmoid_input",
+                 tensor_regex: str | None = None,
                  threshold_tanh_min: str | float = "-9.4999",
                  threshold_tanh_max: str | float = "9.4999",
                  threshold_sigmoid_min: str | float = "-23",
@@ -86,6 +94,7 @@ class SaturatedActivation(Rule):
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, collection_names, tensor_regex)
+        self.finder = ActivationFinder(base_trial)
         self.bounds = {
             "tanh": self._bounds("tanh", threshold_tanh_min, threshold_tanh_max),
             "sigmoid": self._bounds("sigmoid", threshold_sigmoid_min, threshold_sigmoid_max),
@@ -102,11 +111,28 @@ class SaturatedActivation(Rule):
                                      f"threshold_{fn}_max, got {low!r} and {high!r}")
         return lo, hi
 
+    def selection_hints(self) -> list[SelectionHint]:
+        if self.selection.given:
+            return [self.selection.hint()]
+        return [SelectionHint("the default (tanh and sigmoid layer inputs, by name and by "
+                              "value)", ("tanh_input", "sigmoid_input", "tanh", "sigmoid"),
+                              "tensor_regex",
+                              "no tanh or sigmoid layer input was found by name or by value; "
+                              "if the model has such layers, save their inputs (Keras: the "
+                              "layers collection; PyTorch: a collection whose include_regex "
+                              "matches the modules' _input_0 tensors)")]
+
+    def _names(self, step: int) -> list[str]:
+        if self.selection.given:
+            return self.selection.names(self.base_trial, step=step)
+        return sorted({*self.finder.tensors("tanh", "inputs", step),
+                       *self.finder.tensors("sigmoid", "inputs", step)})
+
     def invoke_at_step(self, step: int) -> bool:
         fired = False
-        for name in self.selection.names(self.base_trial, step=step):
-            fn = activation_of(name)
-            if fn is None:
+        for name in self._names(step):
+            fn = self.finder.function_of(name) or activation_of(name)
+            if fn not in self.bounds:
                 continue
             try:
                 value = self.base_trial.tensor(name).value(step)
@@ -114,9 +140,13 @@ class SaturatedActivation(Rule):
                 continue
             low, high = self.bounds[fn]
             saturated = saturated_percent(value, low, high, self.threshold_inactivity)
-            if saturated is not None and saturated > self.threshold_layer:
-                self.logger.info("%s: %.1f%% of the units of %s (%s) are saturated (> %g%%) "
-                                 "at step %d", self.rule_name, saturated, name, fn,
-                                 self.threshold_layer, step)
+            if saturated is None:
+                continue
+            if self.evidence.compare(
+                    step, name, quantity=f"saturated {fn} units (%)", value=saturated,
+                    parameter="threshold_layer", threshold=self.threshold_layer, fires_when=">",
+                    sentence=f"{self.rule_name}: {saturated:.1f}% of the units of {name} ({fn}) "
+                             f"are saturated (> threshold_layer={self.threshold_layer:g}%) at "
+                             f"step {step}"):
                 fired = True
         return fired

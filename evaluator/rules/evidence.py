@@ -207,10 +207,10 @@ class Evidence:
     def reads(self) -> int:
         return self._reads
 
-    def checked_anything(self) -> bool:
-        """Whether the rule compared anything, or (a rule that records no comparison) read
-        any tensor value."""
-        return self._comparisons > 0 or self._reads > 0
+    def checked_anything(self, *, reads_count: bool = True) -> bool:
+        """Whether the rule compared anything or, when ``reads_count`` (a rule that does not
+        record its comparisons), read any tensor value."""
+        return self._comparisons > 0 or (reads_count and self._reads > 0)
 
     def counts(self) -> dict[str, int]:
         """The progress line's counters."""

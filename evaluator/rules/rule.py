@@ -46,6 +46,10 @@ class Rule(ABC):
     so that its verdict can say why; every tensor value the rule reads is counted there too.
     """
 
+    #: True for a rule that records every comparison it makes in ``evidence`` (the built-in
+    #: rules): then only comparisons count as having checked something, not mere reads.
+    RECORDS_COMPARISONS: bool = False
+
     def __init__(self, base_trial: Any, action_str: str | None = None,
                  other_trials: Iterable[Any] | None = None) -> None:
         self.base_trial = base_trial

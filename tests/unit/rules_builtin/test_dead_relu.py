@@ -100,5 +100,5 @@ def test_bad_tensor_regex_is_a_configuration_error(make_trial: Callable[..., Any
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in DeadRelu.PARAMETERS}
-    assert declared == {"tensor_regex": ".*relu_output", "threshold_inactivity": "1.0",
+    assert declared == {"tensor_regex": None, "threshold_inactivity": "1.0",
                         "threshold_layer": "50.0"}

@@ -188,5 +188,5 @@ def test_declared_parameters_match_the_constructor() -> None:
     declared = [(p.name, p.default) for p in PoorWeightInitialization.PARAMETERS]
     assert declared == [(p.name, p.default) for p in signature
                         if p.name not in ("self", "base_trial", "action_str")]
-    assert declared == [("activation_inputs_regex", ".*relu_input"), ("threshold", "10.0"),
+    assert declared == [("activation_inputs_regex", None), ("threshold", "10.0"),
                         ("distribution_range", "0.001"), ("patience", "5"), ("steps", "10")]

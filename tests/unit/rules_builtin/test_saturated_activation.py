@@ -135,7 +135,7 @@ def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in SaturatedActivation.PARAMETERS}
     assert declared == {
-        "collection_names": None, "tensor_regex": ".*tanh_input|.*sigmoid_input",
+        "collection_names": None, "tensor_regex": None,
         "threshold_tanh_min": "-9.4999", "threshold_tanh_max": "9.4999",
         "threshold_sigmoid_min": "-23", "threshold_sigmoid_max": "16.99999",
         "threshold_inactivity": "1.0", "threshold_layer": "50.0"}
