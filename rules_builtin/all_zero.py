@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
@@ -60,12 +61,19 @@ class AllZero(Rule):
             raise ConfigurationError(f"{self.rule_name} parameter threshold must be a "
                                      f"percentage in (0, 100], got {threshold!r}")
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [self.selection.hint()]
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.selection.names(self.base_trial, step=step):
             percent = self._zero_percent(name, step)
-            if percent is not None and percent >= self.threshold:
-                self.logger.info("%s: %.4g%% of %s is zero at step %d", self.rule_name,
-                                 percent, name, step)
+            if percent is None:
+                continue  # not checked
+            if self.evidence.compare(
+                    step, name, quantity="zero elements (%)", value=percent,
+                    parameter="threshold", threshold=self.threshold, fires_when=">=",
+                    sentence=f"{self.rule_name}: {percent:.4g}% of {name} is zero "
+                             f"(>= threshold {self.threshold:g}%) at step {step}"):
                 return True
         return False
 

@@ -7,10 +7,13 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_bool
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
+
+ALLOWED = "non-finite elements allowed"  # the fixed limit (0) the count is compared with
 
 
 @register
@@ -28,6 +31,12 @@ class ExplodingTensor(Rule):
     reduction counts. A mean or sum can overflow to inf for huge finite values; that is
     reported too, as it is an exploding tensor all the same. A tensor saved as a shape only is
     skipped.
+
+    Evidence: each tensor checked records the count of its ``NaN or infinite elements``
+    (``NaN elements`` with ``only_nan``; for a reductions-only tensor, of its saved
+    reductions) compared with the fixed limit ``non-finite elements allowed`` = 0: it fires
+    when the count is > 0. That limit is not a parameter; ``only_nan`` chooses what is
+    counted.
     """
 
     PARAMETERS = (
@@ -46,33 +55,39 @@ class ExplodingTensor(Rule):
         self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex)
         self.only_nan = parse_bool(self.rule_name, "only_nan", only_nan)
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [self.selection.hint()]
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.selection.names(self.base_trial, step=step):
-            what = self._non_finite(name, step)
-            if what is not None:
-                self.logger.info("%s: %s holds %s at step %d", self.rule_name, name, what, step)
+            found = self._values(name, step)
+            if found is None:
+                continue  # not checked: shape only, not a float dtype, or empty
+            value, where = found
+            nan = int(np.count_nonzero(np.isnan(value)))
+            inf = 0 if self.only_nan else int(np.count_nonzero(np.isinf(value)))
+            what = "NaN" if self.only_nan else "NaN or infinite"
+            detail = f"{nan} NaN" if self.only_nan else f"{nan} NaN, {inf} inf"
+            if self.evidence.compare(
+                    step, name, quantity=f"{what} {where}", value=nan + inf,
+                    parameter=ALLOWED, threshold=0, fires_when=">",
+                    sentence=f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
+                             f"({detail}) at step {step}; {ALLOWED}: 0"):
                 return True
         return False
 
-    def _non_finite(self, name: str, step: int) -> str | None:
-        """What is wrong with ``name`` at ``step`` ("NaN", "inf", ...), or None."""
+    def _values(self, name: str, step: int) -> tuple[np.ndarray, str] | None:
+        """The values of ``name`` at ``step`` to check, and what they are ("elements" or
+        "saved reductions"); None when there is nothing to check."""
         tensor = self.base_trial.tensor(name)
         try:
-            value = tensor.value(step)
+            value, where = np.asarray(tensor.value(step)), "elements"
         except TensorUnavailableForStep as e:
             if not e.has_reductions:
                 return None
             reductions = tensor.reduction_values(step)
             value = np.array([np.asarray(v).reshape(-1)[0] for v in reductions.values()])
-            found = self._check(value)
-            return f"{found} in a saved reduction" if found else None
-        return self._check(np.asarray(value))
-
-    def _check(self, value: np.ndarray) -> str | None:
+            where = "saved reductions"
         if value.dtype.kind not in "fc" or value.size == 0:
             return None
-        if np.isnan(value).any():
-            return "NaN"
-        if not self.only_nan and np.isinf(value).any():
-            return "inf"
-        return None
+        return value, where

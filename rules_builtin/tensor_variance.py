@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_optional_float
 from rules_builtin._select import TensorSelection
@@ -54,20 +55,29 @@ class TensorVariance(Rule):
                 f"{name} parameter min_threshold must not exceed max_threshold, got "
                 f"min_threshold={min_threshold!r} and max_threshold={max_threshold!r}")
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [self.selection.hint()]
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.selection.names(self.base_trial, step=step):
             variance = self._variance(name, step)
             if variance is None:
                 continue
-            if self.max_threshold is not None and variance > self.max_threshold:
-                self.logger.info("%s: variance of %s is %g > %g at step %d", self.rule_name,
-                                 name, variance, self.max_threshold, step)
+            if self.max_threshold is not None and self._compare(
+                    step, name, variance, "max_threshold", self.max_threshold, ">"):
                 return True
-            if self.min_threshold is not None and variance < self.min_threshold:
-                self.logger.info("%s: variance of %s is %g < %g at step %d", self.rule_name,
-                                 name, variance, self.min_threshold, step)
+            if self.min_threshold is not None and self._compare(
+                    step, name, variance, "min_threshold", self.min_threshold, "<"):
                 return True
         return False
+
+    def _compare(self, step: int, name: str, variance: float, parameter: str,
+                 threshold: float, fires_when: str) -> bool:
+        return self.evidence.compare(
+            step, name, quantity="variance", value=variance, parameter=parameter,
+            threshold=threshold, fires_when=fires_when,
+            sentence=f"{self.rule_name}: variance of {name} is {variance:g} {fires_when} "
+                     f"{parameter} {threshold:g} at step {step}")
 
     def _variance(self, name: str, step: int) -> float | None:
         try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
@@ -21,9 +23,12 @@ class VanishingGradient(Rule):
     The mean is the saved ``mean``/``abs`` reduction when the hook saved reductions only, else
     it is computed from the raw tensor; a tensor saved as a shape only is skipped, and a NaN
     mean never fires. Step 0 is never evaluated: gradients of the first step are not
-    meaningful (the 2019 rule tests say "step 0 always returns False"). A trial without a
-    ``gradients`` collection has nothing to check: the rule logs a warning once and never
-    fires.
+    meaningful (the 2019 rule tests say "step 0 always returns False").
+
+    Evidence: each gradient checked records ``mean |gradient|`` compared with ``threshold``
+    (fires when ``<``). A trial without a ``gradients`` collection has nothing to check: the
+    rule records no comparison, so the evaluator ends it with
+    InsufficientInformationForRuleInvocation rather than NoIssuesFound.
     """
 
     PARAMETERS = (
@@ -37,14 +42,14 @@ class VanishingGradient(Rule):
         self.threshold = parse_float(self.rule_name, "threshold", threshold)
         self.selection = TensorSelection(self.rule_name, default_collections=["gradients"],
                                          all_when_empty=False)
-        self._warned = False
+
+    def selection_hints(self) -> list[SelectionHint]:
+        # No selection parameter: the gradients collection is the only thing it reads.
+        return [dataclasses.replace(
+            self.selection.hint(), parameter=None,
+            advice="save the gradients collection with the debugger hook")]
 
     def invoke_at_step(self, step: int) -> bool:
-        if not self._warned and "gradients" not in self.base_trial.collections():
-            self._warned = True
-            self.logger.warning("%s: the trial has no 'gradients' collection; nothing to check "
-                                "(save gradients with the hook's gradients collection)",
-                                self.rule_name)
         if step == 0:
             return False
         for name in self.selection.names(self.base_trial, step=step):
@@ -53,8 +58,10 @@ class VanishingGradient(Rule):
             except TensorUnavailableForStep:
                 continue
             mean = float(np.asarray(found).reshape(-1)[0])  # saved reductions have shape (1,)
-            if mean < self.threshold:
-                self.logger.info("%s: mean |%s| = %g < %g at step %d", self.rule_name, name,
-                                 mean, self.threshold, step)
+            if self.evidence.compare(
+                    step, name, quantity="mean |gradient|", value=mean, parameter="threshold",
+                    threshold=self.threshold, fires_when="<",
+                    sentence=f"{self.rule_name}: mean |{name}| = {mean:g} < threshold "
+                             f"{self.threshold:g} at step {step}"):
                 return True
         return False

@@ -15,6 +15,7 @@ import pytest
 from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter, compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -125,6 +126,31 @@ def test_reductions_without_an_all_zero_witness_are_skipped(
     """A plain mean of 0 does not prove all zeros (-1 and 1), so it does not fire."""
     reductions = {0: {"gradients/w": compute_reductions(arrays(-1, 1), ["mean"])}}
     assert fired(AllZero(make_trial({0: {}}, reductions=reductions), tensor_regex=".*")) == ()
+
+
+def test_firing_reason_names_tensor_percent_and_threshold(
+        make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the tensor, its zero percentage and threshold."""
+    steps = {s: healthy(s) for s in range(3)}
+    steps[1]["gradients/w"] = arrays(0, 0, 0, 1)
+    rule = AllZero(make_trial(steps), collection_names="gradients", threshold="75")
+    assert fired(rule) == (1,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (1, ["gradients/w"])
+    assert (reason["quantity"], reason["value"]) == ("zero elements (%)", 75)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("threshold", 75, ">=")
+    assert "75% of gradients/w is zero (>= threshold 75%) at step 1" in reason["sentence"]
+
+
+def test_selection_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """A collection the trial lacks records nothing; the error names it and tensor_regex."""
+    rule = AllZero(make_trial({s: healthy(s) for s in range(3)}), collection_names="relu")
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "collection_names 'relu' selected no tensor" in text
+    assert "set tensor_regex to select the tensors to check" in text
 
 
 def test_dtypes_fixture_fires_on_the_zeros_tensor() -> None:

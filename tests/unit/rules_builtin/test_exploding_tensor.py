@@ -15,6 +15,7 @@ import pytest
 from evaluator.errors import ConfigurationError, RuleEvaluationConditionMet
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter, compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -133,6 +134,41 @@ def test_reductions_only_tensors_are_judged_by_their_reductions(
     trial = make_trial({s: {} for s in range(3)}, reductions=reductions)
     assert fired(ExplodingTensor(trial)) == (1, 2)
     assert fired(ExplodingTensor(trial, only_nan="true")) == (1,)
+
+
+def test_firing_reason_names_tensor_count_and_limit(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the tensor, its count of NaN/inf elements and the fixed limit 0."""
+    steps = {s: healthy(s) for s in range(3)}
+    steps[2]["gradients/w"] = arrays(NAN, INF, 1)
+    rule = ExplodingTensor(make_trial(steps))
+    assert fired(rule) == (2,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (2, ["gradients/w"])
+    assert (reason["quantity"], reason["value"]) == ("NaN or infinite elements", 2)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("non-finite elements allowed", 0, ">")
+    assert "gradients/w holds 2 NaN or infinite elements (1 NaN, 1 inf) at step 2" \
+        in reason["sentence"]
+
+
+def test_skipped_tensors_are_not_counted_as_checked(make_trial: Callable[..., Any]) -> None:
+    """Integer and shape-only tensors are not checked, so nothing is recorded as checked."""
+    steps = {s: {"labels": np.array([1, 2, 3], np.int64)} for s in range(2)}
+    shapes = {s: {"weights/w": (2, 2)} for s in range(2)}
+    rule = ExplodingTensor(make_trial(steps, shapes=shapes))
+    assert fired(rule) == ()
+    assert rule.evidence.comparisons == 0
+
+
+def test_selection_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """A tensor_regex matching no tensor records nothing; the error names tensor_regex."""
+    rule = ExplodingTensor(make_trial({s: healthy(s) for s in range(3)}),
+                           tensor_regex=".*relu_output")
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "tensor_regex '.*relu_output' selected no tensor" in text
+    assert "set tensor_regex to select the tensors to check" in text
 
 
 def test_exploding_fixture_matches_smdebug() -> None:

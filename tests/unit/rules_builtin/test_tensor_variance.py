@@ -14,6 +14,7 @@ import pytest
 from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter, compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -93,6 +94,34 @@ def test_selection(trial: Any) -> None:
     assert fired(TensorVariance(trial, tensor_regex="^weights/", max_threshold="10")) == (2,)
     assert fired(TensorVariance(trial, collection_names="weights", min_threshold="1.5")) == (
         0, 1, 3, 4)
+
+
+def test_firing_reason_names_tensor_variance_and_bound(trial: Any) -> None:
+    """Each side is its own comparison: the reasons give the tensor, variance and the bound
+    (max_threshold at step 2, min_threshold at step 4)."""
+    rule = TensorVariance(trial, tensor_regex="^weights/", min_threshold="0.01",
+                          max_threshold="10")
+    assert fired(rule) == (2, 4)
+    high, low = rule.evidence.summary()["reasons"]
+    assert (high["step"], high["tensors"], high["quantity"]) == (2, ["weights/w"], "variance")
+    assert high["value"] == pytest.approx(50)
+    assert (high["parameter"], high["threshold"], high["comparison"]) == \
+        ("max_threshold", 10, ">")
+    assert (low["step"], low["parameter"], low["threshold"], low["comparison"]) == \
+        (4, "min_threshold", 0.01, "<")
+    assert low["value"] == pytest.approx(0.001)
+    assert "variance of weights/w is 50 > max_threshold 10 at step 2" in high["sentence"]
+    assert rule.evidence.comparisons == 2 * 5 - 1  # both bounds, but none after max fires
+
+
+def test_selection_matching_nothing_checks_nothing(trial: Any) -> None:
+    """A tensor_regex matching no tensor records nothing; the error names tensor_regex."""
+    rule = TensorVariance(trial, tensor_regex="^biases/", max_threshold="10")
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=5))
+    assert "tensor_regex '^biases/' selected no tensor" in text
+    assert "set tensor_regex" in text
 
 
 def test_saved_variance_is_used(make_trial: Callable[..., Any]) -> None:

@@ -16,6 +16,7 @@ import pytest
 from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter, compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -103,16 +104,43 @@ def test_nan_mean_does_not_fire(make_trial: Callable[..., Any]) -> None:
     assert fired(VanishingGradient(trial)) == ()
 
 
-def test_no_gradients_collection_warns_once(make_trial: Callable[..., Any],
-                                            caplog: pytest.LogCaptureFixture) -> None:
-    """A trial without a gradients collection logs one warning and never fires."""
+def test_no_gradients_collection_checks_nothing(make_trial: Callable[..., Any],
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A trial without a gradients collection never fires, warns nothing and records no
+    comparison; the checked-nothing error names the gradients collection and how to save it."""
     trial = make_trial({s: {"g": gradient(0.0)} for s in range(4)},
                        collections=[Collection("other", include_regex=["g"])])
+    rule = VanishingGradient(trial)
     with caplog.at_level(logging.WARNING):
-        assert fired(VanishingGradient(trial)) == ()
-    warnings = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
-    assert warnings == ["VanishingGradient: the trial has no 'gradients' collection; nothing to "
-                        "check (save gradients with the hook's gradients collection)"]
+        assert fired(rule) == ()
+    assert [r.message for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=4))
+    assert "the gradients collection selected no tensor" in text
+    assert "save the gradients collection with the debugger hook" in text
+    assert "tensor_regex" not in text  # VanishingGradient has no selection parameter
+
+
+def test_firing_reason_names_tensor_value_parameter_threshold(
+        make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the gradient, its mean |g|, threshold and its value."""
+    trial = make_trial({s: {"gradients/a": gradient(m)} for s, m in enumerate([1, 1, 1e-9])})
+    rule = VanishingGradient(trial)
+    assert fired(rule) == (2,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert reason["tensors"] == ["gradients/a"] and reason["step"] == 2
+    assert reason["quantity"] == "mean |gradient|"
+    assert reason["value"] == pytest.approx(1e-9)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("threshold", 1e-7, "<")
+    assert "gradients/a" in reason["sentence"] and "1e-09" in reason["sentence"]
+
+
+def test_step_0_records_no_comparison(make_trial: Callable[..., Any]) -> None:
+    """Step 0, never evaluated, is not counted as checked."""
+    rule = VanishingGradient(make_trial({0: {"gradients/a": gradient(0.0)}}))
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
 
 
 def test_vanishing_fixture_matches_smdebug() -> None:
