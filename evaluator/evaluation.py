@@ -27,9 +27,9 @@ from evaluator.errors import (
     RuleEvaluationConditionMet,
     SMDebugError,
 )
-from evaluator.rules.coverage import nothing_checked_error
+from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.evidence import Evidence
-from evaluator.rules.invoker import InvokeResult, NullObserver, Termination, invoke_rule
+from evaluator.rules.invoker import NullObserver, invoke_rule
 from evaluator.rules.loader import build_rule, load_rule_class
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
@@ -198,7 +198,7 @@ class Evaluation:
             return
         if self.stop.is_set():
             return
-        if _checked_nothing(rule, result, evidence):
+        if checked_nothing(rule, result):
             visited = result.steps_evaluated + result.steps_skipped
             error = nothing_checked_error(rule, steps_visited=visited,
                                           window=(spec.start_step, spec.end_step))
@@ -208,19 +208,6 @@ class Evaluation:
             self.reporter.fail(name, reported)
             return
         self.reporter.finish(name)
-
-
-def _checked_nothing(rule: Any, result: InvokeResult, evidence: Evidence | None) -> bool:
-    """A run that ended with its data and never fired, yet compared and read nothing: its
-    NoIssuesFound would be vacuous. A rule without our ``evidence`` (one that did not call
-    ``Rule.__init__``) is judged by the steps it evaluated."""
-    if result.fired_steps or result.ended_by not in (Termination.END_OF_DATA,
-                                                     Termination.END_STEP):
-        return False
-    if evidence is None:
-        return result.steps_evaluated == 0
-    records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
-    return not evidence.checked_anything(reads_count=not records)
 
 
 class _Progress(NullObserver):

@@ -233,7 +233,8 @@ def overall_status(outcomes: Iterable[RuleOutcome]) -> RuleStatus:
 def combined_message(outcomes: Iterable[RuleOutcome]) -> str | None:
     """The message file's text: one rule's message as is, several one per line, most severe
     first; None when no rule has one. Cut to ``MESSAGE_LIMIT`` bytes."""
-    texts = [o.message for o in _by_severity(outcomes) if o.message]
+    # A message several rules share (a parameter no rule of the run takes) is said once.
+    texts = list(dict.fromkeys(o.message for o in _by_severity(outcomes) if o.message))
     if not texts:
         return None
     text = texts[0] if len(texts) == 1 else "".join(t if t.endswith("\n") else t + "\n"

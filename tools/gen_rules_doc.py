@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rules_builtin import registry  # noqa: E402
+from tests.hook_trials.outcomes import FAULTS as HOOK_FAULTS  # noqa: E402
+from tests.hook_trials.outcomes import TRIALS as HOOK_TRIALS  # noqa: E402
+from tests.hook_trials.outcomes import run_all as run_hook_trials  # noqa: E402
 from tests.scenarios.outcomes import FAULTS, NOT_APPLICABLE, PARAMETERS, run_all  # noqa: E402
 from tests.scenarios.training import SCENARIOS  # noqa: E402
 
@@ -91,10 +94,65 @@ def scenario_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+SEMANTICS = """## How the rules read real training output
+
+* **Tensors by framework.** smdebug's hooks name tensors differently per framework
+  ([hook-naming.md](hook-naming.md)). Rules whose SageMaker default is a name pattern
+  (`.*relu_output`, `.*tanh_input`, `.*sigmoid_input`, `.*relu_input`) select by default the
+  matching layer tensors of any framework: tensors named like SageMaker's collections, and the
+  inputs/outputs of layers that are ReLU, tanh or sigmoid by their values (a Keras
+  `Activation("tanh")` auto-named `activation`; `Dense(activation="relu")` through its saved
+  kernel and bias; a ReLU inside a PyTorch `nn.Sequential`, named `features.3`) or, when the
+  values cannot tell, by their name (`relu1_output_0`, `re_lu/outputs`). A parameter you give
+  always wins over the default.
+* **Modes.** No rule compares or pools values of different modes. TRAIN and EVAL steps share
+  one global step counter in every hook; a rule that follows a loss follows each mode on its
+  own (see each rule for the mode it reports).
+* **Steps in parameters.** A parameter that measures a distance in steps (LossNotDecreasing
+  `num_steps`, WeightUpdateRatio `num_steps`, PoorWeightInitialization `steps` and
+  `patience`) counts the step numbers of the mode the rule follows (mode steps: TRAIN step
+  0, 1, 2 … as the hook numbers them), never global steps, so EVAL steps in between never
+  stretch or shrink a window. A parameter that counts values (UnchangedTensor `num_steps`,
+  "the last num_steps that are available"; Overtraining `patience_train` /
+  `patience_validation`) counts saved steps of that mode.
+* **Nothing to check is not a pass.** A rule that ends without checking any tensor (its
+  selection matched nothing, the collection it needs is empty, its comparisons never had
+  enough history) ends in `Error` with `ClientError: Insufficient information to invoke rule
+  …` (exit 2), naming what matched nothing, what the trial holds and which parameter to set.
+* **Every verdict says why.** Each comparison a rule makes is recorded; the result file's
+  `evidence` lists every firing (step, mode, mode step, worker, tensors, quantity, value,
+  parameter, threshold, sentence) and, for a quiet run, what was checked and the comparison
+  that came closest to its threshold.
+"""
+
+
+def hook_trials_table() -> str:
+    table = run_hook_trials()
+    names = HOOK_TRIALS
+    lines = [
+        "## Rules on trials written by the real framework hooks",
+        "",
+        "Tiny Keras (TensorFlow 2.12), PyTorch 2.13 and XGBoost 1.7 models trained with "
+        "smdebug 1.0.34's own hooks (`tools/make_hook_trials`; the trials and what was "
+        "measured in training are in `tests/fixtures/hook_trials`). Every rule runs with its "
+        "DEFAULT parameters, as the evaluator judges it: \"checked nothing\" is the "
+        "evaluator's Error (exit 2), never a pass. Bold: the fault the trial was made with.",
+        "",
+        "| rule | " + " | ".join(f"`{n}`" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for rule, outcomes in table.items():
+        cells = [f"**{outcomes[n].cell}**" if rule in HOOK_FAULTS[n] else outcomes[n].cell
+                 for n in names]
+        lines.append(f"| {rule} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render() -> str:
     sections = [rule_section(n) for n in registry.names()]
     contents = "\n".join(f"* [{n}](#{n.lower()})" for n in registry.names())
-    return "\n".join([HEADER, contents, "", scenario_table(), *sections])
+    return "\n".join([HEADER, contents, "", SEMANTICS, hook_trials_table(), scenario_table(),
+                      *sections])
 
 
 def main() -> int:

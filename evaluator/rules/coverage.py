@@ -15,12 +15,29 @@ import re
 from typing import Any
 
 from evaluator.errors import InsufficientInformationForRuleInvocation
-from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.evidence import Evidence, SelectionHint
+from evaluator.rules.invoker import InvokeResult, Termination
 
-__all__ = ["closest_names", "nothing_checked_error", "suggest_regex"]
+__all__ = ["checked_nothing", "closest_names", "nothing_checked_error", "suggest_regex"]
 
 _REGEX_SYNTAX = re.compile(r"\\[dDsSwWb]|[.*+?^$()\[\]{}|\\]")
 _MOST_COLLECTIONS = 12
+
+
+def checked_nothing(rule: Any, result: InvokeResult) -> bool:
+    """Whether ``rule``'s run ended with its data (or its step window), never fired, and yet
+    checked nothing: its NoIssuesFound would be vacuous. A built-in rule
+    (``RECORDS_COMPARISONS``) has checked something when it recorded a comparison; any other
+    rule when it read a tensor value; one without our ``evidence`` (it did not call
+    ``Rule.__init__``) when it evaluated a step."""
+    if result.fired_steps or result.ended_by not in (Termination.END_OF_DATA,
+                                                     Termination.END_STEP):
+        return False
+    evidence = getattr(rule, "evidence", None)
+    if not isinstance(evidence, Evidence):
+        return result.steps_evaluated == 0
+    records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
+    return not evidence.checked_anything(reads_count=not records)
 
 
 def nothing_checked_error(rule: Any, *, steps_visited: int,
