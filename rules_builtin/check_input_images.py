@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_int
 from rules_builtin._select import TensorSelection
@@ -65,6 +67,16 @@ class CheckInputImages(Rule):
         self.channel = parse_int(name, "channel", channel)
         self._inputs: dict[str, _ChannelMeans] = {}
 
+    def selection_hints(self) -> list[SelectionHint]:
+        hint = self.selection.hint()
+        if self._inputs:  # tensors matched, but too few images to judge
+            seen = max(r.images for r in self._inputs.values())
+            return [dataclasses.replace(
+                hint, description=f"{hint.description} (at most {seen} images seen, fewer than "
+                                  f"threshold_samples={self.threshold_samples})",
+                advice="lower threshold_samples, or save the input images at more steps")]
+        return [hint]
+
     def invoke_at_step(self, step: int) -> bool:
         fired = False
         for name in self.selection.names(self.base_trial, step=step):
@@ -77,11 +89,13 @@ class CheckInputImages(Rule):
                 continue
             means = running.means()
             worst = float(np.max(np.abs(means)))
-            if worst > self.threshold_mean:
-                self.logger.info("%s: %s channel means %s over %d images differ from 0 by more "
-                                 "than %g at step %d", self.rule_name, name,
-                                 np.round(means, 4).tolist(), running.images,
-                                 self.threshold_mean, step)
+            if self.evidence.compare(
+                    step, name, quantity="largest |channel mean|", value=worst,
+                    parameter="threshold_mean", threshold=self.threshold_mean, fires_when=">",
+                    sentence=f"{self.rule_name}: {name} channel means "
+                             f"{np.round(means, 4).tolist()} over {running.images} images "
+                             f"differ from 0 by more than threshold_mean {self.threshold_mean:g} "
+                             f"at step {step}"):
                 fired = True
         return fired
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_list
 from rules_builtin._select import TensorSelection
@@ -55,6 +56,9 @@ class NLPSequenceRatio(Rule):
                 f"per token of token_values ({len(tokens)}), got {token_thresholds_percent!r}")
         self.thresholds = dict(zip(tokens, limits))
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [self.selection.hint()]
+
     def invoke_at_step(self, step: int) -> bool:
         fired = False
         for name in self.selection.names(self.base_trial, step=step):
@@ -66,8 +70,10 @@ class NLPSequenceRatio(Rule):
                 continue
             for token, limit in self.thresholds.items():
                 share = 100.0 * np.count_nonzero(value == token) / value.size
-                if share > limit:
-                    self.logger.info("%s: token %g is %.1f%% of %s (> %g%%) at step %d",
-                                     self.rule_name, token, share, name, limit, step)
+                if self.evidence.compare(
+                        step, name, quantity=f"share of token {token:g} (%)", value=share,
+                        parameter="token_thresholds_percent", threshold=limit, fires_when=">",
+                        sentence=f"{self.rule_name}: token {token:g} is {share:.1f}% of {name} "
+                                 f"(> token_thresholds_percent {limit:g}%) at step {step}"):
                     fired = True
         return fired

@@ -8,10 +8,13 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
+
+ALLOWED = "differing elements allowed"  # the fixed limit (0) the count is compared with
 
 
 @register
@@ -36,6 +39,11 @@ class SimilarAcrossRuns(Rule):
 
     ``other_trials`` is a list of Trial objects (the evaluator makes them from
     ``other_trial_<i>`` / ``other_trials``); at least one is required.
+
+    Evidence: each comparison records the count of ``elements differing from the other
+    run`` (every element when the shapes differ; for reductions-only tensors, the differing
+    saved reductions) against the fixed limit ``differing elements allowed`` = 0: it fires
+    when the count is > 0. That limit is not a parameter.
     """
 
     PARAMETERS = (
@@ -56,6 +64,9 @@ class SimilarAcrossRuns(Rule):
         self.others = others
         self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex)
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [self.selection.hint()]
+
     def invoke_at_step(self, step: int) -> bool:
         mode, mode_step = self.base_trial.mode_modestep(step)
         if mode is None or mode_step is None:
@@ -67,33 +78,53 @@ class SimilarAcrossRuns(Rule):
                 continue
             there = set(other.tensor_names(step=other_step))
             for name in names:
-                if name in there and self._differ(name, step, other, other_step):
-                    self.logger.info(
-                        "%s: %s at step %d differs from trial %s (its step %d)", self.rule_name,
-                        name, step, getattr(other, "name", other), other_step)
+                if name not in there:
+                    continue
+                found = self._differing(name, step, other, other_step)
+                if found is None:
+                    continue  # reductions only, none saved by both runs: not compared
+                count, what = found
+                trial = getattr(other, "name", other)
+                if self.evidence.compare(
+                        step, name, quantity=f"{what} differing from the other run",
+                        value=count, parameter=ALLOWED, threshold=0, fires_when=">",
+                        sentence=f"{self.rule_name}: {name} at step {step} differs from trial "
+                                 f"{trial} (its step {other_step}): {count} {what} differ; "
+                                 f"{ALLOWED}: 0"):
                     return True
         return False
 
-    def _differ(self, name: str, step: int, other: Any, other_step: int) -> bool:
+    def _differing(self, name: str, step: int, other: Any,
+                   other_step: int) -> tuple[int, str] | None:
+        """How many values of ``name`` differ between the runs, and what they are
+        ("elements" or "saved reductions"); None when nothing could be compared."""
         mine, theirs = self.base_trial.tensor(name), other.tensor(name)
         try:
-            return _values_differ(np.asarray(mine.value(step)),
-                                  np.asarray(theirs.value(other_step)))
+            return (_count_differing(np.asarray(mine.value(step)),
+                                     np.asarray(theirs.value(other_step))), "elements")
         except TensorUnavailableForStep:
             pass
         a, b = mine.reduction_values(step), theirs.reduction_values(other_step)
-        return any(_values_differ(np.asarray(a[key]), np.asarray(b[key]))
-                   for key in a.keys() & b.keys())
+        shared = a.keys() & b.keys()
+        if not shared:
+            return None
+        return sum(_count_differing(np.asarray(a[key]), np.asarray(b[key])) > 0
+                   for key in shared), "saved reductions"
 
 
-def _values_differ(a: np.ndarray, b: np.ndarray) -> bool:
+def _count_differing(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements of ``a`` and ``b`` differ: every one (at least 1) when the shapes
+    differ; 0 exactly when they are alike (see the class docstring)."""
     if a.shape != b.shape:
-        return True
+        return max(a.size, b.size, 1)
     if np.array_equal(a, b):
-        return False  # the usual answer for runs that agree, and the cheapest
+        return 0  # the usual answer for runs that agree, and the cheapest
     if a.dtype.kind in "iufc" and b.dtype.kind in "iufc":
-        return not np.allclose(a, b, equal_nan=True)
-    return True
+        return int(np.count_nonzero(~np.isclose(a, b, equal_nan=True)))
+    try:
+        return max(int(np.count_nonzero(a != b)), 1)
+    except (TypeError, ValueError):  # dtypes numpy cannot compare element by element
+        return max(a.size, 1)
 
 
 def _as_trials(other_trials: Any) -> list[Any]:

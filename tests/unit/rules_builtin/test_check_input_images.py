@@ -11,6 +11,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.check_input_images import CheckInputImages
 
@@ -88,6 +89,42 @@ def test_a_tensor_without_the_channel_axis_is_skipped(make_trial: Callable[..., 
     """A 2-d tensor has no axis 2: it is skipped, not an error."""
     trial = make_trial({0: {NAME: np.ones((600, 3), np.float32)}})
     assert fired(CheckInputImages(trial, channel="2")) == ()
+
+
+def test_firing_reason_names_tensor_mean_and_threshold(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the input tensor, its largest |channel mean| and threshold_mean."""
+    images = np.full((600, 1, 4, 4), 0.5, np.float32)
+    rule = CheckInputImages(make_trial({0: {NAME: images}}))
+    assert fired(rule) == (0,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (0, [NAME])
+    assert (reason["quantity"], reason["value"]) == ("largest |channel mean|", 0.5)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("threshold_mean", 0.2, ">")
+    assert "over 600 images differ from 0 by more than threshold_mean 0.2 at step 0" \
+        in reason["sentence"]
+
+
+def test_regex_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """With no tensor matching regex nothing is recorded; the error names regex and suggests
+    one for the closest name."""
+    rule = CheckInputImages(make_trial({s: {"conv0_input_0": raw_images(300)} for s in range(2)}))
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=2))
+    assert "regex '.*hybridsequential0_input_0' selected no tensor" in text
+    assert "set regex to select the tensors to check" in text
+
+
+def test_too_few_images_check_nothing_and_say_so(make_trial: Callable[..., Any]) -> None:
+    """Fewer images than threshold_samples: no comparison, and the error says how many were
+    seen."""
+    rule = CheckInputImages(make_trial({s: {NAME: raw_images(100)} for s in range(4)}))
+    assert fired(rule) == ()
+    assert rule.evidence.comparisons == 0
+    text = str(nothing_checked_error(rule, steps_visited=4))
+    assert "at most 400 images seen, fewer than threshold_samples=500" in text
+    assert "lower threshold_samples" in text
 
 
 @pytest.mark.parametrize(("parameter", "value"), [

@@ -11,6 +11,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.nlp_sequence_ratio import NLPSequenceRatio
 
@@ -59,6 +60,32 @@ def test_tensor_regex_selects_the_inputs(make_trial: Callable[..., Any]) -> None
     trial = make_trial({0: {"tokens": sequences(90)}})
     assert fired(NLPSequenceRatio(trial)) == ()
     assert fired(NLPSequenceRatio(trial, tensor_regex="tokens")) == (0,)
+
+
+def test_firing_reason_names_tensor_share_and_threshold(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the tensor, the token's share and its threshold; each token is
+    its own comparison."""
+    trial = make_trial({0: {NAME: sequences(60, unknown=10)}})
+    rule = NLPSequenceRatio(trial, token_values="0,1", token_thresholds_percent="50,20")
+    assert fired(rule) == (0,)
+    assert rule.evidence.comparisons == 2
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (0, [NAME])
+    assert (reason["quantity"], reason["value"]) == ("share of token 0 (%)", 60)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("token_thresholds_percent", 50, ">")
+    assert f"token 0 is 60.0% of {NAME} (> token_thresholds_percent 50%) at step 0" \
+        in reason["sentence"]
+
+
+def test_tensor_regex_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """With no tensor matching tensor_regex nothing is recorded; the error names it."""
+    rule = NLPSequenceRatio(make_trial({0: {"tokens": sequences(60)}}))
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=1))
+    assert "tensor_regex '.*embedding0_input_0' selected no tensor" in text
+    assert "set tensor_regex to select the tensors to check" in text
 
 
 def test_threshold_count_must_match_the_tokens(make_trial: Callable[..., Any]) -> None:

@@ -16,6 +16,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.rules.loader import build_rule
 from evaluator.testing import TrialWriter, compute_reductions
 from evaluator.trial import create_trial
@@ -160,6 +161,43 @@ def test_reductions_only_tensors_compare_their_reductions(make_trial: Callable[.
     base = make_trial({0: {}, 1: {}}, reductions=saved([[1, 2], [3, 4]]))
     other = make_trial({0: {}, 1: {}}, reductions=saved([[1, 2], [3, 5]]))
     assert fired(SimilarAcrossRuns(base, [other])) == (1,)
+
+
+def test_firing_reason_names_tensor_count_and_limit(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the tensor, how many elements differ and the fixed limit 0."""
+    base = make_trial({s: run(s) for s in range(3)})
+    other = make_trial({s: run(s, w=2.0 if s == 1 else 1.0) for s in range(3)})
+    rule = SimilarAcrossRuns(base, [other], collection_names="weights")
+    assert fired(rule) == (1,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (1, ["weights/w"])
+    assert (reason["quantity"], reason["value"]) == ("elements differing from the other run", 1)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("differing elements allowed", 0, ">")
+    assert "weights/w at step 1 differs from trial" in reason["sentence"]
+    assert "(its step 1): 1 elements differ" in reason["sentence"]
+
+
+def test_selection_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """A collection the trial lacks records nothing; the error names it."""
+    base = make_trial({s: run(s) for s in range(3)})
+    other = make_trial({s: run(s) for s in range(3)})
+    rule = SimilarAcrossRuns(base, [other], collection_names="gradients")
+    assert fired(rule) == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "collection_names 'gradients' selected no tensor" in text
+    assert "set tensor_regex" in text
+
+
+def test_steps_missing_from_the_other_run_are_not_recorded(
+        make_trial: Callable[..., Any]) -> None:
+    """Only steps both runs saved are recorded as compared (0-2 of 0-4, two tensors each)."""
+    base = make_trial({s: run(s) for s in range(5)})
+    rule = SimilarAcrossRuns(base, [make_trial({s: run(s) for s in range(3)})])
+    assert fired(rule) == ()
+    assert rule.evidence.summary()["steps_checked"] == 3
+    assert rule.evidence.comparisons == 6
 
 
 def test_built_by_the_loader_with_other_trials(make_trial: Callable[..., Any]) -> None:
