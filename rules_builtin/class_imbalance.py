@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_regex
 from rules_builtin.confusion import class_ids, natural_key
@@ -86,6 +87,20 @@ class ClassImbalance(Rule):
         self.mispredicted: Counter[int] = Counter()
         self._counted_steps: set[int] = set()
 
+    def selection_hints(self) -> list[SelectionHint]:
+        pattern = self.labels_regex.pattern
+        seen = sum(self.label_counts.values())
+        if seen:  # labels found, too few to judge
+            return [SelectionHint(
+                f"labels_regex {pattern!r} ({seen} labels seen, fewer than samples="
+                f"{self.samples})", (pattern,), None,
+                "lower samples, or save the labels at more steps")]
+        return [SelectionHint(
+            f"labels_regex {pattern!r}", (pattern,), "labels_regex",
+            "save the true labels (and predictions_regex's predictions): XGBoost's hook saves "
+            "the labels and predictions collections when given validation_data; a "
+            "deep-learning hook needs a collection holding the labels tensor")]
+
     def invoke_at_step(self, step: int) -> bool:
         names = self.base_trial.tensor_names(step=step)
         labels = sorted((n for n in names if self.labels_regex.search(n)), key=natural_key)
@@ -98,10 +113,7 @@ class ClassImbalance(Rule):
             for i, label_name in enumerate(labels):
                 pred_name = predictions[i] if i < len(predictions) else None
                 self._count(step, label_name, pred_name)
-        reason = self._violation()
-        if reason:
-            self.logger.info("%s: %s at step %d", self.rule_name, reason, step)
-        return reason is not None
+        return self._violation(step, labels, predictions[:len(labels)])
 
     def _count(self, step: int, label_name: str, pred_name: str | None) -> None:
         y = class_ids(self.base_trial.tensor(label_name).value(step))
@@ -121,24 +133,36 @@ class ClassImbalance(Rule):
         _add(self.compared, truth)
         _add(self.mispredicted, wrong)
 
-    def _violation(self) -> str | None:
-        """Why the rule fires with the counts so far, or None."""
+    def _violation(self, step: int, labels: list[str], predictions: list[str]) -> bool:
+        """Whether the counts so far break a threshold; each comparison is recorded, against
+        the step's labels (and, for mispredictions, predictions) tensors."""
         seen = sum(self.label_counts.values())
         if seen < self.samples:
-            return None
+            return False
         if len(self.label_counts) >= 2:
             (big, most), = self.label_counts.most_common(1)
             small, least = min(self.label_counts.items(), key=lambda kv: (kv[1], kv[0]))
-            if most / least > self.threshold_imbalance:
-                return (f"class {big} has {most} labels and class {small} {least} "
-                        f"(ratio {most / least:.4g} > threshold_imbalance "
-                        f"{self.threshold_imbalance:g})")
+            ratio = most / least
+            if self.evidence.compare(
+                    step, labels, quantity="largest / smallest class count ratio", value=ratio,
+                    parameter="threshold_imbalance", threshold=self.threshold_imbalance,
+                    fires_when=">",
+                    sentence=f"{self.rule_name}: class {big} has {most} labels and class "
+                             f"{small} {least} (ratio {ratio:.4g} > threshold_imbalance "
+                             f"{self.threshold_imbalance:g}) at step {step}"):
+                return True
         largest = max(self.label_counts.values(), default=0)
         for cls in sorted(self.compared):
             if self.label_counts[cls] * 2 > largest:
                 continue  # not underrepresented
             share = self.mispredicted[cls] / self.compared[cls]
-            if share > self.threshold_misprediction:
-                return (f"class {cls}: {share:.4g} of its samples mispredicted > "
-                        f"threshold_misprediction {self.threshold_misprediction:g}")
-        return None
+            if self.evidence.compare(
+                    step, labels + predictions,
+                    quantity=f"share of class {cls} samples mispredicted", value=share,
+                    parameter="threshold_misprediction", threshold=self.threshold_misprediction,
+                    fires_when=">",
+                    sentence=f"{self.rule_name}: class {cls}: {share:.4g} of its samples "
+                             f"mispredicted > threshold_misprediction "
+                             f"{self.threshold_misprediction:g} at step {step}"):
+                return True
+        return False

@@ -13,12 +13,14 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
-__all__ = ["Confusion", "class_ids", "confusion_matrix", "labelled_values", "natural_key"]
+__all__ = ["Confusion", "class_ids", "confusion_matrix", "labelled_names", "labelled_values",
+           "natural_key"]
 
 
 def natural_key(name: str) -> tuple[str, int, str]:
@@ -69,13 +71,19 @@ def confusion_matrix(labels: np.ndarray, predictions: np.ndarray,
     return matrix, int(labels.size - np.count_nonzero(inside))
 
 
+def labelled_names(trial: Any, step: int, name: str, selection: TensorSelection) -> list[str]:
+    """The tensors ``labelled_values`` reads at ``step``: ``[name]`` if it was saved there, else
+    those of ``selection`` saved there, in natural name order."""
+    at_step = set(trial.tensor_names(step=step))
+    return [name] if name and name in at_step else sorted(
+        selection.names(trial, step=step), key=natural_key)
+
+
 def labelled_values(trial: Any, step: int, name: str, selection: TensorSelection, *,
                     argmax: bool | None = None) -> np.ndarray | None:
     """Class ids at ``step``: the tensor called ``name`` if it was saved there, else every
     tensor of ``selection`` saved there (natural name order, concatenated); None if neither."""
-    at_step = set(trial.tensor_names(step=step))
-    names = [name] if name and name in at_step else sorted(
-        selection.names(trial, step=step), key=natural_key)
+    names = labelled_names(trial, step, name, selection)
     if not names:
         return None
     parts = [class_ids(trial.tensor(n).value(step), argmax=argmax) for n in names]
@@ -136,6 +144,20 @@ class Confusion(Rule):
                                                       all_when_empty=False)
         self.min_diag = parse_float(name, "min_diag", min_diag)
         self.max_off_diag = parse_float(name, "max_off_diag", max_off_diag)
+        self._collection_names = (str(labels_collection or "").strip(),
+                                  str(predictions_collection or "").strip())
+
+    def selection_hints(self) -> list[SelectionHint]:
+        advice = ("Confusion compares labels with predictions saved at the same steps, as "
+                  "XGBoost's hook saves them (the labels and predictions collections, given "
+                  "validation_data); for another trial set labels / predictions to the tensors' "
+                  "names, or labels_collection / predictions_collection to collections holding "
+                  "them")
+        return [SelectionHint(f"the {kind} (tensor {tensor!r} or collection {collection!r})",
+                              tuple(p for p in (tensor, collection) if p), None, advice)
+                for kind, tensor, collection in (
+                    ("labels", self.labels, self._collection_names[0]),
+                    ("predictions", self.predictions, self._collection_names[1]))]
 
     def invoke_at_step(self, step: int) -> bool:
         y = labelled_values(self.base_trial, step, self.labels, self.labels_collection)
@@ -152,24 +174,34 @@ class Confusion(Rule):
         if dropped:
             self.logger.warning("%s: step %d: %d label/prediction pairs left out (not finite, "
                                 "negative or >= category_no)", self.rule_name, step, dropped)
-        reason = self._violation(matrix)
-        if reason:
-            self.logger.info("%s: %s at step %d", self.rule_name, reason, step)
-        return reason is not None
+        tensors = (labelled_names(self.base_trial, step, self.labels, self.labels_collection)
+                   + labelled_names(self.base_trial, step, self.predictions,
+                                    self.predictions_collection))
+        return self._violation(step, tensors, matrix)
 
-    def _violation(self, matrix: np.ndarray) -> str | None:
-        """The first row breaking a bound, described; None if every row is within them."""
+    def _violation(self, step: int, tensors: list[str], matrix: np.ndarray) -> bool:
+        """Whether some row breaks a bound (each comparison recorded, up to the first that
+        does)."""
         for i, row in enumerate(matrix):
             total = int(row.sum())
             if total == 0:
-                continue
-            recall = row[i] / total
-            if recall < self.min_diag:
-                return f"class {i}: recall {recall:.4g} < min_diag {self.min_diag:g}"
+                continue  # no sample of class i: nothing to compare
+            recall = float(row[i] / total)
+            if self.evidence.compare(
+                    step, tensors, quantity=f"recall of class {i}", value=recall,
+                    parameter="min_diag", threshold=self.min_diag, fires_when="<",
+                    sentence=f"{self.rule_name}: class {i}: recall {recall:.4g} < min_diag "
+                             f"{self.min_diag:g} at step {step}"):
+                return True
             shares = row / total
             shares[i] = 0.0
             j = int(np.argmax(shares))
-            if shares[j] > self.max_off_diag:
-                return (f"class {i}: {shares[j]:.4g} of its samples predicted as {j} > "
-                        f"max_off_diag {self.max_off_diag:g}")
-        return None
+            if self.evidence.compare(
+                    step, tensors, quantity=f"share of class {i} predicted as {j}",
+                    value=float(shares[j]), parameter="max_off_diag",
+                    threshold=self.max_off_diag, fires_when=">",
+                    sentence=f"{self.rule_name}: class {i}: {shares[j]:.4g} of its samples "
+                             f"predicted as {j} > max_off_diag {self.max_off_diag:g} at step "
+                             f"{step}"):
+                return True
+        return False

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import dataclasses
+
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_int
 from rules_builtin._select import TensorSelection
@@ -48,6 +51,12 @@ class FeatureImportanceOverweight(Rule):
         self.selection = TensorSelection(self.rule_name, tensor_regex=tensor_regex,
                                          all_when_empty=False)
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [dataclasses.replace(
+            self.selection.hint(),
+            advice="the importances are XGBoost's: save the feature_importance collection with "
+                   "the XGBoost hook (gbtree and dart boosters); a deep-learning trial has none")]
+
     def invoke_at_step(self, step: int) -> bool:
         names = self.selection.names(self.base_trial, step=step)
         if not names:
@@ -61,9 +70,9 @@ class FeatureImportanceOverweight(Rule):
             return False
         top = np.sort(values)[::-1][: self.nfeatures]
         share = float(top.sum()) / total
-        if share > self.threshold:
-            self.logger.info("%s: the %d largest of %d feature importances hold %.4g > %g of "
-                             "the total at step %d", self.rule_name, len(top), values.size,
-                             share, self.threshold, step)
-            return True
-        return False
+        return self.evidence.compare(
+            step, names, quantity=f"share of the {self.nfeatures} largest feature importances",
+            value=share, parameter="threshold", threshold=self.threshold, fires_when=">",
+            sentence=f"{self.rule_name}: the {len(top)} largest of {values.size} feature "
+                     f"importances hold {share:.4g} > threshold {self.threshold:g} of the total "
+                     f"at step {step}")

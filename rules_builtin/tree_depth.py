@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_int
 from rules_builtin.registry import register
@@ -45,6 +46,12 @@ class TreeDepth(Rule):
         super().__init__(base_trial, action_str)
         self.depth = parse_int(self.rule_name, "depth", depth, minimum=0)
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [SelectionHint(
+            "tensors named trees/Node (XGBoost's tree dump)", ("trees/Node",), None,
+            "TreeDepth reads the tree dump XGBoost's smdebug hook saves (the trees collection, "
+            "gbtree and dart boosters); a deep-learning trial has none")]
+
     def invoke_at_step(self, step: int) -> bool:
         names = [n for n in self.base_trial.tensor_names(step=step) if NODE_IDS.search(n)]
         if not names:
@@ -58,8 +65,8 @@ class TreeDepth(Rule):
         if largest < 0:
             return False
         depth = (largest + 1).bit_length() - 1
-        if depth > self.depth:
-            self.logger.info("%s: largest node id %d means depth %d > %d at step %d",
-                             self.rule_name, largest, depth, self.depth, step)
-            return True
-        return False
+        return self.evidence.compare(
+            step, names, quantity="tree depth", value=depth, parameter="depth",
+            threshold=self.depth, fires_when=">",
+            sentence=f"{self.rule_name}: largest node id {largest} means depth {depth} > depth "
+                     f"{self.depth} at step {step}")

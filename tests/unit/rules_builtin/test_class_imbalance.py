@@ -10,6 +10,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.class_imbalance import ClassImbalance
 
@@ -77,6 +78,51 @@ def test_mispredicted_class_fires(make_trial: Callable[..., Any]) -> None:
     wrong[ones[: int(0.8 * ones.size)]] = 0
     trial = make_trial({0: {"loss": np.float32(1)}, 1: {"labels": labels, "predictions": wrong}})
     assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == (1,)
+
+
+def test_firing_reason_names_tensors_ratio_and_threshold(make_trial: Callable[..., Any]) -> None:
+    """The imbalance reason gives the labels tensor, the class count ratio and
+    threshold_imbalance; a misprediction reason gives its share and threshold_misprediction."""
+    labels = np.array([0] * 990 + [1] * 10)
+    rule = ClassImbalance(make_trial({2: {"labels": labels, "predictions": labels}}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (2,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (2, ["labels"])
+    assert (reason["quantity"], reason["value"]) == ("largest / smallest class count ratio", 99)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("threshold_imbalance", 10, ">")
+    assert "class 0 has 990 labels and class 1 10 (ratio 99 > threshold_imbalance 10) at " \
+           "step 2" in reason["sentence"]
+
+    labels = minority()
+    wrong = np.where(labels == 1, 0, labels)
+    rule = ClassImbalance(make_trial({0: {"labels": labels, "predictions": wrong}}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (0,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert reason["tensors"] == ["labels", "predictions"]
+    assert (reason["quantity"], reason["value"]) == ("share of class 1 samples mispredicted", 1)
+    assert (reason["parameter"], reason["threshold"]) == ("threshold_misprediction", 0.7)
+
+
+def test_no_labels_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """A trial without labels (a deep-learning run saving only losses) records nothing; the
+    error names labels_regex and how to save labels."""
+    rule = ClassImbalance(make_trial({s: {"loss": np.float32(1)} for s in range(3)}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "labels_regex '.*labels' selected no tensor" in text
+    assert "set labels_regex to select the tensors to check" in text
+
+
+def test_too_few_labels_check_nothing_and_say_so(make_trial: Callable[..., Any]) -> None:
+    """Fewer labels than samples: no comparison; the error says how many were seen."""
+    labels = np.array([0] * 195 + [1] * 5)
+    rule = ClassImbalance(make_trial({0: {"labels": labels, "predictions": labels}}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    assert rule.evidence.comparisons == 0
+    assert "200 labels seen, fewer than samples=500" in str(
+        nothing_checked_error(rule, steps_visited=1))
 
 
 def test_mispredictions_of_balanced_classes_do_not_fire(make_trial: Callable[..., Any]) -> None:

@@ -12,6 +12,7 @@ import pytest
 from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -134,6 +135,31 @@ def test_length_mismatch_is_not_evaluated(make_trial: Callable[..., Any]) -> Non
     """Labels and predictions of different lengths do not fire."""
     trial = make_trial({0: {"labels": TEN, "predictions": TEN[:5]}})
     assert invoke_rule(Confusion(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_firing_reason_names_tensors_recall_and_min_diag(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the labels and predictions tensors, the class's recall and
+    min_diag; rows before it were compared on both bounds."""
+    rule = Confusion(make_trial({4: {"labels": TEN, "predictions": ONE_WRONG}}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (4,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (4, ["labels", "predictions"])
+    assert (reason["quantity"], reason["value"]) == ("recall of class 9", 0)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("min_diag", 0.9, "<")
+    assert "class 9: recall 0 < min_diag 0.9 at step 4" in reason["sentence"]
+    assert rule.evidence.comparisons == 2 * 9 + 1
+
+
+def test_no_labels_or_predictions_check_nothing(make_trial: Callable[..., Any]) -> None:
+    """A deep-learning trial without labels records nothing; the error says what Confusion
+    needs and which parameters name it."""
+    rule = Confusion(make_trial({s: {"loss": np.float32(1.0)} for s in range(3)}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "the labels (tensor 'labels' or collection 'labels') and the predictions" in text
+    assert "set labels / predictions to the tensors' names" in text
 
 
 def test_inferred_categories() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.feature_importance_overweight import FeatureImportanceOverweight
 
@@ -85,6 +86,33 @@ def test_step_without_importances_is_skipped(make_trial: Callable[..., Any]) -> 
     trial = make_trial({0: {"train-rmse": np.float32(1.0)}, 1: importances(SPREAD)})
     result = invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False)
     assert (result.steps_skipped, result.steps_evaluated, result.fired_steps) == (1, 1, ())
+
+
+def test_firing_reason_names_tensors_share_and_threshold(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the importance tensors, the top-3 share and threshold."""
+    rule = FeatureImportanceOverweight(make_trial({10: importances(CONCENTRATED)}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (10,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert reason["step"] == 10
+    assert reason["tensors"] == [f"feature_importance/weight/f{i}" for i in range(6)]
+    assert reason["quantity"] == "share of the 3 largest feature importances"
+    assert reason["value"] == pytest.approx(0.85)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("threshold", 0.8, ">")
+    assert "the 3 largest of 6 feature importances hold 0.85 > threshold 0.8 of the total at " \
+           "step 10" in reason["sentence"]
+
+
+def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """A trial without feature importances records nothing; the error names tensor_regex and
+    the XGBoost collection to save."""
+    rule = FeatureImportanceOverweight(make_trial({s: {"loss": np.float32(1)} for s in range(3)}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "tensor_regex '.*feature_importance/weight' selected no tensor" in text
+    assert "save the feature_importance collection with the XGBoost hook" in text
+    assert "set tensor_regex" in text
 
 
 @pytest.mark.parametrize("kwargs, name, value", [

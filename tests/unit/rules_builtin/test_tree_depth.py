@@ -10,6 +10,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.tree_depth import TreeDepth
 
@@ -62,6 +63,28 @@ def test_step_without_trees_is_skipped(make_trial: Callable[..., Any]) -> None:
     trial = make_trial({0: {"train-rmse": np.float32(1.0)}, 1: full_tree(1)})
     result = invoke_rule(TreeDepth(trial), raise_eval_cond=False)
     assert (result.steps_skipped, result.steps_evaluated, result.fired_steps) == (1, 1, ())
+
+
+def test_firing_reason_names_tensor_depth_and_parameter(make_trial: Callable[..., Any]) -> None:
+    """The firing reason gives the trees/Node tensor, the tree depth and depth."""
+    rule = TreeDepth(make_trial({0: full_tree(4), 1: full_tree(5)}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (1,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (1, ["trees/Node"])
+    assert (reason["quantity"], reason["value"]) == ("tree depth", 5)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == ("depth", 4, ">")
+    assert "largest node id 62 means depth 5 > depth 4 at step 1" in reason["sentence"]
+
+
+def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any]) -> None:
+    """A trial without trees/Node records nothing; the error says it needs XGBoost's tree
+    dump."""
+    rule = TreeDepth(make_trial({s: {"loss": np.float32(1)} for s in range(3)}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "tensors named trees/Node (XGBoost's tree dump) selected no tensor" in text
+    assert "the tree dump XGBoost's smdebug hook saves" in text
 
 
 @pytest.mark.parametrize("value", ["deep", "4.5", "-1"])
