@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import ConfigurationError, SMDebugError
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from evaluator.fileio import write_atomically
 from rules_builtin._params import Param
@@ -82,6 +83,11 @@ class CreateXgboostReport(Rule):
     conventions), else label/prediction statistics and a residual histogram.
 
     ``output_dir`` is not a SageMaker parameter: the evaluator passes its rule output folder.
+
+    Evidence: a report writer makes no comparison; the tensors whose values went into the
+    report count as checked at their step. A trial holding none of the above (a deep-learning
+    trial) gives it nothing to report on: the report says so, and the evaluator ends the rule
+    with InsufficientInformationForRuleInvocation rather than NoIssuesFound.
     """
 
     PARAMETERS = (
@@ -104,6 +110,15 @@ class CreateXgboostReport(Rule):
         self._labels = TensorSelection(self.rule_name, "labels", all_when_empty=False)
         self._predictions = TensorSelection(self.rule_name, "predictions", all_when_empty=False)
         self._last_write: float | None = None
+
+    def selection_hints(self) -> list[SelectionHint]:
+        return [SelectionHint(
+            "XGBoost's tensors (metrics, feature_importance/<type>/<feature>, labels, "
+            "predictions, hyperparameters/<name>)",
+            ("metrics", "feature_importance", "labels", "predictions", "hyperparameters"), None,
+            "CreateXgboostReport reports on an XGBoost training job: save the metrics, "
+            "feature_importance, labels, predictions and hyperparameters collections with the "
+            "XGBoost hook; a deep-learning trial holds none of them")]
 
     def invoke_at_step(self, step: int) -> bool:
         if not self.data.steps or step > self.data.steps[-1]:
@@ -145,6 +160,7 @@ class CreateXgboostReport(Rule):
         names = set(trial.tensor_names(step=step))
         metric_names = set(self._metrics.names(trial, step=step))
         importance: dict[str, dict[str, float]] = {}
+        used: list[str] = []  # the tensors whose values go into the report
         for name in sorted(names, key=natural_key):
             head, _, rest = name.partition("/")
             kind, _, feature = rest.partition("/")
@@ -152,23 +168,30 @@ class CreateXgboostReport(Rule):
                 value = self._scalar(name, step)
                 if value is not None:
                     importance.setdefault(kind, {})[feature] = value
+                    used.append(name)
             elif head == "hyperparameters" and rest:
                 if rest not in data.hyperparameters:
                     value_text = self._text(name, step)
                     if value_text is not None:
                         data.hyperparameters[rest] = value_text
+                        used.append(name)
             elif name in metric_names or _METRIC_NAME.match(name):
                 value = self._scalar(name, step)
                 if value is not None:
                     data.metrics.setdefault(name, []).append((step, value))
+                    used.append(name)
         if importance:
             data.importance, data.importance_step = importance, step
         labels = self._arrays(step, names, "labels", self._labels)
         if labels:
-            data.labels, data.labels_step = labels, step
+            data.labels, data.labels_step = [a for _, a in labels], step
+            used += [n for n, _ in labels]
         predictions = self._arrays(step, names, "predictions", self._predictions)
         if predictions:
-            data.predictions, data.predictions_step = predictions, step
+            data.predictions, data.predictions_step = [a for _, a in predictions], step
+            used += [n for n, _ in predictions]
+        if used:
+            self.evidence.checked(step, used)
 
     def _read(self, name: str, step: int) -> np.ndarray | None:
         try:
@@ -192,11 +215,12 @@ class CreateXgboostReport(Rule):
         return items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
 
     def _arrays(self, step: int, names: set[str], name: str,
-                selection: TensorSelection) -> list[np.ndarray]:
+                selection: TensorSelection) -> list[tuple[str, np.ndarray]]:
+        """The usable (name, value) pairs of the tensor ``name``, else of ``selection``."""
         chosen = [name] if name in names else sorted(selection.names(self.base_trial, step=step),
                                                      key=natural_key)
-        found = [self._read(n, step) for n in chosen]
-        return [a for a in found if a is not None and a.dtype.kind in "biuf" and a.size]
+        found = [(n, self._read(n, step)) for n in chosen]
+        return [(n, a) for n, a in found if a is not None and a.dtype.kind in "biuf" and a.size]
 
 
 # -------------------------------------------------------------------- rendering

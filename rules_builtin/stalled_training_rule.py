@@ -9,6 +9,7 @@ from typing import Any
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules.actions import Actions, ClientFactory
+from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_bool, parse_float
 from rules_builtin.registry import register
@@ -41,6 +42,11 @@ class StalledTrainingRule(Rule):
 
     ``clock``, ``sleep`` and ``client_factory`` are attributes, not parameters: tests set
     them to a fake clock and stubbed boto3 clients.
+
+    Evidence: each poll while waiting records ``seconds without a new step`` compared with
+    ``threshold`` (fires when ``>=``). A rule that never waited (training had ended before
+    the evaluator reached the newest step) checked nothing, and the evaluator says so
+    (InsufficientInformationForRuleInvocation) rather than NoIssuesFound.
     """
 
     PARAMETERS = (
@@ -79,6 +85,12 @@ class StalledTrainingRule(Rule):
         self._newest_seen_at = 0.0
         self._stopper: Actions | None = None
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [SelectionHint(
+            "waiting at the newest step (training had ended before it could wait)", (), None,
+            "StalledTrainingRule times the gaps between saved steps while the training job "
+            "runs; on a trial whose training has ended there is nothing for it to time")]
+
     def invoke_at_step(self, step: int) -> bool:
         self._note_progress()
         if self._newest is not None and self._newest > step:
@@ -87,7 +99,6 @@ class StalledTrainingRule(Rule):
             return False
         if not self._wait_for_progress(step):
             return False
-        self.logger.info("%s: no step after %d for %g s", self.rule_name, step, self.threshold)
         if self.stop_training_on_fire:
             self._stop_training(step)
         return True
@@ -108,10 +119,14 @@ class StalledTrainingRule(Rule):
         seconds have passed since ``step`` was first seen (True)."""
         self.base_trial.start_polling()  # rule invocations do not rescan storage themselves
         while True:
-            left = self._newest_seen_at + self.threshold - self.clock()
-            if left <= 0:
+            waited = self.clock() - self._newest_seen_at
+            if self.evidence.compare(
+                    step, (), quantity="seconds without a new step", value=waited,
+                    parameter="threshold", threshold=self.threshold, fires_when=">=",
+                    sentence=f"{self.rule_name}: no step after {step} for {waited:g} s "
+                             f"(>= threshold {self.threshold:g} s)"):
                 return True
-            self.sleep(min(self.poll_seconds, left))
+            self.sleep(min(self.poll_seconds, self.threshold - waited))
             if self._note_progress() or self._ended():
                 return False
 

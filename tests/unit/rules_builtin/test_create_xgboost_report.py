@@ -14,6 +14,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -165,6 +166,35 @@ def test_trial_without_known_tensors(make_trial: Callable[..., Any], tmp_path: P
     trial = make_trial({0: {"loss": np.float32(1)}}, collections=[])
     _, report = report_of(trial, tmp_path / "out")
     assert report.ids >= {"summary", "missing"} and "metrics" not in report.ids
+
+
+def test_tensors_in_the_report_count_as_checked(make_trial: Callable[..., Any],
+                                               tmp_path: Path) -> None:
+    """A report writer has no firing reason: the tensors whose values went into the report are
+    recorded as checked at their steps (every one of the 11 steps has metrics)."""
+    rule = CreateXgboostReport(make_trial(xgboost_steps()), output_dir=str(tmp_path / "out"))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    summary = rule.evidence.summary()
+    assert summary["reasons"] == [] and summary["firings"] == 0
+    assert summary["steps_checked"] == 11 and summary["comparisons"] == 11
+    # 2 metrics, 16 importances, labels, predictions and 2 hyperparameters
+    assert summary["tensors_checked"] == 2 + 16 + 2 + 2
+
+
+def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any],
+                                            tmp_path: Path) -> None:
+    """A trial with no XGBoost tensor records nothing (the report still lists the gaps); the
+    error names the XGBoost collections to save."""
+    trial = make_trial({s: {"loss": np.float32(1), "dense/kernel": np.ones(3, np.float32)}
+                        for s in range(3)}, collections=[])
+    rule = CreateXgboostReport(trial, output_dir=str(tmp_path / "out"))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
+    assert (tmp_path / "out" / "xgboost_report.html").is_file()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=3))
+    assert "XGBoost's tensors (metrics, feature_importance/<type>/<feature>" in text
+    assert "save the metrics, feature_importance, labels, predictions and hyperparameters " \
+           "collections with the XGBoost hook" in text
 
 
 def test_regression_report(make_trial: Callable[..., Any], tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import Termination, invoke_rule
+from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -141,6 +142,32 @@ def test_an_ended_trial_never_waits(live: Callable[..., Any]) -> None:
     clock = FakeClock()
     clock.on_sleep = lambda n: pytest.fail("the rule slept on an ended trial")
     assert invoke_rule(rule_with(trial, clock)).fired_steps == ()
+
+
+def test_firing_reason_names_seconds_waited_and_threshold(live: Callable[..., Any]) -> None:
+    """The firing reason gives the step, the seconds without a new step and threshold; each
+    one-second poll before it was a comparison."""
+    trial, _ = live(range(3))
+    rule = rule_with(trial, FakeClock(), threshold="60")
+    assert invoke_rule(rule, continue_after_fire=False).fired_steps == (2,)
+    (reason,) = rule.evidence.summary()["reasons"]
+    assert (reason["step"], reason["tensors"]) == (2, [])
+    assert (reason["quantity"], reason["value"]) == ("seconds without a new step", 60)
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
+        ("threshold", 60, ">=")
+    assert "no step after 2 for 60 s (>= threshold 60 s)" in reason["sentence"]
+    assert rule.evidence.comparisons == 61
+
+
+def test_an_ended_trial_checks_nothing(live: Callable[..., Any]) -> None:
+    """On a finished job nothing was timed: no comparison, and the error says why."""
+    trial, _ = live(range(5), ended=True)
+    rule = rule_with(trial, FakeClock())
+    assert invoke_rule(rule).fired_steps == ()
+    assert not rule.evidence.checked_anything()
+    text = str(nothing_checked_error(rule, steps_visited=5))
+    assert "training had ended before it could wait" in text
+    assert "times the gaps between saved steps while the training job runs" in text
 
 
 def test_fires_in_real_time(live: Callable[..., Any]) -> None:
