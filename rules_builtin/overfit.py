@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
+from evaluator.rules.evidence import SelectionHint
+from rules_builtin._modes import epoch_end_pair, is_epoch_end_log, value_in_mode
 from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection, scalar_at
+from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["Overfit"]
@@ -26,7 +29,8 @@ class _Means:
     val_sum: float = 0.0
     val_n: int = 0
     last_mode: ModeKeys | None = None
-    streak: int = 0  # consecutive EVAL steps above the threshold
+    streak: int = 0  # consecutive judged EVAL steps above the threshold
+    epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
 
     def add(self, mode: ModeKeys, value: float) -> None:
         if mode == TRAIN:
@@ -41,37 +45,58 @@ class _Means:
             self.val_n += 1
         self.last_mode = mode
 
-    def ratio(self) -> float | None:
-        """(mean validation - mean training) / |mean training|; None if it is undefined."""
+    def means(self) -> tuple[float, float] | None:
+        """(mean training, mean validation); None until both phases have a value."""
         if not self.train_n or not self.val_n:
             return None
-        train = self.train_sum / self.train_n
-        if train == 0:
-            return None
-        return (self.val_sum / self.val_n - train) / abs(train)
+        return self.train_sum / self.train_n, self.val_sum / self.val_n
+
+
+def _ratio(train: float, val: float) -> float | None:
+    """(val - train) / |train|; None when the training value is 0."""
+    if train == 0:
+        return None
+    return (val - train) / abs(train)
 
 
 @register
 class Overfit(Rule):
     """Fires at an EVAL step where, for a loss, ``(val - train) / train > ratio_threshold``
-    (default 0.1) at ``patience`` (default 1) consecutive EVAL steps of that loss.
+    (default 0.1) at ``patience`` (default 1) consecutive judged EVAL steps of that loss.
 
     ``val`` is the mean of the loss over the current validation phase (the run of consecutive
     EVAL steps this step belongs to, up to and including it) and ``train`` its mean over the
-    latest training phase (the run of TRAIN steps before it). Comparing phase means, not
-    single values, keeps one noisy batch from firing; steps of other modes are ignored, and a
-    ratio is undefined (not counted either way) until both phases have a value or when the
-    training mean is 0. The streak counts EVAL steps across phases and restarts at an EVAL
-    step within the threshold; NaN ratios do not count as above it.
+    latest training phase (the run of TRAIN steps before it): the SAME tensor in both modes,
+    as smdebug's hooks save it, never values of different modes pooled together. Comparing
+    phase means, not single values, keeps one noisy batch from firing; PREDICT steps and
+    steps of a trial without modes are ignored, and a ratio is undefined (not counted either
+    way) until both phases have a value or when the training mean is 0. The streak counts
+    judged EVAL steps across phases and restarts at one within the threshold; NaN ratios do
+    not count as above it.
+
+    Keras' epoch-end logs (``rules_builtin._modes.is_epoch_end_log``): at an EVAL step where
+    both ``X`` and ``val_X`` are saved, ``X`` is the training epoch mean, so it never enters
+    the validation mean. That step instead gives the exact pair Keras computed: ``val =
+    val_X`` (the validation mean) and ``train = X`` (the training epoch mean), and the ratio
+    is judged from them. Keras' per-step ``X`` is a running mean that resets every epoch, so
+    phase means of it are biased; once a loss has shown an epoch-end log, it is judged only
+    at its epoch-end logs (one judgement per epoch, which ``patience`` then counts). Before
+    the first one (the first validation pass) the phase means are used.
+
+    Evidence: each judgement records the ratio against ``ratio_threshold``; with
+    ``patience`` > 1 a ratio above it is recorded as the count of consecutive EVAL steps
+    above it against ``patience``.
 
     Tensors: those matching ``tensor_regex``; without it, the ``losses`` collection, or every
     tensor when the trial has no ``losses`` collection. Only scalar (one-element) tensors are
-    compared; the same tensor name is expected in both modes, as smdebug's hooks save it.
+    compared.
 
     Steps before ``start_step`` (a global step) are ignored. The evaluator consumes a
     ``start_step`` RuleParameter itself and never visits earlier steps, which has the same
     effect.
     """
+
+    RECORDS_COMPARISONS = True
 
     PARAMETERS = (
         Param("tensor_regex", None, "list",
@@ -96,21 +121,43 @@ class Overfit(Rule):
         self._means: dict[str, _Means] = {}
         self._skipped: set[str] = set()  # not scalar
 
+    def selection_hints(self) -> list[SelectionHint]:
+        if self.selection.given:
+            return [self.selection.hint()]
+        return [dataclasses.replace(
+            self._losses.hint(), advice="save the loss in both TRAIN and EVAL mode (Overfit "
+            "compares a loss's validation phases with its training phases)")]
+
     def invoke_at_step(self, step: int) -> bool:
         if step < self.start_step:
             return False
-        mode = self.base_trial.mode(step)
-        if mode not in (TRAIN, EVAL):
+        mode, mode_step = self.base_trial.mode_modestep(step)
+        if mode not in (TRAIN, EVAL) or mode_step is None:
             return False
         fired = False
         for name in self._names(step):
-            value = self._value(name, step)
+            means = self._means.setdefault(name, _Means())
+            if mode == EVAL:
+                pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
+                if pair is not None:
+                    means.epoch_logs = True
+                    ratio = _ratio(*pair)
+                    if self._judge(name, means, ratio, pair, step, mode_step, "epoch-end"):
+                        fired = True
+                    continue
+                if is_epoch_end_log(self.base_trial, name, step):
+                    continue  # the training epoch mean: not a validation value
+            if means.epoch_logs:
+                continue  # a Keras running mean: judged at its epoch-end logs only
+            value = value_in_mode(self.base_trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
-            means = self._means.setdefault(name, _Means())
             means.add(mode, value)
-            if mode == EVAL and self._judge(name, means, step):
-                fired = True
+            if mode == EVAL:
+                pair = means.means()
+                ratio = _ratio(*pair) if pair is not None else None
+                if self._judge(name, means, ratio, pair, step, mode_step, "phase mean"):
+                    fired = True
         return fired
 
     def _names(self, step: int) -> list[str]:
@@ -123,17 +170,25 @@ class Overfit(Rule):
             names = trial.tensor_names(step=step)
         return [n for n in names if n not in self._skipped]
 
-    def _value(self, name: str, step: int) -> float | None:
-        return scalar_at(self.base_trial, name, step, not_scalar=self._skipped)
-
-    def _judge(self, name: str, means: _Means, step: int) -> bool:
-        ratio = means.ratio()
-        if ratio is None:
+    def _judge(self, name: str, means: _Means, ratio: float | None,
+               pair: tuple[float, float] | None, step: int, mode_step: int, kind: str) -> bool:
+        if ratio is None or pair is None:
             return False
-        means.streak = means.streak + 1 if ratio > self.ratio_threshold else 0
-        if means.streak >= self.patience:
-            self.logger.info("%s: %s validation/training ratio %g > %g for %d EVAL step(s) "
-                             "at step %d", self.rule_name, name, ratio, self.ratio_threshold,
-                             means.streak, step)
-            return True
-        return False
+        train, val = pair
+        quantity = f"(validation - training) / training ({kind})"
+        above = ratio > self.ratio_threshold
+        means.streak = means.streak + 1 if above else 0
+        sentence = (f"{self.rule_name}: {name} validation/training ratio {ratio:g} "
+                    f"(validation {val:g}, training {train:g}, {kind}s) > "
+                    f"{self.ratio_threshold:g} for {means.streak} EVAL step(s) at EVAL step "
+                    f"{mode_step} (global step {step})")
+        if self.patience == 1 or not above:
+            return self.evidence.compare(
+                step, name, quantity=quantity, value=ratio, parameter="ratio_threshold",
+                threshold=self.ratio_threshold, fires_when=">", mode=EVAL,
+                mode_step=mode_step, sentence=sentence)
+        return self.evidence.compare(
+            step, name, quantity=f"consecutive EVAL steps with {quantity} > "
+            f"{self.ratio_threshold:g}", value=means.streak, parameter="patience",
+            threshold=self.patience, fires_when=">=", mode=EVAL, mode_step=mode_step,
+            sentence=sentence)

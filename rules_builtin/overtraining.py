@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,14 +11,20 @@ from typing import Any
 from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
+from evaluator.rules.evidence import SelectionHint
+from rules_builtin._modes import (VALIDATION_PREFIX, as_training, epoch_end_pair,
+                                  is_epoch_end_log, value_in_mode)
 from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection, scalar_at
+from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["Overtraining"]
 
-# Which loss a step's value is: GLOBAL (a hook that never set modes) counts as training.
-_ROLE = {ModeKeys.TRAIN: "train", ModeKeys.GLOBAL: "train", ModeKeys.EVAL: "validation"}
+EVAL, GLOBAL = ModeKeys.EVAL, ModeKeys.GLOBAL
+
+# Which loss a mode's value is: GLOBAL (a hook that never set modes) counts as training.
+_ROLE = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "validation"}
+_PARAMETER = {"train": "patience_train", "validation": "patience_validation"}
 
 
 @dataclass
@@ -26,17 +34,24 @@ class _Best:
     value: float | None = None
     since: int = 0
 
-    def observe(self, value: float, delta: float) -> None:
-        if self.value is None or value < self.value - delta * abs(self.value):
+    def observe(self, value: float, delta: float) -> bool:
+        """Take ``value``; whether it was compared with an earlier best (not the first)."""
+        if self.value is None:
+            if not math.isnan(value):
+                self.value, self.since = value, 0
+            return False
+        if value < self.value - delta * abs(self.value):
             self.value, self.since = value, 0
         else:
             self.since += 1
+        return True
 
 
 @dataclass
 class _Loss:
     roles: dict[str, _Best] = field(
         default_factory=lambda: {"train": _Best(), "validation": _Best()})
+    epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
 
 
 @register
@@ -52,13 +67,31 @@ class Overtraining(Rule):
     1e4. Small improvements still add up: a value more than 1 % below the old best is a new
     best however many steps it took to get there. A loss stuck at 0 never improves.
 
-    "Steps" in the patience parameters are saved values of that mode (a loss saved every 500
-    steps with ``patience_train=5`` waits 2500 training steps), not step numbers, so the rule
-    behaves the same whatever the save interval. It keeps firing at each further value
-    without improvement. Steps saved without a mode (GLOBAL) count as training; PREDICT steps
-    are ignored. Only scalar (one-element) tensors are tracked; a NaN value is never an
-    improvement.
+    Modes: the training and the validation loss are followed separately and never pooled:
+    TRAIN values only against the best TRAIN value, EVAL values against the best EVAL value.
+    The patience parameters count values, not step numbers: saved steps of that mode (a loss
+    saved every 500 steps with ``patience_train=5`` waits 2500 training steps), so the rule
+    behaves the same whatever the save interval and however EVAL steps interleave in the
+    global counter. Steps of a trial without modes (GLOBAL) count as training; PREDICT steps
+    are ignored. It keeps firing at each further value without improvement.
+
+    Keras (``rules_builtin._modes.is_epoch_end_log``): Keras' per-step ``X`` is a running
+    mean that resets every epoch (a sawtooth that looks flat late in every epoch), and at
+    the epoch-end EVAL step ``X`` is the training epoch mean while ``val_X`` is the
+    validation mean. So that a healthy Keras run does not fire on the sawtooth, once a loss
+    has shown an epoch-end log the rule follows only its epoch-end logs: ``X`` there is the
+    training value and ``val_X`` the validation value, one of each per epoch, and the
+    patience parameters count epochs; the per-step running means before the first epoch end
+    are dropped (both bests start again from the first epoch-end log). The epoch-end ``X`` is
+    never taken as a validation value.
+
+    Evidence: each value after the first of its role records the number of values since
+    the best against ``patience_train`` / ``patience_validation`` (fires when ``>=``).
+
+    Only scalar (one-element) tensors are tracked; a NaN value is never an improvement.
     """
+
+    RECORDS_COMPARISONS = True
 
     PARAMETERS = (
         Param("patience_train", "5", "int",
@@ -85,26 +118,58 @@ class Overtraining(Rule):
         self._losses: dict[str, _Loss] = {}
         self._skipped: set[str] = set()  # not scalar
 
+    def selection_hints(self) -> list[SelectionHint]:
+        return [dataclasses.replace(
+            self.selection.hint(), parameter=None,
+            advice="save the loss in the hook's losses collection (Overtraining has no "
+                   "selection parameter)")]
+
     def invoke_at_step(self, step: int) -> bool:
-        mode = self.base_trial.mode(step)
-        role = _ROLE.get(mode) if mode is not None else None
-        if role is None:
+        trial = self.base_trial
+        raw_mode, mode_step = trial.mode_modestep(step)
+        mode = as_training(raw_mode)
+        if mode not in _ROLE or mode_step is None:
             return False
         fired = False
-        for name in self.selection.names(self.base_trial, step=step):
+        for name in self.selection.names(trial, step=step):
             if name in self._skipped:
                 continue
-            value = self._value(name, step)
+            loss = self._losses.setdefault(name, _Loss())
+            if mode == EVAL:
+                pair = epoch_end_pair(trial, name, step, not_scalar=self._skipped)
+                if pair is not None:
+                    if not loss.epoch_logs:  # from now on: epoch-end logs only
+                        loss.epoch_logs = True
+                        loss.roles = {"train": _Best(), "validation": _Best()}
+                    for role, value in zip(("train", "validation"), pair):
+                        fired = self._observe(name, loss, role, value, step, raw_mode,
+                                              mode_step) or fired
+                    continue
+                if is_epoch_end_log(trial, name, step):
+                    continue  # the training epoch mean without a usable val_ value
+            if loss.epoch_logs:
+                continue  # a Keras running mean: followed at its epoch-end logs only
+            value = value_in_mode(trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
-            best = self._losses.setdefault(name, _Loss()).roles[role]
-            best.observe(value, self.delta)
-            if best.since >= self.patience[role]:
-                self.logger.info("%s: %s %s loss has not improved on %g for %d saved values "
-                                 "at step %d", self.rule_name, name, role, best.value,
-                                 best.since, step)
-                fired = True
+            fired = self._observe(name, loss, _ROLE[mode], value, step, raw_mode,
+                                  mode_step) or fired
         return fired
 
-    def _value(self, name: str, step: int) -> float | None:
-        return scalar_at(self.base_trial, name, step, not_scalar=self._skipped)
+    def _observe(self, name: str, loss: _Loss, role: str, value: float, step: int,
+                 mode: ModeKeys, mode_step: int) -> bool:
+        best = loss.roles[role]
+        if not best.observe(value, self.delta):
+            return False
+        which = f"{role} loss" + (" (epoch-end logs)" if loss.epoch_logs else "")
+        where = f"{mode.name} step {mode_step} (global step {step})" if mode != GLOBAL \
+            else f"step {step}"
+        return self.evidence.compare(
+            step, name if not (loss.epoch_logs and role == "validation") else
+            VALIDATION_PREFIX + name,
+            quantity=f"{which} values without a new best", value=best.since,
+            parameter=_PARAMETER[role], threshold=self.patience[role], fires_when=">=",
+            mode=mode, mode_step=mode_step,
+            sentence=(f"{self.rule_name}: {name} {which} has not improved on "
+                      f"{best.value if best.value is not None else math.nan:g} for "
+                      f"{best.since} saved values at {where}"))

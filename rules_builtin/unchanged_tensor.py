@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from typing import Any
 
@@ -10,8 +11,10 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
+from evaluator.rules.evidence import SelectionHint
+from rules_builtin._modes import TRAINING
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int
-from rules_builtin._select import TensorSelection, listed
+from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 
@@ -28,9 +31,18 @@ class UnchangedTensor(Rule):
 
     Choices:
 
-    * Steps are counted within the mode of the step (TRAIN, EVAL, PREDICT, or GLOBAL for a
-      trial without modes): a TRAIN step is compared with earlier TRAIN steps only, so an
-      evaluation pass in between neither breaks nor makes a run of equal values.
+    * Only training steps are checked: TRAIN steps, or every step of a trial without modes
+      (GLOBAL steps count as training). ``num_steps`` counts saved steps of that mode (AWS:
+      "the last num_steps that are available"): a TRAIN step is compared with earlier saved
+      TRAIN steps only, so an evaluation pass in between neither breaks nor makes a run of
+      equal values. EVAL and PREDICT steps are not checked at all: nothing trains there, so
+      an unchanged value is expected and says nothing about training (Keras saves weights at
+      EVAL steps with the previous TRAIN step's values, validation inputs and labels repeat
+      every pass, Keras' epoch-end EVAL step holds training logs).
+    * Evidence: at a training step where the tensor has ``num_steps`` saved steps, the rule
+      records how many of them, counted back from this one, hold the same value ("saved
+      TRAIN steps with an unchanged value") against ``num_steps`` (fires when ``>=``). A
+      tensor with fewer saved steps, or without a raw value at one of them, is not recorded.
     * Values of different shapes differ; tensors that are not numbers compare with
       ``numpy.array_equal``; a tensor without a raw value at one of the steps does not fire.
     * Only the step numbers of the last ``num_steps`` saved steps are kept per tensor; values
@@ -38,6 +50,8 @@ class UnchangedTensor(Rule):
       extra read. The rule assumes steps are visited in increasing order (as ``invoke_rule``
       does); a step at or before the previous one starts the bookkeeping afresh.
     """
+
+    RECORDS_COMPARISONS = True
 
     PARAMETERS = (
         Param("collection_names", None, "list",
@@ -70,18 +84,33 @@ class UnchangedTensor(Rule):
             self._history.clear()
         self._last_step = step
         mode, mode_step = self.base_trial.mode_modestep(step)
-        if mode is None or mode_step is None:
+        if mode not in TRAINING or mode_step is None:
             return False
-        unchanged = []
+        where = f"{mode.name} step {mode_step} (global step {step})" if mode != ModeKeys.GLOBAL \
+            else f"step {step}"
+        fired = False
         # Every tensor is visited, even after a hit, to keep its step history complete.
         for name in self.selection.names(self.base_trial, step=step):
             steps = self._saved_steps(name, mode, mode_step)
-            if len(steps) == self.num_steps and self._unchanged(name, mode, steps):
-                unchanged.append(name)
-        if unchanged:
-            self.logger.info("%s: unchanged over %d saved steps at step %d: %s", self.rule_name,
-                             self.num_steps, step, listed(unchanged))
-        return bool(unchanged)
+            if len(steps) < self.num_steps:
+                continue
+            same = self._unchanged(name, mode, steps)
+            if same is None:
+                continue
+            fired = self.evidence.compare(
+                step, name, quantity=f"saved {mode.name} steps with an unchanged value",
+                value=same, parameter="num_steps", threshold=self.num_steps, fires_when=">=",
+                mode=mode, mode_step=mode_step,
+                sentence=(f"{self.rule_name}: {name} unchanged over its last {same} saved "
+                          f"{mode.name} steps ({', '.join(map(str, steps))}) at {where}")
+            ) or fired
+        return fired
+
+    def selection_hints(self) -> list[SelectionHint]:
+        return [dataclasses.replace(
+            self.selection.hint(),
+            advice="UnchangedTensor checks TRAIN steps (or the steps of a trial without "
+                   "modes) only; save the tensors at TRAIN steps")]
 
     def _saved_steps(self, name: str, mode: ModeKeys, mode_step: int) -> deque[int]:
         """The last ``num_steps`` saved mode steps of ``name``, ending with ``mode_step``."""
@@ -95,16 +124,20 @@ class UnchangedTensor(Rule):
             history.append(mode_step)
         return history
 
-    def _unchanged(self, name: str, mode: ModeKeys, steps: deque[int]) -> bool:
+    def _unchanged(self, name: str, mode: ModeKeys, steps: deque[int]) -> int | None:
+        """How many of ``steps``, counted back from the newest, hold the newest value (1 when
+        the one before differs); None if a value is missing."""
         tensor = self.base_trial.tensor(name)
+        same = 1
         try:
             current = np.asarray(tensor.value(steps[-1], mode=mode))
             for earlier in reversed(list(steps)[:-1]):
                 if not self._close(current, np.asarray(tensor.value(earlier, mode=mode))):
-                    return False
+                    break
+                same += 1
         except TensorUnavailableForStep:
-            return False
-        return True
+            return None
+        return same
 
     def _close(self, a: np.ndarray, b: np.ndarray) -> bool:
         if a.shape != b.shape:

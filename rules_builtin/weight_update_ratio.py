@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from typing import Any
 
@@ -10,11 +11,12 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.rule import Rule
+from evaluator.rules.evidence import SelectionHint
+from rules_builtin._modes import TRAINING
 from rules_builtin._params import Param, parse_float, parse_optional_int
-from rules_builtin._select import TensorSelection, listed
+from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
-_TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
 
 
 @register
@@ -32,9 +34,16 @@ class WeightUpdateRatio(Rule):
     Choices:
 
     * Only training steps are evaluated and compared: TRAIN steps, or every step of a trial
-      without modes. Steps are TRAIN mode steps (``num_steps`` counts training steps), and
-      EVAL/PREDICT steps are skipped, since weights do not change while evaluating: a ratio
-      of 0 there would fire falsely.
+      without modes (GLOBAL steps count as training). ``num_steps`` is a distance in TRAIN
+      mode steps (TRAIN step 0, 1, 2 … as the hook numbers them), never global steps, so
+      EVAL steps interleaved in the global counter never stretch or shrink the window.
+      EVAL/PREDICT steps are skipped and never serve as p: weights do not change while
+      evaluating (Keras saves them at EVAL steps with unchanged values), so a ratio of 0
+      there would fire falsely.
+    * Evidence: both conditions are recorded for every compared weight, "update ratio"
+      against ``large_threshold`` (fires when ``>``) and against ``small_threshold`` (fires
+      when ``<``); a weight without an earlier saved TRAIN step in the window is not a
+      comparison and is not recorded.
     * A trial without a ``weights`` collection has nothing to check: a warning is logged
       once and the rule never fires.
     * A weight without a raw value at s or p, or whose shape changed, is not compared; a NaN
@@ -44,6 +53,8 @@ class WeightUpdateRatio(Rule):
       are visited in increasing order (as ``invoke_rule`` does); a step at or before the
       previous one starts the bookkeeping afresh.
     """
+
+    RECORDS_COMPARISONS = True
 
     PARAMETERS = (
         Param("num_steps", None, "int",
@@ -84,21 +95,44 @@ class WeightUpdateRatio(Rule):
             self._latest.clear()
         self._last_step = step
         mode, mode_step = self.base_trial.mode_modestep(step)
-        if mode not in _TRAINING or mode_step is None:
+        if mode not in TRAINING or mode_step is None:
             return False
-        outside = []
+        fired = False
+        where = f"{mode.name} step {mode_step} (global step {step})" if mode != ModeKeys.GLOBAL \
+            else f"step {step}"
         # Every weight is visited, even after a hit, to keep the bookkeeping complete.
         for name in self.selection.names(self.base_trial, step=step):
-            ratio = self._ratio(name, mode, mode_step)
-            if ratio is not None and (ratio > self.large_threshold or ratio < self.small_threshold):
-                outside.append(f"{name} ({ratio:.3g})")
-        if outside:
-            self.logger.info("%s: update ratio outside [%g, %g] at step %d: %s", self.rule_name,
-                             self.small_threshold, self.large_threshold, step, listed(outside))
-        return bool(outside)
+            compared = self._ratio(name, mode, mode_step)
+            if compared is None:
+                continue
+            ratio, earlier = compared
+            since = f"since {mode.name} step {earlier}" if mode != ModeKeys.GLOBAL \
+                else f"since step {earlier}"
+            quantity = f"update ratio ||w - w_prev|| / (||w_prev|| + epsilon) {since}"
+            large = self.evidence.compare(
+                step, name, quantity=quantity, value=ratio, parameter="large_threshold",
+                threshold=self.large_threshold, fires_when=">", mode=mode, mode_step=mode_step,
+                sentence=(f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
+                          f"{where}, above large_threshold={self.large_threshold:g}"))
+            small = self.evidence.compare(
+                step, name, quantity=quantity, value=ratio, parameter="small_threshold",
+                threshold=self.small_threshold, fires_when="<", mode=mode, mode_step=mode_step,
+                sentence=(f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
+                          f"{where}, below small_threshold={self.small_threshold:g} (the "
+                          "weight did not change)"))
+            fired = large or small or fired
+        return fired
 
-    def _ratio(self, name: str, mode: ModeKeys, mode_step: int) -> float | None:
-        """The update ratio of ``name`` at ``mode_step``; None when there is nothing to compare."""
+    def selection_hints(self) -> list[SelectionHint]:
+        return [dataclasses.replace(
+            self.selection.hint(), parameter=None,
+            advice="save the hook's weights collection at nearby TRAIN steps (WeightUpdateRatio "
+                   "has no selection parameter)")]
+
+    def _ratio(self, name: str, mode: ModeKeys,
+               mode_step: int) -> tuple[float, int] | None:
+        """The update ratio of ``name`` at ``mode_step`` and the mode step p it is compared
+        with; None when there is nothing to compare."""
         key = (name, mode)
         tensor = self.base_trial.tensor(name)
         earlier = self._earlier.get(key)
@@ -110,7 +144,7 @@ class WeightUpdateRatio(Rule):
             earlier.append((mode_step, None))
             self._latest.pop(key, None)
             return None
-        ratio = None
+        ratio: tuple[float, int] | None = None
         if previous is not None:
             step_p, norm_p = previous
             before = self._value_at(key, tensor, step_p)
@@ -118,7 +152,7 @@ class WeightUpdateRatio(Rule):
                 if norm_p is None:
                     norm_p = _norm(before)
                 with np.errstate(over="ignore", invalid="ignore"):
-                    ratio = _norm(value - before) / (norm_p + self.epsilon)
+                    ratio = (_norm(value - before) / (norm_p + self.epsilon), step_p)
         earlier.append((mode_step, _norm(value)))
         self._latest[key] = (mode_step, value)
         return ratio

@@ -17,6 +17,7 @@ from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.loss_not_decreasing import LossNotDecreasing
+from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 LOSSES = Collection("losses", include_regex=["loss"])
@@ -167,11 +168,13 @@ def test_explicit_mode_train_ignores_eval(make_trial: Callable[..., Any]) -> Non
     assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="EVAL")) == (3,)
 
 
-def test_explicit_mode_global_compares_global_steps_across_modes(
+def test_explicit_mode_global_follows_training_and_never_pools_modes(
         make_trial: Callable[..., Any]) -> None:
-    """mode=GLOBAL numbers every saved step globally, whatever its mode."""
+    """mode=GLOBAL follows the training series in TRAIN mode steps; EVAL values never join it."""
     steps = [(0, TRAIN, 1.0), (1, EVAL, 2.0)]
-    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="GLOBAL")) == (1,)
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="GLOBAL")) == ()
+    steps = [(0, TRAIN, 1.0), (1, EVAL, 0.1), (2, TRAIN, 1.0)]
+    assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="GLOBAL")) == (2,)
 
 
 def test_unset_mode_prefers_eval_once_comparable(make_trial: Callable[..., Any]) -> None:
@@ -239,3 +242,91 @@ def test_parameters_declare_every_constructor_argument() -> None:
     assert declared == {"collection_names": None, "tensor_regex": None,
                         "use_losses_collection": "True", "num_steps": "10",
                         "diff_percent": "0.1", "increase_threshold_percent": "5", "mode": None}
+
+
+# ---------------------------------------------------------------------- Keras-like and real trials
+
+
+def _run(rule: Any) -> tuple[int, ...]:
+    return invoke_rule(rule, 0, raise_eval_cond=False).fired_steps
+
+
+def _real(name: str) -> Any:
+    return create_trial(str(hook_trial(name)))
+
+
+def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None:
+    """Interleaved TRAIN/EVAL with running-mean losses and epoch-end duplicates: no fire, and
+    EVAL values are never compared with the (lower) TRAIN values."""
+    rule = LossNotDecreasing(keras_like("healthy"))
+    assert _run(rule) == ()
+    assert rule.evidence.comparisons > 0
+
+
+def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
+    """Learning rate 0 on a Keras-like trial: the loss did not decrease, and that is the reason."""
+    rule = LossNotDecreasing(keras_like("flat"))
+    assert _run(rule)
+    reasons = rule.evidence.summary()["reasons"]
+    assert reasons[0]["parameter"] == "diff_percent"
+
+
+def test_keras_epoch_end_training_mean_is_not_an_eval_value(
+        keras_like: Callable[..., Any]) -> None:
+    """mode=EVAL never evaluates or compares with the epoch-end step's training mean."""
+    trial = keras_like("healthy", epochs=8, train_batches=4, val_batches=3)
+    rule = LossNotDecreasing(trial, mode="EVAL", num_steps="3")
+    _run(rule)
+    ends = {s for s in trial.steps() if trial.tensor_names(step=s).count("val_loss")}
+    checked = {c["step"] for c in rule.evidence.summary()["closest"]}
+    assert checked and not checked & ends
+    assert rule.evidence.summary()["firings"] == 0
+
+
+def test_num_steps_counts_mode_steps_not_global_steps(make_trial: Callable[..., Any]) -> None:
+    """EVAL steps between TRAIN steps do not stretch the window: TRAIN step 2 is compared with
+    TRAIN step 0 at num_steps=2 although they are 6 global steps apart."""
+    steps = [(0, TRAIN, 1.0), (1, EVAL, 3.0), (2, EVAL, 3.0), (3, TRAIN, 1.0), (4, EVAL, 3.0),
+             (5, EVAL, 3.0), (6, TRAIN, 1.0)]
+    rule = LossNotDecreasing(make_trial(steps), num_steps="2", mode="TRAIN")
+    assert _run(rule) == (6,)
+    assert rule.evidence.summary()["reasons"][0]["mode_step"] == 2
+
+
+def test_records_both_conditions_at_every_evaluation(make_trial: Callable[..., Any]) -> None:
+    """Each evaluation records diff_percent and increase_threshold_percent; none before."""
+    rule = LossNotDecreasing(make_trial(global_steps({0: 1.0, 1: 0.5, 2: 0.25})), num_steps="1")
+    assert _run(rule) == ()
+    summary = rule.evidence.summary()
+    assert summary["comparisons"] == 4
+    assert {c["parameter"] for c in summary["closest"]} == {"diff_percent",
+                                                            "increase_threshold_percent"}
+
+
+def test_selection_hint_names_the_losses_collection(make_trial: Callable[..., Any]) -> None:
+    """The checked-nothing hint says what the selection looks for."""
+    rule = LossNotDecreasing(make_trial(global_steps({0: 1.0})))
+    (hint,) = rule.selection_hints()
+    assert "losses" in hint.description and hint.parameter == "tensor_regex"
+
+
+def test_real_keras_trials_with_default_parameters() -> None:
+    """keras_healthy stays quiet; keras_flat_loss (learning rate 0) fires at TRAIN step 10."""
+    with _real("keras_healthy") as trial:
+        rule = LossNotDecreasing(trial)
+        assert _run(rule) == ()
+        assert rule.evidence.comparisons > 0
+    with _real("keras_flat_loss") as trial:
+        rule = LossNotDecreasing(trial)
+        assert _run(rule)[0] == 20
+        assert rule.evidence.summary()["reasons"][0]["mode"] == "TRAIN"
+
+
+def test_eval_loss_is_not_compared_with_the_lowest_train_loss(
+        make_trial: Callable[..., Any]) -> None:
+    """A falling EVAL loss well above the TRAIN loss does not fire: the lowest value is per mode."""
+    steps = [(0, TRAIN, 1.0), (1, EVAL, 2.0), (2, TRAIN, 0.5), (3, EVAL, 1.8), (4, TRAIN, 0.25),
+             (5, EVAL, 1.6)]
+    rule = LossNotDecreasing(make_trial(steps), num_steps="1")
+    assert _run(rule) == ()
+    assert rule.evidence.comparisons == 6

@@ -18,6 +18,7 @@ from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.overfit import Overfit
+from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
 
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 
@@ -127,3 +128,74 @@ def test_parameters_declare_every_constructor_argument() -> None:
     declared = {p.name: p.default for p in Overfit.PARAMETERS}
     assert declared == {"tensor_regex": None, "start_step": "0", "patience": "1",
                         "ratio_threshold": "0.1"}
+
+
+# ---------------------------------------------------------------------- Keras-like and real trials
+
+
+def _run(rule: Any) -> tuple[int, ...]:
+    return invoke_rule(rule, 0, raise_eval_cond=False).fired_steps
+
+
+def _real(name: str) -> Any:
+    return create_trial(str(hook_trial(name)))
+
+
+def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None:
+    """Validation 8 % above training, running means and epoch-end duplicates: no fire."""
+    rule = Overfit(keras_like("healthy"))
+    assert _run(rule) == ()
+    assert rule.evidence.comparisons > 0
+
+
+def test_keras_like_overfit_run_fires_at_an_epoch_end_log(keras_like: Callable[..., Any]) -> None:
+    """Training falls, validation rises: fires, judged from the (val_loss, loss) epoch-end pair."""
+    trial = keras_like("overfit")
+    rule = Overfit(trial)
+    steps = _run(rule)
+    assert steps
+    assert all("val_loss" in trial.tensor_names(step=s) for s in steps)
+    assert "epoch-end" in rule.evidence.summary()["reasons"][0]["quantity"]
+
+
+def test_keras_like_flat_run_is_quiet(keras_like: Callable[..., Any]) -> None:
+    """Learning rate 0 is not overfitting (validation 4 % below training)."""
+    assert _run(Overfit(keras_like("flat"))) == ()
+
+
+def test_epoch_end_training_mean_is_not_a_validation_value(tmp_path: Path) -> None:
+    """An EVAL step with `val_loss` (no Keras pair used when val_loss is not scalar-readable
+    aside) does not pull the training mean into the validation phase mean."""
+    writer = TrialWriter(tmp_path / "t")
+    writer.write_collections([Collection("losses", tensor_names={"loss"})])
+    writer.write_step(0, {"loss": np.float32(1.0)}, mode=TRAIN, mode_step=0)
+    writer.write_step(1, {"loss": np.float32(1.2)}, mode=EVAL, mode_step=0)
+    with writer.step_writer(2) as w:
+        w.write_tensor(np.float32(1.2), "loss", mode=EVAL, mode_step=1)
+        w.write_tensor(np.float32(1.0), "loss", mode=EVAL, mode_step=1)  # training mean
+        w.write_tensor(np.float32(1.2), "val_loss", mode=EVAL, mode_step=1)
+    writer.end_training()
+    with create_trial(str(tmp_path / "t")) as trial:
+        rule = Overfit(trial)
+        assert _run(rule) == (1, 2)
+        ratios = [c["value"] for c in rule.evidence.summary()["reasons"]]
+        assert ratios == pytest.approx([0.2, 0.2])
+
+
+def test_selection_hint_without_tensor_regex(make_trial: Callable[..., Any]) -> None:
+    """The checked-nothing hint names the losses collection and says to save both modes."""
+    rule = Overfit(make_trial([(TRAIN, [1.0])]))
+    (hint,) = rule.selection_hints()
+    assert "losses" in hint.description and "EVAL" in (hint.advice or "")
+
+
+def test_real_keras_trials_with_default_parameters() -> None:
+    """keras_healthy and keras_flat_loss stay quiet; keras_overfit fires at its fifth epoch end
+    (global step 19, ratio 0.13)."""
+    for name in ("keras_healthy", "keras_flat_loss"):
+        with _real(name) as trial:
+            rule = Overfit(trial)
+            assert _run(rule) == ()
+            assert rule.evidence.comparisons > 0
+    with _real("keras_overfit") as trial:
+        assert _run(Overfit(trial))[0] == 19

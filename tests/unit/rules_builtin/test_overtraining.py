@@ -17,6 +17,7 @@ from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.overtraining import Overtraining
+from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 
@@ -121,3 +122,67 @@ def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in Overtraining.PARAMETERS}
     assert declared == {"patience_train": "5", "patience_validation": "10", "delta": "0.01"}
+
+
+# ---------------------------------------------------------------------- Keras-like and real trials
+
+
+def _run(rule: Any) -> tuple[int, ...]:
+    return invoke_rule(rule, 0, raise_eval_cond=False).fired_steps
+
+
+def _real(name: str) -> Any:
+    return create_trial(str(hook_trial(name)))
+
+
+def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None:
+    """A running mean that flattens late in every epoch (12 batches) does not fire: Keras
+    losses are followed at their epoch-end logs."""
+    rule = Overtraining(keras_like("healthy"))
+    assert _run(rule) == ()
+    assert rule.evidence.comparisons > 0
+
+
+def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
+    """Learning rate 0: the training loss does not improve for 5 saved TRAIN values (first
+    epoch), then for 5 epoch-end logs."""
+    trial = keras_like("flat", epochs=8)
+    rule = Overtraining(trial)
+    steps = _run(rule)
+    assert steps[0] == 5
+    ends = [s for s in steps if "val_loss" in trial.tensor_names(step=s)]
+    assert ends[0] == 6 * 15 - 1  # the fifth epoch end after the first one (step 14)
+    assert rule.evidence.summary()["reasons"][0]["parameter"] == "patience_train"
+
+
+def test_train_and_eval_values_are_never_pooled(tmp_path: Path) -> None:
+    """A low EVAL value does not become the TRAIN best (and vice versa)."""
+    writer = TrialWriter(tmp_path / "t")
+    writer.write_collections([Collection("losses", tensor_names={"loss"})])
+    counters = {TRAIN: 0, EVAL: 0}
+    values = [(TRAIN, 1.0), (EVAL, 0.1), (TRAIN, 0.9), (EVAL, 0.09), (TRAIN, 0.8), (TRAIN, 0.7)]
+    for step, (mode, value) in enumerate(values):
+        writer.write_step(step, {"loss": np.float32(value)}, mode=mode,
+                          mode_step=counters[mode])
+        counters[mode] += 1
+    writer.end_training()
+    with create_trial(str(tmp_path / "t")) as trial:
+        rule = Overtraining(trial, patience_train="1", patience_validation="1")
+        assert _run(rule) == ()
+
+
+def test_selection_hint_has_no_parameter(make_trial: Callable[..., Any]) -> None:
+    """Overtraining has no selection parameter: the hint gives advice instead."""
+    rule = Overtraining(make_trial([(TRAIN, 1.0)]))
+    (hint,) = rule.selection_hints()
+    assert hint.parameter is None and "losses" in (hint.advice or "")
+
+
+def test_real_keras_trials_with_default_parameters() -> None:
+    """keras_healthy stays quiet; keras_flat_loss fires at its sixth epoch end (step 11)."""
+    with _real("keras_healthy") as trial:
+        rule = Overtraining(trial)
+        assert _run(rule) == ()
+        assert rule.evidence.comparisons > 0
+    with _real("keras_flat_loss") as trial:
+        assert _run(Overtraining(trial))[0] == 11

@@ -20,6 +20,7 @@ from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.unchanged_tensor import UnchangedTensor, _allclose
+from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
@@ -241,3 +242,51 @@ def test_declared_parameters_match_the_constructor() -> None:
                         if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("collection_names", None), ("tensor_regex", None), ("num_steps", "3"),
                         ("rtol", "1e-05"), ("atol", "1e-08"), ("equal_nan", "False")]
+
+
+# ---------------------------------------------------------------------- Keras-like and real trials
+
+
+def _run(rule: Any) -> tuple[int, ...]:
+    return invoke_rule(rule, 0, raise_eval_cond=False).fired_steps
+
+
+def _real(name: str) -> Any:
+    return create_trial(str(hook_trial(name)))
+
+
+def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None:
+    """Weights saved at three EVAL steps of a validation pass with the same values, and the
+    epoch-end duplicate `loss`, do not fire: only TRAIN steps are checked."""
+    rule = UnchangedTensor(keras_like("healthy"))
+    assert _run(rule) == ()
+    summary = rule.evidence.summary()
+    assert summary["comparisons"] > 0
+    assert {c["mode"] for c in summary["closest"]} == {"TRAIN"}
+
+
+def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
+    """Learning rate 0: the loss and the weights stay the same over 3 saved TRAIN steps."""
+    rule = UnchangedTensor(keras_like("flat"))
+    assert _run(rule)[0] == 2
+    reason = rule.evidence.summary()["reasons"][0]
+    assert reason["parameter"] == "num_steps" and reason["value"] == 3
+
+
+def test_eval_steps_are_not_checked(make_trial: Callable[..., Any]) -> None:
+    """A tensor constant over EVAL steps only does not fire, and is not a comparison."""
+    modes = {0: (EVAL, 0), 1: (EVAL, 1), 2: (EVAL, 2)}
+    rule = UnchangedTensor(make_trial({s: {"w": np.ones(2)} for s in range(3)}, modes=modes))
+    assert fired(rule) == ()
+    assert rule.evidence.comparisons == 0
+    assert "TRAIN" in (rule.selection_hints()[0].advice or "")
+
+
+def test_real_keras_trials_with_default_parameters() -> None:
+    """keras_healthy stays quiet; keras_flat_loss fires at TRAIN step 2 (global step 4)."""
+    with _real("keras_healthy") as trial:
+        rule = UnchangedTensor(trial)
+        assert _run(rule) == ()
+        assert rule.evidence.comparisons > 0
+    with _real("keras_flat_loss") as trial:
+        assert _run(UnchangedTensor(trial))[0] == 4

@@ -21,6 +21,7 @@ from evaluator.testing import TrialWriter, compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.weight_update_ratio import WeightUpdateRatio
+from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
@@ -232,3 +233,56 @@ def test_declared_parameters_match_the_constructor() -> None:
                         if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("num_steps", None), ("large_threshold", "10.0"),
                         ("small_threshold", "0.00000001"), ("epsilon", "0.000000001")]
+
+
+# ---------------------------------------------------------------------- Keras-like and real trials
+
+
+def _run(rule: Any) -> tuple[int, ...]:
+    return invoke_rule(rule, 0, raise_eval_cond=False).fired_steps
+
+
+def _real(name: str) -> Any:
+    return create_trial(str(hook_trial(name)))
+
+
+def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None:
+    """Weights saved at EVAL steps with unchanged values never give a ratio of 0."""
+    rule = WeightUpdateRatio(keras_like("healthy"))
+    assert _run(rule) == ()
+    summary = rule.evidence.summary()
+    assert summary["comparisons"] > 0
+    assert {c["mode"] for c in summary["closest"]} == {"TRAIN"}
+
+
+def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
+    """Learning rate 0: the weights do not change between TRAIN steps."""
+    rule = WeightUpdateRatio(keras_like("flat"))
+    assert _run(rule)[0] == 1
+    assert rule.evidence.summary()["reasons"][0]["parameter"] == "small_threshold"
+
+
+def test_records_both_thresholds_per_compared_weight(keras_like: Callable[..., Any]) -> None:
+    """Each comparison is recorded against large_threshold and small_threshold."""
+    rule = WeightUpdateRatio(keras_like("healthy", epochs=1, train_batches=3, val_batches=2))
+    _run(rule)
+    summary = rule.evidence.summary()
+    assert summary["comparisons"] == 4  # TRAIN steps 1 and 2, two conditions each
+    assert {c["parameter"] for c in summary["closest"]} == {"large_threshold",
+                                                            "small_threshold"}
+
+
+def test_selection_hint_has_no_parameter(make_trial: Callable[..., Any]) -> None:
+    """WeightUpdateRatio has no selection parameter: the hint gives advice instead."""
+    (hint,) = WeightUpdateRatio(make_trial({0: {}})).selection_hints()
+    assert hint.parameter is None and "weights" in (hint.advice or "")
+
+
+def test_real_keras_trials_with_default_parameters() -> None:
+    """keras_healthy stays quiet; keras_flat_loss fires at TRAIN step 3 (global step 6)."""
+    with _real("keras_healthy") as trial:
+        rule = WeightUpdateRatio(trial)
+        assert _run(rule) == ()
+        assert rule.evidence.comparisons > 0
+    with _real("keras_flat_loss") as trial:
+        assert _run(WeightUpdateRatio(trial))[0] == 6

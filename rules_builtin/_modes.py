@@ -1,0 +1,97 @@
+"""Which mode a saved value belongs to: one answer for every built-in rule that follows a loss.
+
+Rules never compare or pool values of different modes. A step's mode is the one its index file
+records; a trial written without modes (XGBoost, a hook that never set one) has only GLOBAL
+steps, and those count as training (``as_training``).
+
+Keras' epoch-end logs
+---------------------
+smdebug's ``KerasHook`` forces a save at the end of every epoch. With
+``fit(validation_data=...)`` that step is an EVAL step holding Keras' epoch logs: ``X`` is the
+TRAINING epoch mean of ``X`` (the index file lists ``X`` twice; the later entry, the one read,
+is the epoch log) and ``val_X`` the validation mean. ``is_epoch_end_log`` recognises such a
+step by ``val_X`` being saved at an EVAL step together with ``X``. At that step ``X`` is NOT a
+value of the EVAL series of ``X``: ``value_in_mode(..., EVAL)`` returns None for it, and
+``value_in_mode(..., TRAIN)`` returns None too (the step has no TRAIN mode step; a rule that
+wants the training epoch mean asks ``epoch_end_pair``, which gives the (training mean,
+validation mean) pair).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.modes import ModeKeys
+from rules_builtin._select import scalar
+
+__all__ = ["TRAINING", "VALIDATION_PREFIX", "as_training", "epoch_end_pair", "is_epoch_end_log",
+           "mode_of", "value_in_mode"]
+
+TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
+TRAINING = (TRAIN, GLOBAL)  # the modes whose steps are training steps
+VALIDATION_PREFIX = "val_"  # Keras' name for the validation counterpart of a metric
+
+
+def as_training(mode: ModeKeys | None) -> ModeKeys | None:
+    """The mode a rule follows a step's values in: GLOBAL (no modes) counts as TRAIN."""
+    return TRAIN if mode == GLOBAL else mode
+
+
+def mode_of(trial: Any, step: int) -> tuple[ModeKeys | None, int | None]:
+    """``(mode, mode step)`` of global ``step``, GLOBAL mapped to TRAIN (its mode step is the
+    global step); ``(None, None)`` for a step the trial does not know."""
+    mode, mode_step = trial.mode_modestep(step)
+    if mode is None or mode_step is None:
+        return None, None
+    return as_training(mode), mode_step
+
+
+def is_epoch_end_log(trial: Any, name: str, step: int) -> bool:
+    """Whether ``name`` at global ``step`` is a Keras epoch-end log, i.e. the step is an EVAL
+    step where both ``name`` and ``val_<name>`` are saved: ``name`` there is the training
+    epoch mean, not a validation value."""
+    if name.startswith(VALIDATION_PREFIX):
+        return False
+    if trial.mode(step) != EVAL:
+        return False
+    names = trial.tensor_names(step=step)
+    return name in names and VALIDATION_PREFIX + name in names
+
+
+def _scalar(trial: Any, name: str, step: int, not_scalar: set[str] | None) -> float | None:
+    try:
+        value = scalar(trial.tensor(name).value(step))
+    except TensorUnavailableForStep:
+        return None
+    if value is None and not_scalar is not None:
+        not_scalar.add(name)
+    return value
+
+
+def value_in_mode(trial: Any, name: str, step: int, mode: ModeKeys, *,
+                  not_scalar: set[str] | None = None) -> float | None:
+    """The one-element tensor ``name`` at global ``step`` as a value of ``mode`` (TRAIN,
+    EVAL or PREDICT; GLOBAL steps count as TRAIN), or None: not saved there, saved in another
+    mode, a Keras epoch-end log (neither a TRAIN nor an EVAL value), or not a scalar (then
+    the name is added to ``not_scalar``)."""
+    step_mode, _ = mode_of(trial, step)
+    if step_mode is None or step_mode != as_training(mode):
+        return None
+    if step_mode == EVAL and is_epoch_end_log(trial, name, step):
+        return None
+    return _scalar(trial, name, step, not_scalar)
+
+
+def epoch_end_pair(trial: Any, name: str, step: int, *,
+                   not_scalar: set[str] | None = None) -> tuple[float, float] | None:
+    """At a Keras epoch-end log of ``name``: ``(training epoch mean, validation mean)``, the
+    values of ``name`` and ``val_<name>``; None at any other step or if either is missing or
+    not a scalar."""
+    if not is_epoch_end_log(trial, name, step):
+        return None
+    train = _scalar(trial, name, step, not_scalar)
+    val = _scalar(trial, VALIDATION_PREFIX + name, step, None)
+    if train is None or val is None:
+        return None
+    return train, val
