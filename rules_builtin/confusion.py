@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
@@ -92,9 +93,15 @@ def labelled_values(trial: Any, step: int, name: str, selection: TensorSelection
 
 @register
 class Confusion(Rule):
-    """Fires at a step when the confusion matrix of that step's labels and predictions has, for
+    """Fires when the confusion matrix of the trained model's labels and predictions has, for
     some true class i (a row with at least one sample), a recall ``M[i,i] / sum_k M[i,k]`` below
     ``min_diag`` or a share ``M[i,j] / sum_k M[i,k]`` (j != i) above ``max_off_diag``.
+
+    When: once, when the data ends, on the newest EVAL step that saved labels and predictions
+    (validation), else the newest training (TRAIN, or GLOBAL for XGBoost) one; it fires at that
+    step. This is our choice, made on trials written by the real hooks: the predictions of the
+    first steps are an untrained model's, so judging every step fired at step 0 of every job.
+    A run whose trial never saved labels and predictions checked nothing.
 
     ``M[i, j]`` counts the samples of true class i predicted as j. The rule's description
     writes the same ratios as C[j][i] / sum_j C[j][i] with C = M transposed (columns are true
@@ -105,7 +112,7 @@ class Confusion(Rule):
     the ``labels_collection`` collection saved at the step, concatenated in natural name order.
     Predictions alike. A tensor with two or more axes whose last axis has more than one entry
     (class scores, one-hot) is reduced by argmax over that axis; other values are rounded to
-    the nearest integer. Each step stands alone (no accumulation across steps).
+    the nearest integer. The step judged stands alone (no accumulation across steps).
 
     Categories: N = ``category_no``, else max(label, prediction) + 1. Pairs with a non-finite or
     negative id, or an id >= ``category_no``, are left out (with a warning). A step without
@@ -144,6 +151,7 @@ class Confusion(Rule):
                                                       all_when_empty=False)
         self.min_diag = parse_float(name, "min_diag", min_diag)
         self.max_off_diag = parse_float(name, "max_off_diag", max_off_diag)
+        self._newest: dict[ModeKeys, int] = {}  # mode -> newest step with labels/predictions
         self._collection_names = (str(labels_collection or "").strip(),
                                   str(predictions_collection or "").strip())
 
@@ -160,12 +168,31 @@ class Confusion(Rule):
                     ("predictions", self.predictions, self._collection_names[1]))]
 
     def invoke_at_step(self, step: int) -> bool:
+        """Remember the newest step of each mode that holds labels and predictions; the
+        judgement waits for the end of the data (``invoke_at_end``)."""
         y = labelled_values(self.base_trial, step, self.labels, self.labels_collection)
         if y is None:
             raise TensorUnavailableForStep(self.labels or "labels", step)
         p = labelled_values(self.base_trial, step, self.predictions, self.predictions_collection)
         if p is None:
             raise TensorUnavailableForStep(self.predictions or "predictions", step)
+        mode = self.base_trial.mode(step)
+        self._newest[ModeKeys.TRAIN if mode in (None, ModeKeys.GLOBAL) else mode] = step
+        return False
+
+    def invoke_at_end(self) -> int | None:
+        """Judge the trained model: the newest EVAL step with labels and predictions, else the
+        newest training one. The step judged is the one reported when it fires."""
+        step = self._newest.get(ModeKeys.EVAL, self._newest.get(ModeKeys.TRAIN))
+        if step is None:
+            return None
+        return step if self._judge(step) else None
+
+    def _judge(self, step: int) -> bool:
+        y = labelled_values(self.base_trial, step, self.labels, self.labels_collection)
+        p = labelled_values(self.base_trial, step, self.predictions, self.predictions_collection)
+        if y is None or p is None:
+            return False
         if y.size != p.size:
             self.logger.warning("%s: step %d has %d labels but %d predictions; not evaluated",
                                 self.rule_name, step, y.size, p.size)

@@ -13,6 +13,7 @@ from rules_builtin._params import Param, parse_bool
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
+_XGBOOST_TREES = "trees/"  # smdebug.xgboost's tree dump: NaN marks a leaf, not a fault
 ALLOWED = "non-finite elements allowed"  # the fixed limit (0) the count is compared with
 
 
@@ -22,7 +23,9 @@ class ExplodingTensor(Rule):
     ``only_nan``, a +inf or -inf.
 
     Selection: the union of ``collection_names`` and ``tensor_regex`` (comma-separated); all
-    tensors when neither is given. Only float and complex tensors are checked (other dtypes
+    tensors when neither is given, except XGBoost's tree dump (``trees/*``), whose ``Split``,
+    ``Yes``, ``No`` and ``Missing`` columns hold NaN for every leaf by design (a named
+    selection includes them). Only float and complex tensors are checked (other dtypes
     cannot hold non-finite values). The value read is the one ``Tensor.value(step)`` returns
     (the first worker that saved the step).
 
@@ -58,8 +61,14 @@ class ExplodingTensor(Rule):
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
 
+    def _names(self, step: int) -> list[str]:
+        names = self.selection.names(self.base_trial, step=step)
+        if self.selection.given:
+            return names
+        return [n for n in names if not n.startswith(_XGBOOST_TREES)]
+
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names(self.base_trial, step=step):
+        for name in self._names(step):
             found = self._values(name, step)
             if found is None:
                 continue  # not checked: shape only, not a float dtype, or empty

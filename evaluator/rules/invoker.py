@@ -8,7 +8,7 @@ Exception handling follows smdebug 1.0.34's ``invoke_rule``:
   and the run ends if the exception says ``end_of_rule``;
 * ``NoMoreProfilerData`` ends the run; anything else propagates.
 
-Three differences, all additive:
+Four differences, all additive:
 
 * steps are visited as they are saved (``Trial.next_step``), not every integer from
   ``start_step`` on, so steps that were never saved are not "skipped" one by one;
@@ -16,7 +16,10 @@ Three differences, all additive:
   rule itself raises ends the run the same way);
 * the call returns an ``InvokeResult``, reports each step to an optional ``RuleObserver``,
   ends within a poll interval of ``stop`` being set, and can end at the first firing
-  (``continue_after_fire=False``).
+  (``continue_after_fire=False``);
+* when the data ends (or ``end_step`` is reached), a rule's ``finish()`` (``Rule.finish``:
+  ``invoke_at_end``, for rules that judge the final state of training) runs once; a firing
+  there is reported like any other.
 """
 
 from __future__ import annotations
@@ -142,7 +145,26 @@ def invoke_rule(
         if ended is not None:
             return tally.result(ended)
         step = trial.next_step(step, end_step=end_step, stop=stop)
-    return tally.result(_why_no_step(trial, end_step, stop))
+    ended_by = _why_no_step(trial, end_step, stop)
+    if ended_by in (Termination.END_OF_DATA, Termination.END_STEP):
+        _finish(rule_obj, tally, watcher, raise_eval_cond)
+    return tally.result(ended_by)
+
+
+def _finish(rule_obj: Any, tally: _Tally, watcher: RuleObserver, raise_eval_cond: bool) -> None:
+    """The end-of-data judgement (``Rule.finish``) of a rule that has one; a firing there
+    counts as a firing at the step the rule names."""
+    finish = getattr(rule_obj, "finish", None)
+    if not callable(finish):
+        return
+    try:
+        finish()
+    except RuleEvaluationConditionMet as e:
+        tally.fired.append(e.step)
+        watcher.on_condition_met(e.step, e)
+        if raise_eval_cond:
+            raise
+        log.info("%s", e)
 
 
 def _invoke_at(rule_obj: Any, step: int, tally: _Tally, watcher: RuleObserver,

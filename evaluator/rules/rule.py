@@ -95,5 +95,22 @@ class Rule(ABC):
             self._actions.invoke(str(condition))
             raise condition
 
+    def invoke_at_end(self) -> int | None:
+        """Ours, optional: called once when the data has ended (or ``end_step`` was reached),
+        for a rule that judges the final state of training (Confusion judges the trained
+        model's predictions, not an untrained one's). Returns the step at which the condition
+        is met, or None."""
+        return None
+
+    def finish(self) -> None:
+        """Run ``invoke_at_end`` as ``invoke`` runs ``invoke_at_step``: a step returned runs
+        the actions and raises ``RuleEvaluationConditionMet`` for that step."""
+        with no_refresh(self.trials), observe_reads(self.evidence.note_read):
+            step = self.invoke_at_end()
+        if step is not None:
+            condition = RuleEvaluationConditionMet(self.rule_name, step)
+            self._actions.invoke(str(condition))
+            raise condition
+
     def __repr__(self) -> str:
         return f"<{self.rule_name} base_trial={getattr(self.base_trial, 'name', self.base_trial)!r}>"

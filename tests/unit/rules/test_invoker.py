@@ -237,3 +237,44 @@ def test_observer_hears_exactly_one_call_per_visited_step(make_trial: Any) -> No
     assert [(c[0], c[1]) for c in log.calls] == [
         ("evaluated", 0), ("evaluated", 2), ("skipped", 3), ("met", 5)]
     assert result == InvokeResult(Termination.END_OF_DATA, 3, 1, (5,), 5)
+
+
+class AtEnd(Body):
+    """invoke_at_end returns ``verdict`` (a step, or None) once the data has ended."""
+
+    def __init__(self, base_trial: Any, verdict: int | None) -> None:
+        super().__init__(base_trial)
+        self.verdict = verdict
+        self.ends = 0
+
+    def invoke_at_end(self) -> int | None:
+        self.ends += 1
+        return self.verdict
+
+
+def test_end_of_data_judgement_fires_at_the_step_it_names(make_trial: Any) -> None:
+    """A rule judging the final state fires once, at the step invoke_at_end returns."""
+    rule, log = AtEnd(make_trial(SAVED), 3), Log()
+    result = invoke_rule(rule, observer=log)
+    assert (rule.ends, result.fired_steps, result.ended_by) == (1, (3,), Termination.END_OF_DATA)
+    assert log.calls[-1] == ("met", 3, 3)
+
+
+def test_end_of_data_judgement_that_passes_fires_nothing(make_trial: Any) -> None:
+    """invoke_at_end returning None leaves the run without a firing."""
+    rule = AtEnd(make_trial(SAVED), None)
+    assert invoke_rule(rule).fired_steps == () and rule.ends == 1
+
+
+def test_end_of_data_judgement_raises_when_asked(make_trial: Any) -> None:
+    """With raise_eval_cond the end-of-data firing is raised, as a step's would be."""
+    with pytest.raises(RuleEvaluationConditionMet):
+        invoke_rule(AtEnd(make_trial(SAVED), 5), raise_eval_cond=True)
+
+
+def test_no_end_of_data_judgement_after_a_stop(make_trial: Any) -> None:
+    """A stopped run never runs invoke_at_end (a stop is not the end of the data)."""
+    stop = threading.Event()
+    stop.set()
+    rule = AtEnd(make_trial(SAVED), 3)
+    assert invoke_rule(rule, stop=stop).ended_by == Termination.STOPPED and rule.ends == 0

@@ -11,6 +11,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter
@@ -186,3 +187,35 @@ def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None
         Confusion(None, **kwargs)
     message = str(caught.value)
     assert "Confusion" in message and name in message and repr(value) in message
+
+
+def test_only_the_trained_model_is_judged(make_trial: Callable[..., Any]) -> None:
+    """An untrained model's predictions at step 0 do not fire; the newest step is judged."""
+    trial = make_trial({0: {"labels": TEN, "predictions": np.zeros(10)},
+                        5: {"labels": TEN, "predictions": TEN}})
+    assert invoke_rule(Confusion(trial)).fired_steps == ()
+
+
+def test_a_bad_trained_model_fires_at_the_step_judged(make_trial: Callable[..., Any]) -> None:
+    """When the newest step's matrix breaks a bound, the rule fires at that step."""
+    trial = make_trial({0: {"labels": TEN, "predictions": TEN},
+                        5: {"labels": TEN, "predictions": ONE_WRONG}, 7: {"other": TEN}})
+    rule = Confusion(trial)
+    assert invoke_rule(rule).fired_steps == (5,)
+    assert rule.evidence.summary()["reasons"][0]["step"] == 5
+
+
+def test_validation_predictions_are_preferred(tmp_path: Path) -> None:
+    """With EVAL steps that saved labels and predictions, the newest EVAL one is judged."""
+    writer = TrialWriter(tmp_path / "t")
+    writer.write_collections([])
+    writer.write_step(0, {"labels": TEN, "predictions": TEN}, mode=ModeKeys.TRAIN, mode_step=0)
+    writer.write_step(1, {"labels": TEN, "predictions": ONE_WRONG}, mode=ModeKeys.EVAL,
+                      mode_step=0)
+    writer.write_step(2, {"labels": TEN, "predictions": TEN}, mode=ModeKeys.TRAIN, mode_step=1)
+    writer.end_training()
+    trial = create_trial(str(tmp_path / "t"))
+    try:
+        assert invoke_rule(Confusion(trial)).fired_steps == (1,)
+    finally:
+        trial.close()

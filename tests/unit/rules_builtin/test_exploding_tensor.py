@@ -197,3 +197,12 @@ def test_declared_parameters_match_the_constructor() -> None:
     assert declared == [(p.name, p.default) for p in signature
                         if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("collection_names", None), ("tensor_regex", None), ("only_nan", "False")]
+
+
+def test_xgboost_tree_dump_leaves_are_not_explosions(make_trial: Callable[..., Any]) -> None:
+    """trees/Split holds NaN for every leaf: skipped by default, checked when selected."""
+    split = np.array([0.5, np.nan, np.nan], np.float32)
+    trial = make_trial({0: {"trees/Split": split, "train-logloss": np.float32([0.6])}})
+    assert invoke_rule(ExplodingTensor(trial), raise_eval_cond=False).fired_steps == ()
+    chosen = ExplodingTensor(trial, tensor_regex="trees/")
+    assert invoke_rule(chosen, raise_eval_cond=False).fired_steps == (0,)
