@@ -29,9 +29,12 @@ class FeatureImportanceOverweight(Rule):
     vector of importances works too. They are normalised here (divided by their sum), whatever
     the hook did. Non-finite and negative values are ignored.
 
-    XGBoost only reports the features the trees use, so a model that used ``nfeatures`` or
-    fewer features fires: all its importance sits on them. A step where no tensor matches is
-    skipped (``TensorUnavailableForStep``); one whose importances sum to zero is not fired on.
+    XGBoost only reports the features the trees use. While the model has used ``nfeatures``
+    or fewer features, their share is 1 by construction (a booster's first trees use a few
+    features): such a step is not compared. If the model still uses that few when the data
+    ends, its newest step is judged then (and fires: all its importance sits on them). A step
+    where no tensor matches is skipped (``TensorUnavailableForStep``); one whose importances
+    sum to zero is not fired on.
     """
 
     PARAMETERS = (
@@ -50,6 +53,7 @@ class FeatureImportanceOverweight(Rule):
         self.nfeatures = parse_int(self.rule_name, "nfeatures", nfeatures, minimum=1)
         self.selection = TensorSelection(self.rule_name, tensor_regex=tensor_regex,
                                          all_when_empty=False)
+        self._few: int | None = None  # newest step whose model used <= nfeatures features
 
     def selection_hints(self) -> list[SelectionHint]:
         return [dataclasses.replace(
@@ -58,13 +62,33 @@ class FeatureImportanceOverweight(Rule):
                    "the XGBoost hook (gbtree and dart boosters); a deep-learning trial has none")]
 
     def invoke_at_step(self, step: int) -> bool:
+        names, values = self._importances(step)
+        if int(np.count_nonzero(values)) <= self.nfeatures:
+            # A booster's first trees use few features: all the importance sits on them by
+            # construction. Judged at the end instead, if the model never used more.
+            self._few = step
+            return False
+        self._few = None
+        return self._compare(step, names, values)
+
+    def invoke_at_end(self) -> int | None:
+        """The final model, when it still uses ``nfeatures`` features or fewer."""
+        step = self._few
+        if step is None:
+            return None
+        names, values = self._importances(step)
+        return step if self._compare(step, names, values) else None
+
+    def _importances(self, step: int) -> tuple[list[str], np.ndarray]:
         names = self.selection.names(self.base_trial, step=step)
         if not names:
             raise TensorUnavailableForStep(",".join(self.selection.regexes), step)
         values = np.concatenate([
             np.asarray(self.base_trial.tensor(n).value(step), dtype=np.float64).ravel()
             for n in names])
-        values = values[np.isfinite(values) & (values >= 0)]
+        return names, values[np.isfinite(values) & (values >= 0)]
+
+    def _compare(self, step: int, names: list[str], values: np.ndarray) -> bool:
         total = float(values.sum())
         if total <= 0.0:
             return False

@@ -21,13 +21,13 @@ COLLECTIONS = ["hyperparameters", "metrics", "losses", "predictions", "labels",
 
 SCENARIOS = {
     "healthy": dict(
-        n_train=600, n_val=200, n_features=6, pos_rate=0.5, rounds=20, save_interval=4,
-        score_noise=0.1,
-        params={"objective": "binary:logistic", "max_depth": 3, "eta": 0.3,
+        n_train=4000, n_val=1000, n_features=6, pos_rate=0.5, rounds=30, save_interval=5,
+        score_noise=0.1, even_teacher=True,
+        params={"objective": "binary:logistic", "max_depth": 4, "eta": 0.3,
                 "eval_metric": ["logloss", "error", "auc"]},
         full_shap=True, n_shap=40,
         description="Balanced binary classification (50/50) from a linear teacher with little "
-        "noise, max_depth=3, eta=0.3, 20 rounds, train and validation evals: the model learns "
+        "noise that weighs every feature the same, max_depth=4, eta=0.3, 30 rounds, train and validation evals: the model learns "
         "both classes. Also saves full_shap (on 40 training rows) to show its layout.",
     ),
     "imbalanced": dict(
@@ -69,9 +69,13 @@ EXPECTED = {
 }
 
 
-def make_data(n, n_features, pos_rate, rng, label_noise=0.0, score_noise=0.5):
+def make_data(n, n_features, pos_rate, rng, label_noise=0.0, score_noise=0.5, even=False):
+    """Rows labelled by a linear teacher; ``even``: every feature weighs the same (no few
+    features dominate the model's importance)."""
     x = rng.normal(size=(n, n_features)).astype(np.float32)
     w = np.random.RandomState(7).normal(size=n_features)
+    if even:
+        w = np.sign(w)
     score = x @ w + score_noise * rng.normal(size=n)
     y = (score > np.quantile(score, 1.0 - pos_rate)).astype(np.float32)
     if label_noise:
@@ -94,10 +98,11 @@ def run(scenario, out_dir):
     cfg = SCENARIOS[scenario]
     common.seed_everything(SEED)
     rng = np.random.RandomState(SEED)
-    noise = cfg.get("score_noise", 0.5)
+    noise, even = cfg.get("score_noise", 0.5), cfg.get("even_teacher", False)
     xt, yt = make_data(cfg["n_train"], cfg["n_features"], cfg["pos_rate"], rng,
-                       cfg.get("label_noise", 0.0), score_noise=noise)
-    xv, yv = make_data(cfg["n_val"], cfg["n_features"], cfg["pos_rate"], rng, score_noise=noise)
+                       cfg.get("label_noise", 0.0), score_noise=noise, even=even)
+    xv, yv = make_data(cfg["n_val"], cfg["n_features"], cfg["pos_rate"], rng,
+                       score_noise=noise, even=even)
     dtrain = xgb.DMatrix(xt, label=yt)
     dval = xgb.DMatrix(xv, label=yv)
     params = dict(cfg["params"], seed=SEED, nthread=1)

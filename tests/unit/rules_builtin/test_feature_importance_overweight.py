@@ -128,3 +128,16 @@ def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None
         FeatureImportanceOverweight(None, **kwargs)
     message = str(caught.value)
     assert "FeatureImportanceOverweight" in message and name in message and repr(value) in message
+
+
+def test_a_first_tree_using_few_features_is_not_judged(make_trial: Callable[..., Any]) -> None:
+    """Step 0 uses 2 features (share 1 by construction); once more are used, spread is fine."""
+    trial = make_trial({0: importances([0.6, 0.4]), 4: importances(SPREAD)})
+    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_a_model_that_keeps_using_few_features_fires_at_the_end(
+        make_trial: Callable[..., Any]) -> None:
+    """A model still using <= nfeatures features when the data ends fires at its newest step."""
+    trial = make_trial({0: importances([1.0]), 4: importances([0.7, 0.3]), 8: {"other": 1.0}})
+    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == (4,)
