@@ -36,21 +36,25 @@ class PoorWeightInitialization(Rule):
        raw value of at least 2 elements, the 95th minus the 5th percentile of its values is
        below ``distribution_range``. Checked per tensor (the AWS documentation speaks of the
        minimum spread), so one layer with a collapsed gradient distribution is enough.
-    3. **Loss not decreasing.** For some size-1 tensor of the ``losses`` collection, no new
-       lowest value (strictly lower) has been seen for ``patience`` training steps:
-       s - (step of the lowest value so far) >= ``patience``. A NaN loss is never lower (a
-       first NaN is replaced by the first number).
+    3. **Loss not decreasing.** For some size-1 tensor of the ``losses`` collection, the mean
+       of its values saved in the last ``patience`` training steps (s - patience, s] is not
+       below their mean in the ``patience`` steps before (s - 2 patience, s - patience]; from
+       s = 2 patience - 1 on, when both windows hold a value. Means over windows, not single
+       values: Keras saves a running mean whose first value of an epoch is one batch's loss,
+       below the running means that follow on a healthy run, and PyTorch saves single noisy
+       batches (the lowest-single-value test fired at step 5 of healthy Keras runs). A NaN
+       in the newer window is never a decrease; a NaN only in the older one is.
 
     Choices: training steps are TRAIN steps, or every step of a trial without modes, counted
     in TRAIN mode steps; EVAL/PREDICT steps are not evaluated. ``activation_inputs_regex`` is
     one regular expression (``re.search``, not split at commas). Each check is recorded in the
     rule's evidence: the variance ratio against ``threshold``, each gradient's percentile
-    spread against ``distribution_range``, and each loss's training steps since its lowest
-    value against ``patience``. Variances are the saved
+    spread against ``distribution_range``, and each loss's decrease (%) between the two
+    windows against 0 ("loss decrease required (%)"). Variances are the saved
     ``variance`` reduction, else numpy's (ddof=0) of the raw value. After the first ``steps``
     training steps the rule reads nothing and never fires. Steps are assumed to be visited in
     increasing order (as ``invoke_rule`` does); a step at or before the previous one forgets
-    the lowest losses seen.
+    the losses seen.
     """
 
     PARAMETERS = (
@@ -62,7 +66,8 @@ class PoorWeightInitialization(Rule):
         Param("distribution_range", "0.001", "float",
               "Fire when a gradient's 95th - 5th percentile is below this."),
         Param("patience", "5", "int",
-              "Fire when the loss has not reached a new lowest value for this many steps."),
+              "Fire when the loss's mean over this many training steps is not below its mean "
+              "over the as many steps before."),
         Param("steps", "10", "int", "How many training steps, from the first, are checked."),
     )
 
@@ -82,7 +87,7 @@ class PoorWeightInitialization(Rule):
         self.gradients = TensorSelection(name, default_collections=["gradients"],
                                          all_when_empty=False)
         self.losses = TensorSelection(name, default_collections=["losses"], all_when_empty=False)
-        self._best_loss: dict[str, tuple[float, int]] = {}  # loss name -> (lowest, its step)
+        self._losses: dict[str, list[tuple[int, float]]] = {}  # loss -> (mode step, value)
         self._last_step: int | None = None
 
     def selection_hints(self) -> list[SelectionHint]:
@@ -100,7 +105,7 @@ class PoorWeightInitialization(Rule):
 
     def invoke_at_step(self, step: int) -> bool:
         if self._last_step is not None and step <= self._last_step:
-            self._best_loss.clear()  # a new walk over the steps
+            self._losses.clear()  # a new walk over the steps
         self._last_step = step
         mode, mode_step = self.base_trial.mode_modestep(step)
         if mode not in _TRAINING or mode_step is None or mode_step >= self.steps:
@@ -165,20 +170,41 @@ class PoorWeightInitialization(Rule):
                 continue
             if value.size != 1 or value.dtype.kind not in "iuf":
                 continue
-            loss = float(value.reshape(-1)[0])
-            best = self._best_loss.get(name)
-            if best is None or loss < best[0] or (math.isnan(best[0]) and not math.isnan(loss)):
-                self._best_loss[name] = (loss, mode_step)
-                continue
-            since = mode_step - best[1]
-            if self.evidence.compare(
-                    step, name, quantity="training steps since the loss's lowest value",
-                    value=since, parameter="patience", threshold=self.patience, fires_when=">=",
-                    sentence=f"{self.rule_name}: {name} has not gone below {best[0]:g} (its "
-                             f"value at training step {best[1]}) for {since} training steps "
-                             f"(>= patience={self.patience}) at step {step}"):
-                fired = True
+            seen = self._losses.setdefault(name, [])
+            seen.append((mode_step, float(value.reshape(-1)[0])))
+            fired = self._compare_windows(step, mode_step, name, seen) or fired
         return fired
+
+    def _compare_windows(self, step: int, mode_step: int, name: str,
+                         seen: list[tuple[int, float]]) -> bool:
+        p = self.patience
+        newer = [v for s, v in seen if mode_step - p < s <= mode_step]
+        older = [v for s, v in seen if mode_step - 2 * p < s <= mode_step - p]
+        if mode_step < 2 * p - 1 or not newer or not older:
+            return False
+        before, now = float(np.mean(older)), float(np.mean(newer))
+        decrease = _decrease_percent(before, now)
+        first = mode_step - 2 * p + 1
+        return self.evidence.compare(
+            step, name, quantity=f"decrease (%) of the mean loss over training steps "
+            f"{mode_step - p + 1}..{mode_step} from steps {first}..{mode_step - p}",
+            value=decrease, parameter="loss decrease required (%)", threshold=0.0,
+            fires_when="<=",
+            sentence=f"{self.rule_name}: the mean of {name} over training steps "
+                     f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its mean over the "
+                     f"{p} steps before ({before:g}) (patience={p}) at step {step}")
+
+
+def _decrease_percent(before: float, now: float) -> float:
+    """How much lower ``now`` is than ``before``, in % of ``before``; -inf for a NaN now (never
+    a decrease), +inf for a NaN before (any number is)."""
+    if math.isnan(now):
+        return -math.inf
+    if math.isnan(before):
+        return math.inf
+    if before == 0:
+        return 0.0 if now == 0 else math.copysign(math.inf, -now)
+    return 100.0 * (before - now) / abs(before)
 
 
 def _variance(tensor: Any, step: int) -> float | None:
