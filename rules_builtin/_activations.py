@@ -7,7 +7,9 @@ tensors of collections the SDK defined; smdebug's framework hooks name layer ten
 * TensorFlow 2 Keras: ``<layer>/inputs`` and ``<layer>/outputs`` (``re_lu/outputs``,
   ``activation/inputs``, ``hidden_relu/outputs``);
 * PyTorch and MXNet: ``<module>_input_<i>`` and ``<module>_output_<i>`` (``relu1_output_0``,
-  ``Net_relu1_output_0``, ``relu0_output_0``).
+  ``Net_relu1_output_0``, ``relu0_output_0``);
+* TensorFlow 1 graphs: op outputs such as ``dense/Relu:0`` (ReLU outputs only: the input of a
+  TF1 Tanh op has no name of its own).
 
 ``ActivationFinder`` finds the layers and decides each one's function, once per layer:
 
@@ -42,6 +44,7 @@ FUNCTIONS = ("relu", "tanh", "sigmoid")
 
 # SageMaker collection names first, then the hooks' layer tensors.
 _SAGEMAKER = re.compile(r"(?P<fn>relu|tanh|sigmoid)_(?P<side>input|output)s?$", re.I)
+_TF1_RELU = re.compile(r"(^|/)(Relu|Relu6|LeakyRelu)(_\d+)?:\d+$")  # a TF1 graph op's output
 _KERAS = re.compile(r"^(?P<layer>.+)/(?P<side>input|output)s$")
 _MODULE = re.compile(r"^(?P<layer>.+)_(?P<side>input|output)_(?P<index>\d+)$")
 _NAME_FUNCTION = re.compile(r"re_?lu|tanh|sigmoid", re.I)
@@ -185,6 +188,8 @@ class ActivationFinder:
 
 
 def _sagemaker_match(name: str, function: str, side: str) -> bool:
+    if function == "relu" and side == "outputs" and _TF1_RELU.search(name):
+        return True
     match = _SAGEMAKER.search(name)
     return bool(match and match["fn"].lower() == function and match["side"] + "s" == side)
 

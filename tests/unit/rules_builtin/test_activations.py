@@ -76,3 +76,16 @@ def test_undecidable_layer_falls_back_to_its_name(make_trial: Callable[..., Any]
     positive = np.abs(X) + 0.1
     trial = make_trial({0: {"relu1_input_0": positive, "relu1_output_0": positive}})
     assert ActivationFinder(trial).tensors("relu", "outputs", 0) == ["relu1_output_0"]
+
+
+def test_tensorflow_1_relu_ops_are_relu_outputs(make_trial: Callable[..., Any]) -> None:
+    """A TF1 graph's dense/Relu:0 and Relu_1:0 are ReLU outputs; a MatMul output is not."""
+    trial = make_trial({0: {"dense/Relu:0": X, "dense_1/Relu_1:0": X, "dense/MatMul:0": X}})
+    assert ActivationFinder(trial).tensors("relu", "outputs", 0) == ["dense/Relu:0",
+                                                                     "dense_1/Relu_1:0"]
+
+
+def test_mxnet_activation_blocks_are_found_by_name(make_trial: Callable[..., Any]) -> None:
+    """MXNet Gluon's auto-named relu0 block: relu0_output_0 is a ReLU output."""
+    trial = make_trial({0: {"relu0_output_0": np.maximum(X, 0)}})
+    assert ActivationFinder(trial).tensors("relu", "outputs", 0) == ["relu0_output_0"]
