@@ -21,6 +21,7 @@ from evaluator.rules.coverage import checked_nothing
 from evaluator.rules.loader import build_rule
 from evaluator.trial import create_trial
 from rules_builtin import registry
+from tests.scenarios.outcomes import Outcome
 
 __all__ = ["FAULTS", "NEEDS", "TRIALS", "Outcome", "labels", "run_all"]
 
@@ -45,20 +46,6 @@ def labels(trial: str) -> dict[str, Any]:
 
 for _trial in TRIALS:
     FAULTS[_trial] = [r for r in labels(_trial).get("expected", []) if registry.lookup(r)]
-
-
-class Outcome:
-    """How one rule ended on one trial."""
-
-    def __init__(self, fired: list[int] | None = None, note: str | None = None) -> None:
-        self.fired = fired or []
-        self.note = note
-
-    @property
-    def cell(self) -> str:
-        if self.note:
-            return self.note
-        return f"fires at step {self.fired[0]}" if self.fired else "quiet"
 
 
 def run_all(workdir: Path | None = None) -> dict[str, dict[str, Outcome]]:
