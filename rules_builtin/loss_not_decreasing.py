@@ -25,27 +25,42 @@ _PREFERRED = (EVAL, TRAIN)  # the order tried when ``mode`` is unset
 
 @dataclass
 class _View:
-    """One loss tensor's saved steps in one mode, as (mode step, global step) pairs; only the
-    steps a comparison can still need are kept. ``best`` is the lowest value read in this
-    mode (never another mode's)."""
+    """One loss tensor's saved steps in one mode, as (mode step, global step) pairs, with the
+    values read so far; only the steps a comparison can still need are kept. ``best`` is the
+    lowest window mean computed in this mode (never another mode's)."""
 
-    recent: deque[tuple[int, int]] = field(default_factory=deque)
+    saved: deque[tuple[int, int]] = field(default_factory=deque)
+    values: dict[int, float | None] = field(default_factory=dict)  # global step -> value
     last_evaluated: int | None = None
     best: float | None = None
 
     def add(self, mode_step: int, step: int, num_steps: int) -> None:
-        if self.recent and mode_step <= self.recent[-1][0]:
+        if self.saved and mode_step <= self.saved[-1][0]:
             return
-        self.recent.append((mode_step, step))
-        while len(self.recent) >= 2 and self.recent[1][0] <= mode_step - num_steps:
-            self.recent.popleft()
+        self.saved.append((mode_step, step))
+        anchor = self.anchor(num_steps)
+        if anchor is None:
+            return
+        # Later anchors are never earlier: steps at or before anchor - num_steps are no
+        # longer in any window.
+        while self.saved[0][0] <= anchor[0] - num_steps:
+            _, gone = self.saved.popleft()
+            self.values.pop(gone, None)
 
-    def comparison(self, num_steps: int) -> tuple[int, int] | None:
+    def anchor(self, num_steps: int) -> tuple[int, int] | None:
         """The newest saved (mode step, global step) at least ``num_steps`` mode steps before
-        the newest one."""
-        if not self.recent or self.recent[0][0] > self.recent[-1][0] - num_steps:
-            return None
-        return self.recent[0]
+        the newest one: the end of the previous window."""
+        newest = self.saved[-1][0] if self.saved else None
+        found = None
+        for entry in self.saved:
+            if entry[0] > newest - num_steps:  # type: ignore[operator]
+                break
+            found = entry
+        return found
+
+    def window(self, end: int, num_steps: int) -> list[tuple[int, int]]:
+        """The saved (mode step, global step) pairs in the mode steps (end - num_steps, end]."""
+        return [e for e in self.saved if end - num_steps < e[0] <= end]
 
 
 @dataclass
@@ -86,30 +101,35 @@ class LossNotDecreasing(Rule):
     3 steps with ``num_steps=10``, step 21 is compared with step 9 and the next evaluation is
     at step 33. A step without such history is not a comparison and is not recorded.
 
-    Formula (the sources disagree; this is our choice): with ``prev`` the comparison value,
-    ``cur`` the current one and ``best`` the lowest value of the same mode read before
-    ``cur`` (at evaluations and their comparison steps), it fires if
+    Formula (the sources disagree; this is our choice): at an evaluation at mode step ``s``,
+    ``cur`` is the mean of the values saved in the mode steps ``(s - num_steps, s]`` and
+    ``prev`` the mean of those saved in ``(a - num_steps, a]``, where ``a`` is the comparison
+    step above (``s - num_steps`` itself for a loss saved every step). With one saved value
+    per window (sparse saves) this is AWS's single-value comparison; with dense noisy saves
+    one noisy batch does not decide. ``best`` is the lowest window mean computed in that
+    mode before. It fires if
 
     * ``cur >= prev - |prev| * diff_percent / 100`` (did not decrease by ``diff_percent`` %;
       an equal loss counts as not decreasing; a NaN loss always fires), or
-    * ``cur > best + |best| * increase_threshold_percent / 100`` (has risen more than
-      ``increase_threshold_percent`` % above its best, even if it went down since the last
-      comparison).
+    * ``cur > best + |best| * increase_threshold_percent / 100``.
+
+    At the first evaluation the previous window reaches back before the first saved step and
+    may hold a single value (step 0): a run whose first batches after step 0 are on average
+    higher than step 0's does not decrease by this definition and fires there.
 
     Both conditions are recorded as evidence at every evaluation: "decrease (%)"
     ``100 * (prev - cur) / |prev|`` against ``diff_percent`` (fires when ``<=``; a NaN loss
     is recorded as -inf) and "rise above lowest (%)" ``100 * (cur - best) / |best|`` against
     ``increase_threshold_percent`` (fires when ``>``).
 
-    Keras' ``loss`` is a running mean that resets every epoch (a sawtooth). Comparing single
-    values ``num_steps`` mode steps apart follows the AWS definition; on the real Keras and
-    PyTorch trials in tests/fixtures/hook_trials the healthy Keras run stays quiet with the
-    defaults and the learning-rate-0 run fires.
+    Keras' ``loss`` is a running mean that resets every epoch (a sawtooth); window means of
+    it are compared like any other values.
 
     This follows the current AWS documentation, where ``diff_percent`` is the minimum
     decrease. It reproduces the first 2019 test vector (losses 0.30, 0.33, 0.31, 0.30, 0.28
-    at steps 0, 4, 8, 12, 16: first fire at 12, equal to step 0; invoked from step 13, no
-    fire, as 16 went down from 4). It does not reproduce the second: with ``diff_percent=20``
+    at steps 0, 4, 8, 12, 16: first fire at 12, the mean of 4..12 (0.313) above step 0;
+    invoked from step 13, no fire, as the mean of 8..16 (0.297) is below that of 0..4
+    (0.315)). It does not reproduce the second: with ``diff_percent=20``
     it fires at 12 (no 20 % decrease since step 0) and again at 24, where the 2019 rule first
     fired at 24, because that implementation treated ``diff_percent`` as a tolerated
     *increase*. The 2019 default ``diff_percent`` was 0; the documented default 0.1 is used.
@@ -208,56 +228,91 @@ class LossNotDecreasing(Rule):
         if self.mode is not None:
             return as_training(self.mode)
         for m in _PREFERRED:
-            if loss.views[m].comparison(self.num_steps) is not None:
+            if loss.views[m].anchor(self.num_steps) is not None:
                 return m
         return None  # wait until EVAL or TRAIN has enough history
 
     def _evaluate(self, name: str, view: _View, step: int, mode: ModeKeys,
                   at: int) -> bool:
-        if not view.recent or view.recent[-1][0] != at:
+        if not view.saved or view.saved[-1][0] != at:
             return False
         if view.last_evaluated is not None and at < view.last_evaluated + self.num_steps:
             return False
-        earlier = view.comparison(self.num_steps)
-        if earlier is None:
+        anchor = view.anchor(self.num_steps)
+        if anchor is None:
             return False
-        tensor = self.base_trial.tensor(name)
-        try:
-            cur = scalar(tensor.value(step))
-            prev = scalar(tensor.value(earlier[1]))
-        except TensorUnavailableForStep:
+        current = self._mean(name, view, view.window(at, self.num_steps))
+        if name in self._skipped:
             return False
-        if cur is None or prev is None:
-            self._skipped.add(name)
-            self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
+        previous = self._mean(name, view, view.window(anchor[0], self.num_steps))
+        if name in self._skipped or current is None or previous is None:
             return False
         view.last_evaluated = at
-        best = _lowest(view.best, prev)
-        view.best = _lowest(best, cur)
-        return self._judge(name, step, mode, at, earlier[0], cur, prev, best)
+        best = _lowest(view.best, previous[0])
+        view.best = _lowest(best, current[0])
+        return self._judge(name, step, mode, at, current, previous, best)
 
-    def _judge(self, name: str, step: int, mode: ModeKeys, at: int, earlier: int, cur: float,
-               prev: float, best: float) -> bool:
-        where = f"{mode.name} step {at} (global step {step})" if mode != GLOBAL \
-            else f"step {at}"
+    def _mean(self, name: str, view: _View,
+              window: list[tuple[int, int]]) -> tuple[float, int, int] | None:
+        """(mean value, first mode step, last mode step) of the saved values in ``window``;
+        None when none of them can be read. A tensor that is not a scalar is skipped from
+        then on."""
+        tensor = self.base_trial.tensor(name)
+        total, count, first, last = 0.0, 0, None, None
+        for mode_step, g in window:
+            if g not in view.values:
+                try:
+                    raw = tensor.value(g)
+                except TensorUnavailableForStep:
+                    continue
+                value = scalar(raw)
+                if value is None:
+                    self._skipped.add(name)
+                    self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
+                    return None
+                view.values[g] = value
+            total += view.values[g]  # type: ignore[operator]
+            count += 1
+            first = mode_step if first is None else first
+            last = mode_step
+        if not count:
+            return None
+        return total / count, first, last  # type: ignore[return-value]
+
+    def _judge(self, name: str, step: int, mode: ModeKeys, at: int,
+               current: tuple[float, int, int], previous: tuple[float, int, int],
+               best: float) -> bool:
+        cur, prev = current[0], previous[0]
+        m = mode.name
+        where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
+        now = _span(m, current)
+        before = _span(m, previous)
         decrease = _percent(prev - cur, prev)
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
         not_decreasing = self.evidence.compare(
-            step, name, quantity=f"decrease (%) since {mode.name} step {earlier}",
+            step, name, quantity=f"decrease (%) of the mean of the loss over {now} from its "
+            f"mean over {before}",
             value=decrease, parameter="diff_percent", threshold=self.diff_percent,
             fires_when="<=", mode=mode, mode_step=at,
-            sentence=(f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}% "
-                      f"from {mode.name} step {earlier} ({prev:g}) to {where} ({cur:g})"))
+            sentence=(f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
+                      f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"))
         rise = _percent(cur - best, best)
         risen = self.evidence.compare(
-            step, name, quantity=f"rise (%) above the lowest {mode.name} value",
+            step, name, quantity=f"rise (%) of the mean of the loss over {now} above its "
+            f"lowest {m} window mean",
             value=rise, parameter="increase_threshold_percent",
             threshold=self.increase_threshold_percent, fires_when=">", mode=mode, mode_step=at,
-            sentence=(f"{self.rule_name}: {name} at {where} ({cur:g}) is more than "
-                      f"{self.increase_threshold_percent:g}% above its lowest {mode.name} "
-                      f"value {best:g}"))
+            sentence=(f"{self.rule_name}: {name}'s mean over {now} ({cur:g}, at {where}) is "
+                      f"more than {self.increase_threshold_percent:g}% above its lowest "
+                      f"{m} window mean {best:g}"))
         return not_decreasing or risen
+
+
+def _span(mode: str, window: tuple[float, int, int]) -> str:
+    """"mode steps a..b" (or "mode step a" for a window of one saved step)."""
+    _, first, last = window
+    return f"{mode} step {first}" if first == last else f"{mode} steps {first}..{last}"
 
 
 def _percent(difference: float, base: float) -> float:

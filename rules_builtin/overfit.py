@@ -22,31 +22,44 @@ TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 
 @dataclass
 class _Means:
-    """Running means of one loss: the latest TRAIN phase and the current EVAL phase."""
+    """Means of one loss: the latest TRAIN phase and the current (or last) EVAL phase."""
 
     train_sum: float = 0.0
     train_n: int = 0
+    train_first: int | None = None  # TRAIN mode steps of the training phase
+    train_last: int | None = None
     val_sum: float = 0.0
     val_n: int = 0
-    last_mode: ModeKeys | None = None
-    streak: int = 0  # consecutive judged EVAL steps above the threshold
+    val_first: int | None = None  # EVAL mode steps of the validation phase
+    val_last: int | None = None
+    val_last_step: int | None = None  # its last global step
+    val_open: bool = False  # a validation phase is under way (not judged yet)
+    new_train: bool = True  # the next TRAIN value starts a new training phase
+    streak: int = 0  # consecutive judged validation passes above the threshold
     epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
 
-    def add(self, mode: ModeKeys, value: float) -> None:
+    def add(self, mode: ModeKeys, value: float, mode_step: int, step: int) -> None:
         if mode == TRAIN:
-            if self.last_mode == EVAL:  # a new training phase
-                self.train_sum, self.train_n = 0.0, 0
+            if self.new_train:
+                self.train_sum, self.train_n, self.train_first = 0.0, 0, mode_step
+                self.new_train = False
             self.train_sum += value
             self.train_n += 1
+            self.train_last = mode_step
         else:
-            if self.last_mode != EVAL:  # a new validation phase
-                self.val_sum, self.val_n = 0.0, 0
+            if not self.val_open:  # a new validation phase
+                self.val_sum, self.val_n, self.val_first = 0.0, 0, mode_step
+                self.val_open, self.new_train = True, True
             self.val_sum += value
             self.val_n += 1
-        self.last_mode = mode
+            self.val_last, self.val_last_step = mode_step, step
 
-    def means(self) -> tuple[float, float] | None:
-        """(mean training, mean validation); None until both phases have a value."""
+    def close(self) -> tuple[float, float] | None:
+        """End the validation phase: (mean training, mean validation) when it and a training
+        phase before it have values, else None."""
+        if not self.val_open:
+            return None
+        self.val_open = False
         if not self.train_n or not self.val_n:
             return None
         return self.train_sum / self.train_n, self.val_sum / self.val_n
@@ -61,17 +74,20 @@ def _ratio(train: float, val: float) -> float | None:
 
 @register
 class Overfit(Rule):
-    """Fires at an EVAL step where, for a loss, ``(val - train) / train > ratio_threshold``
-    (default 0.1) at ``patience`` (default 1) consecutive judged EVAL steps of that loss.
+    """Fires where, for a loss, ``(val - train) / train > ratio_threshold`` (default 0.1) for
+    ``patience`` (default 1) consecutive judged validation passes of that loss.
 
-    ``val`` is the mean of the loss over the current validation phase (the run of consecutive
-    EVAL steps this step belongs to, up to and including it) and ``train`` its mean over the
-    latest training phase (the run of TRAIN steps before it): the SAME tensor in both modes,
+    A validation pass (a run of consecutive EVAL steps) is judged once it is complete: at the
+    first non-EVAL step after it, which is where it fires, or, when the data ends with it, at
+    its last EVAL step (if training ended or the next saved step is not EVAL; a pass cut by
+    ``end_step`` is not judged). A half-finished pass is never judged. ``val`` is the mean of
+    the loss over the pass and ``train`` its mean over the latest training phase (the run of
+    TRAIN steps before it): the SAME tensor in both modes,
     as smdebug's hooks save it, never values of different modes pooled together. Comparing
     phase means, not single values, keeps one noisy batch from firing; PREDICT steps and
     steps of a trial without modes are ignored, and a ratio is undefined (not counted either
     way) until both phases have a value or when the training mean is 0. The streak counts
-    judged EVAL steps across phases and restarts at one within the threshold; NaN ratios do
+    judged passes and restarts at one within the threshold; NaN ratios do
     not count as above it.
 
     Keras' epoch-end logs (``rules_builtin._modes.is_epoch_end_log``): at an EVAL step where
@@ -103,7 +119,7 @@ class Overfit(Rule):
               "Regular expressions of the loss tensors; default: the losses collection."),
         Param("start_step", "0", "int", "First global step compared."),
         Param("patience", "1", "int",
-              "Consecutive EVAL steps above the threshold needed to fire."),
+              "Consecutive judged validation passes above the threshold needed to fire."),
         Param("ratio_threshold", "0.1", "float",
               "Fire when (validation - training) / training exceeds this."),
     )
@@ -119,6 +135,7 @@ class Overfit(Rule):
         self.patience = parse_int(name, "patience", patience, minimum=1)
         self.ratio_threshold = parse_float(name, "ratio_threshold", ratio_threshold)
         self._means: dict[str, _Means] = {}
+        self._last_step: int | None = None
         self._skipped: set[str] = set()  # not scalar
 
     def selection_hints(self) -> list[SelectionHint]:
@@ -132,17 +149,25 @@ class Overfit(Rule):
         if step < self.start_step:
             return False
         mode, mode_step = self.base_trial.mode_modestep(step)
-        if mode not in (TRAIN, EVAL) or mode_step is None:
+        if mode is None or mode_step is None:
             return False
+        self._last_step = step
         fired = False
+        if mode != EVAL:  # a validation pass before this step is complete: judge it
+            for name, means in self._means.items():
+                if self._close(name, means, step, mode, mode_step):
+                    fired = True
+        if mode not in (TRAIN, EVAL):
+            return fired
         for name in self._names(step):
             means = self._means.setdefault(name, _Means())
             if mode == EVAL:
                 pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
                     means.epoch_logs = True
-                    ratio = _ratio(*pair)
-                    if self._judge(name, means, ratio, pair, step, mode_step, "epoch-end"):
+                    means.val_open = False  # the pair judges this pass
+                    if self._judge(name, means, _ratio(*pair), pair, step, EVAL, mode_step,
+                                   "epoch-end logs"):
                         fired = True
                     continue
                 if is_epoch_end_log(self.base_trial, name, step):
@@ -152,13 +177,43 @@ class Overfit(Rule):
             value = value_in_mode(self.base_trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
-            means.add(mode, value)
-            if mode == EVAL:
-                pair = means.means()
-                ratio = _ratio(*pair) if pair is not None else None
-                if self._judge(name, means, ratio, pair, step, mode_step, "phase mean"):
-                    fired = True
+            means.add(mode, value, mode_step, step)
         return fired
+
+    def invoke_at_end(self) -> int | None:
+        """The data has ended: judge a validation pass still under way if it is complete
+        (training ended after it, or the next saved step is not an EVAL step); it fires at
+        its last EVAL step."""
+        trial = self.base_trial
+        last = self._last_step
+        if last is None or trial.mode(last) != EVAL:
+            return None
+        later = [s for s in trial.steps() if s > last]
+        if later:
+            if trial.mode(later[0]) == EVAL:
+                return None  # the pass goes on beyond the steps evaluated
+        elif not trial.loaded_all_steps:
+            return None
+        fired_at = None
+        for name, means in self._means.items():
+            if means.val_open and self._close(name, means, means.val_last_step, EVAL,
+                                              means.val_last):
+                fired_at = means.val_last_step if fired_at is None else \
+                    min(fired_at, means.val_last_step)
+        return fired_at
+
+    def _close(self, name: str, means: _Means, step: int, mode: ModeKeys,
+               mode_step: int | None) -> bool:
+        if name in self._skipped or means.epoch_logs or not means.val_open:
+            means.val_open = False
+            return False
+        first, last = means.val_first, means.val_last
+        train = (means.train_first, means.train_last)
+        pair = means.close()
+        ratio = _ratio(*pair) if pair is not None else None
+        kind = (f"means of the validation pass at EVAL steps {first}..{last} and the training "
+                f"phase at TRAIN steps {train[0]}..{train[1]}")
+        return self._judge(name, means, ratio, pair, step, mode, mode_step, kind)
 
     def _names(self, step: int) -> list[str]:
         trial = self.base_trial
@@ -171,7 +226,8 @@ class Overfit(Rule):
         return [n for n in names if n not in self._skipped]
 
     def _judge(self, name: str, means: _Means, ratio: float | None,
-               pair: tuple[float, float] | None, step: int, mode_step: int, kind: str) -> bool:
+               pair: tuple[float, float] | None, step: int, mode: ModeKeys,
+               mode_step: int | None, kind: str) -> bool:
         if ratio is None or pair is None:
             return False
         train, val = pair
@@ -179,16 +235,16 @@ class Overfit(Rule):
         above = ratio > self.ratio_threshold
         means.streak = means.streak + 1 if above else 0
         sentence = (f"{self.rule_name}: {name} validation/training ratio {ratio:g} "
-                    f"(validation {val:g}, training {train:g}, {kind}s) > "
-                    f"{self.ratio_threshold:g} for {means.streak} EVAL step(s) at EVAL step "
-                    f"{mode_step} (global step {step})")
+                    f"(validation {val:g}, training {train:g}, {kind}) > "
+                    f"{self.ratio_threshold:g} for {means.streak} validation pass(es), judged "
+                    f"at {mode.name} step {mode_step} (global step {step})")
         if self.patience == 1 or not above:
             return self.evidence.compare(
                 step, name, quantity=quantity, value=ratio, parameter="ratio_threshold",
-                threshold=self.ratio_threshold, fires_when=">", mode=EVAL,
+                threshold=self.ratio_threshold, fires_when=">", mode=mode,
                 mode_step=mode_step, sentence=sentence)
         return self.evidence.compare(
-            step, name, quantity=f"consecutive EVAL steps with {quantity} > "
+            step, name, quantity=f"consecutive validation passes with {quantity} > "
             f"{self.ratio_threshold:g}", value=means.streak, parameter="patience",
-            threshold=self.patience, fires_when=">=", mode=EVAL, mode_step=mode_step,
+            threshold=self.patience, fires_when=">=", mode=mode, mode_step=mode_step,
             sentence=sentence)

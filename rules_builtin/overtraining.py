@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,38 +30,55 @@ _PARAMETER = {"train": "patience_train", "validation": "patience_validation"}
 
 @dataclass
 class _Best:
-    """The best value of one loss in one role, and how many values since it."""
+    """One loss in one role: its last ``size`` values, the best (lowest) moving mean of them,
+    and how many values since that best."""
 
+    size: int = 1
+    window: deque[float] = field(default_factory=deque)
     value: float | None = None
     since: int = 0
+    mean: float = math.nan  # the latest moving mean
 
     def observe(self, value: float, delta: float) -> bool:
-        """Take ``value``; whether it was compared with an earlier best (not the first)."""
+        """Take ``value``; whether its moving mean was compared with an earlier best."""
+        self.window.append(value)
+        while len(self.window) > self.size:
+            self.window.popleft()
+        if len(self.window) < self.size:
+            return False  # the window is still filling
+        self.mean = mean = math.fsum(self.window) / len(self.window)
         if self.value is None:
-            if not math.isnan(value):
-                self.value, self.since = value, 0
+            if not math.isnan(mean):
+                self.value, self.since = mean, 0
             return False
-        if value < self.value - delta * abs(self.value):
-            self.value, self.since = value, 0
+        if mean < self.value - delta * abs(self.value):
+            self.value, self.since = mean, 0
         else:
             self.since += 1
         return True
 
 
+
 @dataclass
 class _Loss:
-    roles: dict[str, _Best] = field(
-        default_factory=lambda: {"train": _Best(), "validation": _Best()})
+    roles: dict[str, _Best]
     epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
 
 
 @register
 class Overtraining(Rule):
-    """Fires at a step where a loss of the ``losses`` collection has gone ``patience_train``
-    (default 5) saved TRAIN values, or ``patience_validation`` (default 10) saved EVAL values,
-    without a new best.
+    """Fires at a step where the moving mean of a loss of the ``losses`` collection has gone
+    ``patience_train`` (default 5) saved TRAIN values, or ``patience_validation`` (default 10)
+    saved EVAL values, without a new best.
 
-    A value is a new best when it is lower than the best so far by more than ``delta`` times
+    Moving mean: at each saved value, the mean of the last ``patience`` saved values of that
+    mode (``patience_train`` for TRAIN, ``patience_validation`` for EVAL), so one noisy batch
+    neither makes nor breaks a best. It is first judged once ``patience`` values are saved
+    (that first mean is the first best): a mean of fewer values, e.g. the first batch alone,
+    would be as noisy as the values themselves (on pytorch_healthy the first batch, 1.042, is
+    lower than any mean of 5 until TRAIN step 16). The best is the lowest moving mean.
+
+    A moving mean is a new best when it is lower than the best so far by more than ``delta`` times
     the best's magnitude (default 0.01, i.e. 1 %); the first value is the first best. The
     sources do not say whether ``delta`` is absolute or relative: we take it as relative so
     that the default means the same for a cross-entropy near 0.1 and a squared error near
@@ -134,13 +152,15 @@ class Overtraining(Rule):
         for name in self.selection.names(trial, step=step):
             if name in self._skipped:
                 continue
-            loss = self._losses.setdefault(name, _Loss())
+            loss = self._losses.get(name)
+            if loss is None:
+                loss = self._losses[name] = _Loss(self._fresh())
             if mode == EVAL:
                 pair = epoch_end_pair(trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
                     if not loss.epoch_logs:  # from now on: epoch-end logs only
                         loss.epoch_logs = True
-                        loss.roles = {"train": _Best(), "validation": _Best()}
+                        loss.roles = self._fresh()
                     for role, value in zip(("train", "validation"), pair):
                         fired = self._observe(name, loss, role, value, step, raw_mode,
                                               mode_step) or fired
@@ -155,6 +175,9 @@ class Overtraining(Rule):
             fired = self._observe(name, loss, _ROLE[mode], value, step, raw_mode,
                                   mode_step) or fired
         return fired
+
+    def _fresh(self) -> dict[str, _Best]:
+        return {role: _Best(size) for role, size in self.patience.items()}
 
     def _observe(self, name: str, loss: _Loss, role: str, value: float, step: int,
                  mode: ModeKeys, mode_step: int) -> bool:

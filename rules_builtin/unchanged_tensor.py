@@ -18,6 +18,10 @@ from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 
+# The tensors that must change while a model trains (the default selection).
+DEFAULT_COLLECTIONS = ("weights", "biases", "gradients", "losses")
+
+
 @register
 class UnchangedTensor(Rule):
     """Fires at a step when a selected tensor saved at that step has the same value at its
@@ -26,8 +30,14 @@ class UnchangedTensor(Rule):
     saved steps it does not fire. The steps need not be consecutive: a tensor saved every
     10 steps is compared at s, s-10, s-20.
 
-    Selection: the union of ``collection_names`` and ``tensor_regex`` (comma-separated); all
-    tensors when neither is given. ``num_steps`` is at least 2.
+    Selection: the union of ``collection_names`` and ``tensor_regex`` (comma-separated). With
+    neither, the tensors that must change while a model trains: those of the ``weights``,
+    ``biases``, ``gradients`` and ``losses`` collections that exist in the trial (a collection
+    listing tensor names, as Keras writes them, or an ``include_regex``, as PyTorch does; an
+    XGBoost trial's ``losses`` holds its ``train-*``/``validation-*`` loss metrics). Tensors
+    constant by nature (XGBoost ``hyperparameters/*``, Keras ``batch``, an ``accuracy`` that
+    has reached 1.0) are then not checked; name them to check them. ``num_steps`` is at
+    least 2.
 
     Choices:
 
@@ -55,7 +65,8 @@ class UnchangedTensor(Rule):
 
     PARAMETERS = (
         Param("collection_names", None, "list",
-              "Collections whose tensors are checked (comma-separated)."),
+              "Collections whose tensors are checked (comma-separated); with neither this nor "
+              "tensor_regex: the weights, biases, gradients and losses collections."),
         Param("tensor_regex", None, "list",
               "Regular expressions selecting tensors by name (comma-separated)."),
         Param("num_steps", "3", "int",
@@ -71,7 +82,8 @@ class UnchangedTensor(Rule):
                  equal_nan: str | bool = "False", action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
-        self.selection = TensorSelection(name, collection_names, tensor_regex)
+        self.selection = TensorSelection(name, collection_names, tensor_regex,
+                                         default_collections=DEFAULT_COLLECTIONS)
         self.num_steps = parse_int(name, "num_steps", num_steps, minimum=2)
         self.rtol = parse_float(name, "rtol", rtol, minimum=0)
         self.atol = parse_float(name, "atol", atol, minimum=0)

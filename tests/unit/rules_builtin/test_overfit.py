@@ -73,25 +73,28 @@ def test_healthy_validation_loss_does_not_fire(make_trial: Callable[..., Any]) -
     assert fired(Overfit(make_trial(HEALTHY))) == ()
 
 
-def test_fires_at_each_eval_step_above_the_threshold(make_trial: Callable[..., Any]) -> None:
-    """With patience 1, every EVAL step whose phase mean exceeds the training mean by more than
-    10 % fires: steps 10, 11 (0.9 vs 0.5) and 16, 17 (1.0, 1.1 vs 0.3)."""
-    assert fired(Overfit(make_trial(OVERFIT))) == (10, 11, 16, 17)
+def test_fires_once_per_complete_pass_above_the_threshold(make_trial: Callable[..., Any]) -> None:
+    """With patience 1, each complete validation pass whose mean exceeds the training mean by
+    more than 10 % fires once: at step 12, the TRAIN step after pass 10-11 (0.9 vs 0.5), and at
+    step 17, the last step of the final pass (1.1 vs 0.3), judged when the data ends."""
+    assert fired(Overfit(make_trial(OVERFIT))) == (12, 17)
 
 
-def test_patience_needs_consecutive_eval_steps(make_trial: Callable[..., Any]) -> None:
-    """With patience 3 the third consecutive EVAL step above the threshold (16) fires first."""
-    assert fired(Overfit(make_trial(OVERFIT), patience="3")) == (16, 17)
+def test_patience_needs_consecutive_passes(make_trial: Callable[..., Any]) -> None:
+    """With patience 2 the second consecutive pass above the threshold (step 17) fires first;
+    with patience 3 there are not enough passes."""
+    assert fired(Overfit(make_trial(OVERFIT), patience="2")) == (17,)
+    assert fired(Overfit(make_trial(OVERFIT), patience="3")) == ()
 
 
 def test_ratio_threshold_is_respected(make_trial: Callable[..., Any]) -> None:
-    """With ratio_threshold 2 only the last phase (ratio 2.33 and 2.67) fires."""
-    assert fired(Overfit(make_trial(OVERFIT), ratio_threshold="2")) == (16, 17)
+    """With ratio_threshold 2 only the last pass (ratio 2.67) fires."""
+    assert fired(Overfit(make_trial(OVERFIT), ratio_threshold="2")) == (17,)
 
 
 def test_start_step_ignores_earlier_steps(make_trial: Callable[..., Any]) -> None:
     """Steps before start_step are neither compared nor used for the means."""
-    assert fired(Overfit(make_trial(OVERFIT), start_step="12")) == (16, 17)
+    assert fired(Overfit(make_trial(OVERFIT), start_step="12")) == (17,)
 
 
 def test_tensor_regex_selects_the_compared_tensors(make_trial: Callable[..., Any]) -> None:
@@ -102,7 +105,7 @@ def test_tensor_regex_selects_the_compared_tensors(make_trial: Callable[..., Any
 def test_without_a_losses_collection_every_scalar_is_compared(
         make_trial: Callable[..., Any]) -> None:
     """A trial without a `losses` collection compares every scalar tensor."""
-    assert fired(Overfit(make_trial(OVERFIT, collections=[]))) == (10, 11, 16, 17)
+    assert fired(Overfit(make_trial(OVERFIT, collections=[]))) == (12, 17)
 
 
 @pytest.mark.parametrize(("parameter", "value"), [
@@ -177,9 +180,9 @@ def test_epoch_end_training_mean_is_not_a_validation_value(tmp_path: Path) -> No
     writer.end_training()
     with create_trial(str(tmp_path / "t")) as trial:
         rule = Overfit(trial)
-        assert _run(rule) == (1, 2)
+        assert _run(rule) == (2,)
         ratios = [c["value"] for c in rule.evidence.summary()["reasons"]]
-        assert ratios == pytest.approx([0.2, 0.2])
+        assert ratios == pytest.approx([0.2])
 
 
 def test_selection_hint_without_tensor_regex(make_trial: Callable[..., Any]) -> None:
@@ -190,12 +193,43 @@ def test_selection_hint_without_tensor_regex(make_trial: Callable[..., Any]) -> 
 
 
 def test_real_keras_trials_with_default_parameters() -> None:
-    """keras_healthy and keras_flat_loss stay quiet; keras_overfit fires at its fifth epoch end
-    (global step 19, ratio 0.13)."""
-    for name in ("keras_healthy", "keras_flat_loss"):
+    """keras_flat_loss stays quiet; keras_overfit fires at its fifth epoch end (global step 19,
+    ratio 0.13)."""
+    for name in ("keras_flat_loss",):
         with _real(name) as trial:
             rule = Overfit(trial)
             assert _run(rule) == ()
             assert rule.evidence.comparisons > 0
     with _real("keras_overfit") as trial:
         assert _run(Overfit(trial))[0] == 19
+
+
+def test_a_half_finished_validation_pass_is_not_judged(make_trial: Callable[..., Any]) -> None:
+    """A pass whose first batch is far above the training mean is judged only when complete:
+    the pass mean (1.2 + 0.8) / 2 = 1.0 is within 10 % of training, so nothing fires."""
+    rule = Overfit(make_trial([(TRAIN, [1.0, 1.0]), (EVAL, [1.2, 0.8]), (TRAIN, [0.9])]))
+    assert _run(rule) == ()
+    (check,) = rule.evidence.summary()["closest"]
+    assert check["step"] == 4 and check["mode"] == "TRAIN"
+    assert check["value"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_pass_cut_by_end_step_is_not_judged(make_trial: Callable[..., Any]) -> None:
+    """When the evaluation stops (end_step) inside a validation pass, that pass is not judged."""
+    trial = make_trial([(TRAIN, [1.0, 1.0]), (EVAL, [2.0, 2.0, 2.0])])
+    result = invoke_rule(Overfit(trial), 0, end_step=3, raise_eval_cond=False)
+    assert result.fired_steps == ()
+    assert invoke_rule(Overfit(trial), 0, raise_eval_cond=False).fired_steps == (4,)
+
+
+def test_real_pytorch_trials_with_default_parameters() -> None:
+    """pytorch_healthy's last pass (steps 38-39) is judged whole at the end (ratio 0.08, quiet);
+    pytorch_overfit fires at the TRAIN step after a pass."""
+    with _real("pytorch_healthy") as trial:
+        rule = Overfit(trial)
+        assert _run(rule) == ()
+        assert rule.evidence.comparisons == 4
+    with _real("pytorch_overfit") as trial:
+        rule = Overfit(trial)
+        steps = _run(rule)
+        assert steps and trial.mode(steps[0]) == TRAIN

@@ -68,21 +68,23 @@ def test_improving_losses_do_not_fire(make_trial: Callable[..., Any]) -> None:
 
 
 def test_train_plateau_fires_after_patience_train_values(make_trial: Callable[..., Any]) -> None:
-    """A training loss flat after step 2 fires at the 5th value without a new best (step 7) and
-    at every flat value after it."""
-    trial = make_trial(train(1.0, 0.8, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6))
-    assert fired(Overtraining(trial)) == (7, 8)
+    """A training loss flat after step 2: the moving mean of 5 values is first judged at step 4
+    and last improves at step 6 (0.6); it fires at the 5th mean without a new best (step 11) and
+    at every one after it."""
+    trial = make_trial(train(1.0, 0.8, *[0.6] * 11))
+    assert fired(Overtraining(trial)) == (11, 12)
 
 
 def test_validation_plateau_fires_after_patience_validation_values(
         make_trial: Callable[..., Any]) -> None:
-    """A rising validation loss fires at its 10th EVAL value after the best; the improving
-    training loss in between does not."""
+    """A rising validation loss fires at its 10th EVAL moving mean after the best; the
+    improving training loss in between does not."""
     values: list[tuple[ModeKeys, float]] = []
-    for epoch in range(12):
-        values += [(TRAIN, 1.0 - 0.05 * epoch), (EVAL, 0.5 + 0.01 * epoch)]
-    # EVAL values are at odd steps; the best is the first (step 1); the 10th after is step 21.
-    assert fired(Overtraining(make_trial(values))) == (21, 23)
+    for epoch in range(22):
+        values += [(TRAIN, 0.9 ** epoch), (EVAL, 0.5 + 0.01 * epoch)]
+    # EVAL values are at odd steps; the first mean of 10 (the best) is at step 19, the 10th
+    # after it at step 39.
+    assert fired(Overtraining(make_trial(values))) == (39, 41, 43)
 
 
 def test_delta_is_relative_to_the_best(make_trial: Callable[..., Any]) -> None:
@@ -91,18 +93,18 @@ def test_delta_is_relative_to_the_best(make_trial: Callable[..., Any]) -> None:
     values = train(*(0.994 ** s for s in range(8)))
     assert fired(Overtraining(make_trial(values), patience_train="2")) == ()
     assert fired(Overtraining(make_trial(values), patience_train="2", delta="0.1")) == (
-        2, 3, 4, 5, 6, 7)
+        3, 4, 5, 6, 7)
 
 
 def test_a_loss_stuck_at_zero_fires(make_trial: Callable[..., Any]) -> None:
     """A training loss of exactly 0 can never improve, so it fires after patience_train."""
-    assert fired(Overtraining(make_trial(train(0, 0, 0)), patience_train="2")) == (2,)
+    assert fired(Overtraining(make_trial(train(0, 0, 0, 0)), patience_train="2")) == (3,)
 
 
 def test_global_steps_count_as_training(make_trial: Callable[..., Any]) -> None:
     """A hook that never set modes saves GLOBAL steps, judged with patience_train."""
-    values = [(GLOBAL, 1.0)] * 4
-    assert fired(Overtraining(make_trial(values), patience_train="3")) == (3,)
+    values = [(GLOBAL, 1.0)] * 6
+    assert fired(Overtraining(make_trial(values), patience_train="3")) == (5,)
 
 
 @pytest.mark.parametrize(("parameter", "value"), [
@@ -144,14 +146,15 @@ def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None
 
 
 def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
-    """Learning rate 0: the training loss does not improve for 5 saved TRAIN values (first
-    epoch), then for 5 epoch-end logs."""
-    trial = keras_like("flat", epochs=8)
+    """Learning rate 0: the moving mean of the training loss does not improve for 5 saved TRAIN
+    values after its first full window (first epoch, step 9), then for 5 epoch-end logs after
+    the first mean of 5 epoch-end logs."""
+    trial = keras_like("flat", epochs=11)
     rule = Overtraining(trial)
     steps = _run(rule)
-    assert steps[0] == 5
+    assert steps[0] == 9
     ends = [s for s in steps if "val_loss" in trial.tensor_names(step=s)]
-    assert ends[0] == 6 * 15 - 1  # the fifth epoch end after the first one (step 14)
+    assert ends[0] == 10 * 15 - 1  # the tenth epoch end
     assert rule.evidence.summary()["reasons"][0]["parameter"] == "patience_train"
 
 
@@ -179,10 +182,31 @@ def test_selection_hint_has_no_parameter(make_trial: Callable[..., Any]) -> None
 
 
 def test_real_keras_trials_with_default_parameters() -> None:
-    """keras_healthy stays quiet; keras_flat_loss fires at its sixth epoch end (step 11)."""
-    with _real("keras_healthy") as trial:
+    """keras_flat_loss fires at its tenth epoch end (step 19): five epoch-end logs fill the
+    window, five more do not improve on its mean."""
+    with _real("keras_flat_loss") as trial:
+        assert _run(Overtraining(trial))[0] == 19
+
+
+def test_real_pytorch_trials_with_default_parameters() -> None:
+    """pytorch_healthy (noisy per-batch losses) stays quiet; pytorch_flat_loss fires."""
+    with _real("pytorch_healthy") as trial:
         rule = Overtraining(trial)
         assert _run(rule) == ()
         assert rule.evidence.comparisons > 0
-    with _real("keras_flat_loss") as trial:
-        assert _run(Overtraining(trial))[0] == 11
+    with _real("pytorch_flat_loss") as trial:
+        assert _run(Overtraining(trial))
+
+
+def test_noisy_decreasing_dense_loss_is_quiet(make_trial: Callable[..., Any]) -> None:
+    """A per-batch loss falling 1 % per step with +-10 % noise never fires: its moving mean
+    keeps improving."""
+    noisy = [0.99 ** i * (1 + 0.1 * np.sin(2.3 * i)) for i in range(60)]
+    assert fired(Overtraining(make_trial(train(*noisy)))) == ()
+
+
+def test_flat_dense_loss_fires(make_trial: Callable[..., Any]) -> None:
+    """A flat per-batch loss with +-10 % noise fires once the moving mean of 5 values has not
+    improved for 5 values."""
+    flat = [1.0 + 0.1 * np.sin(2.3 * i) for i in range(30)]
+    assert fired(Overtraining(make_trial(train(*flat))))

@@ -124,7 +124,7 @@ def test_tolerances(make_trial: Callable[..., Any]) -> None:
     """Changes of one part in a million are unchanged with the default tolerances, changed
     with rtol 0 and atol 0."""
     trial = make_trial(sequence([1.0, 1.000001, 1.000002]))
-    assert fired(UnchangedTensor(trial)) == (2,)
+    assert fired(UnchangedTensor(trial, tensor_regex=".")) == (2,)
     assert fired(UnchangedTensor(trial, rtol="0", atol="0")) == ()
     assert fired(UnchangedTensor(trial, rtol="0", atol="1e-5")) == (2,)
 
@@ -172,12 +172,13 @@ def test_shape_only_tensors_do_not_fire(make_trial: Callable[..., Any]) -> None:
 
 
 def test_selection(make_trial: Callable[..., Any]) -> None:
-    """Only the selected tensors count; with no selection every tensor does."""
+    """Only the selected tensors count; with no selection, only the weights, biases,
+    gradients and losses collections (none here)."""
     steps = {s: {"weights/w": arrays(s), "other/x": arrays(1)} for s in range(3)}
     trial = make_trial(steps)
     assert fired(UnchangedTensor(trial, collection_names="weights")) == ()
     assert fired(UnchangedTensor(trial, tensor_regex="^other/")) == (2,)
-    assert fired(UnchangedTensor(trial)) == (2,)
+    assert fired(UnchangedTensor(trial)) == ()
 
 
 def test_fast_comparison_answers_as_numpy_allclose() -> None:
@@ -290,3 +291,22 @@ def test_real_keras_trials_with_default_parameters() -> None:
         assert rule.evidence.comparisons > 0
     with _real("keras_flat_loss") as trial:
         assert _run(UnchangedTensor(trial))[0] == 4
+
+
+def test_default_selection_is_the_tensors_that_must_change(tmp_path: Path) -> None:
+    """Without a selection, a constant hyperparameter and batch index are not checked; a
+    constant loss (losses collection, by include_regex) and weight (by tensor name) are."""
+    writer = TrialWriter(tmp_path / "t")
+    writer.write_collections([Collection("losses", include_regex=["loss"]),
+                              Collection("weights", tensor_names={"w"}),
+                              Collection("hyperparameters", include_regex=["^hyper"])])
+    for step in range(3):
+        writer.write_step(step, {"train-loss": arrays(0.5 - 0.1 * step), "w": arrays(1.0),
+                                 "hyperparameters/eta": arrays(0.3), "batch": arrays(1.0)})
+    writer.end_training()
+    with create_trial(str(tmp_path / "t")) as trial:
+        rule = UnchangedTensor(trial)
+        assert fired(rule) == (2,)
+        assert {r["tensors"][0] for r in rule.evidence.summary()["reasons"]} == {"w"}
+        (hint,) = rule.selection_hints()
+        assert "weights, biases, gradients, losses" in hint.description
