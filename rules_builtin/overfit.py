@@ -100,7 +100,7 @@ class Overfit(Rule):
     the first one (the first validation pass) the phase means are used.
 
     Evidence: each judgement records the ratio against ``ratio_threshold``; with
-    ``patience`` > 1 a ratio above it is recorded as the count of consecutive EVAL steps
+    ``patience`` > 1 a ratio above it is recorded as the count of consecutive passes
     above it against ``patience``.
 
     Tensors: those matching ``tensor_regex``; without it, the ``losses`` collection, or every
