@@ -18,6 +18,28 @@ import numpy as np
 ROUND = 6
 
 
+def teacher_data(n, rng, n_features, n_classes, scale=1.0, noisy=False, margin=0.0):
+    """n rows labelled by a fixed tanh-linear teacher (numpy arrays). ``noisy``: random labels
+    instead; ``margin``: only rows whose best class beats the second by that much (classes a
+    small model learns well)."""
+    import numpy as np
+
+    teacher = np.random.RandomState(7).normal(size=(n_features, n_classes)).astype(np.float32)
+    kept, count = [], 0
+    while count < n:
+        x = rng.normal(size=(n if not margin else 4 * n, n_features)).astype(np.float32)
+        if margin:
+            scores = np.sort(np.tanh(x) @ teacher, axis=1)
+            x = x[scores[:, -1] - scores[:, -2] >= margin]
+        kept.append(x)
+        count += len(x)
+    x = np.concatenate(kept)[:n]
+    y = np.argmax(np.tanh(x) @ teacher, axis=1)
+    if noisy:
+        y = rng.randint(0, n_classes, size=n)
+    return x * scale, y.astype(np.int64)
+
+
 def seed_everything(seed):
     random.seed(seed)
     np.random.seed(seed)
