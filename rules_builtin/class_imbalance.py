@@ -25,6 +25,14 @@ def _add(counts: Counter[int], values: np.ndarray) -> None:
         counts[cls] += n
 
 
+def _class_scores(predictions: np.ndarray, labels: int) -> bool:
+    """Whether ``predictions`` are per-class scores for ``labels`` samples (Keras saves the
+    softmax output, shape (samples, classes)): then they are reduced by argmax whatever
+    ``argmax`` says, since scores read as class ids would be nonsense."""
+    return (predictions.ndim >= 2 and predictions.shape[-1] > 1
+            and predictions.size == labels * predictions.shape[-1])
+
+
 @register
 class ClassImbalance(Rule):
     """Fires at a step when, counting every label seen so far, at least ``samples`` labels
@@ -51,7 +59,9 @@ class ClassImbalance(Rule):
     * Label values are rounded to integers; a labels tensor with two or more axes whose last
       axis has more than one entry (one-hot) is reduced by argmax over that axis.
       ``argmax=True`` reduces predictions by argmax over their last axis (per-class scores);
-      otherwise predictions are class ids, rounded (binary probabilities split at 0.5).
+      otherwise predictions are class ids, rounded (binary probabilities split at 0.5),
+      except per-class scores, one row of ``classes`` entries per label (Keras saves its
+      softmax output so), which are always reduced by argmax.
     * A labels/predictions pair of different lengths only counts labels (with a warning).
     * A step where no tensor matches ``labels_regex`` is skipped (``TensorUnavailableForStep``).
     """
@@ -121,7 +131,8 @@ class ClassImbalance(Rule):
         _add(self.label_counts, y[finite])
         if pred_name is None:
             return
-        p = class_ids(self.base_trial.tensor(pred_name).value(step), argmax=self.argmax)
+        scores = np.asarray(self.base_trial.tensor(pred_name).value(step))
+        p = class_ids(scores, argmax=self.argmax or _class_scores(scores, y.size))
         if p.size != y.size:
             self.logger.warning("%s: step %d: %s has %d values but %s has %d; mispredictions "
                                 "not counted", self.rule_name, step, label_name, y.size,

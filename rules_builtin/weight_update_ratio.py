@@ -82,14 +82,8 @@ class WeightUpdateRatio(Rule):
         self._earlier: dict[tuple[str, ModeKeys], deque[tuple[int, float | None]]] = {}
         self._latest: dict[tuple[str, ModeKeys], tuple[int, np.ndarray]] = {}
         self._last_step: int | None = None
-        self._warned = False
 
     def invoke_at_step(self, step: int) -> bool:
-        if not self._warned and "weights" not in self.base_trial.collections():
-            self._warned = True
-            self.logger.warning("%s: the trial has no 'weights' collection; nothing to check "
-                                "(save weights with the hook's weights collection)",
-                                self.rule_name)
         if self._last_step is not None and step <= self._last_step:
             self._earlier.clear()
             self._latest.clear()

@@ -186,3 +186,15 @@ def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None
         ClassImbalance(None, **kwargs)
     message = str(caught.value)
     assert "ClassImbalance" in message and name in message and repr(value) in message
+
+
+def test_keras_class_scores_are_reduced_by_argmax(make_trial: Callable[..., Any]) -> None:
+    """Keras saves predictions as per-class scores (samples, classes): with argmax left False
+    they are still read by argmax, so an underrepresented class predicted wrong fires."""
+    labels = minority()
+    wrong = labels.copy()
+    ones = np.flatnonzero(labels == 1)
+    wrong[ones[: int(0.8 * ones.size)]] = 0
+    scores = np.eye(2, dtype=np.float32)[wrong] * 0.8 + 0.1
+    trial = make_trial({0: {"loss": np.float32(1)}, 1: {"labels": labels, "predictions": scores}})
+    assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == (1,)

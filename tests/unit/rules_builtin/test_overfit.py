@@ -3,6 +3,7 @@ parameter errors."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,12 +224,14 @@ def test_a_pass_cut_by_end_step_is_not_judged(make_trial: Callable[..., Any]) ->
 
 
 def test_real_pytorch_trials_with_default_parameters() -> None:
-    """pytorch_healthy's last pass (steps 38-39) is judged whole at the end (ratio 0.08, quiet);
-    pytorch_overfit fires at the TRAIN step after a pass."""
+    """pytorch_healthy: each validation pass is judged once, the last one whole at the end
+    (quiet); pytorch_overfit fires at the TRAIN step after a pass."""
     with _real("pytorch_healthy") as trial:
         rule = Overfit(trial)
         assert _run(rule) == ()
-        assert rule.evidence.comparisons == 4
+        labels = json.loads((hook_trial("pytorch_healthy") / "labels.json").read_text())
+        passes = len(labels["evidence"]["per_epoch"])
+        assert rule.evidence.comparisons == passes
     with _real("pytorch_overfit") as trial:
         rule = Overfit(trial)
         steps = _run(rule)
