@@ -105,6 +105,17 @@ SEMANTICS = """## How the rules read real training output
   kernel and bias; a ReLU inside a PyTorch `nn.Sequential`, named `features.3`) or, when the
   values cannot tell, by their name (`relu1_output_0`, `re_lu/outputs`). A parameter you give
   always wins over the default.
+* **What each hook names what** (details and sources: [hook-naming.md](hook-naming.md)):
+
+  | framework | weights | gradients | losses | layer tensors | labels / predictions |
+  |---|---|---|---|---|---|
+  | PyTorch | `Net_fc1.weight` | `gradient/Net_fc1.weight` | `CrossEntropyLoss_output_0` (a registered loss module) | `relu1_output_0`, `features.3_input_0` | none unless saved |
+  | TF 2 Keras `fit` | `dense/weights/dense/kernel:0` | `gradients/dense/kernelGrad` | `loss` (running mean within an epoch), `val_loss` | `re_lu/outputs`, `activation/inputs` | `labels`, `predictions` |
+  | TF 2 `GradientTape` | `weights/dense/kernel:0` | `gradients/dense/kernelGrad` | as saved (`.*loss.*`) | `<layer>/inputs`, `<layer>/outputs` | as saved |
+  | TF 1 session | `dense/kernel:0` | TF's own gradient names | graph names | `dense/Relu:0` | as saved |
+  | MXNet Gluon | `dense0_weight` | `gradient/dense0_weight` | `softmaxcrossentropyloss0_output_0` | `relu0_output_0` | as saved |
+  | XGBoost | none | none | `train-logloss`, `validation-error` | none | `labels`, `predictions` |
+
 * **Modes.** No rule compares or pools values of different modes. TRAIN and EVAL steps share
   one global step counter in every hook; a rule that follows a loss follows each mode on its
   own (see each rule for the mode it reports).
