@@ -135,8 +135,6 @@ class LossNotDecreasing(Rule):
     *increase*. The 2019 default ``diff_percent`` was 0; the documented default 0.1 is used.
     """
 
-    RECORDS_COMPARISONS = True
-
     PARAMETERS = (
         Param("collection_names", None, "list", "Collections whose scalar tensors are checked."),
         Param("tensor_regex", None, "list", "Regular expressions of scalar tensors to check."),

@@ -112,8 +112,6 @@ class Overfit(Rule):
     effect.
     """
 
-    RECORDS_COMPARISONS = True
-
     PARAMETERS = (
         Param("tensor_regex", None, "list",
               "Regular expressions of the loss tensors; default: the losses collection."),

@@ -109,8 +109,6 @@ class Overtraining(Rule):
     Only scalar (one-element) tensors are tracked; a NaN value is never an improvement.
     """
 
-    RECORDS_COMPARISONS = True
-
     PARAMETERS = (
         Param("patience_train", "5", "int",
               "Saved TRAIN values without a new best before firing."),

@@ -61,8 +61,6 @@ class UnchangedTensor(Rule):
       does); a step at or before the previous one starts the bookkeeping afresh.
     """
 
-    RECORDS_COMPARISONS = True
-
     PARAMETERS = (
         Param("collection_names", None, "list",
               "Collections whose tensors are checked (comma-separated); with neither this nor "

@@ -54,8 +54,6 @@ class WeightUpdateRatio(Rule):
       previous one starts the bookkeeping afresh.
     """
 
-    RECORDS_COMPARISONS = True
-
     PARAMETERS = (
         Param("num_steps", None, "int",
               "Compare with the oldest saved step at most this many training steps back "
