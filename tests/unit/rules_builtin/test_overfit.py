@@ -19,7 +19,7 @@ from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.overfit import Overfit
-from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
+from tests.support.keras_like import hook_trial
 
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 

@@ -20,7 +20,7 @@ from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.unchanged_tensor import UnchangedTensor, _allclose
-from tests.unit.rules_builtin.test_modes import hook_trial, keras_like  # noqa: F401
+from tests.support.keras_like import hook_trial
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
