@@ -223,18 +223,24 @@ class _Progress(NullObserver):
         self.records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
         self._said_nothing_at: float | None = None
         self._visited = 0
+        self._last_step: int | None = None
 
     def on_step_evaluated(self, step: int) -> None:
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
         self._visited += 1
+        self._last_step = step
         self._nothing_yet(step)
 
     def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
         self._visited += 1
+        self._last_step = step
         self._nothing_yet(step)
 
     def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
-        self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
+        if self._last_step is None or step > self._last_step:
+            # A step's own firing; an end-of-data judgement names a step already counted.
+            self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
+            self._last_step = step
         reasons = self.evidence.firings_at(exc.step) if self.evidence is not None else []
         self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
 

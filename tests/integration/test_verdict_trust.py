@@ -131,3 +131,16 @@ def test_one_rule_that_checked_nothing_makes_the_run_exit_2(cli: EvaluatorCli) -
     assert run.returncode == 2, run.describe()
     statuses = {r["rule"]: r["status"] for r in run.result["rules"]}
     assert statuses == {"ExplodingTensor": "NoIssuesFound", "TreeDepth": "Error"}
+
+
+def test_an_end_of_data_judgement_fires_at_the_judged_step(cli: EvaluatorCli) -> None:
+    """Confusion judges the trained model when the data ends: it fires at the newest step with
+    labels and predictions, and that step is not counted twice."""
+    trial = HOOK_TRIALS / "xgboost_imbalanced"
+    steps = sorted(int(p.stem.split("_")[0]) for p in (trial / "index").rglob("*.json"))
+    run = cli("--trial-dir", str(trial), "--rule", "Confusion")
+    assert run.returncode == 1, run.describe()
+    entry = rule_entry(run)
+    assert entry["step"] == steps[-1] and entry["fired_steps"] == [steps[-1]]
+    assert entry["steps_evaluated"] == len(steps)
+    assert entry["evidence"]["reasons"][0]["step"] == steps[-1]
