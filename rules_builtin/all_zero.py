@@ -72,7 +72,7 @@ class AllZero(Rule):
             if self.evidence.compare(
                     step, name, quantity="zero elements (%)", value=percent,
                     parameter="threshold", threshold=self.threshold, fires_when=">=",
-                    sentence=f"{self.rule_name}: {percent:.4g}% of {name} is zero "
+                    sentence=lambda: f"{self.rule_name}: {percent:.4g}% of {name} is zero "
                              f"(>= threshold {self.threshold:g}%) at step {step}"):
                 return True
         return False

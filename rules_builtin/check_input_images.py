@@ -92,7 +92,7 @@ class CheckInputImages(Rule):
             if self.evidence.compare(
                     step, name, quantity="largest |channel mean|", value=worst,
                     parameter="threshold_mean", threshold=self.threshold_mean, fires_when=">",
-                    sentence=f"{self.rule_name}: {name} channel means "
+                    sentence=lambda: f"{self.rule_name}: {name} channel means "
                              f"{np.round(means, 4).tolist()} over {running.images} images "
                              f"differ from 0 by more than threshold_mean {self.threshold_mean:g} "
                              f"at step {step}"):

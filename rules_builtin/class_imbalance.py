@@ -158,7 +158,7 @@ class ClassImbalance(Rule):
                     step, labels, quantity="largest / smallest class count ratio", value=ratio,
                     parameter="threshold_imbalance", threshold=self.threshold_imbalance,
                     fires_when=">",
-                    sentence=f"{self.rule_name}: class {big} has {most} labels and class "
+                    sentence=lambda: f"{self.rule_name}: class {big} has {most} labels and class "
                              f"{small} {least} (ratio {ratio:.4g} > threshold_imbalance "
                              f"{self.threshold_imbalance:g}) at step {step}"):
                 return True
@@ -172,7 +172,7 @@ class ClassImbalance(Rule):
                     quantity=f"share of class {cls} samples mispredicted", value=share,
                     parameter="threshold_misprediction", threshold=self.threshold_misprediction,
                     fires_when=">",
-                    sentence=f"{self.rule_name}: class {cls}: {share:.4g} of its samples "
+                    sentence=lambda: f"{self.rule_name}: class {cls}: {share:.4g} of its samples "
                              f"mispredicted > threshold_misprediction "
                              f"{self.threshold_misprediction:g} at step {step}"):
                 return True

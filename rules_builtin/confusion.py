@@ -217,7 +217,7 @@ class Confusion(Rule):
             if self.evidence.compare(
                     step, tensors, quantity=f"recall of class {i}", value=recall,
                     parameter="min_diag", threshold=self.min_diag, fires_when="<",
-                    sentence=f"{self.rule_name}: class {i}: recall {recall:.4g} < min_diag "
+                    sentence=lambda: f"{self.rule_name}: class {i}: recall {recall:.4g} < min_diag "
                              f"{self.min_diag:g} at step {step}"):
                 return True
             shares = row / total
@@ -227,7 +227,7 @@ class Confusion(Rule):
                     step, tensors, quantity=f"share of class {i} predicted as {j}",
                     value=float(shares[j]), parameter="max_off_diag",
                     threshold=self.max_off_diag, fires_when=">",
-                    sentence=f"{self.rule_name}: class {i}: {shares[j]:.4g} of its samples "
+                    sentence=lambda: f"{self.rule_name}: class {i}: {shares[j]:.4g} of its samples "
                              f"predicted as {j} > max_off_diag {self.max_off_diag:g} at step "
                              f"{step}"):
                 return True

@@ -97,7 +97,7 @@ class DeadRelu(Rule):
             if self.evidence.compare(
                     step, name, quantity="dead units (%)", value=dead,
                     parameter="threshold_layer", threshold=self.threshold_layer, fires_when=">",
-                    sentence=f"{self.rule_name}: {dead:.1f}% of the units of {name} are dead "
+                    sentence=lambda: f"{self.rule_name}: {dead:.1f}% of the units of {name} are dead "
                              f"(> threshold_layer={self.threshold_layer:g}%) at step {step}"):
                 fired = True
         return fired

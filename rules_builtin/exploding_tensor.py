@@ -80,7 +80,7 @@ class ExplodingTensor(Rule):
             if self.evidence.compare(
                     step, name, quantity=f"{what} {where}", value=nan + inf,
                     parameter=ALLOWED, threshold=0, fires_when=">",
-                    sentence=f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
+                    sentence=lambda: f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
                              f"({detail}) at step {step}; {ALLOWED}: 0"):
                 return True
         return False

@@ -97,6 +97,6 @@ class FeatureImportanceOverweight(Rule):
         return self.evidence.compare(
             step, names, quantity=f"share of the {self.nfeatures} largest feature importances",
             value=share, parameter="threshold", threshold=self.threshold, fires_when=">",
-            sentence=f"{self.rule_name}: the {len(top)} largest of {values.size} feature "
+            sentence=lambda: f"{self.rule_name}: the {len(top)} largest of {values.size} feature "
                      f"importances hold {share:.4g} > threshold {self.threshold:g} of the total "
                      f"at step {step}")

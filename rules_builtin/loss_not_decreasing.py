@@ -293,7 +293,7 @@ class LossNotDecreasing(Rule):
             f"mean over {before}",
             value=decrease, parameter="diff_percent", threshold=self.diff_percent,
             fires_when="<=", mode=mode, mode_step=at,
-            sentence=(f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
+            sentence=lambda: (f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
                       f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"))
         rise = _percent(cur - best, best)
         risen = self.evidence.compare(
@@ -301,7 +301,7 @@ class LossNotDecreasing(Rule):
             f"lowest {m} window mean",
             value=rise, parameter="increase_threshold_percent",
             threshold=self.increase_threshold_percent, fires_when=">", mode=mode, mode_step=at,
-            sentence=(f"{self.rule_name}: {name}'s mean over {now} ({cur:g}, at {where}) is "
+            sentence=lambda: (f"{self.rule_name}: {name}'s mean over {now} ({cur:g}, at {where}) is "
                       f"more than {self.increase_threshold_percent:g}% above its lowest "
                       f"{m} window mean {best:g}"))
         return not_decreasing or risen

@@ -73,7 +73,7 @@ class NLPSequenceRatio(Rule):
                 if self.evidence.compare(
                         step, name, quantity=f"share of token {token:g} (%)", value=share,
                         parameter="token_thresholds_percent", threshold=limit, fires_when=">",
-                        sentence=f"{self.rule_name}: token {token:g} is {share:.1f}% of {name} "
+                        sentence=lambda: f"{self.rule_name}: token {token:g} is {share:.1f}% of {name} "
                                  f"(> token_thresholds_percent {limit:g}%) at step {step}"):
                     fired = True
         return fired

@@ -191,6 +191,6 @@ class Overtraining(Rule):
             quantity=f"{which} values without a new best", value=best.since,
             parameter=_PARAMETER[role], threshold=self.patience[role], fires_when=">=",
             mode=mode, mode_step=mode_step,
-            sentence=(f"{self.rule_name}: {name} {which} has not improved on "
+            sentence=lambda: (f"{self.rule_name}: {name} {which} has not improved on "
                       f"{best.value if best.value is not None else math.nan:g} for "
                       f"{best.since} saved values at {where}"))

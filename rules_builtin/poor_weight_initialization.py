@@ -136,7 +136,7 @@ class PoorWeightInitialization(Rule):
         return self.evidence.compare(
             step, sorted(variances), quantity="largest / smallest activation-input variance",
             value=ratio, parameter="threshold", threshold=self.threshold, fires_when=">",
-            sentence=f"{self.rule_name}: the variances of the activation inputs differ by a "
+            sentence=lambda: f"{self.rule_name}: the variances of the activation inputs differ by a "
                      f"factor {ratio:.3g} (> threshold={self.threshold:g}) at step {step}: "
                      f"{listed(sorted(variances))}")
 
@@ -155,7 +155,7 @@ class PoorWeightInitialization(Rule):
                     step, name, quantity="95th - 5th percentile of the gradient", value=spread,
                     parameter="distribution_range", threshold=self.distribution_range,
                     fires_when="<",
-                    sentence=f"{self.rule_name}: the 95th - 5th percentile of {name} is "
+                    sentence=lambda: f"{self.rule_name}: the 95th - 5th percentile of {name} is "
                              f"{spread:.3g} (< distribution_range={self.distribution_range:g}) "
                              f"at step {step}"):
                 fired = True
@@ -190,7 +190,7 @@ class PoorWeightInitialization(Rule):
             f"{mode_step - p + 1}..{mode_step} from steps {first}..{mode_step - p}",
             value=decrease, parameter="loss decrease required (%)", threshold=0.0,
             fires_when="<=",
-            sentence=f"{self.rule_name}: the mean of {name} over training steps "
+            sentence=lambda: f"{self.rule_name}: the mean of {name} over training steps "
                      f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its mean over the "
                      f"{p} steps before ({before:g}) (patience={p}) at step {step}")
 

@@ -145,7 +145,7 @@ class SaturatedActivation(Rule):
             if self.evidence.compare(
                     step, name, quantity=f"saturated {fn} units (%)", value=saturated,
                     parameter="threshold_layer", threshold=self.threshold_layer, fires_when=">",
-                    sentence=f"{self.rule_name}: {saturated:.1f}% of the units of {name} ({fn}) "
+                    sentence=lambda: f"{self.rule_name}: {saturated:.1f}% of the units of {name} ({fn}) "
                              f"are saturated (> threshold_layer={self.threshold_layer:g}%) at "
                              f"step {step}"):
                 fired = True

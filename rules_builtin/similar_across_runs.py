@@ -88,7 +88,7 @@ class SimilarAcrossRuns(Rule):
                 if self.evidence.compare(
                         step, name, quantity=f"{what} differing from the other run",
                         value=count, parameter=ALLOWED, threshold=0, fires_when=">",
-                        sentence=f"{self.rule_name}: {name} at step {step} differs from trial "
+                        sentence=lambda: f"{self.rule_name}: {name} at step {step} differs from trial "
                                  f"{trial} (its step {other_step}): {count} {what} differ; "
                                  f"{ALLOWED}: 0"):
                     return True

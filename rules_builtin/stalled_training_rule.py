@@ -123,7 +123,7 @@ class StalledTrainingRule(Rule):
             if self.evidence.compare(
                     step, (), quantity="seconds without a new step", value=waited,
                     parameter="threshold", threshold=self.threshold, fires_when=">=",
-                    sentence=f"{self.rule_name}: no step after {step} for {waited:g} s "
+                    sentence=lambda: f"{self.rule_name}: no step after {step} for {waited:g} s "
                              f"(>= threshold {self.threshold:g} s)"):
                 return True
             self.sleep(min(self.poll_seconds, self.threshold - waited))

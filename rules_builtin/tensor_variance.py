@@ -76,7 +76,7 @@ class TensorVariance(Rule):
         return self.evidence.compare(
             step, name, quantity="variance", value=variance, parameter=parameter,
             threshold=threshold, fires_when=fires_when,
-            sentence=f"{self.rule_name}: variance of {name} is {variance:g} {fires_when} "
+            sentence=lambda: f"{self.rule_name}: variance of {name} is {variance:g} {fires_when} "
                      f"{parameter} {threshold:g} at step {step}")
 
     def _variance(self, name: str, step: int) -> float | None:

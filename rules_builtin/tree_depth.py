@@ -68,5 +68,5 @@ class TreeDepth(Rule):
         return self.evidence.compare(
             step, names, quantity="tree depth", value=depth, parameter="depth",
             threshold=self.depth, fires_when=">",
-            sentence=f"{self.rule_name}: largest node id {largest} means depth {depth} > depth "
+            sentence=lambda: f"{self.rule_name}: largest node id {largest} means depth {depth} > depth "
                      f"{self.depth} at step {step}")

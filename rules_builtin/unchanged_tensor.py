@@ -111,7 +111,7 @@ class UnchangedTensor(Rule):
                 step, name, quantity=f"saved {mode.name} steps with an unchanged value",
                 value=same, parameter="num_steps", threshold=self.num_steps, fires_when=">=",
                 mode=mode, mode_step=mode_step,
-                sentence=(f"{self.rule_name}: {name} unchanged over its last {same} saved "
+                sentence=lambda: (f"{self.rule_name}: {name} unchanged over its last {same} saved "
                           f"{mode.name} steps ({', '.join(map(str, steps))}) at {where}")
             ) or fired
         return fired

@@ -61,7 +61,7 @@ class VanishingGradient(Rule):
             if self.evidence.compare(
                     step, name, quantity="mean |gradient|", value=mean, parameter="threshold",
                     threshold=self.threshold, fires_when="<",
-                    sentence=f"{self.rule_name}: mean |{name}| = {mean:g} < threshold "
+                    sentence=lambda: f"{self.rule_name}: mean |{name}| = {mean:g} < threshold "
                              f"{self.threshold:g} at step {step}"):
                 return True
         return False

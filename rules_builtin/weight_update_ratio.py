@@ -104,12 +104,12 @@ class WeightUpdateRatio(Rule):
             large = self.evidence.compare(
                 step, name, quantity=quantity, value=ratio, parameter="large_threshold",
                 threshold=self.large_threshold, fires_when=">", mode=mode, mode_step=mode_step,
-                sentence=(f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
+                sentence=lambda: (f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
                           f"{where}, above large_threshold={self.large_threshold:g}"))
             small = self.evidence.compare(
                 step, name, quantity=quantity, value=ratio, parameter="small_threshold",
                 threshold=self.small_threshold, fires_when="<", mode=mode, mode_step=mode_step,
-                sentence=(f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
+                sentence=lambda: (f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
                           f"{where}, below small_threshold={self.small_threshold:g} (the "
                           "weight did not change)"))
             fired = large or small or fired

@@ -18,7 +18,8 @@ Built-in rules call ``compare`` for every comparison they make::
 
     if self.evidence.compare(step, name, quantity="dead units (%)", value=dead,
                              parameter="threshold_layer", threshold=self.threshold_layer,
-                             fires_when=">"):
+                             fires_when=">",
+                             sentence=lambda: f"{dead:.1f}% of {name}'s units are dead"):
         fired = True
 """
 
@@ -29,7 +30,7 @@ import math
 import operator
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluator.modes import ModeKeys
@@ -115,84 +116,97 @@ class Evidence:
         self._reads = 0
         self._read_tensors: set[str] = set()
         self._closest: dict[tuple[str, str], Check] = {}
+        self._closest_margin: dict[tuple[str, str], float] = {}
         self._firings: list[Check] = []
         self._firing_count = 0
+        self._mode_cache: tuple[int, ModeKeys | None, int | None] | None = None
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
     def compare(self, step: int, tensors: str | Iterable[str], *, quantity: str, value: float,
                 parameter: str, threshold: float, fires_when: str,
-                sentence: str | None = None, mode: ModeKeys | None = None,
-                mode_step: int | None = None) -> bool:
+                sentence: str | Callable[[], str] | None = None,
+                mode: ModeKeys | None = None, mode_step: int | None = None) -> bool:
         """Record that ``quantity`` of ``tensors`` at global ``step`` was ``value`` and was
         compared with ``parameter`` = ``threshold``; the condition is ``value fires_when
         threshold``. Returns whether it is met; when it is, ``sentence`` (or one made from the
-        fields) is logged and kept. ``mode``/``mode_step`` default to the step's own."""
-        if fires_when not in _OPS:
+        fields) is logged and kept: give a callable (``lambda: f"..."``) so that the text is
+        formatted only for a firing. ``mode``/``mode_step`` default to the step's own.
+
+        Called for every tensor at every step, so it is kept cheap: counters and sets are
+        written without the lock (only the rule's thread writes them; readers take their
+        sizes), and a ``Check`` is built only for a firing or a new closest approach."""
+        op = _OPS.get(fires_when)
+        if op is None:
             raise ValueError(f"fires_when must be one of {', '.join(_OPS)}, got {fires_when!r}")
         names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
         value, threshold = float(value), float(threshold)
+        fired = op(value, threshold)
+        self._comparisons += 1
+        self._tensors.update(names)
+        self._steps.add(step)
+        margin = threshold - value if fires_when[0] == ">" else value - threshold
+        key = (parameter, fires_when)
+        if not fired and not margin < self._closest_margin.get(key, math.inf):
+            return False  # neither a firing nor nearer than before (or NaN): nothing to keep
         if mode is None:
             mode, mode_step = self._mode_of(step)
         check = Check(step, names, quantity, value, parameter, threshold, fires_when,
                       mode.name if mode is not None else None, mode_step)
-        fired = check.fired
-        with self._lock:
-            self._comparisons += 1
-            self._tensors.update(names)
-            self._steps.add(step)
-            if not fired:
-                self._keep_closest(check)
         if fired:
-            self._fire(check, sentence)
+            check = self._fire(check, sentence)
+        with self._lock:
+            if margin < self._closest_margin.get(key, math.inf):
+                self._closest_margin[key] = margin
+                self._closest[key] = check
         return fired
 
     def checked(self, step: int, tensors: str | Iterable[str]) -> None:
         """Record that ``tensors`` were checked at ``step`` by a test with no threshold."""
-        names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
-        with self._lock:
-            self._comparisons += 1
-            self._tensors.update(names)
-            self._steps.add(step)
+        self._comparisons += 1
+        self._tensors.update((tensors,) if isinstance(tensors, str) else tensors)
+        self._steps.add(step)
 
     def note_read(self, name: str, step: int) -> None:
-        """A tensor value was read (``evaluator.trial.reads`` calls this)."""
-        with self._lock:
-            self._reads += 1
-            if len(self._read_tensors) < 10_000:
-                self._read_tensors.add(name)
+        """A tensor value was read (``evaluator.trial.reads`` calls this, in the rule's
+        thread)."""
+        self._reads += 1
+        if len(self._read_tensors) < 10_000:
+            self._read_tensors.add(name)
 
-    def _fire(self, check: Check, sentence: str | None) -> None:
-        worker = self._worker(check)
-        text = sentence or _sentence(self.rule_name, check)
-        done = Check(**{**check.__dict__, "worker": worker, "sentence": text})
+    def _fire(self, check: Check, sentence: str | Callable[[], str] | None) -> Check:
+        text = (sentence() if callable(sentence) else sentence) or _sentence(self.rule_name,
+                                                                               check)
+        done = replace(check, worker=self._worker(check), sentence=text)
         self.logger.info("%s", text)
         with self._lock:
             self._firing_count += 1
             if len(self._firings) < MAX_FIRINGS:
                 self._firings.append(done)
-            self._keep_closest(done)
-
-    def _keep_closest(self, check: Check) -> None:
-        margin = check.margin
-        if math.isnan(margin):
-            return
-        key = (check.parameter, check.fires_when)
-        best = self._closest.get(key)
-        if best is None or margin < best.margin:
-            self._closest[key] = check
+        return done
 
     def _mode_of(self, step: int) -> tuple[ModeKeys | None, int | None]:
+        """The step's mode and mode step; the last step's answer is kept (a rule compares
+        many tensors at one step)."""
+        cached = self._mode_cache
+        if cached is not None and cached[0] == step:
+            return cached[1], cached[2]
         try:
-            return self.trial.mode_modestep(step)
+            mode, mode_step = self.trial.mode_modestep(step)
         except Exception:  # a stand-in trial without modes
-            return None, None
+            mode, mode_step = None, None
+        self._mode_cache = (step, mode, mode_step)
+        return mode, mode_step
 
     def _worker(self, check: Check) -> str | None:
+        """The worker whose value was read (``Tensor.value`` reads the first one). A trial of
+        one worker answers at once; otherwise the tensor's per-step view is built."""
         if len(check.tensors) != 1:
             return None
         try:
-            workers = self.trial.tensor(check.tensors[0]).workers(check.step)
+            workers = self.trial.workers()
+            if len(workers) > 1:
+                workers = self.trial.tensor(check.tensors[0]).workers(check.step)
         except Exception:  # the worker is a detail; never fail a firing over it
             return None
         return workers[0] if workers else None
