@@ -15,7 +15,11 @@ from rules_builtin._params import Param, parse_float, parse_int
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
-__all__ = ["CheckInputImages"]
+__all__ = ["DEFAULT_REGEX", "CheckInputImages"]
+
+# The model's input, as SageMaker (MXNet HybridSequential) and PyTorch (the root module,
+# named after the model's class) name it.
+DEFAULT_REGEX = r".*hybridsequential0_input_0,^[A-Z][A-Za-z0-9]*_input_0$"
 
 
 @dataclass
@@ -32,10 +36,16 @@ class _ChannelMeans:
 
 @register
 class CheckInputImages(Rule):
-    """Fires at a step when, for an input tensor matching ``regex`` (default
-    ``.*hybridsequential0_input_0``), at least ``threshold_samples`` images (default 500)
-    have been seen in total and the mean of some channel over all of them differs from 0 by
-    more than ``threshold_mean`` (default 0.2).
+    """Fires at a step when, for an input tensor matching ``regex``, at least
+    ``threshold_samples`` images (default 500) have been seen in total and the mean of some
+    channel over all of them differs from 0 by more than ``threshold_mean`` (default 0.2).
+
+    The default selects the model's input as each hook names it: SageMaker's
+    ``.*hybridsequential0_input_0`` (an MXNet ``HybridSequential``) and PyTorch's root module,
+    named after the model's class (``Net_input_0``). A tensor with fewer than three axes is no
+    batch of images and is skipped (a loss module, also class-named, takes 2-d scores).
+    Keras does not name its model input apart from the layers: set ``regex`` to the first
+    layer's ``<layer>/inputs`` (and ``channel=-1`` for NHWC).
 
     Each saved batch is added to running per-channel sums: the mean is taken over every axis
     except ``channel`` (default 1, as in MXNet's NCHW; negative counts from the end, e.g. -1
@@ -50,14 +60,14 @@ class CheckInputImages(Rule):
         Param("threshold_mean", "0.2", "float",
               "Fire when a channel's mean differs from 0 by more than this."),
         Param("threshold_samples", "500", "int", "Images to see before judging."),
-        Param("regex", ".*hybridsequential0_input_0", "list",
-              "Regular expressions of the input image tensors."),
+        Param("regex", DEFAULT_REGEX, "list",
+              "Regular expressions of the input image tensors (comma-separated)."),
         Param("channel", "1", "int", "Axis of the colour channel in the input tensor."),
     )
 
     def __init__(self, base_trial: Any, threshold_mean: str | float = "0.2",
                  threshold_samples: str | int = "500",
-                 regex: str | None = ".*hybridsequential0_input_0", channel: str | int = "1",
+                 regex: str | None = DEFAULT_REGEX, channel: str | int = "1",
                  action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
@@ -100,6 +110,8 @@ class CheckInputImages(Rule):
         return fired
 
     def _add(self, name: str, value: np.ndarray, step: int) -> _ChannelMeans | None:
+        if value.ndim < 3 and self.channel != 0:
+            return None  # not a batch of images (scores, labels): not checked
         if not -value.ndim <= self.channel < value.ndim:
             self.logger.warning("%s: %s has shape %s, no axis %d for the channel; skipped at "
                                 "step %d", self.rule_name, name, value.shape, self.channel, step)

@@ -13,15 +13,24 @@ from rules_builtin._params import Param, parse_float, parse_list
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
-__all__ = ["NLPSequenceRatio"]
+__all__ = ["DEFAULT_REGEX", "NLPSequenceRatio"]
+
+# An embedding layer's input, as SageMaker (MXNet), PyTorch/MXNet modules and Keras name it.
+DEFAULT_REGEX = (r".*embedding0_input_0,(^|[._])emb[^./]*_input_0$,"
+                 r"(^|/)embedding(_\d+)?/inputs$")
 
 
 @register
 class NLPSequenceRatio(Rule):
-    """Fires at a step when, in a tensor matching ``tensor_regex`` (default
-    ``.*embedding0_input_0``, the token ids fed to an embedding) saved at that step, the
-    percentage of elements equal to one of ``token_values`` (default "0", e.g. the padding
-    id) is greater than its threshold in ``token_thresholds_percent`` (default "50").
+    """Fires at a step when, in a tensor matching ``tensor_regex`` (the token ids fed to an
+    embedding layer) saved at that step, the percentage of elements equal to one of
+    ``token_values`` (default "0", e.g. the padding id) is greater than its threshold in
+    ``token_thresholds_percent`` (default "50").
+
+    The default selects an embedding layer's input as each hook names it: SageMaker's
+    ``.*embedding0_input_0`` (MXNet Gluon's auto-named ``embedding0``), PyTorch and MXNet
+    modules whose name starts with ``emb`` (``embedding_input_0``, ``encoder.embed_input_0``)
+    and Keras' auto-named ``Embedding`` layers (``embedding/inputs``, ``embedding_1/inputs``).
 
     Both are comma-separated lists paired in order; a single threshold applies to every
     token, otherwise the lists must have the same length. Each step is judged on its own
@@ -29,14 +38,14 @@ class NLPSequenceRatio(Rule):
     """
 
     PARAMETERS = (
-        Param("tensor_regex", ".*embedding0_input_0", "list",
-              "Regular expressions of the input token tensors."),
+        Param("tensor_regex", DEFAULT_REGEX, "list",
+              "Regular expressions of the input token tensors (comma-separated)."),
         Param("token_values", "0", "list", "Token ids to measure, comma-separated."),
         Param("token_thresholds_percent", "50", "list",
               "Fire when a token's share exceeds its percentage (one per token, or one for all)."),
     )
 
-    def __init__(self, base_trial: Any, tensor_regex: str | None = ".*embedding0_input_0",
+    def __init__(self, base_trial: Any, tensor_regex: str | None = DEFAULT_REGEX,
                  token_values: str = "0", token_thresholds_percent: str = "50",
                  action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str)

@@ -13,7 +13,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
-from rules_builtin.check_input_images import CheckInputImages
+from rules_builtin.check_input_images import DEFAULT_REGEX, CheckInputImages
 
 NAME = "hybridsequential0_input_0"
 RNG = np.random.default_rng(2)
@@ -112,7 +112,7 @@ def test_regex_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -
     assert fired(rule) == ()
     assert not rule.evidence.checked_anything()
     text = str(nothing_checked_error(rule, steps_visited=2))
-    assert "regex '.*hybridsequential0_input_0' selected no tensor" in text
+    assert f"regex {DEFAULT_REGEX!r} selected no tensor" in text
     assert "set regex to select the tensors to check" in text
 
 
@@ -144,4 +144,16 @@ def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in CheckInputImages.PARAMETERS}
     assert declared == {"threshold_mean": "0.2", "threshold_samples": "500",
-                        "regex": ".*hybridsequential0_input_0", "channel": "1"}
+                        "regex": DEFAULT_REGEX, "channel": "1"}
+
+
+def test_default_selects_the_pytorch_model_input_not_its_loss(
+        make_trial: Callable[..., Any]) -> None:
+    """PyTorch's root module input (Net_input_0, a 4-d image batch) is checked by default; the
+    class-named loss module's 2-d scores (CrossEntropyLoss_input_0) are no images."""
+    images = np.full((500, 1, 2, 2), 0.5, np.float32)
+    scores = np.full((500, 3), 0.9, np.float32)
+    rule = CheckInputImages(make_trial({0: {"Net_input_0": images,
+                                            "CrossEntropyLoss_input_0": scores}}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (0,)
+    assert [r["tensors"] for r in rule.evidence.summary()["reasons"]] == [["Net_input_0"]]

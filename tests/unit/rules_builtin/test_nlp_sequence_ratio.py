@@ -13,7 +13,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
-from rules_builtin.nlp_sequence_ratio import NLPSequenceRatio
+from rules_builtin.nlp_sequence_ratio import DEFAULT_REGEX, NLPSequenceRatio
 
 NAME = "embedding0_input_0"
 
@@ -84,7 +84,7 @@ def test_tensor_regex_matching_nothing_checks_nothing(make_trial: Callable[..., 
     assert fired(rule) == ()
     assert not rule.evidence.checked_anything()
     text = str(nothing_checked_error(rule, steps_visited=1))
-    assert "tensor_regex '.*embedding0_input_0' selected no tensor" in text
+    assert f"tensor_regex {DEFAULT_REGEX!r} selected no tensor" in text
     assert "set tensor_regex to select the tensors to check" in text
 
 
@@ -110,5 +110,17 @@ def test_bad_parameter_values_are_configuration_errors(
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in NLPSequenceRatio.PARAMETERS}
-    assert declared == {"tensor_regex": ".*embedding0_input_0", "token_values": "0",
+    assert declared == {"tensor_regex": DEFAULT_REGEX, "token_values": "0",
                         "token_thresholds_percent": "50"}
+
+
+@pytest.mark.parametrize("name", ["embedding0_input_0", "embedding_input_0",
+                                  "encoder.embed_input_0", "embedding/inputs",
+                                  "embedding_1/inputs"])
+def test_default_finds_embedding_inputs_of_every_hook(make_trial: Callable[..., Any],
+                                                      name: str) -> None:
+    """MXNet, PyTorch and Keras names of an embedding layer's input are checked by default."""
+    padded = np.zeros((4, 10), np.int64)
+    rule = NLPSequenceRatio(make_trial({0: {name: padded, "dense/inputs": padded}}))
+    assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (0,)
+    assert rule.evidence.summary()["tensors_checked"] == 1
