@@ -34,6 +34,7 @@ from evaluator.rules.loader import build_rule, load_rule_class
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
 from evaluator.trial import Trial, create_trial
+from rules_builtin import registry
 
 __all__ = ["Evaluation"]
 
@@ -140,7 +141,8 @@ class Evaluation:
         """The rule's class; None, the rule reported failed, when it cannot be loaded."""
         try:
             return load_rule_class(spec.name, spec.source,
-                                   workdir=workdir / spec.configuration_name)
+                                   workdir=workdir / spec.configuration_name,
+                                   builtins=registry)
         except Exception as e:
             self.reporter.fail(spec.configuration_name, e)
             return None

@@ -1,6 +1,7 @@
 """Find a rule class and build it from string parameters, as SageMaker's evaluator does.
 
-* A built-in rule is found by name, case-insensitively, in ``rules_builtin``.
+* A built-in rule is found by name, case-insensitively, among the built-ins the caller hands
+  in (``builtins=rules_builtin.registry`` in the evaluator).
 * A user's rule is the class named ``rule_to_invoke`` in the code at ``source_s3_uri``: an S3
   ``.py`` object, an S3 prefix (the whole tree is downloaded, and the module that defines the
   class is imported), a local file or folder, or a ``file://`` URL. Before the user's code is
@@ -24,40 +25,48 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from evaluator import compat
 from evaluator.config import RESERVED_KEYS
 from evaluator.errors import ConfigurationError, StorageError
 from evaluator.rules.parameters import check_parameters
 
-__all__ = ["build_rule", "fetch_source", "find_rule_class", "load_rule_class"]
+__all__ = ["BuiltinRules", "build_rule", "fetch_source", "find_rule_class", "load_rule_class"]
 
 
 # ------------------------------------------------------------------------------ finding classes
 
 
-def load_rule_class(name: str, source: str | None, *, workdir: Path) -> type:
-    """The class named ``name``: built-in when ``source`` is None, else from the user's code."""
+class BuiltinRules(Protocol):
+    """Where built-in rules are found by name (``rules_builtin.registry`` is one)."""
+
+    def lookup(self, name: str) -> type | None: ...
+
+    def names(self) -> list[str]: ...
+
+
+def load_rule_class(name: str, source: str | None, *, workdir: Path,
+                    builtins: BuiltinRules | None = None) -> type:
+    """The class named ``name``: from ``builtins`` when ``source`` is None, else from the
+    user's code. The framework knows no particular rule: the caller hands the built-ins in."""
     if not source:
-        return _builtin(name)
+        return _builtin(name, builtins)
     root = fetch_source(source, workdir=workdir)
     return find_rule_class(name, root, source=source)
 
 
-def _builtin(name: str) -> type:
-    from rules_builtin import registry
-
-    found = registry.lookup(name)
+def _builtin(name: str, builtins: BuiltinRules | None) -> type:
+    found = builtins.lookup(name) if builtins is not None else None
     if found is not None:
         return found
-    known = registry.names()
+    known = builtins.names() if builtins is not None else []
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
+    listed = f" Built-in rules: {', '.join(known)}." if known else ""
     raise ConfigurationError(
-        f"unknown built-in rule {name!r} (rule_to_invoke).{hint} Built-in rules: "
-        f"{', '.join(known)}. For your own rule, set source_s3_uri to the .py file or folder "
-        "that defines the class."
+        f"unknown built-in rule {name!r} (rule_to_invoke).{hint}{listed} For your own rule, set "
+        "source_s3_uri to the .py file or folder that defines the class."
     )
 
 
