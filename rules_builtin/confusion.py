@@ -1,13 +1,7 @@
-"""Confusion: a class whose samples are too often predicted as something else.
-
-Also home of the label/prediction helpers that ClassImbalance and CreateXgboostReport share:
-``class_ids`` (a saved tensor as integer class ids), ``confusion_matrix`` and
-``labelled_values`` (a step's labels or predictions, by tensor name or collection).
-"""
+"""Confusion: a class whose samples are too often predicted as something else."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -16,79 +10,12 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._labels import confusion_matrix, labelled_names, labelled_values
 from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
-__all__ = ["Confusion", "class_ids", "confusion_matrix", "labelled_names", "labelled_values",
-           "natural_key"]
-
-
-def natural_key(name: str) -> tuple[str, int, str]:
-    """Sort key that puts ``labels_2`` before ``labels_10``."""
-    found = re.search(r"(\d+)$", name)
-    if found is None:
-        return (name, -1, name)
-    return (name[: found.start()], int(found.group(1)), name)
-
-
-def class_ids(value: Any, *, argmax: bool | None = None) -> np.ndarray:
-    """A saved labels or predictions tensor as a 1-d float array of class ids (NaN where a value
-    is not finite).
-
-    ``argmax=True``: argmax over the last axis (per-class scores), ``False``: values are class
-    ids, rounded to the nearest integer (so binary probabilities are thresholded at 0.5).
-    ``None`` infers it: argmax when the tensor has two or more axes and its last axis has more
-    than one entry (probabilities or one-hot rows), else rounding.
-    """
-    array = np.asarray(value)
-    if array.dtype.kind not in "biuf":
-        array = array.astype(np.float64)
-    if argmax is None:
-        argmax = array.ndim >= 2 and array.shape[-1] > 1
-    if argmax and array.ndim >= 1 and array.size:
-        return np.argmax(array, axis=-1).ravel().astype(np.float64)
-    flat = array.ravel().astype(np.float64)
-    return np.rint(flat)
-
-
-def confusion_matrix(labels: np.ndarray, predictions: np.ndarray,
-                     category_no: int | None = None) -> tuple[np.ndarray, int]:
-    """``(M, dropped)``: ``M[i, j]`` counts samples of true class ``i`` predicted as ``j``.
-
-    N is ``category_no``, else max(label, prediction) + 1. Pairs with a NaN, a negative id or an
-    id >= N are not counted; ``dropped`` says how many.
-    """
-    usable = np.isfinite(labels) & np.isfinite(predictions) & (labels >= 0) & (predictions >= 0)
-    y = labels[usable].astype(np.int64)
-    p = predictions[usable].astype(np.int64)
-    if category_no is None:
-        n = int(max(y.max(initial=-1), p.max(initial=-1))) + 1
-    else:
-        n = category_no
-    inside = (y < n) & (p < n)
-    matrix = np.zeros((n, n), dtype=np.int64)
-    np.add.at(matrix, (y[inside], p[inside]), 1)
-    return matrix, int(labels.size - np.count_nonzero(inside))
-
-
-def labelled_names(trial: Any, step: int, name: str, selection: TensorSelection) -> list[str]:
-    """The tensors ``labelled_values`` reads at ``step``: ``[name]`` if it was saved there, else
-    those of ``selection`` saved there, in natural name order."""
-    at_step = set(trial.tensor_names(step=step))
-    return [name] if name and name in at_step else sorted(
-        selection.names(trial, step=step), key=natural_key)
-
-
-def labelled_values(trial: Any, step: int, name: str, selection: TensorSelection, *,
-                    argmax: bool | None = None) -> np.ndarray | None:
-    """Class ids at ``step``: the tensor called ``name`` if it was saved there, else every
-    tensor of ``selection`` saved there (natural name order, concatenated); None if neither."""
-    names = labelled_names(trial, step, name, selection)
-    if not names:
-        return None
-    parts = [class_ids(trial.tensor(n).value(step), argmax=argmax) for n in names]
-    return np.concatenate(parts)
+__all__ = ["Confusion"]
 
 
 @register

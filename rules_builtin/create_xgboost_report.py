@@ -26,7 +26,7 @@ from evaluator.rules.rule import Rule
 from evaluator.fileio import write_atomically
 from rules_builtin._params import Param
 from rules_builtin._select import TensorSelection
-from rules_builtin.confusion import class_ids, confusion_matrix, natural_key
+from rules_builtin._labels import class_ids, confusion_matrix, natural_key
 from rules_builtin.registry import register
 
 __all__ = ["DEFAULT_OUTPUT_DIR", "CreateXgboostReport", "ReportData", "render_report"]

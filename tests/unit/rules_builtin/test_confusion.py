@@ -17,7 +17,8 @@ from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
-from rules_builtin.confusion import Confusion, class_ids, confusion_matrix
+from rules_builtin._labels import class_ids, confusion_matrix
+from rules_builtin.confusion import Confusion
 
 TEN = np.arange(10)
 ONE_WRONG = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 0])  # class 9 predicted as 0
