@@ -3,7 +3,6 @@ reductions-only tensors and parameter errors."""
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -186,9 +185,7 @@ def test_parameter_errors(make_trial: Callable[..., Any], kwargs: dict[str, str]
 
 
 def test_declared_parameters_match_the_constructor() -> None:
-    """PARAMETERS lists every constructor parameter, in order, with its default."""
-    signature = inspect.signature(AllZero.__init__).parameters.values()
+    """PARAMETERS holds the documented defaults (test_registry checks it against the
+    constructor)."""
     declared = [(p.name, p.default) for p in AllZero.PARAMETERS]
-    assert declared == [(p.name, p.default) for p in signature
-                        if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("collection_names", None), ("tensor_regex", None), ("threshold", "100")]

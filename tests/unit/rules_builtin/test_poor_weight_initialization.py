@@ -3,7 +3,6 @@ errors."""
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -196,10 +195,8 @@ def test_parameter_errors(make_trial: Callable[..., Any], name: str, value: str,
 
 
 def test_declared_parameters_match_the_constructor() -> None:
-    """PARAMETERS lists every constructor parameter, in order, with its default."""
-    signature = inspect.signature(PoorWeightInitialization.__init__).parameters.values()
+    """PARAMETERS holds the documented defaults (test_registry checks it against the
+    constructor)."""
     declared = [(p.name, p.default) for p in PoorWeightInitialization.PARAMETERS]
-    assert declared == [(p.name, p.default) for p in signature
-                        if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("activation_inputs_regex", None), ("threshold", "10.0"),
                         ("distribution_range", "0.001"), ("patience", "5"), ("steps", "10")]

@@ -3,7 +3,6 @@ parameter errors."""
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -236,11 +235,9 @@ def test_invalid_tensor_regex(make_trial: Callable[..., Any]) -> None:
 
 
 def test_declared_parameters_match_the_constructor() -> None:
-    """PARAMETERS lists every constructor parameter, in order, with its default."""
-    signature = inspect.signature(UnchangedTensor.__init__).parameters.values()
+    """PARAMETERS holds the documented defaults (test_registry checks it against the
+    constructor)."""
     declared = [(p.name, p.default) for p in UnchangedTensor.PARAMETERS]
-    assert declared == [(p.name, p.default) for p in signature
-                        if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("collection_names", None), ("tensor_regex", None), ("num_steps", "3"),
                         ("rtol", "1e-05"), ("atol", "1e-08"), ("equal_nan", "False")]
 

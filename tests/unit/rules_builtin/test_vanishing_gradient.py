@@ -3,7 +3,6 @@ parameter errors."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -166,9 +165,7 @@ def test_parameter_error(make_trial: Callable[..., Any]) -> None:
 
 
 def test_declared_parameters_match_the_constructor() -> None:
-    """PARAMETERS lists every constructor parameter, in order, with its default."""
-    signature = inspect.signature(VanishingGradient.__init__).parameters.values()
+    """PARAMETERS holds the documented defaults (test_registry checks it against the
+    constructor)."""
     declared = [(p.name, p.default) for p in VanishingGradient.PARAMETERS]
-    assert declared == [(p.name, p.default) for p in signature
-                        if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("threshold", "0.0000001")]

@@ -3,7 +3,6 @@ steps only, missing data and parameter errors."""
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -223,11 +222,9 @@ def test_num_steps_none_means_the_previous_step(make_trial: Callable[..., Any]) 
 
 
 def test_declared_parameters_match_the_constructor() -> None:
-    """PARAMETERS lists every constructor parameter, in order, with its default."""
-    signature = inspect.signature(WeightUpdateRatio.__init__).parameters.values()
+    """PARAMETERS holds the documented defaults (test_registry checks it against the
+    constructor)."""
     declared = [(p.name, p.default) for p in WeightUpdateRatio.PARAMETERS]
-    assert declared == [(p.name, p.default) for p in signature
-                        if p.name not in ("self", "base_trial", "action_str")]
     assert declared == [("num_steps", None), ("large_threshold", "10.0"),
                         ("small_threshold", "0.00000001"), ("epsilon", "0.000000001")]
 
