@@ -3,8 +3,10 @@ reductions-only tensors and parameter errors."""
 
 from __future__ import annotations
 
+import functools
+
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
-from evaluator.testing import TrialWriter, compute_reductions
+from evaluator.testing import compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.all_zero import AllZero
@@ -26,25 +28,9 @@ COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: value}}, reductions=...)``: an ended trial."""
-    opened: list[Any] = []
-
-    def make(steps: Mapping[int, Mapping[str, object]], *,
-             reductions: Mapping[int, Mapping[str, Mapping[str, object]]] | None = None) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(COLLECTIONS)
-        for step, tensors in steps.items():
-            writer.write_step(step, tensors, reductions=(reductions or {}).get(step))
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
-
-    yield make
-    for trial in opened:
-        trial.close()
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``make_trial`` (conftest) with this module's collections."""
+    return functools.partial(make_trial, collections=COLLECTIONS)
 
 
 def arrays(*values: float) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +25,14 @@ ONE_WRONG = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 0])  # class 9 predicted as 0
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: array}}, collections=[...])``: an ended trial, closed after
-    the test."""
-    opened: list[Any] = []
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``make_trial`` (conftest), collections given second."""
 
-    def make(steps: Mapping[int, Mapping[str, object]], collections: list[Collection] = ()
-             ) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(list(collections))
-        for step, tensors in steps.items():
-            writer.write_step(step, tensors)
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
+    def make(steps: Mapping[int, Mapping[str, object]],
+             collections: Sequence[Collection] = ()) -> Any:
+        return make_trial(steps, collections=collections)
 
-    yield make
-    for trial in opened:
-        trial.close()
+    return make
 
 
 def test_registered() -> None:

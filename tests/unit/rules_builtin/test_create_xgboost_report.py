@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -15,8 +15,6 @@ from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
-from evaluator.testing import TrialWriter
-from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.create_xgboost_report import CreateXgboostReport
 
@@ -73,25 +71,15 @@ def parse(path: Path) -> WellFormed:
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: value}}, name=...)``: an ended trial, closed after the test."""
-    opened: list[Any] = []
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``make_trial`` (conftest): TRAIN steps, XGBoost's collections."""
 
     def make(steps: Mapping[int, Mapping[str, object]], *, name: str | None = None,
              collections: list[Collection] = XGBOOST_COLLECTIONS) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(collections)
-        for step, tensors in steps.items():
-            writer.write_step(step, tensors, mode=ModeKeys.TRAIN)
-        writer.end_training()
-        trial = create_trial(str(root), name=name)
-        opened.append(trial)
-        return trial
+        modes = {step: (ModeKeys.TRAIN, step) for step in steps}
+        return make_trial(steps, collections=collections, modes=modes, name=name)
 
-    yield make
-    for trial in opened:
-        trial.close()
+    return make
 
 
 def xgboost_steps(n: int = 11, *, classification: bool = True) -> dict[int, dict[str, object]]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
-from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.loss_not_decreasing import LossNotDecreasing
@@ -30,29 +28,20 @@ Step = tuple[int, ModeKeys, float]  # global step, mode, loss
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """``make_trial(steps)``: an ended trial saving ``loss`` at (global step, mode, value)."""
-    opened: list[Any] = []
 
     def make(steps: Sequence[Step], *, name: str = "loss",
              extra: dict[str, object] | None = None) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections([LOSSES])
-        counters: dict[ModeKeys, int] = {}
+        tensors, modes, counters = {}, {}, {}
         for step, mode, value in steps:
             mode_step = counters.get(mode, 0) if mode != GLOBAL else step
             counters[mode] = mode_step + 1
-            writer.write_step(step, {name: np.float32(value), **(extra or {})}, mode=mode,
-                              mode_step=mode_step)
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
+            tensors[step] = {name: np.float32(value), **(extra or {})}
+            modes[step] = (mode, mode_step)
+        return make_trial(tensors, collections=[LOSSES], modes=modes)
 
-    yield make
-    for trial in opened:
-        trial.close()
+    return make
 
 
 def global_steps(values: dict[int, float]) -> list[Step]:

@@ -4,7 +4,7 @@ parameter errors."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,31 +25,22 @@ TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """``make_trial(phases)``: an ended trial from ``[(mode, [loss, ...]), ...]``, one global
     step per value, saving ``loss`` (in the losses collection) and ``acc``."""
-    opened: list[Any] = []
 
     def make(phases: Sequence[tuple[ModeKeys, Sequence[float]]], *,
              collections: Sequence[Collection] = (Collection("losses", include_regex=["loss"]),)
              ) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(list(collections))
-        step, counters = 0, {TRAIN: 0, EVAL: 0}
+        tensors, modes, step, counters = {}, {}, 0, {TRAIN: 0, EVAL: 0}
         for mode, values in phases:
             for value in values:
-                writer.write_step(step, {"loss": np.float32(value), "acc": np.float32(0.5)},
-                                  mode=mode, mode_step=counters[mode])
+                tensors[step] = {"loss": np.float32(value), "acc": np.float32(0.5)}
+                modes[step] = (mode, counters[mode])
                 step, counters[mode] = step + 1, counters[mode] + 1
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
+        return make_trial(tensors, collections=collections, modes=modes)
 
-    yield make
-    for trial in opened:
-        trial.close()
+    return make
 
 
 def fired(rule: Overfit) -> tuple[int, ...]:

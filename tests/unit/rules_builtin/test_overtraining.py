@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +23,21 @@ TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """``make_trial([(mode, loss), ...])``: an ended trial, one global step per entry, saving
     ``loss`` in the losses collection and an unselected ``other``."""
-    opened: list[Any] = []
 
     def make(values: Sequence[tuple[ModeKeys, float]]) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections([Collection("losses", include_regex=["^loss$"])])
-        counters: dict[ModeKeys, int] = {}
+        tensors, modes, counters = {}, {}, {}
         for step, (mode, value) in enumerate(values):
             mode_step = counters.get(mode, 0) if mode != GLOBAL else step
             counters[mode] = mode_step + 1
-            writer.write_step(step, {"loss": np.float32(value), "other": np.float32(1.0)},
-                              mode=mode, mode_step=mode_step)
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
+            tensors[step] = {"loss": np.float32(value), "other": np.float32(1.0)}
+            modes[step] = (mode, mode_step)
+        return make_trial(tensors, modes=modes,
+                          collections=[Collection("losses", include_regex=["^loss$"])])
 
-    yield make
-    for trial in opened:
-        trial.close()
+    return make
 
 
 def fired(rule: Overtraining) -> tuple[int, ...]:

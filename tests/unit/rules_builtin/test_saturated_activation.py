@@ -3,8 +3,7 @@ name, selection and parameter errors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,8 +12,6 @@ import pytest
 from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
-from evaluator.testing import TrialWriter
-from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.saturated_activation import (
     SaturatedActivation,
@@ -26,25 +23,14 @@ RNG = np.random.default_rng(1)
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: array}}, collections=[])``: an ended trial."""
-    opened: list[Any] = []
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``make_trial`` (conftest), collections given second."""
 
-    def make(steps: Mapping[int, Mapping[str, object]], collections: list[Collection] = ()
-             ) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(list(collections))
-        for step, tensors in steps.items():
-            writer.write_step(step, tensors)
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
+    def make(steps: Mapping[int, Mapping[str, object]],
+             collections: Sequence[Collection] = ()) -> Any:
+        return make_trial(steps, collections=collections)
 
-    yield make
-    for trial in opened:
-        trial.close()
+    return make
 
 
 def inputs(batch: int, units: int, saturated: int, *, at: float = 30.0) -> np.ndarray:

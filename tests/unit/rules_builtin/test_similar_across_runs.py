@@ -3,9 +3,10 @@ reductions-only tensors and the other_trials parameter."""
 
 from __future__ import annotations
 
+import functools
+
 import re
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,7 @@ from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.rules.loader import build_rule
-from evaluator.testing import TrialWriter, compute_reductions
-from evaluator.trial import create_trial
+from evaluator.testing import compute_reductions
 from rules_builtin import registry
 from rules_builtin.similar_across_runs import SimilarAcrossRuns
 
@@ -31,27 +31,9 @@ Modes = Mapping[int, tuple[ModeKeys, int]]  # global step -> (mode, mode step)
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: value}}, modes=..., reductions=...)``: an ended trial."""
-    opened: list[Any] = []
-
-    def make(steps: Steps, *, modes: Modes | None = None,
-             reductions: Mapping[int, Mapping[str, Mapping[str, object]]] | None = None) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(COLLECTIONS)
-        for step, tensors in steps.items():
-            mode, mode_step = (modes or {}).get(step, (GLOBAL, step))
-            writer.write_step(step, tensors, mode=mode, mode_step=mode_step,
-                              reductions=(reductions or {}).get(step))
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
-
-    yield make
-    for trial in opened:
-        trial.close()
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``make_trial`` (conftest) with this module's collections."""
+    return functools.partial(make_trial, collections=COLLECTIONS)
 
 
 def run(step: int, *, w: float = 1.0, loss: float | None = None) -> dict[str, object]:

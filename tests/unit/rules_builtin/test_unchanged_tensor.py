@@ -3,8 +3,10 @@ parameter errors."""
 
 from __future__ import annotations
 
+import functools
+
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,27 +32,9 @@ Modes = Mapping[int, tuple[ModeKeys, int]]  # global step -> (mode, mode step)
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """``make_trial({step: {name: value}}, modes=..., shapes=...)``: an ended trial."""
-    opened: list[Any] = []
-
-    def make(steps: Mapping[int, Mapping[str, object]], *, modes: Modes | None = None,
-             shapes: Mapping[int, Mapping[str, tuple[int, ...]]] | None = None) -> Any:
-        root = tmp_path / f"trial{len(opened)}"
-        writer = TrialWriter(root)
-        writer.write_collections(COLLECTIONS)
-        for step, tensors in steps.items():
-            mode, mode_step = (modes or {}).get(step, (GLOBAL, step))
-            writer.write_step(step, tensors, mode=mode, mode_step=mode_step,
-                              shapes=(shapes or {}).get(step))
-        writer.end_training()
-        trial = create_trial(str(root))
-        opened.append(trial)
-        return trial
-
-    yield make
-    for trial in opened:
-        trial.close()
+def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
+    """The shared ``make_trial`` (conftest) with this module's collections."""
+    return functools.partial(make_trial, collections=COLLECTIONS)
 
 
 def arrays(*values: float) -> np.ndarray:
