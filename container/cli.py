@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 
 from container.signals import StopRequested, StopSignals
-from evaluator.errors import ClientError, ConfigurationError, SMDebugError
+from evaluator.errors import ClientError, ConfigurationError, ExitCode, SMDebugError
 
 __all__ = ["evaluate", "main"]
 
@@ -53,7 +53,7 @@ def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: st
         except ConfigurationError as e:
             return _configuration_failed(e, opt_ml_root)
         except StopRequested as stop:
-            return 128 + stop.signum
+            return ExitCode.stopped_by(stop.signum)
         # Imported once the configuration is known good: a bad one fails without loading numpy.
         from evaluator.evaluation import Evaluation
         from evaluator.status import StatusReporter, configure_logging
@@ -83,7 +83,7 @@ def _configuration_failed(error: ConfigurationError, opt_ml_root: str) -> int:
     configure_logging()
     text = client_error_message(str(error))
     structlog.get_logger("evaluator.status").error(
-        "rule_status", status="Error", message=text.strip(), exit_code=error.exit_code)
+        "rule_status", status="Error", message=text.strip(), exit_code=int(error.exit_code))
     write_status_files(Path(opt_ml_root) / "output", text)
     print(text.rstrip("\n"), file=sys.stderr)
     return error.exit_code
@@ -93,13 +93,13 @@ def _internal_error(error: Exception, opt_ml_root: str) -> int:
     """Exit 3 with SageMaker's InternalServerError text, the traceback on stderr."""
     import traceback
 
-    from evaluator.status import EXIT_INTERNAL_ERROR, internal_error_message, write_status_files
+    from evaluator.status import internal_error_message, write_status_files
 
     text = internal_error_message(f"{type(error).__name__}: {error}")
     traceback.print_exception(error, file=sys.stderr)
     write_status_files(Path(opt_ml_root) / "output", text)
     print(text.rstrip("\n"), file=sys.stderr)
-    return EXIT_INTERNAL_ERROR
+    return ExitCode.INTERNAL_ERROR
 
 
 def _summary(argv: Sequence[str]) -> int:
@@ -118,7 +118,7 @@ def _summary(argv: Sequence[str]) -> int:
             summary = summarize(trial)
     except (ClientError, SMDebugError) as e:
         print(f"ClientError: {e}", file=sys.stderr)
-        return 2
+        return ExitCode.CLIENT_ERROR
     print(json.dumps(summary.to_dict(), indent=2) if args.json else format_summary(summary))
     return 0
 

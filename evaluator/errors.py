@@ -20,7 +20,9 @@ Two families live here:
       ├── NoMoreData, RuleEvaluationConditionMet, InsufficientInformationForRuleInvocation
       └── UnsupportedDtypeError (SMDebugValueError, KeyError)  ours: a DataType numpy cannot hold
 
-* the **evaluator tree** — operational failures, each knowing who must act::
+* the **evaluator tree** — operational failures, each knowing who must act (its ``ExitCode``)
+  and the type name the result file reports (``error_type``: the class's own name unless the
+  constructor was given another, such as smdebug's name for a rule that checked nothing)::
 
       EvaluatorError
       ├── ClientError                       the user must fix something (exit 2)
@@ -28,27 +30,36 @@ Two families live here:
       │   │   ├── ObjectNotFound
       │   │   ├── AccessDenied
       │   │   └── BucketNotFound
-      │   └── ConfigurationError
+      │   ├── ConfigurationError
+      │   └── RuleCodeError                 a user's rule raised (rule, step, file and line)
       └── InternalServerError               our bug (exit 3)
+          └── BuiltinRuleError              a built-in rule raised (rule, step)
 
-``IncompleteRecord`` is not an error for users: it says "the last record is still being written,
-come back later from the same offset".
+  ``RuleCodeError`` and ``BuiltinRuleError`` report the type of the exception the rule raised
+  and keep that exception as ``__cause__`` (its traceback goes into the result file).
+
+Two are not errors for users: ``IncompleteRecord`` says "the last record is still being written,
+come back later from the same offset"; ``RuleFailed`` carries the step at which a rule raised
+from ``invoke_rule`` to the evaluation, which reports the rule's own exception.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from enum import IntEnum
+from typing import Any, ClassVar
 
 from evaluator.modes import ModeKeys
 
 __all__ = [
     "AccessDenied",
     "BucketNotFound",
+    "BuiltinRuleError",
     "ClientError",
     "CollectionFilesTimeout",
     "ConfigurationError",
     "CorruptRecordError",
     "EvaluatorError",
+    "ExitCode",
     "IncompleteRecord",
     "IndexReaderException",
     "InsufficientInformationForRuleInvocation",
@@ -59,7 +70,9 @@ __all__ = [
     "NoMoreData",
     "NoMoreProfilerData",
     "ObjectNotFound",
+    "RuleCodeError",
     "RuleEvaluationConditionMet",
+    "RuleFailed",
     "SMDebugCustomerError",
     "SMDebugError",
     "SMDebugNotImplementedError",
@@ -318,18 +331,39 @@ class IncompleteRecord(Exception):
 # The evaluator's operational tree: status prefix and exit code per class.
 
 
-class EvaluatorError(Exception):
-    """Base of the evaluator's own failures."""
+class ExitCode(IntEnum):
+    """The evaluator's exit codes, one per outcome (README, "Statuses and exit codes")."""
 
-    status_prefix = "InternalServerError"
-    exit_code = 3
+    NO_ISSUES = 0
+    ISSUES_FOUND = 1
+    CLIENT_ERROR = 2
+    INTERNAL_ERROR = 3
+    SIGINT = 130  # stopped: 128 + the signal number
+    SIGTERM = 143
+
+    @staticmethod
+    def stopped_by(signum: int) -> int:
+        """The exit code of a run stopped by signal ``signum`` (the shell's convention)."""
+        return 128 + signum
+
+
+class EvaluatorError(Exception):
+    """Base of the evaluator's own failures. ``error_type`` is the type name to report: the
+    class's own unless the constructor is given another."""
+
+    status_prefix: ClassVar[str] = "InternalServerError"
+    exit_code: ClassVar[ExitCode] = ExitCode.INTERNAL_ERROR
+
+    def __init__(self, *args: object, error_type: str | None = None) -> None:
+        super().__init__(*args)
+        self.error_type = error_type or type(self).__name__
 
 
 class ClientError(EvaluatorError):
     """Something the user gave or controls is wrong; the message says what to fix."""
 
     status_prefix = "ClientError"
-    exit_code = 2
+    exit_code = ExitCode.CLIENT_ERROR
 
 
 class InternalServerError(EvaluatorError):
@@ -358,3 +392,45 @@ class AccessDenied(StorageError):
 
 class BucketNotFound(StorageError):
     """The S3 bucket does not exist."""
+
+
+class _RuleRaised(EvaluatorError):
+    """A rule's code raised ``error``, an exception that is neither ours nor smdebug's: the
+    message names the rule, the exception, the ``step`` and the ``location`` (file and line)
+    when known; ``error_type`` is the exception's type name and ``__cause__`` the exception."""
+
+    def __init__(self, rule: str, error: BaseException, *, step: int | None = None,
+                 location: str | None = None) -> None:
+        where = "" if step is None else f" at step {step}"
+        where += "" if location is None else f" ({location})"
+        name = type(error).__name__
+        super().__init__(f"rule {rule} raised {name}: {error}{where}", error_type=name)
+        self.rule = rule
+        self.step = step
+        self.location = location
+        self.__cause__ = error
+
+
+class RuleCodeError(_RuleRaised, ClientError):
+    """A user's rule raised: its author must fix it (exit 2)."""
+
+
+class BuiltinRuleError(_RuleRaised, InternalServerError):
+    """A built-in rule raised: our bug (exit 3)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Between our own layers.
+
+
+class RuleFailed(Exception):
+    """Raised by ``invoke_rule(..., wrap_errors=True)``: the rule raised ``error`` (also the
+    ``__cause__``) when invoked at ``step``. The evaluation reports ``error`` itself."""
+
+    def __init__(self, step: int, error: Exception) -> None:
+        super().__init__(step, error)
+        self.step = step
+        self.error = error
+
+    def __str__(self) -> str:
+        return f"the rule raised {type(self.error).__name__} at step {self.step}: {self.error}"

@@ -19,12 +19,14 @@ from typing import Any
 
 from evaluator.config import EvaluatorConfig, RuleSpec
 from evaluator.errors import (
+    BuiltinRuleError,
     ClientError,
     ConfigurationError,
     EvaluatorError,
-    InternalServerError,
     MissingCollectionFiles,
+    RuleCodeError,
     RuleEvaluationConditionMet,
+    RuleFailed,
     SMDebugError,
 )
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
@@ -191,7 +193,8 @@ class Evaluation:
         try:
             result = invoke_rule(rule, spec.start_step, spec.end_step, raise_eval_cond=False,
                                  observer=observer, stop=self.stop,
-                                 continue_after_fire=self.config.continue_after_fire)
+                                 continue_after_fire=self.config.continue_after_fire,
+                                 wrap_errors=True)
             end = getattr(rule, "on_evaluation_end", None)
             if callable(end) and not self.stop.is_set():
                 end()  # e.g. a report writer's final report
@@ -205,9 +208,7 @@ class Evaluation:
             error = nothing_checked_error(rule, steps_visited=visited,
                                           window=(spec.start_step, spec.end_step))
             # A ClientError (no traceback: nothing failed) that keeps smdebug's class name.
-            reported = ClientError(str(error))
-            reported.error_type = type(error).__name__  # type: ignore[attr-defined]
-            self.reporter.fail(name, reported)
+            self.reporter.fail(name, ClientError(str(error), error_type=type(error).__name__))
             return
         self.reporter.finish(name)
 
@@ -281,20 +282,19 @@ def _check_local_folder(location: str, key: str) -> None:
 
 
 def _rule_failure(spec: RuleSpec, error: BaseException) -> BaseException:
-    """The error to report when a rule raised: ours as they are; anything else wrapped in a
-    message naming the rule, the step and, for a user's rule, the file and line."""
+    """The error to report when a rule raised (``RuleFailed`` says at which step): ours and
+    smdebug's as they are; anything else as a ``RuleCodeError`` (a user's rule, with the file
+    and line) or a ``BuiltinRuleError`` (ours)."""
+    step = None
+    if isinstance(error, RuleFailed):
+        step, error = error.step, error.error
     if isinstance(error, (EvaluatorError, SMDebugError)):
         return error
-    step = getattr(error, "rule_step", None)
-    where = f" at step {step}" if step is not None else ""
-    frame = _user_frame(error) if spec.source else None
-    if frame is not None:
-        where += f" ({Path(frame.filename).name}, line {frame.lineno})"
-    text = f"rule {spec.name} raised {type(error).__name__}: {error}{where}"
-    wrapped: EvaluatorError = ClientError(text) if spec.source else InternalServerError(text)
-    wrapped.__cause__ = error
-    wrapped.error_type = type(error).__name__  # type: ignore[attr-defined]
-    return wrapped
+    if not spec.source:
+        return BuiltinRuleError(spec.name, error, step=step)
+    frame = _user_frame(error)
+    location = None if frame is None else f"{Path(frame.filename).name}, line {frame.lineno}"
+    return RuleCodeError(spec.name, error, step=step, location=location)
 
 
 def _user_frame(error: BaseException) -> traceback.FrameSummary | None:

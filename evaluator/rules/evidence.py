@@ -237,7 +237,7 @@ class Evidence:
             return [c for c in self._firings if c.step == step]
 
     def summary(self) -> dict[str, Any]:
-        """The result file's ``evidence`` object (see ``evaluator.status``)."""
+        """The result file's ``evidence`` object (see ``evaluator.status.files``)."""
         with self._lock:
             closest = sorted(self._closest.values(), key=lambda c: (c.parameter, c.fires_when))
             return {

@@ -6,7 +6,8 @@ Exception handling follows smdebug 1.0.34's ``invoke_rule``:
   (logged at debug level);
 * ``RuleEvaluationConditionMet`` is re-raised when ``raise_eval_cond``; otherwise it is logged,
   and the run ends if the exception says ``end_of_rule``;
-* ``NoMoreProfilerData`` ends the run; anything else propagates.
+* ``NoMoreProfilerData`` ends the run; anything else propagates (as ``RuleFailed``, naming the
+  step, when the caller asks with ``wrap_errors``).
 
 Four differences, all additive:
 
@@ -34,6 +35,7 @@ from evaluator.errors import (
     NoMoreData,
     NoMoreProfilerData,
     RuleEvaluationConditionMet,
+    RuleFailed,
     SMDebugError,
     StepUnavailable,
     TensorUnavailable,
@@ -117,12 +119,14 @@ def invoke_rule(
     observer: RuleObserver | None = None,
     stop: threading.Event | None = None,
     continue_after_fire: bool = True,
+    wrap_errors: bool = False,
 ) -> InvokeResult:
     """Call ``rule_obj.invoke(step)`` for each saved global step in ``[start_step, end_step)``
     of ``rule_obj.base_trial``, waiting for new steps while training runs.
 
     Returns when the data ends, ``end_step`` is reached, ``stop`` is set, or the rule ends
-    itself; see the module docstring for the exceptions."""
+    itself; see the module docstring for the exceptions. With ``wrap_errors``, an exception the
+    rule raises at a step escapes as ``RuleFailed`` (the step, and the exception as cause)."""
     trial = rule_obj.base_trial
     watcher: RuleObserver = observer if observer is not None else NullObserver()
     tally = _Tally()
@@ -134,14 +138,12 @@ def invoke_rule(
         tally.last_step = step
         try:
             ended = _invoke_at(rule_obj, step, tally, watcher, raise_eval_cond, continue_after_fire)
+        except RuleEvaluationConditionMet:
+            raise  # raise_eval_cond: the firing itself, not a failure
         except Exception as e:
-            # Same exception, same type (smdebug lets it propagate); it now also says where.
-            if getattr(e, "rule_step", None) is None:
-                try:
-                    e.rule_step = step  # type: ignore[attr-defined]
-                except AttributeError:
-                    pass
-            raise
+            if wrap_errors:
+                raise RuleFailed(step, e) from e
+            raise  # smdebug's behaviour: the rule's exception as it is
         if ended is not None:
             return tally.result(ended)
         step = trial.next_step(step, end_step=end_step, stop=stop)

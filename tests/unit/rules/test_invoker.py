@@ -15,6 +15,7 @@ from evaluator.errors import (
     NoMoreData,
     NoMoreProfilerData,
     RuleEvaluationConditionMet,
+    RuleFailed,
     SMDebugError,
     StepUnavailable,
     TensorUnavailable,
@@ -180,6 +181,26 @@ def test_other_exceptions_propagate(make_trial: Any) -> None:
     with pytest.raises(KeyError):
         invoke_rule(rule, observer=log)
     assert log.calls == [("evaluated", 0, None)]
+
+
+def test_the_rule_exception_escapes_unchanged(make_trial: Any) -> None:
+    """By default the rule's own exception object escapes, with nothing added to it."""
+    error = KeyError("dt/int16")
+    with pytest.raises(KeyError) as caught:
+        invoke_rule(Body(make_trial(SAVED), raise_at({2: error})))
+    assert caught.value is error and vars(error) == {}
+
+
+def test_wrap_errors_names_the_step(make_trial: Any) -> None:
+    """With wrap_errors, an exception raised at a step escapes as RuleFailed(step), the rule's
+    exception as its cause; a firing re-raised by raise_eval_cond is not wrapped."""
+    error = KeyError("dt/int16")
+    with pytest.raises(RuleFailed) as caught:
+        invoke_rule(Body(make_trial(SAVED), raise_at({3: error})), wrap_errors=True)
+    assert (caught.value.step, caught.value.error, caught.value.__cause__) == (3, error, error)
+    with pytest.raises(RuleEvaluationConditionMet):
+        invoke_rule(Body(make_trial(SAVED), lambda step: True), raise_eval_cond=True,
+                    wrap_errors=True)
 
 
 def test_stop_ends_a_wait_for_data_within_seconds(make_trial: Any) -> None:

@@ -20,7 +20,6 @@ from evaluator.status import (
     RESULT_FILE_NAME,
     StatusReporter,
     condition_met_message,
-    write_status_files,
 )
 
 
@@ -230,44 +229,6 @@ def test_unfinished_rule_is_an_internal_error(dirs: tuple[Path, Path]) -> None:
     assert reporter.close() == 3
     assert (dirs[1] / "message").read_text().startswith("InternalServerError: RuntimeError: the "
                                                         "evaluation ended before rule")
-
-
-def test_message_folder_missing_is_skipped(tmp_path: Path) -> None:
-    """Without /opt/ml/output (a local run) nothing is written and nothing fails."""
-    assert not write_status_files(tmp_path / "absent", "ClientError: x")
-    assert not (tmp_path / "absent").exists()
-
-
-def test_message_folder_not_writable_is_skipped(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A folder the process may not write to is skipped silently."""
-    monkeypatch.setattr(os, "access", lambda path, mode: False)
-    assert not write_status_files(tmp_path, "ClientError: x")
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
-def test_read_only_message_folder_is_skipped(tmp_path: Path) -> None:
-    """A read-only folder is skipped silently."""
-    tmp_path.chmod(0o555)
-    try:
-        assert not write_status_files(tmp_path, "ClientError: x")
-    finally:
-        tmp_path.chmod(0o755)
-
-
-def test_failed_message_write_is_skipped(tmp_path: Path) -> None:
-    """A write that fails (here: ``message`` is a folder) is skipped, leaving no temporaries."""
-    (tmp_path / "message").mkdir()
-    assert not write_status_files(tmp_path, "ClientError: x")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["message"]
-
-
-def test_message_files_are_cut_to_one_kilobyte(tmp_path: Path) -> None:
-    """The files SageMaker reads hold at most 1024 bytes of valid UTF-8."""
-    assert write_status_files(tmp_path, "ClientError: " + "é" * 2000)
-    data = (tmp_path / "message").read_bytes()
-    assert len(data) <= 1024 and data.decode("utf-8").startswith("ClientError: éé")
 
 
 def test_progress_lines_are_rate_limited(dirs: tuple[Path, Path],

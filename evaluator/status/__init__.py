@@ -1,0 +1,68 @@
+"""Rule statuses, the texts SageMaker shows for them, exit codes, status files and logging.
+
+* ``outcome``: how a rule ends (``RuleStatus``, ``RuleOutcome``), the message texts, and the
+  one exit code and status of several rules;
+* ``files``: the message files and the result file, whose schema its docstring gives;
+* ``reporter``: ``StatusReporter``, which follows a run and keeps logs and files current;
+* ``logging``: ``configure_logging``.
+
+The exit codes are ``evaluator.errors.ExitCode``; the ``EXIT_*`` names are its members under
+their earlier names.
+"""
+
+from __future__ import annotations
+
+from evaluator.errors import ExitCode
+from evaluator.status.files import (
+    RESULT_FILE_NAME,
+    EvidenceSource,
+    write_status_files,
+)
+from evaluator.status.logging import configure_logging
+from evaluator.status.outcome import (
+    MESSAGE_LIMIT,
+    STOPPED_MESSAGE,
+    RuleOutcome,
+    RuleStatus,
+    client_error_message,
+    combined_message,
+    condition_met_message,
+    internal_error_message,
+    overall_exit_code,
+    overall_status,
+    truncate_utf8,
+)
+from evaluator.status.reporter import StatusReporter
+
+__all__ = [
+    "EXIT_CLIENT_ERROR",
+    "EXIT_INTERNAL_ERROR",
+    "EXIT_ISSUES_FOUND",
+    "EXIT_NO_ISSUES",
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "MESSAGE_LIMIT",
+    "RESULT_FILE_NAME",
+    "STOPPED_MESSAGE",
+    "EvidenceSource",
+    "ExitCode",
+    "RuleOutcome",
+    "RuleStatus",
+    "StatusReporter",
+    "client_error_message",
+    "combined_message",
+    "condition_met_message",
+    "configure_logging",
+    "internal_error_message",
+    "overall_exit_code",
+    "overall_status",
+    "truncate_utf8",
+    "write_status_files",
+]
+
+EXIT_NO_ISSUES = ExitCode.NO_ISSUES
+EXIT_ISSUES_FOUND = ExitCode.ISSUES_FOUND
+EXIT_CLIENT_ERROR = ExitCode.CLIENT_ERROR
+EXIT_INTERNAL_ERROR = ExitCode.INTERNAL_ERROR
+EXIT_SIGINT = ExitCode.SIGINT
+EXIT_SIGTERM = ExitCode.SIGTERM

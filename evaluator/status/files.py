@@ -1,0 +1,180 @@
+"""What a run leaves behind: the message files SageMaker shows, and the result file.
+
+**The message files** ``message`` and ``failure`` (in ``/opt/ml/output`` on SageMaker) hold the
+combined message text (``outcome.combined_message``), written when the folder exists and is
+writable; the text becomes the rule's StatusDetails.
+
+**The result file** ``<output>/rule_evaluation_result.json`` is rewritten atomically (a temporary
+file under ``<output>/.sagemaker-ignore/``, which SageMaker does not upload, then a rename) at
+every status change, so a reader never sees half a file. Schema, version 1::
+
+    {
+      "version": 1,
+      "status": "IssuesFound",          # overall: InProgress until the run ends
+      "exit_code": 1,                   # null while in progress
+      "message": "RuleEvaluationConditionMet: ...\\n",   # the message file's text, or null
+      "trial": "s3://bucket/job/debug-output",
+      "started_at": "2024-05-01T12:00:00.000Z", "finished_at": "...",  # UTC; null if running
+      "rules": [{
+        "rule": "VanishingGradient",            # rule_to_invoke
+        "configuration_name": "VanishingGradient",
+        "status": "IssuesFound", "exit_code": 1,
+        "step": 500,               # first firing step; otherwise the last step evaluated
+        "fired_steps": [500],      # every firing step (several with continue_after_fire)
+        "steps_evaluated": 12,
+        "details": "RuleEvaluationConditionMet: ...\\n",   # StatusDetails text, or null
+        "error_type": null,        # exception class name for Error
+        "traceback": null,         # for exceptions other than our ClientError/InternalServerError
+        "parameters": {"threshold": "0.0001"},           # secrets masked
+        "evidence": {              # why: see below; null for a rule that was never built
+          "tensors_checked": 3, "steps_checked": 12, "comparisons": 36,
+          "tensor_values_read": 36, "tensors_read": 3, "firings": 1,
+          "reasons": [{            # every firing comparison (the first 100)
+            "step": 500, "mode": "TRAIN", "mode_step": 500, "worker": "worker_0",
+            "tensors": ["gradients/dense/kernelGrad"], "quantity": "mean |gradient|",
+            "value": 3.1e-09, "comparison": "<", "parameter": "threshold",
+            "threshold": 1e-07, "sentence": "VanishingGradient: mean |gradient| of ..."}],
+          "closest": [ ... ]       # per parameter and comparison, the check nearest to
+        },                         # firing (or a firing one), same fields as a reason
+        "started_at": "...", "finished_at": "..."
+      }],
+      # with exactly one rule, its rule, step, fired_steps, details, parameters and evidence
+      # are also repeated here at the top level, so `jq .step` works on the common case
+    }
+
+Values that JSON cannot hold (NaN, infinities) are written as the strings "NaN", "Infinity"
+and "-Infinity". A rule that compared nothing and read no tensor never ends ``NoIssuesFound``:
+the evaluator ends it with ``Error`` (``InsufficientInformationForRuleInvocation``, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from evaluator.fileio import write_atomically
+from evaluator.status.outcome import (
+    RuleOutcome,
+    RuleStatus,
+    combined_message,
+    overall_status,
+    truncate_utf8,
+)
+
+__all__ = [
+    "RESULT_FILE_NAME",
+    "EvidenceSource",
+    "RuleRecord",
+    "iso",
+    "result_document",
+    "rule_document",
+    "write_result_file",
+    "write_status_files",
+]
+
+RESULT_FILE_NAME = "rule_evaluation_result.json"
+_IGNORED_DIR = ".sagemaker-ignore"  # SageMaker does not upload this folder of the output
+
+
+def write_status_files(message_dir: Path, text: str) -> bool:
+    """Write ``message`` and ``failure`` into ``message_dir`` when it exists and is writable;
+    otherwise (a local run without /opt/ml) skip silently. Returns whether both were written."""
+    if not message_dir.is_dir() or not os.access(message_dir, os.W_OK):
+        return False
+    data = truncate_utf8(text).encode("utf-8", errors="backslashreplace")
+    try:
+        for name in ("message", "failure"):
+            write_atomically(message_dir / name, data, tmp_dir=message_dir)
+    except OSError:
+        return False
+    return True
+
+
+class EvidenceSource(Protocol):
+    """What a rule checked (``evaluator.rules.evidence.Evidence``)."""
+
+    def summary(self) -> dict[str, Any]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+
+@dataclass
+class RuleRecord:
+    """What the result file says of one rule, kept up to date while the rule runs. ``name`` is
+    the rule's, ``key`` its configuration name."""
+
+    name: str
+    key: str
+    parameters: dict[str, str]
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    steps_evaluated: int = 0
+    last_step: int | None = None
+    fired_steps: list[int] = field(default_factory=list)
+    outcome: RuleOutcome | None = None
+    evidence: EvidenceSource | None = None
+
+    @property
+    def status(self) -> RuleStatus | None:
+        if self.outcome is not None:
+            return self.outcome.status
+        return RuleStatus.IN_PROGRESS if self.started_at is not None else None
+
+
+def iso(moment: datetime | None) -> str | None:
+    """A UTC time as the result file writes it, milliseconds and ``Z``."""
+    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def rule_document(record: RuleRecord) -> dict[str, Any]:
+    """One entry of the result file's ``rules``."""
+    o = record.outcome
+    return {
+        "rule": record.name, "configuration_name": record.key,
+        "status": record.status.value if record.status else None,
+        "exit_code": o.exit_code if o else None,
+        "step": o.step if o else record.last_step,
+        "fired_steps": list(record.fired_steps),
+        "steps_evaluated": record.steps_evaluated,
+        "details": o.message if o else None,
+        "error_type": o.error_type if o else None,
+        "traceback": o.traceback if o else None,
+        "parameters": record.parameters,
+        "evidence": record.evidence.summary() if record.evidence is not None else None,
+        "started_at": iso(record.started_at), "finished_at": iso(record.finished_at),
+    }
+
+
+def result_document(records: Sequence[RuleRecord], *, trial: str | None,
+                    started_at: datetime, finished_at: datetime | None,
+                    exit_code: int | None) -> dict[str, Any]:
+    """The whole result file; the run is over once ``exit_code`` is known."""
+    rules = [rule_document(r) for r in records]
+    outcomes = [r.outcome for r in records if r.outcome is not None]
+    done = exit_code is not None
+    doc: dict[str, Any] = {
+        "version": 1,
+        "status": overall_status(outcomes).value if done else "InProgress",
+        "exit_code": exit_code,
+        "message": combined_message(outcomes) if done else None,
+        "trial": trial,
+        "started_at": iso(started_at), "finished_at": iso(finished_at),
+        "rules": rules,
+    }
+    if len(rules) == 1:
+        doc.update({k: rules[0][k] for k in ("rule", "step", "fired_steps", "details",
+                                              "parameters", "evidence")})
+    return doc
+
+
+def write_result_file(output_dir: Path, document: dict[str, Any]) -> None:
+    """Replace ``<output_dir>/rule_evaluation_result.json`` atomically; raises ``OSError``."""
+    # ASCII escapes keep the file valid UTF-8 even when a path or value given on the command
+    # line holds bytes that are not (they reach Python as lone surrogates).
+    data = json.dumps(document, indent=2, ensure_ascii=True).encode("ascii")
+    write_atomically(output_dir / RESULT_FILE_NAME, data, tmp_dir=output_dir / _IGNORED_DIR)

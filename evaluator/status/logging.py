@@ -1,0 +1,69 @@
+"""``configure_logging``: structlog and stdlib logging through one handler on stdout, JSON lines
+or the console rendering; the AWS and HTTP libraries never log below INFO."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+__all__ = ["configure_logging"]
+
+# At DEBUG botocore logs request headers, credentials included: never below INFO.
+_CLAMPED_LOGGERS = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
+
+
+class _ClampFilter(logging.Filter):
+    """Drops records below INFO from the AWS/HTTP libraries, whatever their level was set to."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.INFO:
+            return True
+        return not any(record.name == n or record.name.startswith(n + ".")
+                       for n in _CLAMPED_LOGGERS)
+
+
+def configure_logging(*, level: str | int = "INFO", log_format: str = "json",
+                      stream: TextIO | None = None) -> logging.Handler:
+    """Route structlog and stdlib logging through one handler on ``stream`` (stdout): one JSON
+    object per line, or structlog's console rendering. Replaces the handler an earlier call
+    installed. botocore, aiobotocore, boto3, urllib3 and s3transfer never log below INFO."""
+    numeric = level if isinstance(level, int) else logging.getLevelName(str(level).upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}")
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *shared,
+                    structlog.processors.StackInfoRenderer(),
+                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    stream = stream if stream is not None else sys.stdout
+    if hasattr(stream, "reconfigure"):  # never die printing a value that is not valid UTF-8
+        stream.reconfigure(errors="backslashreplace")
+    renderer: list[Any] = (
+        [structlog.dev.ConsoleRenderer(colors=stream.isatty())] if log_format == "console"
+        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()])
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer]))
+    handler.addFilter(_ClampFilter())
+    handler.set_name("evaluator")
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "evaluator"]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    for name in _CLAMPED_LOGGERS:
+        logging.getLogger(name).setLevel(max(numeric, logging.INFO))
+    return handler
