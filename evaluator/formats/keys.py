@@ -126,14 +126,22 @@ def reduction_tensor_name(tensor_name: str, reduction: str, *, abs: bool = False
 
 
 def parse_reduction_tensor_name(name: str) -> tuple[str, str, bool] | None:
-    """(tensor name, reduction, abs) for a saved reduction's name, else None."""
-    if not name.startswith(REDUCTIONS_PREFIX):
+    """(tensor name, reduction, abs) for a saved reduction's name, else None.
+
+    smdebug's reading (``reverse_reduction_tensor_name``): the prefix may appear anywhere in the
+    name (``tower_0/smdebug/reductions/max/x`` is ``x``'s max), the text after it runs to the next
+    prefix if any, and ``abs_`` anywhere in the reduction part makes it an abs reduction. A name
+    without ``/`` after the reduction (smdebug fails on it) is None.
+    """
+    at = name.find(REDUCTIONS_PREFIX)
+    if at < 0:
         return None
-    reduction, sep, tensor_name = name[len(REDUCTIONS_PREFIX) :].partition("/")
-    if not sep or not reduction or not tensor_name:
+    rest = name[at + len(REDUCTIONS_PREFIX) :].split(REDUCTIONS_PREFIX, 1)[0]
+    reduction, sep, tensor_name = rest.partition("/")
+    if not sep:
         return None
-    if reduction.startswith("abs_"):
-        return tensor_name, reduction[4:], True
+    if "abs_" in reduction:
+        return tensor_name, reduction.split("abs_")[1], True
     return tensor_name, reduction, False
 
 

@@ -17,13 +17,17 @@ from typing import NamedTuple
 
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.index_file import IndexFile, ShapeEntry, TensorEntry
-from evaluator.formats.keys import index_key, serialize_tf_device
+from evaluator.formats.keys import (
+    REDUCTIONS_PREFIX,
+    index_key,
+    parse_reduction_tensor_name,
+    serialize_tf_device,
+)
 from evaluator.modes import ModeKeys, StepState
 
-__all__ = ["REDUCTIONS_PREFIX", "FileIndex", "Location", "StepEntry", "TensorRecord", "TrialState",
-           "holding"]
+__all__ = ["FileIndex", "Location", "StepEntry", "TensorRecord", "TrialState", "holding"]
 
-REDUCTIONS_PREFIX = "smdebug/reductions/"
+_GLOBAL = ModeKeys.GLOBAL
 _NO_SHAPES: dict[str, ShapeEntry] = {}
 _NO_REDUCTIONS: dict[str, dict[tuple[str, bool], TensorEntry]] = {}
 
@@ -66,8 +70,11 @@ class FileIndex:
         if tensors and REDUCTIONS_PREFIX in "\n".join(tensors):
             self.reductions = {}
             for name in [n for n in tensors if REDUCTIONS_PREFIX in n]:
-                base, red, is_abs = split_reduction_name(name)  # type: ignore[misc]
-                self.reductions.setdefault(base, {})[(red, is_abs)] = tensors.pop(name)
+                entry = tensors.pop(name)
+                parsed = parse_reduction_tensor_name(name)
+                if parsed is not None:  # else malformed: smdebug fails on it, we skip it
+                    base, red, is_abs = parsed
+                    self.reductions.setdefault(base, {})[(red, is_abs)] = entry
         self.tensors = tensors
         self.shapes = {s.tensorname: s for s in index.shapes
                        if REDUCTIONS_PREFIX not in s.tensorname} if index.shapes else _NO_SHAPES
@@ -148,19 +155,6 @@ def holding(files: dict[str, FileIndex] | None, name: str) -> dict[str, FileInde
     if len(found) == len(files):
         return files
     return found or None
-
-
-def split_reduction_name(name: str) -> tuple[str, str, bool] | None:
-    """``smdebug/reductions/abs_l1/w`` -> ``("w", "l1", True)``; None for a plain tensor."""
-    at = name.find(REDUCTIONS_PREFIX)
-    if at < 0:
-        return None
-    rest = name[at + len(REDUCTIONS_PREFIX):]
-    reduction, _, tensor = rest.partition("/")
-    is_abs = "abs_" in reduction
-    if is_abs:
-        reduction = reduction.split("abs_", 1)[1]
-    return tensor, reduction, is_abs
 
 
 class TrialState:
@@ -247,7 +241,9 @@ class TrialState:
             starts += [t.start_idx for t in r.values()]
         lo, hi = min(starts), max(ends)
         span = self.event_spans.get(f.event_key)
-        self.event_spans[f.event_key] = (lo, hi) if span is None else (min(lo, span[0]), max(hi, span[1]))
+        if span is not None:
+            lo, hi = min(lo, span[0]), max(hi, span[1])
+        self.event_spans[f.event_key] = (lo, hi)
 
     def _note_step(self, names: set[str], step: int, worker: str, mode: ModeKeys,
                    mode_step: int) -> None:
@@ -321,13 +317,28 @@ class TrialState:
                 record.original_name = shape.originalname
         return record
 
+    def files_holding(self, name: str, step: int, mode: ModeKeys) -> dict[str, FileIndex] | None:
+        """The index files (by worker) that hold ``name`` at ``step`` of ``mode``, None if none.
+
+        For GLOBAL, ``step`` is a global step: a step saved under another mode is found through
+        that mode and its mode step."""
+        files_at = self.files_at
+        if mode is _GLOBAL:
+            found = holding(files_at.get((mode, step)), name)
+            if found is not None:
+                return found
+            key = self.global_to_mode.get(step)
+            return None if key is None else holding(files_at.get(key), name)
+        return holding(files_at.get((mode, step)), name)
+
     # ---------------------------------------------------------------- questions
 
     def all_steps(self, mode: ModeKeys) -> list[int]:
         """Sorted steps of ``mode`` (global steps for GLOBAL), complete or not. Do not mutate."""
         cached = self._sorted.get(mode)
         if cached is None:
-            source = self.global_to_mode if mode == ModeKeys.GLOBAL else self.mode_to_global.get(mode, {})
+            source = (self.global_to_mode if mode == ModeKeys.GLOBAL
+                      else self.mode_to_global.get(mode, {}))
             cached = self._sorted[mode] = sorted(source)
         return cached
 
@@ -335,6 +346,10 @@ class TrialState:
         if mode == ModeKeys.GLOBAL:
             return step
         return self.mode_to_global.get(mode, {}).get(step)
+
+    def _known_global(self, mode: ModeKeys, step: int) -> int:
+        """The global step of a step of ``mode`` that is known to exist."""
+        return step if mode is _GLOBAL else self.mode_to_global[mode][step]
 
     def is_complete(self, global_step: int) -> bool:
         return (
@@ -347,14 +362,14 @@ class TrialState:
         every = self.all_steps(mode)
         if show_incomplete_steps or self.loaded_all_steps:
             return list(every)
-        return [s for s in every if self.is_complete(self.to_global(mode, s))]
+        return [s for s in every if self.is_complete(self._known_global(mode, s))]
 
     def has_passed_step(self, step: int, mode: ModeKeys) -> StepState:
         """smdebug's decision table: is ``step`` of ``mode`` readable, skipped, or still to come?"""
         every = self.all_steps(mode)
         i = bisect.bisect_left(every, step)
         if i < len(every):
-            g = self.to_global(mode, every[i])
+            g = self._known_global(mode, every[i])
             if every[i] > step:
                 # A later step exists: ``step`` was skipped once that later step is complete.
                 if self.last_complete_step >= g:

@@ -6,7 +6,7 @@ import pytest
 
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.index_file import IndexFile, IndexMeta, ShapeEntry, TensorEntry
-from evaluator.formats.keys import index_key
+from evaluator.formats.keys import index_key, parse_reduction_tensor_name
 from evaluator.modes import ModeKeys, StepState
 from evaluator.trial.state import TrialState
 
@@ -109,6 +109,47 @@ def test_reduction_tensors_are_attached_to_their_tensor() -> None:
     entry = state.record("w").entries(GLOBAL, 0)["worker_0"]
     assert set(entry.reductions) == {("l1", True), ("max", False)}
     assert entry.location is None
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("smdebug/reductions/abs_l1/w", ("w", "l1", True)),
+    # Where the two parsers differed: smdebug finds the prefix anywhere in the name.
+    ("tower_0/smdebug/reductions/max/w", ("w", "max", False)),
+    ("smdebug/reductions/mean/dense/kernel:0", ("dense/kernel:0", "mean", False)),
+])
+def test_a_reduction_name_is_read_alike_by_the_index_and_the_key_parser(
+        name: str, expected: tuple[str, str, bool]) -> None:
+    """The trial files a saved reduction where ``parse_reduction_tensor_name`` (smdebug's
+    ``reverse_reduction_tensor_name``) says, even with a scope before the prefix."""
+    assert parse_reduction_tensor_name(name) == expected
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    state.apply_index_file(0, "worker_0", index(0, "worker_0", names=(name,)))
+    tensor, reduction, is_abs = expected
+    assert state.names == {tensor}
+    entry = state.record(tensor).entries(GLOBAL, 0)["worker_0"]
+    assert set(entry.reductions) == {(reduction, is_abs)}
+
+
+def test_a_reduction_name_without_a_tensor_is_no_tensor() -> None:
+    """``smdebug/reductions/max`` names no tensor: it is skipped (smdebug fails to load it)."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    names = ("smdebug/reductions/max", "w")
+    state.apply_index_file(0, "worker_0", index(0, "worker_0", names=names))
+    assert state.names == {"w"}
+
+
+def test_files_holding_a_global_step_saved_under_a_mode() -> None:
+    """A global step saved as TRAIN is found under GLOBAL through its mode step, and under TRAIN
+    by that mode step; a tensor not saved there, or an unknown step, has no files."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    state.apply_index_file(5, "worker_0", index(5, "worker_0", TRAIN, 2, names=("a",)))
+    state.apply_index_file(6, "worker_0", index(6, "worker_0", names=("a", "b")))
+    assert list(state.files_holding("a", 5, GLOBAL)) == ["worker_0"]
+    assert state.files_holding("a", 5, GLOBAL) == state.files_holding("a", 2, TRAIN)
+    assert list(state.files_holding("b", 6, GLOBAL)) == ["worker_0"]
+    assert state.files_holding("b", 5, GLOBAL) is None
+    assert state.files_holding("a", 5, TRAIN) is None
+    assert state.files_holding("a", 7, GLOBAL) is None
 
 
 def test_negative_mode_step_is_rejected() -> None:
