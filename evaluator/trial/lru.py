@@ -65,12 +65,6 @@ class ByteBoundedLRU(Generic[V]):
                 _, (_, evicted) = self._items.popitem(last=False)
                 self.current_bytes -= evicted
 
-    def pop(self, key: Hashable) -> None:
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.current_bytes -= old[1]
-
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -81,7 +75,7 @@ class ByteBoundedLRU(Generic[V]):
 
 
 class ValueCache(ByteBoundedLRU[np.ndarray]):
-    """Decoded arrays keyed by their record location; ``get_copy`` hands out private copies.
+    """Decoded arrays keyed by their record location (the reader hands out private copies).
 
     An array is admitted on its *second recent* read only: a rule that reads the same values again
     (several steps back, several reductions) finds them, while a single pass over a large trial
@@ -102,10 +96,6 @@ class ValueCache(ByteBoundedLRU[np.ndarray]):
             self._seen.clear()
         self._seen.add(key)
         return False
-
-    def get_copy(self, key: Hashable) -> np.ndarray | None:
-        value = self.get(key)
-        return None if value is None else value.copy()
 
 
 class SharedBytes:

@@ -1,8 +1,8 @@
 """One asyncio event loop on one background thread, shared by every trial of the process.
 
 The Trial/Tensor API is synchronous (rules call it from plain code); storage and polling are
-async. ``run_sync`` is the single bridge: it submits a coroutine to the background loop and
-waits for its result in the calling thread.
+async. ``BackgroundLoop.run`` is the single bridge: it submits a coroutine to the background
+loop and waits for its result in the calling thread.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["BackgroundLoop", "get_loop", "run_sync"]
+__all__ = ["BackgroundLoop", "get_loop"]
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ class BackgroundLoop:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("run_sync called from the event loop thread; await instead")
+            raise RuntimeError("BackgroundLoop.run called on the loop's own thread; await instead")
         future = self.submit(coro)
         try:
             return future.result(timeout)
@@ -87,8 +87,3 @@ def get_loop() -> BackgroundLoop:
             _shared = BackgroundLoop()
             atexit.register(_shared.close)
         return _shared
-
-
-def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Run ``coro`` on the background loop and return its result (re-raising its exception)."""
-    return get_loop().run(coro, timeout)
