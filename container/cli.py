@@ -110,11 +110,16 @@ def _summary(argv: Sequence[str]) -> int:
     parser.add_argument("--collection-wait-timeout", type=float, default=None, metavar="SECONDS",
                         help="how long to wait for collection files (default 600)")
     args = parser.parse_args(argv)
+    from evaluator.config import trial_options_from_env
     from evaluator.summary import format_summary, summarize
     from evaluator.trial import create_trial
 
+    wait = args.collection_wait_timeout
     try:
-        with create_trial(args.path, collection_wait_timeout=args.collection_wait_timeout) as trial:
+        # the trial-option variables, then the flag when given
+        options = trial_options_from_env(
+            os.environ, **({} if wait is None else {"collection_wait_timeout": wait}))
+        with create_trial(args.path, options=options) as trial:
             summary = summarize(trial)
     except (ClientError, SMDebugError) as e:
         print(f"ClientError: {e}", file=sys.stderr)

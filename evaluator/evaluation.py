@@ -118,17 +118,18 @@ class Evaluation:
         trial.start_polling()
         return trial
 
-    def _trial(self, path: str, *, range_steps: tuple[int | None, int | None] | None = None) -> Trial:
+    def _trial(self, path: str, *,
+               range_steps: tuple[int | None, int | None] | None = None) -> Trial:
+        """The trial at ``path``, opened once with the configuration's options (no environment
+        variable is read again: what the configuration decided stands)."""
         if path not in self._trials:
             options = self.config.trial_options
-            overrides: dict[str, Any] = {}
             if options.idle_scans_to_complete is not None:
                 # A local copy without an end marker: don't wait long for collections either.
-                overrides["collection_wait_timeout"] = min(
+                options = options.model_copy(update={"collection_wait_timeout": min(
                     options.collection_wait_timeout,
-                    max(5.0, options.poll_interval * (options.idle_scans_to_complete + 2)))
-            values = {**options.model_dump(), **overrides}
-            self._trials[path] = create_trial(path, range_steps=range_steps, **values)
+                    max(5.0, options.poll_interval * (options.idle_scans_to_complete + 2)))})
+            self._trials[path] = create_trial(path, range_steps=range_steps, options=options)
         return self._trials[path]
 
     def _range_steps(self) -> tuple[int | None, int | None] | None:

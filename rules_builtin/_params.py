@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evaluator.config.values import as_bool
 from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 
@@ -28,9 +29,6 @@ class Param:
     kind: str  # "float", "int", "bool", "str", "list" (comma-separated), "mode", "trials"
     doc: str
     required: bool = False
-
-_TRUE = {"true", "1", "yes", "y", "on"}
-_FALSE = {"false", "0", "no", "n", "off"}
 
 
 def _error(rule: str, name: str, expected: str, value: object) -> ConfigurationError:
@@ -96,15 +94,12 @@ def parse_regex(rule: str, name: str, value: object) -> re.Pattern[str]:
 
 
 def parse_bool(rule: str, name: str, value: object) -> bool:
-    """``True``/``False`` from a bool or the strings true/false/1/0/yes/no (any case)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise _error(rule, name, "true or false", value)
+    """``True``/``False`` from a bool or the words evaluator settings accept
+    (``evaluator.config.values.as_bool``: true/false, 1/0, yes/no, y/n, on/off, any case)."""
+    result = as_bool(value)
+    if result is None:
+        raise _error(rule, name, "true or false", value)
+    return result
 
 
 def parse_list(value: object) -> list[str]:

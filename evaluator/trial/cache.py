@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from evaluator.config import TrialOptions
+from evaluator.trial.options import TrialOptions
 from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.lru import SharedBytes, ValueCache, shared_bytes
 from evaluator.trial.source import ParsedIndex

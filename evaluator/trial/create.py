@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from evaluator.config import TrialOptions
 from evaluator.storage import open_storage
 from evaluator.storage.base import Storage
+from evaluator.trial.options import TrialOptions, validated_options
 from evaluator.trial.trial import Trial
 
 __all__ = ["create_trial"]
@@ -27,27 +27,41 @@ def create_trial(
     cache: bool = False,
     parallel: bool = True,
     storage: Storage | None = None,
-    **options: Any,
+    options: TrialOptions | None = None,
+    **option_kwargs: Any,
 ) -> Trial:
     """Open the smdebug output at ``path`` (a folder, ``file://`` URL or ``s3://bucket/prefix``).
 
     Arguments follow smdebug's ``create_trial``; ``check``, ``index_mode`` and ``parallel`` are
-    accepted for compatibility and have no effect. Keyword ``options`` are ``TrialOptions``
-    fields (``incomplete_step_window``, ``collection_wait_timeout``, ``value_cache_mb`` …).
-    ``storage`` reads the trial through a given backend instead of one chosen from ``path``.
+    accepted for compatibility and have no effect. ``storage`` reads the trial through a given
+    backend instead of one chosen from ``path``.
+
+    ``options`` (a ``TrialOptions``) are used as they are; without them, ``option_kwargs`` —
+    ``TrialOptions`` fields such as ``incomplete_step_window`` — over the defaults. No
+    environment variable is read here: ``smdebug.trials.create_trial`` and the evaluator's
+    configuration read them (``evaluator.config.trial_options_from_env``).
     """
     if profiler:
         raise NotImplementedError("profiler trials are not supported by this evaluator")
-    unknown = set(options) - _OPTION_NAMES
-    if unknown:
-        raise TypeError(f"create_trial() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    _check_option_kwargs(option_kwargs, options)
     _check_range(range_steps)
+    if options is None:
+        options = validated_options(option_kwargs)
     path = path.strip()
     if name is None:
         name = os.path.basename(path.rstrip("/")) or path
     backend = storage if storage is not None else open_storage(path)
-    return Trial(name, path, backend, options=TrialOptions.from_env(**options),
-                 range_steps=range_steps, cache=cache)
+    return Trial(name, path, backend, options=options, range_steps=range_steps, cache=cache)
+
+
+def _check_option_kwargs(option_kwargs: dict[str, Any], options: TrialOptions | None) -> None:
+    unknown = set(option_kwargs) - _OPTION_NAMES
+    if unknown:
+        raise TypeError("create_trial() got unexpected keyword argument(s): "
+                        f"{', '.join(sorted(unknown))}")
+    if options is not None and option_kwargs:
+        raise TypeError("create_trial() takes options or option keyword arguments, not both: "
+                        f"got options and {', '.join(sorted(option_kwargs))}")
 
 
 def _check_range(range_steps: tuple[int | None, int | None] | None) -> None:
@@ -59,6 +73,7 @@ def _check_range(range_steps: tuple[int | None, int | None] | None) -> None:
     begin, end = range_steps
     for value in (begin, end):
         if value is not None and (not isinstance(value, int) or value < 0):
-            raise ValueError(f"range_steps values must be None or integers >= 0, got {range_steps!r}")
+            raise ValueError("range_steps values must be None or integers >= 0, "
+                             f"got {range_steps!r}")
     if begin is not None and end is not None and end <= begin:
         raise ValueError(f"range_steps end must be greater than begin, got {range_steps!r}")

@@ -17,7 +17,7 @@ import concurrent.futures
 import logging
 import time
 
-from evaluator.config import TrialOptions
+from evaluator.trial.options import TrialOptions
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.runner import BackgroundLoop
 from evaluator.trial.source import TrialSource

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.config import TrialOptions
+from evaluator.trial.options import TrialOptions
 from evaluator.errors import (
     NoMoreData,
     StepUnavailable,

@@ -1,0 +1,150 @@
+"""``load_config``: every source read once, merged in order, validated into an
+``EvaluatorConfig``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluator.config.keys import normalize
+from evaluator.config.models import EvaluatorConfig, RuleSpec
+from evaluator.config.resolution import (
+    check_rule_flags,
+    check_unique,
+    other_trials,
+    resolve_base_trial,
+    resolve_trial_options,
+    rules_from_names,
+    shared_settings,
+)
+from evaluator.config.sources import (
+    Entry,
+    environ_layer,
+    environment_candidates,
+    parse_argv,
+    read_processing_config,
+    read_rule_file,
+    rule_environment,
+    string_map,
+)
+from evaluator.config.values import bool_value, choice_value, seconds_value
+from evaluator.errors import ConfigurationError
+
+__all__ = ["load_config"]
+
+_DEFAULT_OUTPUT = "processing/output/rule"
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def load_config(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    processing_config_path: str | os.PathLike[str] | None = None,
+    opt_ml_root: str | os.PathLike[str] = "/opt/ml",
+    stdout_is_tty: bool | None = None,
+) -> EvaluatorConfig:
+    """Read every source once and return the validated configuration.
+
+    ``processing_config_path`` defaults to ``<opt_ml_root>/config/processingjobconfig.json``;
+    ``stdout_is_tty`` (default: ask ``sys.stdout``) only picks the default log format.
+    Raises ``ConfigurationError`` naming the key, the value and what was expected.
+    """
+    root = Path(opt_ml_root)
+    pc_path = Path(processing_config_path or root / "config" / "processingjobconfig.json")
+    processing = read_processing_config(pc_path)
+    proc_env = string_map(processing.get("Environment") or {}, f"Environment of {pc_path}")
+    maps, entries, rule_list = _parameter_maps(argv, environ, proc_env)
+    rules = _rule_specs(maps, entries, environ)
+    shared = shared_settings(maps, rule_list) if rule_list else maps[0]
+    return _build(shared, rules, root=root, processing=processing, pc_path=pc_path,
+                  trial_env={**proc_env, **environ}, stdout_is_tty=stdout_is_tty)
+
+
+def _parameter_maps(argv: Sequence[str], environ: Mapping[str, str],
+                    proc_env: Mapping[str, str]) -> tuple[list[dict[str, str]], list[Entry],
+                                                          str | None]:
+    """One merged map per rule entry (processing config < environment < file < flags), the
+    entries, and the rule-list file if one lists the rules."""
+    rule_env = rule_environment(proc_env)
+    base = normalize(rule_env, environment=False)
+    base.update(environ_layer(environ, listed=rule_env.keys()))
+    cli, cli_config_file = parse_argv(argv)
+    config_file = cli_config_file or base.get("rule_config_file")
+    entries, is_list = read_rule_file(config_file) if config_file else ([Entry({})], False)
+    if is_list:
+        for layer, where in ((base, "the environment"), (cli, "a flag")):
+            if "rule_to_invoke" in layer:
+                raise ConfigurationError(
+                    f"rule_to_invoke={layer['rule_to_invoke']!r} is set by {where}, but "
+                    f"{config_file} lists the rules to run: give one or the other")
+    maps = [{**base, **entry.params, **cli} for entry in entries]
+    return maps, entries, config_file if is_list else None
+
+
+def _rule_specs(maps: Sequence[Mapping[str, str]], entries: Sequence[Entry],
+                environ: Mapping[str, str]) -> list[RuleSpec]:
+    rules = [spec for m, entry in zip(maps, entries, strict=True)
+             for spec in rules_from_names(m, entry)]
+    check_rule_flags(maps, rules)
+    candidates = environment_candidates(environ)
+    rules = [r.model_copy(update={"environment_parameters": {
+        k: v for k, v in candidates.items() if k not in r.parameters}}) for r in rules]
+    check_unique(rules)
+    return rules
+
+
+def _build(params: Mapping[str, str], rules: list[RuleSpec], *, root: Path,
+           processing: Mapping[str, Any], pc_path: Path, trial_env: Mapping[str, str],
+           stdout_is_tty: bool | None) -> EvaluatorConfig:
+    base_trial, trial_source = resolve_base_trial(params, processing, root=root,
+                                                  pc_path=pc_path)
+    others = other_trials(params)
+    wait, options = resolve_trial_options(params, base_trial, trial_env)
+    output_dir = _output_dir(params, root)
+    job_name = _job_name(processing, pc_path)
+    return EvaluatorConfig(
+        rules=rules,
+        base_trial=base_trial,
+        trial_source=trial_source,
+        other_trials=others,
+        output_dir=output_dir,
+        message_dir=root / "output",
+        wait_for_training_end=wait,
+        continue_after_fire=bool(bool_value(params, "continue_after_fire")),
+        poll_interval=options.poll_interval,
+        progress_interval=seconds_value(params, "progress_interval") or 10.0,
+        log_format=_log_format(params, stdout_is_tty),
+        log_level=choice_value(params, "log_level", _LEVELS, upper=True) or "INFO",
+        on_sagemaker=bool(processing),
+        processing_job_name=job_name,
+        trial_options=options,
+    )
+
+
+def _output_dir(params: Mapping[str, str], root: Path) -> Path:
+    output = params.get("output_dir", "").strip()
+    output_dir = Path(output) if output else root / _DEFAULT_OUTPUT
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConfigurationError(
+            f"output_dir {str(output_dir)!r} is a file: give a folder for "
+            "rule_evaluation_result.json (--output-dir, OUTPUT_DIR or LocalPath)")
+    return output_dir
+
+
+def _log_format(params: Mapping[str, str], stdout_is_tty: bool | None) -> str:
+    if stdout_is_tty is None:
+        stdout_is_tty = sys.stdout is not None and sys.stdout.isatty()
+    chosen = choice_value(params, "log_format", ("json", "console"), upper=False)
+    return chosen or ("console" if stdout_is_tty else "json")
+
+
+def _job_name(processing: Mapping[str, Any], pc_path: Path) -> str | None:
+    job_name = processing.get("ProcessingJobName")
+    if job_name is not None and not isinstance(job_name, str):
+        raise ConfigurationError(
+            f"ProcessingJobName in {pc_path} must be a string, got {job_name!r}")
+    return job_name or None

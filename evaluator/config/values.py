@@ -1,0 +1,105 @@
+"""Parsers for the string values of settings: booleans, seconds, steps, choices, locations.
+
+``as_bool`` is the one reading of a boolean in the project: evaluator settings
+(``wait_for_training_end``) and built-in rule parameters (``rules_builtin._params``) accept the
+same words. The other parsers take the parameter map and the key, return None when the key is
+unset or blank, and raise ``ConfigurationError`` naming the key, the value and what is expected.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from evaluator.errors import ConfigurationError
+
+__all__ = [
+    "FALSE_WORDS", "TRUE_WORDS", "as_bool", "bool_value", "check_location", "choice_value",
+    "seconds_value", "step_value",
+]
+
+TRUE_WORDS = frozenset({"true", "1", "yes", "y", "on"})
+FALSE_WORDS = frozenset({"false", "0", "no", "n", "off"})
+
+_JOB_NAME = re.compile(r"[A-Za-z0-9](-*[A-Za-z0-9]){0,62}")
+
+
+def as_bool(value: object) -> bool | None:
+    """A bool as it is, or a word of ``TRUE_WORDS`` / ``FALSE_WORDS`` in any case and with
+    spaces around; None for anything else."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    return None
+
+
+def bool_value(params: Mapping[str, str], key: str) -> bool | None:
+    raw = params.get(key, "")
+    if raw.strip() == "":
+        return None
+    value = as_bool(raw)
+    if value is None:
+        raise ConfigurationError(f"{key} must be true or false, got {raw!r}")
+    return value
+
+
+def step_value(params: Mapping[str, str], key: str) -> int | None:
+    raw = params.get(key)
+    if raw is None or raw.strip() == "":
+        return None
+    if not re.fullmatch(r"\+?[0-9]+", raw.strip()):
+        raise ConfigurationError(f"{key} must be a whole number >= 0, got {raw!r}")
+    return int(raw)
+
+
+def seconds_value(params: Mapping[str, str], key: str) -> float | None:
+    raw = params.get(key, "").strip()
+    if raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigurationError(f"{key} must be a number of seconds > 0, got {params[key]!r}")
+    return value
+
+
+def choice_value(params: Mapping[str, str], key: str, choices: Sequence[str], *,
+                 upper: bool) -> str | None:
+    raw = params.get(key, "").strip()
+    if raw == "":
+        return None
+    value = raw.upper() if upper else raw.lower()
+    value = "WARNING" if value == "WARN" else value
+    if value not in choices:
+        raise ConfigurationError(f"{key} must be one of {', '.join(choices)}, "
+                                 f"got {params[key]!r}")
+    return value
+
+
+def check_location(key: str, value: str, *, allow_name: bool = False) -> str:
+    """An s3:// URI, a file:// URI or a path; a bare training-job name is refused."""
+    if value.startswith("s3://"):
+        if not re.fullmatch(r"s3://[^\s/]+(/\S*)?", value):
+            raise ConfigurationError(
+                f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}")
+        return value
+    if "://" in value and not value.startswith("file://"):
+        raise ConfigurationError(f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// "
+                                 f"URI, got {value!r} (unsupported scheme)")
+    if value == "file://":
+        raise ConfigurationError(f"{key} must name a folder after file://, got {value!r}")
+    if not allow_name and _JOB_NAME.fullmatch(value) and not Path(value).exists():
+        raise ConfigurationError(
+            f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}: "
+            "no such folder, and training-job names are not resolved; give the trial's S3 URI "
+            f"(<S3OutputPath>/{value}/debug-output) or a folder path (./{value} for a folder "
+            "that does not exist yet)")
+    return value
