@@ -1,0 +1,106 @@
+"""Imports only run downward: each layer of the code imports its own and lower layers, never a
+higher one (README, "Development"). Read from the source with ``ast``: every ``import`` and
+``from ... import`` counts, function-level ones included."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Lowest first. A module may import modules of its own layer and of the layers before it.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # compat only points smdebug.* names at its shim (shim modules sit above everything)
+    ("base", ("evaluator.errors", "evaluator.modes", "evaluator.fileio", "evaluator.compat")),
+    ("formats", ("evaluator.formats", "evaluator.testing")),
+    ("storage", ("evaluator.storage",)),
+    ("trial", ("evaluator.trial", "evaluator.summary")),
+    ("config", ("evaluator.config",)),
+    ("rules", ("evaluator.rules",)),
+    ("rules_builtin", ("rules_builtin",)),
+    ("status", ("evaluator.status",)),
+    ("evaluation", ("evaluator.evaluation",)),
+    ("container", ("container", "entrypoint")),
+]
+OURS = ("evaluator", "rules_builtin", "container", "entrypoint")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int | None:
+    if module == "evaluator":  # the package's __init__: its docstring and version
+        return 0
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+@cache
+def imports_of(path: Path) -> frozenset[str]:
+    """The modules of ours that ``path`` imports (a package's ``__init__`` counts as the
+    package)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return frozenset(m for m in found if m.split(".")[0] in OURS)
+
+
+SOURCES = sorted(p for folder in ("evaluator", "rules_builtin", "container")
+                 for p in (ROOT / folder).rglob("*.py")
+                 if "shim" not in p.parts) + [ROOT / "entrypoint.py"]
+MODULES = {module_name(p): p for p in SOURCES}
+
+
+def test_every_module_has_a_layer() -> None:
+    """Each module of ours belongs to exactly one layer of the list."""
+    assert [m for m in MODULES if layer_of(m) is None] == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_run_downward(module: str) -> None:
+    """A module imports nothing from a layer above its own."""
+    own = layer_of(module)
+    assert own is not None
+    upward = sorted(m for m in imports_of(MODULES[module])
+                    if (layer := layer_of(m)) is not None and layer > own)
+    assert upward == [], f"{module} ({LAYERS[own][0]}) imports upward: {upward}"
+
+
+def reach(start: str) -> set[str]:
+    """Every module of ours that importing ``start`` can load, transitively."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        candidates = [m for m in MODULES if name == m or name.startswith(m + ".")]
+        for module in candidates:
+            if module not in seen:
+                seen.add(module)
+                todo.extend(imports_of(MODULES[module]))
+    return seen
+
+
+def test_the_trial_layer_never_reaches_the_configuration() -> None:
+    """Nothing evaluator.trial imports, directly or not, is evaluator.config."""
+    reached = set().union(*(reach(m) for m in MODULES if m.startswith("evaluator.trial")))
+    assert sorted(m for m in reached if m.startswith("evaluator.config")) == []
+
+
+def test_the_rule_framework_never_imports_the_built_in_rules() -> None:
+    """evaluator.rules knows no particular rule: it never imports rules_builtin."""
+    reached = set().union(*(reach(m) for m in MODULES if m.startswith("evaluator.rules")))
+    assert sorted(m for m in reached if m.startswith("rules_builtin")) == []
