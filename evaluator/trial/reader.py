@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
+import functools
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,12 @@ from evaluator.trial.runner import BackgroundLoop
 from evaluator.trial.source import TrialSource
 from evaluator.trial.state import Location
 
-__all__ = ["ValueReader"]
+__all__ = ["Reading", "ValueReader"]
 
 MiB = 1024 * 1024
+
+Reading = tuple[str, int, ModeKeys]
+"""What a read is for (tensor name, step, mode): the error names it if the record never comes."""
 
 
 class ValueReader:
@@ -42,33 +46,36 @@ class ValueReader:
         self.storage = storage
         self.loop = loop
         self.uri = uri
-        self._inflight: dict[str, concurrent.futures.Future[bytes | None]] = {}
+        self._root = uri.rstrip("/")
+        self._values = cache.values  # the hot path's caches, one attribute away
+        self._raw = cache.raw
+        self._inflight: dict[str, concurrent.futures.Future[None]] = {}
         self._prefetched: set[str] = set()  # fetched ahead, not read yet
         self._last_read_step: dict[str, int] = {}  # per worker, to tell a walk from random access
 
-    def read_value(self, event_key: str, start: int, length: int, tname: str, step: int,
-                    mode: ModeKeys) -> np.ndarray:
-        """The array of the record at ``[start, start + length)`` of ``event_key``: the hot path
-        of every ``value()``, kept flat."""
-        values = self.cache.values
+    def read_value(self, location: tuple[str, int, int], *, what: Reading) -> np.ndarray:
+        """The array of the record at ``location`` (a ``Location``, or a plain tuple of event key,
+        start and length, cheaper to build on the hot path of every ``value()``, kept flat).
+        ``TensorUnavailableForStep(*what)`` when the record never comes."""
+        event_key, start, length = location
+        values = self._values
+        key = (event_key, start)
         if values.max_bytes:
-            cached = values.get((event_key, start))
+            cached = values.get(key)
             if cached is not None:
                 return cached.copy()
         end = start + length
-        span = self.cache.raw.get(event_key)
+        span = self._raw.get(event_key)  # the one byte-cache lookup of a value-cache miss
         if span is not None and span[0] <= start and end <= span[0] + len(span[1]):
             lo = span[0]
             record = memoryview(span[1])[start - lo: end - lo]
-            if event_key in self._prefetched:  # first use of a prefetched file: keep ahead
-                self._prefetched.discard(event_key)
-                self._prefetch_after(event_key)
+            if event_key in self._prefetched:
+                self._first_use_of_prefetched(event_key)
         else:
-            record = self._record_bytes(Location(event_key, start, length), tname, step, mode)
-        value = decode_record_value(record, source=f"{self.uri.rstrip('/')}/{event_key}",
-                                    offset=start)
-        if values.max_bytes and values.admit((event_key, start)):
-            values.put((event_key, start), value)
+            record = self._record_bytes(location, what)
+        value = decode_record_value(record, source=f"{self._root}/{event_key}", offset=start)
+        if values.max_bytes and values.admit(key):
+            values.put(key, value)
             return value.copy()
         return value
 
@@ -81,29 +88,33 @@ class ValueReader:
         self.cache.reductions.put(key, np.asarray(result))
         return result
 
-    def _record_bytes(self, loc: Location, tname: str, step: int, mode: ModeKeys) -> memoryview:
-        """The framed record at ``loc``: all records of its event file are fetched in one read,
-        and the files of the next steps are fetched ahead (``prefetch_steps``)."""
-        end = loc.start + loc.length
-        found = self._cached_span(loc.event_key, loc.start, end)
-        if found is None:
-            pending = self._inflight.get(loc.event_key)
-            if pending is not None:
-                pending.result()  # a prefetch of this file is under way: wait for it
-                found = self._cached_span(loc.event_key, loc.start, end)
-        if found is not None:
-            if loc.event_key in self._prefetched:  # first use of a prefetched file: keep ahead
-                self._prefetched.discard(loc.event_key)
-                self._prefetch_after(loc.event_key)
-            return found
-        lo, hi = self._span_to_read(loc.event_key, loc.start, end)
-        data = self._read_now(loc.event_key, lo, hi)
+    def _record_bytes(self, loc: tuple[str, int, int], what: Reading) -> memoryview:
+        """The framed record at ``loc``, absent from the byte cache: a prefetch of its file under
+        way is waited for; else all records of the file are fetched in one read, and the files
+        of the next steps are fetched ahead (``prefetch_steps``)."""
+        event_key, start, length = loc
+        end = start + length
+        pending = self._inflight.get(event_key)
+        if pending is not None:
+            concurrent.futures.wait([pending])  # a prefetch of this file is under way
+            found = self._cached_span(event_key, start, end)
+            if found is not None:
+                if event_key in self._prefetched:
+                    self._first_use_of_prefetched(event_key)
+                return found
+        lo, hi = self._span_to_read(event_key, start, end)
+        data = self._read_now(event_key, lo, hi)
         if data is None:  # not readable in this thread, or not (completely) there yet
-            data = self.loop.run(self._fetch(loc.event_key, lo, hi))
+            data = self.loop.run(self._fetch(event_key, lo, hi))
         if data is None or len(data) < end - lo:
-            raise TensorUnavailableForStep(tname, step, mode)
-        self._prefetch_after(loc.event_key)
-        return memoryview(data)[loc.start - lo: end - lo]
+            raise TensorUnavailableForStep(*what)
+        self._prefetch_after(event_key)
+        return memoryview(data)[start - lo: end - lo]
+
+    def _first_use_of_prefetched(self, event_key: str) -> None:
+        """A file fetched ahead is being read: fetch further ahead, keeping the lead."""
+        self._prefetched.discard(event_key)
+        self._prefetch_after(event_key)
 
     def _cached_span(self, event_key: str, start: int, end: int) -> memoryview | None:
         span = self.cache.raw.get(event_key)
@@ -114,7 +125,8 @@ class ValueReader:
     def _span_to_read(self, event_key: str, start: int, end: int) -> tuple[int, int]:
         with self.cache.lock:
             lo, hi = self.cache.state.event_spans.get(event_key, (start, end))
-        if hi - lo > self.cache.options.max_coalesced_read_mb * MiB or not (lo <= start and end <= hi):
+        too_big = hi - lo > self.cache.options.max_coalesced_read_mb * MiB
+        if too_big or not (lo <= start and end <= hi):
             return start, end
         return lo, hi
 
@@ -163,15 +175,21 @@ class ValueReader:
                 continue
             if hi - lo > self.cache.options.max_coalesced_read_mb * MiB:
                 continue
-            future = self.loop.submit(self.source.read_event_bytes(key, lo, hi, wait=0, poll_interval=0))
+            future = self.loop.submit(self._prefetch(key, lo, hi))
             self._inflight[key] = future
-            future.add_done_callback(lambda f, key=key, lo=lo, hi=hi: self._store_prefetch(key, lo, hi, f))
+            # Forgotten once done; a callback, so that an already finished one is forgotten too.
+            future.add_done_callback(functools.partial(self._forget_prefetch, key))
 
-    def _store_prefetch(self, key: str, lo: int, hi: int, future: concurrent.futures.Future[bytes | None]) -> None:
+    def _forget_prefetch(self, key: str, _: concurrent.futures.Future[None]) -> None:
+        self._inflight.pop(key, None)
+
+    async def _prefetch(self, key: str, lo: int, hi: int) -> None:
+        """Fetch one event file ahead into the byte cache, before the future is done (a read
+        waiting for it then finds the bytes). A failure is left to the read that needs the file."""
         try:
-            data = None if future.cancelled() or future.exception() else future.result()
-            if data is not None and len(data) >= hi - lo:
-                self.cache.raw.put(key, (lo, data))
-                self._prefetched.add(key)
-        finally:
-            self._inflight.pop(key, None)
+            data = await self.source.read_event_bytes(key, lo, hi, wait=0, poll_interval=0)
+        except Exception:
+            return
+        if data is not None and len(data) >= hi - lo:
+            self.cache.raw.put(key, (lo, data))
+            self._prefetched.add(key)

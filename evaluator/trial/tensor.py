@@ -9,16 +9,17 @@ import numpy as np
 
 from evaluator.errors import (
     InvalidWorker,
+    ShapeUnavailableForStep,
     SMDebugNotImplementedError,
     SMDebugRuntimeError,
-    ShapeUnavailableForStep,
     StepNotYetAvailable,
     StepUnavailable,
     TensorUnavailableForStep,
 )
 from evaluator.modes import ModeKeys, StepState
 from evaluator.trial.reads import note_read
-from evaluator.trial.state import FileIndex, StepEntry, TensorRecord, holding
+from evaluator.trial.state import FileIndex, StepEntry, TensorRecord
+from evaluator.trial.view import TrialView
 
 if TYPE_CHECKING:
     from evaluator.trial.trial import Trial
@@ -29,26 +30,30 @@ GLOBAL = ModeKeys.GLOBAL
 
 
 class Tensor:
-    """One saved tensor of a trial. Get it with ``trial.tensor(name)``."""
+    """One saved tensor of a trial. Get it with ``trial.tensor(name)``.
 
-    def __init__(self, name: str, trial: Trial, cache: bool = False) -> None:
+    ``trial`` is kept for smdebug's ``tensor.trial``; everything else goes through ``view``, the
+    part of the trial a Tensor may use."""
+
+    def __init__(self, name: str, trial: Trial, cache: bool = False, *, view: TrialView) -> None:
         self.name = name
         self.trial = trial
         self.cache = cache
-        self._view: TensorRecord | None = None
+        self._view = view
+        self._record_made: TensorRecord | None = None
 
     def __repr__(self) -> str:
         return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
 
     @property
     def _record(self) -> TensorRecord:
-        """Every step this tensor was saved at, made on first need (steps(), workers() …):
+        """Every step this tensor was saved at, made on first need (steps(), original_name):
         reading a value does not need it."""
-        if self._view is None:
-            with self.trial._cache.lock:
-                self._view = self.trial._state.record(self.name)
-            assert self._view is not None
-        return self._view
+        if self._record_made is None:
+            with self._view.lock:
+                self._record_made = self._view.state.record(self.name)
+            assert self._record_made is not None
+        return self._record_made
 
     @property
     def original_name(self) -> str | None:
@@ -56,31 +61,19 @@ class Tensor:
 
     # ---------------------------------------------------------------- step lookup
 
-    def _files(self, step: int, mode: ModeKeys) -> dict[str, FileIndex] | None:
-        """The index files (by worker) that hold this tensor at ``step`` of ``mode``."""
-        files_at = self.trial._state.files_at
-        if mode == GLOBAL:
-            found = holding(files_at.get((GLOBAL, step)), self.name)
-            if found:
-                return found
-            m, ms = self.trial.mode_modestep(step)
-            if m is None or ms is None:
-                return None
-            return holding(files_at.get((m, ms)), self.name)
-        return holding(files_at.get((mode, step)), self.name)
-
     def _step(self, step: int, mode: ModeKeys, worker: str | None) -> StepEntry:
         return self._file(step, mode, worker).entry(self.name)
 
     def _file(self, step: int, mode: ModeKeys, worker: str | None) -> FileIndex:
         """The index file of the chosen worker holding this tensor at ``step``; raises
         smdebug's exceptions when there is none."""
-        files = self._files(step, mode)
+        view = self._view
+        files = view.state.files_holding(self.name, step, mode)
         if files is None:
-            self.trial.maybe_refresh(self.name)
-            state = self.trial.has_passed_step(step, mode)
+            view.refresh(self.name)
+            state = view.step_state(step, mode)
             if state == StepState.AVAILABLE:
-                files = self._files(step, mode)
+                files = view.state.files_holding(self.name, step, mode)
                 if files is None:
                     raise TensorUnavailableForStep(self.name, step, mode)
             elif state == StepState.UNAVAILABLE:
@@ -98,7 +91,8 @@ class Tensor:
 
     # ---------------------------------------------------------------- values
 
-    def value(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+    def value(self, step_num: int, mode: ModeKeys = GLOBAL,
+              worker: str | None = None) -> np.ndarray:
         """The saved array at ``step_num`` (a global step for GLOBAL, else a mode step).
 
         With no ``worker``, the lexically first worker that saved the step is used.
@@ -109,8 +103,8 @@ class Tensor:
             raise TensorUnavailableForStep(self.name, step_num, mode,
                                            has_reductions=self.name in file.reductions)
         note_read(self.name, step_num)
-        return self.trial._reader.read_value(file.event_key, saved.start_idx, saved.length,
-                                      self.name, step_num, mode)
+        return self._view.reader.read_value((file.event_key, saved.start_idx, saved.length),
+                                            what=(self.name, step_num, mode))
 
     def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
                         worker: str | None = None, abs: bool = False) -> Any:
@@ -118,25 +112,26 @@ class Tensor:
         the saved one if the hook saved it, else computed from the raw tensor."""
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
+        reader, what = self._view.reader, (self.name, step_num, mode)
         saved = entry.reductions.get((reduction_name, abs))
         if saved is not None:
-            return self.trial._reader.read_value(*saved, self.name, step_num, mode)
+            return reader.read_value(saved, what=what)
         location = entry.location
         if location is None:
             raise TensorUnavailableForStep(reduction_name, step_num, mode)
-        return self.trial._reader.computed_reduction(
-            location, reduction_name, abs,
-            lambda: self.trial._reader.read_value(*location, self.name, step_num, mode))
+        return reader.computed_reduction(location, reduction_name, abs,
+                                         lambda: reader.read_value(location, what=what))
 
     def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
                          worker: str | None = None) -> dict[tuple[str, bool], Any]:
         """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)``."""
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
-        return {key: self.trial._reader.read_value(*loc, self.name, step_num, mode)
-                for key, loc in entry.reductions.items()}
+        reader, what = self._view.reader, (self.name, step_num, mode)
+        return {key: reader.read_value(loc, what=what) for key, loc in entry.reductions.items()}
 
-    def shape(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
+    def shape(self, step_num: int, mode: ModeKeys = GLOBAL,
+              worker: str | None = None) -> tuple[int, ...]:
         """The saved shape, else the shape of the saved value."""
         entry = self._step(step_num, mode, worker)
         if entry.shape is not None:
@@ -149,22 +144,24 @@ class Tensor:
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         return {s: self.value(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
 
-    def shapes(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, tuple[int, ...]]:
+    def shapes(self, mode: ModeKeys = GLOBAL,
+               worker: str | None = None) -> dict[int, tuple[int, ...]]:
         """``{step: shape}`` over ``steps(mode)``: documented by smdebug, missing from it."""
         return {s: self.shape(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
 
     def step(self, *args: Any, **kwargs: Any) -> None:
         raise SMDebugNotImplementedError(
-            "step method has been removed. Please use tensor.value or tensor.reduction_value methods"
+            "step method has been removed. "
+            "Please use tensor.value or tensor.reduction_value methods"
         )
 
     # ---------------------------------------------------------------- steps and workers
 
     def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which this tensor was saved: global steps for GLOBAL, else mode steps."""
-        self.trial.maybe_refresh(self.name)
-        with self.trial._cache.lock:
-            return self.trial._state.tensor_steps(self._record, mode, show_incomplete_steps)
+        self._view.refresh(self.name)
+        with self._view.lock:
+            return self._view.state.tensor_steps(self._record, mode, show_incomplete_steps)
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
         """Completed steps up to and including ``step``; the last ``n`` of them if ``n``."""
@@ -174,13 +171,8 @@ class Tensor:
 
     def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved this tensor at ``step_num``, in the order their files were read."""
-        record = self._record
-        files = record.files(mode, step_num)
-        if files is None and mode == GLOBAL:
-            found = self.trial._state.global_to_mode.get(step_num)
-            if found is not None:
-                files = record.files(*found)
-        if files is None:
-            raise TensorUnavailableForStep(self.name, step_num, mode)
-        with self.trial._cache.lock:
+        with self._view.lock:
+            files = self._view.state.files_holding(self.name, step_num, mode)
+            if files is None:
+                raise TensorUnavailableForStep(self.name, step_num, mode)
             return list(files)

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.trial.options import TrialOptions
 from evaluator.errors import (
     NoMoreData,
     StepUnavailable,
@@ -27,12 +26,14 @@ from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage
 from evaluator.trial.cache import TrialCache
+from evaluator.trial.options import TrialOptions
 from evaluator.trial.poller import Poller
 from evaluator.trial.reader import ValueReader
 from evaluator.trial.runner import BackgroundLoop, get_loop
 from evaluator.trial.source import TrialSource
 from evaluator.trial.state import TrialState
 from evaluator.trial.tensor import Tensor
+from evaluator.trial.view import TrialView
 
 __all__ = ["Trial"]
 
@@ -80,6 +81,7 @@ class Trial:
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
         self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
+        self._view = TrialView(state, self._cache.lock, self._reader, self.maybe_refresh)
         self.refresh_data()
 
     # ---------------------------------------------------------------- plumbing
@@ -103,7 +105,8 @@ class Trial:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"<Trial name={self.name!r} path={self.path!r} steps={len(self._state.global_to_mode)} "
+        return (f"<Trial name={self.name!r} path={self.path!r} "
+                f"steps={len(self._state.global_to_mode)} "
                 f"workers={self.num_workers} loaded_all_steps={self.loaded_all_steps}>")
 
     # smdebug exposes these as attributes
@@ -174,7 +177,8 @@ class Trial:
         else:
             matched = _matching(names, _flatten([regex]))
         if not matched:
-            log.warning("tensor_names: no tensor matches regex=%r collection=%r", regex, _cname(collection))
+            log.warning("tensor_names: no tensor matches regex=%r collection=%r",
+                        regex, _cname(collection))
             return []
         return sorted(matched)
 
@@ -209,7 +213,8 @@ class Trial:
             self.maybe_refresh(tname)
             if tname not in self._state.names:
                 raise TensorUnavailable(tname)
-        found = self._tensor_objects[tname] = Tensor(tname, self, cache=self.cache)
+        found = Tensor(tname, self, cache=self.cache, view=self._view)
+        self._tensor_objects[tname] = found
         return found
 
     def has_tensor(self, tname: str) -> bool:
@@ -232,7 +237,8 @@ class Trial:
 
     # ---------------------------------------------------------------- steps and modes
 
-    def steps(self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+    def steps(self, mode: ModeKeys = ModeKeys.GLOBAL,
+              show_incomplete_steps: bool = False) -> list[int]:
         """Sorted steps of ``mode``: global steps for GLOBAL, mode steps otherwise."""
         self.maybe_refresh()
         with self._cache.lock:
@@ -283,7 +289,8 @@ class Trial:
         with self._cache.lock:
             return self._state.has_passed_step(step, mode)
 
-    def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+    def wait_for_steps(self, required_steps: Iterable[int],
+                       mode: ModeKeys = ModeKeys.GLOBAL) -> None:
         """Block until every step is readable. ``StepUnavailable`` for a skipped step,
         ``NoMoreData`` past the end of an ended job. Unlike smdebug, automatic refreshing stays
         as it was afterwards."""
