@@ -16,9 +16,10 @@ import asyncio
 import concurrent.futures
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
-from evaluator.trial.options import TrialOptions
 from evaluator.trial.cache import TrialCache
+from evaluator.trial.options import TrialOptions
 from evaluator.trial.runner import BackgroundLoop
 from evaluator.trial.source import TrialSource
 
@@ -31,7 +32,8 @@ class Poller:
     """Scans one trial's storage and applies what is new to its cache."""
 
     def __init__(self, cache: TrialCache, source: TrialSource, options: TrialOptions,
-                 range_steps: tuple[int | None, int | None] | None) -> None:
+                 range_steps: tuple[int | None, int | None] | None, *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.cache = cache
         self.source = source
         self.options = options
@@ -40,6 +42,7 @@ class Poller:
         self._with_end_marker = True
         self._lock = asyncio.Lock()
         self._task: concurrent.futures.Future[None] | None = None
+        self._sleep = sleep  # every wait between listings goes through it (tests count them)
 
     # ---------------------------------------------------------------- one poll
 
@@ -65,7 +68,7 @@ class Poller:
         self.cache.ended_seen = True
         new = self.cache.apply(scan.files, scan.last_key, ended=False)
         if self.options.training_end_delay:
-            await asyncio.sleep(self.options.training_end_delay)
+            await self._sleep(self.options.training_end_delay)
         token, read = self.cache.scan_position()
         final = await self.source.scan(token, read, self.range_steps, with_end_marker=False)
         return self.cache.apply(final.files, final.last_key, ended=True) or new
@@ -111,7 +114,7 @@ class Poller:
                             else min(interval * 1.5, self.options.max_poll_interval))
                 if self.cache.state.loaded_all_steps:
                     break
-                await asyncio.sleep(interval)
+                await self._sleep(interval)
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # surfaced to waiting callers; they must not wait forever

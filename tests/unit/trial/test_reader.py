@@ -1,0 +1,122 @@
+"""The value reader over in-memory storage: coalesced reads, torn records, prefetch, copies."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import TensorUnavailableForStep
+from evaluator.formats.keys import event_key
+from evaluator.modes import ModeKeys
+from evaluator.trial.tensor import Tensor
+
+TRAIN = ModeKeys.TRAIN
+
+
+def tensor(e: Any, name: str) -> Tensor:
+    """A Tensor over the engine's view; its trial is a stand-in with a name and nothing else."""
+    return Tensor(name, SimpleNamespace(name="job"), view=e.view)  # type: ignore[arg-type]
+
+
+def test_every_record_of_an_event_file_comes_from_one_read(engine: Any) -> None:
+    """Reading every tensor of a step costs one ranged read of its event file."""
+    e = engine(prefetch_steps=0)
+    e.write(0, 1)
+    e.poll()
+    e.storage.calls.clear()
+    for name in e.names:
+        np.testing.assert_array_equal(tensor(e, name).value(0), e.value_of(name, 0))
+    assert e.storage.calls["read_range"] == 1
+
+
+def test_a_torn_last_record_is_waited_for_and_read_whole(engine: Any) -> None:
+    """An event file whose last record is still being written is read again until it is whole,
+    never decoded torn."""
+    e = engine(prefetch_steps=0, poll_interval=0.01, missing_event_file_timeout=5)
+    e.write(0, sync=False)
+    key = event_key(0, "worker_0")
+    e.sync(skip=lambda k: k == key)
+    whole = e.event_bytes(0)
+    e.storage.put(key, whole[:-7])
+    e.poll()
+    finisher = threading.Timer(0.05, e.storage.put, (key, whole))
+    finisher.start()
+    try:
+        np.testing.assert_array_equal(tensor(e, "c").value(0), e.value_of("c", 0))
+    finally:
+        finisher.join()
+    assert e.storage.calls["read_range"] >= 2
+
+
+def test_an_event_file_that_never_comes_names_the_read_value(engine: Any) -> None:
+    """When the event file an index names does not appear in time, the error names the tensor,
+    the step and the mode that were asked for."""
+    e = engine(prefetch_steps=0, poll_interval=0.01, missing_event_file_timeout=0.05)
+    e.write(3, sync=False)
+    e.sync(skip=lambda k: k == event_key(3, "worker_0"))
+    e.poll()
+    with pytest.raises(TensorUnavailableForStep) as caught:
+        tensor(e, "b").value(3, mode=TRAIN)
+    assert (caught.value.tname, caught.value.step, caught.value.mode) == ("b", 3, TRAIN)
+
+
+def test_walking_the_steps_in_order_fetches_the_next_files_ahead(
+        engine: Any, wait_until: Any) -> None:
+    """Once two reads show a walk through the steps, the next prefetch_steps event files are
+    fetched unasked, and every file of the walk is still read only once."""
+    e = engine(prefetch_steps=2)
+    e.write(*range(6))
+    e.poll()
+    e.storage.calls.clear()
+    tensor(e, "a").value(0)
+    tensor(e, "a").value(1)
+    ahead = [event_key(s, "worker_0") for s in (2, 3)]
+    assert wait_until(lambda: all(e.cache.raw.get(k) is not None for k in ahead))
+    assert e.storage.calls["read_range"] == 4
+    for step in range(2, 6):
+        np.testing.assert_array_equal(tensor(e, "a").value(step), e.value_of("a", step))
+    assert wait_until(lambda: e.storage.calls["read_range"] == 6)
+
+
+def test_a_read_out_of_order_fetches_nothing_ahead(engine: Any) -> None:
+    """Random access reads only the files it needs: prefetching would waste reads."""
+    e = engine(prefetch_steps=2)
+    e.write(*range(5))
+    e.poll()
+    e.storage.calls.clear()
+    tensor(e, "a").value(3)
+    tensor(e, "a").value(1)
+    time.sleep(0.05)  # what a prefetch would have needed to start
+    assert e.storage.calls["read_range"] == 2
+
+
+def test_a_value_read_again_is_a_private_copy(engine: Any) -> None:
+    """Values kept by the value cache are handed out as copies: a rule changing one in place does
+    not change what the next read returns."""
+    e = engine(prefetch_steps=0)
+    e.write(0)
+    e.poll()
+    t = tensor(e, "a")
+    for _ in range(3):
+        got = t.value(0)
+        np.testing.assert_array_equal(got, e.value_of("a", 0))
+        got[:] = -1
+    assert e.cache.values.hits >= 1
+
+
+def test_reductions_are_computed_once_from_the_raw_value(engine: Any) -> None:
+    """A reduction not saved by the hook is computed from the raw value, then answered from the
+    reductions cache."""
+    e = engine(prefetch_steps=0)
+    e.write(0)
+    e.poll()
+    t = tensor(e, "b")
+    assert t.reduction_value(0, "max") == e.value_of("b", 0).max()
+    hits = e.cache.reductions.hits
+    assert t.reduction_value(0, "max") == e.value_of("b", 0).max()
+    assert e.cache.reductions.hits == hits + 1
