@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Iterable
 
-from evaluator.trial.options import TrialOptions
 from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.lru import SharedBytes, ValueCache, shared_bytes
+from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import ParsedIndex
 from evaluator.trial.state import TrialState
 

@@ -23,7 +23,7 @@ def _dynamic_refresh(trials: Any, value: bool) -> Iterator[None]:
         yield
     finally:
         # smdebug sets the opposite value on exit; we restore what was there before.
-        for t, old in zip(items, before):
+        for t, old in zip(items, before, strict=True):
             t.dynamic_refresh = old
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from typing import cast
 
 from evaluator.errors import CollectionFilesTimeout, MissingCollectionFiles, ObjectNotFound
 from evaluator.formats.collections_file import CollectionsFile, parse_collections_file
@@ -23,7 +25,7 @@ from evaluator.formats.keys import (
     parse_index_key,
     worker_from_collections_key,
 )
-from evaluator.storage.base import Storage
+from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.gcpause import gc_paused
 
 __all__ = ["IndexScan", "LoadedCollections", "ParsedIndex", "TrialSource"]
@@ -110,8 +112,10 @@ class TrialSource:
         wanted: list[tuple[str, int, str]] = []
         last_key: str | None = None
         end_marker = other_keys = False
-        async with contextlib.aclosing(
-            self.storage.list_after(prefix, start_after or INDEX_PREFIX)) as listing:
+        # Every backend's listing is an async generator: closed here when we stop early.
+        pages = cast(AsyncGenerator[ObjectInfo, None],
+                     self.storage.list_after(prefix, start_after or INDEX_PREFIX))
+        async with contextlib.aclosing(pages) as listing:
             async for obj in listing:
                 key = obj.key
                 if not key.startswith(INDEX_PREFIX):
