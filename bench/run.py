@@ -27,7 +27,6 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import socket
 import statistics
 import subprocess
@@ -86,7 +85,7 @@ def log(msg: str) -> None:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,7 +158,7 @@ class MotoServer:
         self.port = 0
         self.logfile = None
 
-    def __enter__(self) -> "MotoServer":
+    def __enter__(self) -> MotoServer:
         if not os.path.exists(self.exe):
             raise SystemExit(f"no moto_server at {self.exe} (the project's test extra installs moto[server])")
         with socket.socket() as s:
@@ -178,7 +177,7 @@ class MotoServer:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("moto_server did not answer within 60 s")
+                    raise SystemExit("moto_server did not answer within 60 s") from None
                 time.sleep(0.2)
         log(f"moto_server pid {self.proc.pid} on {self.url}")
         return self
@@ -312,7 +311,7 @@ def entry_key(storage: str, workload: str, impl: str) -> str:
 # S3 request counts: one extra run per workload and side through a counting proxy
 
 
-def run_counted(py: str, impl: str, target: str, workload: str, moto: "MotoServer", timeout: float,
+def run_counted(py: str, impl: str, target: str, workload: str, moto: MotoServer, timeout: float,
                 keep_alive: bool = False) -> dict:
     """Run one workload with AWS_ENDPOINT_URL pointing at a fresh CountingProxy in front of moto."""
     from s3_requests import CountingProxy  # loads tests/support/faulty_proxy.py (stdlib only)
@@ -341,7 +340,7 @@ class _LineQueue:
         import queue
         import threading
 
-        self._q: "queue.Queue[str | None]" = queue.Queue()
+        self._q: queue.Queue[str | None] = queue.Queue()
         self._empty = queue.Empty
         self.closed = False
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
@@ -411,7 +410,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 def count_requests(data: dict, impls: list[str], pythons: dict, target: str, workload: str,
-                   moto: "MotoServer", args: argparse.Namespace, command: str, run_id: str, git: dict,
+                   moto: MotoServer, args: argparse.Namespace, command: str, run_id: str, git: dict,
                    failures: list[str]) -> None:
     """One run per side through the counting proxy; stored under data["requests"]["s3/<workload>/<impl>"]."""
     for impl in impls:
@@ -429,7 +428,7 @@ def count_requests(data: dict, impls: list[str], pythons: dict, target: str, wor
         save_results(args.results, data)
 
 
-def run_live_once(impl: str, reader_py: str, writer_py: str, moto: "MotoServer", opts: argparse.Namespace,
+def run_live_once(impl: str, reader_py: str, writer_py: str, moto: MotoServer, opts: argparse.Namespace,
                   run_no: int) -> dict:
     """One live run: returns per-step latencies (seconds) and the raw timestamps' summary."""
     bucket = "bench-live"

@@ -263,7 +263,7 @@ class _Progress(NullObserver):
 
 def _constructor_arguments(cls: type) -> set[str]:
     try:
-        return set(inspect.signature(cls.__init__).parameters)
+        return set(inspect.signature(cls.__init__).parameters)  # type: ignore[misc]
     except (TypeError, ValueError):
         return set()
 

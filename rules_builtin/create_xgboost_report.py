@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from evaluator.errors import ConfigurationError, SMDebugError
+from evaluator.fileio import write_atomically
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
-from evaluator.fileio import write_atomically
+from rules_builtin._labels import natural_key
 from rules_builtin._params import Param
 from rules_builtin._select import TensorSelection
-from rules_builtin._labels import natural_key
 from rules_builtin._xgboost_report_html import METRIC_NAME, ReportData, render_report
 from rules_builtin.registry import register
 
@@ -101,7 +101,7 @@ class CreateXgboostReport(Rule):
     def write_report(self) -> Path:
         """Render the report from what was gathered so far and write it; its path."""
         self.data.training_ended = getattr(self.base_trial, "loaded_all_steps", None)
-        text = render_report(self.data, generated=datetime.now(timezone.utc))
+        text = render_report(self.data, generated=datetime.now(UTC))
         try:
             write_atomically(self.report_path, text.encode("utf-8"),
                              tmp_dir=self.output_dir / IGNORED_DIR)

@@ -7,11 +7,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
-from evaluator.rules.rule import Rule
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.rule import Rule
 from rules_builtin._modes import as_training, is_epoch_end_log
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_list, parse_mode
 from rules_builtin._select import TensorSelection, scalar

@@ -6,10 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-
 from evaluator.modes import ModeKeys
-from evaluator.rules.rule import Rule
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.rule import Rule
 from rules_builtin._modes import epoch_end_pair, is_epoch_end_log, value_in_mode
 from rules_builtin._params import Param, parse_float, parse_int
 from rules_builtin._select import TensorSelection

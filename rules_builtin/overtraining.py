@@ -8,13 +8,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
-from evaluator.rules.rule import Rule
 from evaluator.rules.evidence import SelectionHint
-from rules_builtin._modes import (VALIDATION_PREFIX, as_training, epoch_end_pair,
-                                  is_epoch_end_log, value_in_mode)
+from evaluator.rules.rule import Rule
+from rules_builtin._modes import (
+    VALIDATION_PREFIX,
+    as_training,
+    epoch_end_pair,
+    is_epoch_end_log,
+    value_in_mode,
+)
 from rules_builtin._params import Param, parse_float, parse_int
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register

@@ -10,13 +10,12 @@ import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
-from evaluator.rules.rule import Rule
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.rule import Rule
 from rules_builtin._modes import TRAINING
 from rules_builtin._params import Param, parse_float, parse_optional_int
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
-
 
 
 @register

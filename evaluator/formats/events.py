@@ -9,8 +9,9 @@ the exact bytes smdebug 1.0.34's ``FileWriter.write_tensor`` would.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -23,7 +24,7 @@ from evaluator.formats.tensor_codec import (
     encode_tensor_proto,
     make_numpy_array,
 )
-from evaluator.formats.tfrecord import parse_frame, smdebug_payload
+from evaluator.formats.tfrecord import Buffer, parse_frame, smdebug_payload
 from evaluator.modes import ModeKeys
 
 __all__ = [
@@ -42,7 +43,8 @@ MODE_PLUGIN_NAME = "mode"
 _Event = event_pb2.Event
 _Summary = summary_pb2.Summary
 _PluginData = summary_pb2.SummaryMetadata.PluginData
-_parse_event = _Event.FromString
+# protobuf's FromString takes any buffer (bytes, bytearray, memoryview); its stubs say bytes.
+_parse_event = cast(Callable[[Buffer], event_pb2.Event], _Event.FromString)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -60,7 +62,7 @@ class TensorEvent:
     mode_step: int | None
 
 
-def decode_tensor_value(payload: bytes | memoryview) -> np.ndarray:
+def decode_tensor_value(payload: Buffer) -> np.ndarray:
     """The array held by a serialized tensor ``Event`` (a record's payload)."""
     try:
         event = _parse_event(payload)
@@ -88,7 +90,7 @@ def decode_record_value(
     return decode_tensor_value(payload)
 
 
-def decode_tensor_event(payload: bytes | memoryview) -> TensorEvent:
+def decode_tensor_event(payload: Buffer) -> TensorEvent:
     """Everything a tensor ``Event`` says: tag, value, global step, wall time, mode, mode step."""
     event = _parse(payload)
     value = _tensor_value(event)
@@ -132,7 +134,7 @@ def encode_tensor_event(
     return event.SerializeToString()
 
 
-def _parse(payload: bytes | memoryview) -> event_pb2.Event:
+def _parse(payload: Buffer) -> event_pb2.Event:
     try:
         return _parse_event(payload)
     except DecodeError as e:

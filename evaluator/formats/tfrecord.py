@@ -111,7 +111,7 @@ def _frame(buf: Buffer, pos: int, source: str, label: int) -> tuple[bytes | memo
     return payload, total
 
 
-def smdebug_payload(buf: Buffer) -> bytes | memoryview | None:
+def smdebug_payload(buf: Buffer) -> Buffer | None:
     """The payload when ``buf`` is exactly one record with a verified length CRC and smdebug's
     footer constant; None for anything else (the caller then takes the checked path, which
     explains what is wrong). The common case, as cheap as it can be."""

@@ -4,7 +4,13 @@ smdebug-compatible (``smdebug.rules``); the differences are in docs/compatibilit
 """
 
 from evaluator.rules.actions import Actions
-from evaluator.rules.invoker import InvokeResult, NullObserver, RuleObserver, Termination, invoke_rule
+from evaluator.rules.invoker import (
+    InvokeResult,
+    NullObserver,
+    RuleObserver,
+    Termination,
+    invoke_rule,
+)
 from evaluator.rules.required_tensors import RequiredTensors
 from evaluator.rules.rule import Rule
 

@@ -214,7 +214,7 @@ def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
 def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[Any],
           action_json: str | None, fallback: Mapping[str, str]) -> dict[str, Any]:
     try:
-        signature = inspect.signature(cls.__init__)
+        signature = inspect.signature(cls.__init__)  # type: ignore[misc]
     except (TypeError, ValueError):
         return {}
     params = list(signature.parameters.values())[2:]  # self, base_trial

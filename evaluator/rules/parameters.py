@@ -46,7 +46,8 @@ class Accepts:
 def accepts(cls: type) -> Accepts:
     """What ``cls(base_trial, ...)`` takes; an unreadable signature takes anything."""
     try:
-        params = list(inspect.signature(cls.__init__).parameters.values())[2:]  # self, trial
+        init = inspect.signature(cls.__init__)  # type: ignore[misc]
+        params = list(init.parameters.values())[2:]  # self, base_trial
     except (TypeError, ValueError):
         return Accepts((), True)
     names = tuple(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
@@ -89,7 +90,7 @@ def effective_parameters(cls: type, parameters: Mapping[str, str],
     """Every parameter the rule was built with: the given value, else the environment's (named
     arguments only), else the signature's default as a string (None stays None)."""
     try:
-        signature = inspect.signature(cls.__init__).parameters
+        signature = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
     except (TypeError, ValueError):
         return dict(parameters)
     out: dict[str, str | None] = {}

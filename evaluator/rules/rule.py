@@ -68,7 +68,7 @@ class Rule(ABC):
             "RuleParameters": "",
         }
 
-    def set_required_tensors(self, step: int) -> None:
+    def set_required_tensors(self, step: int) -> None:  # noqa: B027 (optional, as in smdebug)
         """Declare, with ``self.req_tensors.add``, the values needed at ``step``. Optional."""
 
     def selection_hints(self) -> list[SelectionHint]:

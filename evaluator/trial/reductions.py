@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from evaluator.errors import SMDebugValueError
@@ -11,7 +14,7 @@ __all__ = ["ALLOWED_NORMS", "ALLOWED_REDUCTIONS", "compute_reduction"]
 ALLOWED_REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
 ALLOWED_NORMS = ("l1", "l2")
 
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, Callable[[Any], np.generic]] = {
     "min": np.amin,
     "max": np.amax,
     "mean": np.mean,

@@ -15,7 +15,14 @@ import pytest
 
 from evaluator.modes import ModeKeys
 from evaluator.trial import create_trial
-from tests.compat.golden import DATA, SCENARIOS, encode_array, load_golden, probe_tensor, probe_trial
+from tests.compat.golden import (
+    DATA,
+    SCENARIOS,
+    encode_array,
+    load_golden,
+    probe_tensor,
+    probe_trial,
+)
 
 # prod/sum of the integer fixtures overflow by design, in smdebug's answers as in ours
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")

@@ -138,7 +138,7 @@ class FaultyProxy:
                 request = await asyncio.wait_for(_read_request(reader), IDLE_TIMEOUT)
                 if request is None or not await self._answer(request, writer):
                     break
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
             writer.close()

@@ -24,7 +24,6 @@ from tensorflow.keras import layers  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-
 import smdebug.tensorflow as smd  # noqa: E402
 from smdebug.core.save_config import SaveConfig  # noqa: E402
 
@@ -340,9 +339,9 @@ def run(scenario, out_dir):
         "description": cfg["description"],
         "config": {k: v for k, v in SCENARIOS[scenario].items()
                    if k not in ("description", "kernel_init", "bias_init")},
-        "layers": [{"name": l.name, "class": type(l).__name__,
-                    "activation": getattr(getattr(l, "activation", None), "__name__", None)}
-                   for l in model.layers],
+        "layers": [{"name": layer.name, "class": type(layer).__name__,
+                    "activation": getattr(getattr(layer, "activation", None), "__name__", None)}
+                   for layer in model.layers],
         "hook": {
             "class": "smdebug.tensorflow.KerasHook",
             "save_config": {"save_interval": si, "modes": "same for TRAIN and EVAL",

@@ -5,7 +5,6 @@ The evidence in labels.json is measured here with plain torch forward hooks and 
 read back through smdebug.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -15,7 +14,6 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-
 import smdebug  # noqa: E402,F401
 from smdebug import modes  # noqa: E402
 from smdebug.core.save_config import SaveConfig  # noqa: E402

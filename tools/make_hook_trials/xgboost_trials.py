@@ -11,7 +11,6 @@ import xgboost as xgb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-
 from smdebug.core.save_config import SaveConfig  # noqa: E402
 from smdebug.xgboost import Hook  # noqa: E402
 

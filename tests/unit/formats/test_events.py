@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ APPENDIX_A = bytes.fromhex(
     "48 00 00 00 00 00 00 00 fe 92 48 9d"
     "09 00 00 00 00 84 d7 d7 41 10 07 2a 3b 0a 39 0a 01 77 42 17 08 01 12 09 12 07 08 02"
     "12 03 77 5f 32 22 08 00 00 c0 3f 00 00 00 c0 4a 1b"
-    "0a 0e 0a 09" + "mode_step".encode().hex() + "12 01 33"
-    "0a 09 0a 04" + "mode".encode().hex() + "12 01 32"
+    "0a 0e 0a 09" + b"mode_step".hex() + "12 01 33"
+    "0a 09 0a 04" + b"mode".hex() + "12 01 32"
     "b3 c0 2d 06"
 )
 
@@ -162,7 +162,7 @@ def test_every_fixture_record_re_encodes_byte_exact(path: Path) -> None:
         assert encode_record(again) == data[record.offset : record.offset + record.length]
 
 
-@lru_cache(maxsize=None)
+@cache
 def golden_tensors(scenario: str) -> dict[str, Any]:
     return json.loads((GOLDEN / f"{scenario}.query.json").read_text())["tensors"]
 

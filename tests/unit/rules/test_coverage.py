@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluator.formats import Collection
 from evaluator.errors import InsufficientInformationForRuleInvocation, SMDebugError
+from evaluator.formats import Collection
 from evaluator.rules import Rule
 from evaluator.rules.coverage import closest_names, nothing_checked_error, suggest_regex
 from evaluator.rules.evidence import SelectionHint

@@ -4,7 +4,6 @@ reductions-only tensors and parameter errors."""
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Callable
 from pathlib import Path

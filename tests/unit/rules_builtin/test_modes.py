@@ -14,8 +14,13 @@ import pytest
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
-from rules_builtin._modes import (as_training, epoch_end_pair, is_epoch_end_log, mode_of,
-                                  value_in_mode)
+from rules_builtin._modes import (
+    as_training,
+    epoch_end_pair,
+    is_epoch_end_log,
+    mode_of,
+    value_in_mode,
+)
 from tests.support.keras_like import WEIGHT, hook_trial, write_keras_like
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL

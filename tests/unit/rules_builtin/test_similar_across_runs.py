@@ -4,7 +4,6 @@ reductions-only tensors and the other_trials parameter."""
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Callable, Mapping
 from typing import Any

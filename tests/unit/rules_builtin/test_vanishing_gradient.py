@@ -4,7 +4,6 @@ parameter errors."""
 from __future__ import annotations
 
 import functools
-
 import logging
 import re
 from collections.abc import Callable

@@ -4,7 +4,6 @@ steps only, missing data and parameter errors."""
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path

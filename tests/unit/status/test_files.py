@@ -4,7 +4,7 @@ limit; the result document of a rule whose code raised."""
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from evaluator.errors import BuiltinRuleError, ClientError, RuleCodeError
 from evaluator.status.files import RuleRecord, result_document, write_status_files
 from evaluator.status.outcome import RuleOutcome
 
-START = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+START = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def test_message_folder_missing_is_skipped(tmp_path: Path) -> None:
