@@ -62,8 +62,9 @@ def build_trial(folder: str, steps: int, tensors: int, size: int, seed: int) -> 
 
     worker = "worker_0"
     writer = TrialWriter(folder, worker=worker)
-    writer.write_collections([Collection("weights", include_regex=["^weights/"]),
-                              Collection("default")])
+    writer.write_collections(
+        [Collection("weights", include_regex=["^weights/"]), Collection("default")]
+    )
     rng = np.random.default_rng(seed)
     names = tensor_names(tensors)
     for step in range(steps):
@@ -75,8 +76,14 @@ def build_trial(folder: str, steps: int, tensors: int, size: int, seed: int) -> 
             return f.read()
 
     collections = [(collections_key(worker), read(collections_key(worker)))]
-    plan = [(step, (event_key(step, worker), read(event_key(step, worker))),
-             (index_key(step, worker), read(index_key(step, worker)))) for step in range(steps)]
+    plan = [
+        (
+            step,
+            (event_key(step, worker), read(event_key(step, worker))),
+            (index_key(step, worker), read(index_key(step, worker))),
+        )
+        for step in range(steps)
+    ]
     return collections, plan
 
 
@@ -107,8 +114,12 @@ def writer_main(args: argparse.Namespace) -> int:
     for key, body in collections:
         s3.put_object(Bucket=args.bucket, Key=f"{prefix}/{key}", Body=body)
     s3.list_objects_v2(Bucket=args.bucket, Prefix=prefix + "/", MaxKeys=1)  # connection warm
-    emit(event="ready", steps=len(plan), event_bytes=len(plan[0][1][1]) if plan else 0,
-         index_bytes=len(plan[0][2][1]) if plan else 0)
+    emit(
+        event="ready",
+        steps=len(plan),
+        event_bytes=len(plan[0][1][1]) if plan else 0,
+        index_bytes=len(plan[0][2][1]) if plan else 0,
+    )
     if not wait_for_go(args.go_timeout):
         emit(event="error", error=f"no 'go' within {args.go_timeout} s")
         return 1
@@ -122,7 +133,13 @@ def writer_main(args: argparse.Namespace) -> int:
         s3.put_object(Bucket=args.bucket, Key=f"{prefix}/{ekey}", Body=ebody)
         index_start = time.monotonic()
         s3.put_object(Bucket=args.bucket, Key=f"{prefix}/{ikey}", Body=ibody)
-        emit(event="step", step=step, started=started, index_start=index_start, index_done=time.monotonic())
+        emit(
+            event="step",
+            step=step,
+            started=started,
+            index_start=index_start,
+            index_done=time.monotonic(),
+        )
     time.sleep(args.end_delay)
     s3.put_object(Bucket=args.bucket, Key=f"{prefix}/training_job_end.ts", Body=b"")
     emit(event="done", end_marker=time.monotonic())
@@ -152,8 +169,15 @@ def reader_main(args: argparse.Namespace) -> int:
     import_s = time.monotonic() - t
     t = time.monotonic()
     trial = create_trial(args.uri, **kwargs)
-    emit(event="ready", impl=args.impl, version=version, poll_interval=poll, import_s=round(import_s, 3),
-         create_trial_s=round(time.monotonic() - t, 3), python=sys.version.split()[0])
+    emit(
+        event="ready",
+        impl=args.impl,
+        version=version,
+        poll_interval=poll,
+        import_s=round(import_s, 3),
+        create_trial_s=round(time.monotonic() - t, 3),
+        python=sys.version.split()[0],
+    )
     for step in range(args.steps):
         called = time.monotonic()
         trial.wait_for_steps([step])
@@ -171,9 +195,13 @@ def reader_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     if os.environ.get("PYTEST_CURRENT_TEST"):
-        print("bench/live.py is a benchmark; it is never run inside the test suite", file=sys.stderr)
+        print(
+            "bench/live.py is a benchmark; it is never run inside the test suite", file=sys.stderr
+        )
         return 2
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="role", required=True)
     w = sub.add_parser("writer")
     w.add_argument("--bucket", required=True)
@@ -182,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--tensors", type=int, default=4)
     w.add_argument("--size", type=int, default=256)
     w.add_argument("--seed", type=int, default=1234)
-    w.add_argument("--pace", type=float, default=0.3, help="seconds between the starts of two step uploads")
+    w.add_argument(
+        "--pace", type=float, default=0.3, help="seconds between the starts of two step uploads"
+    )
     w.add_argument("--end-delay", type=float, default=5.0)
     w.add_argument("--go-timeout", type=float, default=300.0)
     r = sub.add_parser("reader")

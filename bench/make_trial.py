@@ -99,7 +99,9 @@ def write_trial(path: str, args: argparse.Namespace) -> None:
                 fw.write_tensor(tdata=values[i], tname=name, mode=ModeKeys.TRAIN, mode_step=step)
         if step % 200 == 199:
             rate = (step + 1) / (time.perf_counter() - t0)
-            print(f"  {step + 1}/{args.steps} steps ({rate:.0f} steps/s)", file=sys.stderr, flush=True)
+            print(
+                f"  {step + 1}/{args.steps} steps ({rate:.0f} steps/s)", file=sys.stderr, flush=True
+            )
 
     cm = CollectionManager()
     cm.add("default")
@@ -120,7 +122,9 @@ def write_trial(path: str, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default=DEFAULT_OUT, help="trial directory (default: %(default)s)")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--tensors", type=int, default=50)
@@ -145,12 +149,18 @@ def main(argv: list[str] | None = None) -> int:
 
     import smdebug
 
-    print(f"writing {args.steps} steps x {args.tensors} tensors x {args.size} float32 "
-          f"with smdebug {smdebug.__version__} to {out}", file=sys.stderr, flush=True)
+    print(
+        f"writing {args.steps} steps x {args.tensors} tensors x {args.size} float32 "
+        f"with smdebug {smdebug.__version__} to {out}",
+        file=sys.stderr,
+        flush=True,
+    )
     t0 = time.perf_counter()
     write_trial(partial, args)
     # smdebug writes via <file>.tmp + rename; nothing may be left behind.
-    leftovers = [os.path.join(d, f) for d, _, fs in os.walk(partial) for f in fs if f.endswith(".tmp")]
+    leftovers = [
+        os.path.join(d, f) for d, _, fs in os.walk(partial) for f in fs if f.endswith(".tmp")
+    ]
     if leftovers:
         raise SystemExit(f"smdebug left temporary files behind: {leftovers[:3]}")
     os.rename(partial, out)
@@ -163,13 +173,19 @@ def main(argv: list[str] | None = None) -> int:
             n_bytes += os.path.getsize(os.path.join(d, f))
     if n_files != want["files"]:
         raise SystemExit(f"expected {want['files']} files, found {n_files} in {out}")
-    manifest = dict(want, bytes=n_bytes, smdebug_version=smdebug.__version__,
-                    seconds_to_write=round(time.perf_counter() - t0, 1),
-                    written_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    manifest = dict(
+        want,
+        bytes=n_bytes,
+        smdebug_version=smdebug.__version__,
+        seconds_to_write=round(time.perf_counter() - t0, 1),
+        written_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
     with open(manifest_path(out) + ".tmp", "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(manifest_path(out) + ".tmp", manifest_path(out))
-    print(f"wrote {n_files} files, {n_bytes / 2**20:.1f} MiB in {manifest['seconds_to_write']} s: {out}")
+    print(
+        f"wrote {n_files} files, {n_bytes / 2**20:.1f} MiB in {manifest['seconds_to_write']} s: {out}"
+    )
     return 0
 
 

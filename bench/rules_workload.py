@@ -104,8 +104,10 @@ class Ours(Side):
         self._build_rule = build_rule
         self._invoke_rule = invoke_rule
         self.rule_base = Rule
-        self.info = {"impl_version": getattr(evaluator, "__version__", None) or W._project_version(),
-                     "impl_file": os.path.dirname(evaluator.__file__)}
+        self.info = {
+            "impl_version": getattr(evaluator, "__version__", None) or W._project_version(),
+            "impl_file": os.path.dirname(evaluator.__file__),
+        }
 
     def create_trial(self, path: str):
         return self._create_trial(path)
@@ -114,9 +116,15 @@ class Ours(Side):
         return self._build_rule(cls, trial, params, other_trials=other_trials)
 
     def run(self, rule, end_step: int | None = None) -> dict:
-        r = self._invoke_rule(rule, end_step=end_step, raise_eval_cond=False, continue_after_fire=True)
-        return {"evaluated": r.steps_evaluated, "skipped": r.steps_skipped,
-                "fired": list(r.fired_steps), "ended_by": str(r.ended_by)}
+        r = self._invoke_rule(
+            rule, end_step=end_step, raise_eval_cond=False, continue_after_fire=True
+        )
+        return {
+            "evaluated": r.steps_evaluated,
+            "skipped": r.steps_skipped,
+            "fired": list(r.fired_steps),
+            "ended_by": str(r.ended_by),
+        }
 
 
 class Smdebug(Side):
@@ -134,11 +142,15 @@ class Smdebug(Side):
         self._create_trial = create_trial
         self._invoke_rule = invoke_rule
         self.rule_base = Rule
-        self.info = {"impl_version": getattr(smdebug, "__version__", "?"),
-                     "impl_file": os.path.dirname(smdebug.__file__)}
+        self.info = {
+            "impl_version": getattr(smdebug, "__version__", "?"),
+            "impl_file": os.path.dirname(smdebug.__file__),
+        }
         if self.info["impl_version"] != "1.0.34":
-            print(f"warning: smdebug {self.info['impl_version']} imported, the anchor is 1.0.34",
-                  file=sys.stderr)
+            print(
+                f"warning: smdebug {self.info['impl_version']} imported, the anchor is 1.0.34",
+                file=sys.stderr,
+            )
         self._install_standins(sx, ModeKeys, Rule, Actions)
 
     @staticmethod
@@ -146,7 +158,9 @@ class Smdebug(Side):
         """Stand-in ``evaluator`` modules, so that ``rules_builtin`` imports smdebug's classes."""
         real = [m for m in sys.modules if m == "evaluator" or m.startswith("evaluator.")]
         if real:
-            raise SystemExit(f"evaluator already imported ({', '.join(real)}): the stand-ins must come first")
+            raise SystemExit(
+                f"evaluator already imported ({', '.join(real)}): the stand-ins must come first"
+            )
 
         def module(name: str, package: bool = False, **attrs) -> types.ModuleType:
             m = types.ModuleType(name, f"bench stand-in for {name}, backed by smdebug 1.0.34")
@@ -156,8 +170,11 @@ class Smdebug(Side):
             sys.modules[name] = m
             return m
 
-        exceptions = {k: v for k, v in vars(sx).items()
-                      if isinstance(v, type) and issubclass(v, BaseException)}
+        exceptions = {
+            k: v
+            for k, v in vars(sx).items()
+            if isinstance(v, type) and issubclass(v, BaseException)
+        }
 
         class EvaluatorError(Exception):
             """Stand-in of ours (smdebug has no such class)."""
@@ -173,16 +190,24 @@ class Smdebug(Side):
 
         for cls in (EvaluatorError, ClientError, ConfigurationError, StorageError):
             cls.__module__ = "evaluator.errors"
-        errors = module("evaluator.errors", **exceptions, EvaluatorError=EvaluatorError,
-                        ClientError=ClientError, ConfigurationError=ConfigurationError,
-                        StorageError=StorageError)
+        errors = module(
+            "evaluator.errors",
+            **exceptions,
+            EvaluatorError=EvaluatorError,
+            ClientError=ClientError,
+            ConfigurationError=ConfigurationError,
+            StorageError=StorageError,
+        )
         try:
             from smdebug.core.tensor import StepState
         except ImportError:  # pragma: no cover - 1.0.34 has it
             StepState = None
-        modes = module("evaluator.modes", ModeKeys=ModeKeys,
-                       ALLOWED_MODES=(ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT, ModeKeys.GLOBAL),
-                       **({"StepState": StepState} if StepState is not None else {}))
+        modes = module(
+            "evaluator.modes",
+            ModeKeys=ModeKeys,
+            ALLOWED_MODES=(ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT, ModeKeys.GLOBAL),
+            **({"StepState": StepState} if StepState is not None else {}),
+        )
         rule = module("evaluator.rules.rule", Rule=Rule)
         actions = module("evaluator.rules.actions", Actions=Actions, ClientFactory=object)
         rules = module("evaluator.rules", package=True, rule=rule, actions=actions, Rule=Rule)
@@ -249,9 +274,13 @@ def find_rules(rule_base: type) -> tuple[dict[str, type], dict[str, str]]:
             failed[m.name] = f"{type(e).__name__}: {e}"
             continue
         for obj in vars(module).values():
-            if (inspect.isclass(obj) and obj.__module__ == module.__name__
-                    and issubclass(obj, rule_base) and obj is not rule_base
-                    and not inspect.isabstract(obj)):
+            if (
+                inspect.isclass(obj)
+                and obj.__module__ == module.__name__
+                and issubclass(obj, rule_base)
+                and obj is not rule_base
+                and not inspect.isabstract(obj)
+            ):
                 found[obj.__name__] = obj
     return dict(sorted(found.items())), failed
 
@@ -259,7 +288,9 @@ def find_rules(rule_base: type) -> tuple[dict[str, type], dict[str, str]]:
 # --------------------------------------------------------------------------------------------
 
 
-def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str] | None = None) -> dict:
+def run(
+    impl: str, trial_path: str, end_step: int | None = None, only: list[str] | None = None
+) -> dict:
     phases: dict[str, float] = {}
     t = _now()
     side: Side = Smdebug() if impl == "smdebug" else Ours()
@@ -267,9 +298,13 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
     phases["import"] = _now() - t
     rss_after_import = W._rss_mib()
     out: dict = {
-        "impl": impl, "workload": "rules", "trial": trial_path, "storage": "local",
+        "impl": impl,
+        "workload": "rules",
+        "trial": trial_path,
+        "storage": "local",
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "found": sorted(classes), "import_failures": failed_imports,
+        "found": sorted(classes),
+        "import_failures": failed_imports,
     }
     if end_step is not None:
         out["end_step"] = end_step
@@ -286,8 +321,13 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
             results[name] = {"status": "skipped", "why": rules_plan.SKIP[name]}
             continue
         plan = rules_plan.plan_for(name)
-        rec: dict = {"status": "ran", "params": plan["params"], "planned": plan["planned"],
-                     "why": plan["why"], "other_trial": plan["other_trial"]}
+        rec: dict = {
+            "status": "ran",
+            "params": plan["params"],
+            "planned": plan["planned"],
+            "why": plan["why"],
+            "other_trial": plan["other_trial"],
+        }
         rule = others = None
         t0 = _now()
         try:
@@ -297,8 +337,11 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
             r = side.run(rule, end_step)
             t2 = _now()
         except Exception as e:  # noqa: BLE001 - one rule's failure is reported, the others run
-            rec.update(status="error", error=f"{type(e).__name__}: {e}"[:500],
-                       seconds=round(_now() - t0, 4))
+            rec.update(
+                status="error",
+                error=f"{type(e).__name__}: {e}"[:500],
+                seconds=round(_now() - t0, 4),
+            )
             results[name] = rec
             print(f"rules: {name} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             rule = others = None
@@ -306,9 +349,15 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
             continue
         fired = r["fired"]
         rec.update(
-            build_s=round(t1 - t0, 4), run_s=round(t2 - t1, 4), seconds=round(t2 - t0, 4),
-            evaluated=r["evaluated"], skipped=r["skipped"], ended_by=r["ended_by"],
-            fired_n=len(fired), fired_hash=fired_hash(fired), fired_head=fired[:FIRED_HEAD],
+            build_s=round(t1 - t0, 4),
+            run_s=round(t2 - t1, 4),
+            seconds=round(t2 - t0, 4),
+            evaluated=r["evaluated"],
+            skipped=r["skipped"],
+            ended_by=r["ended_by"],
+            fired_n=len(fired),
+            fired_hash=fired_hash(fired),
+            fired_head=fired[:FIRED_HEAD],
             fired_last=fired[-1] if fired else None,
         )
         rule = others = None  # free the rule's state before measuring the RSS
@@ -317,8 +366,12 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
         rec["peak_rss_so_far_mib"] = W._peak_rss_mib()
         results[name] = rec
         phases[f"rule:{name}"] = t2 - t0
-        print(f"rules: {name} {rec['seconds']:.2f} s, {rec['evaluated']} evaluated, "
-              f"{rec['fired_n']} fired", file=sys.stderr, flush=True)
+        print(
+            f"rules: {name} {rec['seconds']:.2f} s, {rec['evaluated']} evaluated, "
+            f"{rec['fired_n']} fired",
+            file=sys.stderr,
+            flush=True,
+        )
 
     ran = {n: r for n, r in results.items() if r["status"] == "ran"}
     out["rules"] = results
@@ -326,8 +379,9 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
     out["seconds"] = round(sum(v for k, v in phases.items() if k.startswith("rule:")), 4)
     out["total_s"] = round(phases["create_trial"] + out["seconds"], 4)
     # checksum: the fired steps of every rule that ran; meta: which rules ran
-    out["checksum"] = hashlib.sha256(json.dumps(
-        sorted((n, r["fired_hash"], r["evaluated"]) for n, r in ran.items())).encode()).hexdigest()[:16]
+    out["checksum"] = hashlib.sha256(
+        json.dumps(sorted((n, r["fired_hash"], r["evaluated"]) for n, r in ran.items())).encode()
+    ).hexdigest()[:16]
     out["meta_checksum"] = hashlib.sha256(json.dumps(sorted(ran)).encode()).hexdigest()[:16]
     out["peak_rss_mib"] = W._peak_rss_mib()
     out["rss_after_import_mib"] = rss_after_import
@@ -337,14 +391,22 @@ def run(impl: str, trial_path: str, end_step: int | None = None, only: list[str]
 
 def main(argv: list[str] | None = None) -> int:
     if os.environ.get("PYTEST_CURRENT_TEST"):
-        print("bench/rules_workload.py is a benchmark; it is never run or timed inside the test suite",
-              file=sys.stderr)
+        print(
+            "bench/rules_workload.py is a benchmark; it is never run or timed inside the test suite",
+            file=sys.stderr,
+        )
         return 2
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--impl", required=True, choices=("smdebug", "ours"))
     p.add_argument("--trial", required=True, help="local trial directory")
-    p.add_argument("--end-step", type=int, default=None,
-                   help="development aid: stop every rule before this step (bench/run.py never sets it)")
+    p.add_argument(
+        "--end-step",
+        type=int,
+        default=None,
+        help="development aid: stop every rule before this step (bench/run.py never sets it)",
+    )
     p.add_argument("--only", default=None, help="development aid: comma list of rule names")
     args = p.parse_args(argv)
     trial = os.path.abspath(args.trial)

@@ -61,14 +61,23 @@ HEADLINE = {
     "metadata": "create_trial + steps() + modes() + tensor_names() + workers()",
     "values100": "create_trial + steps()/tensor_names() + 100 value() reads; the reads alone on their own row",
     "values_all": "create_trial + steps()/tensor_names() + every tensor at every step, twice "
-                  "(2 x steps x tensors value() calls); the reads alone on their own row",
+    "(2 x steps x tensors value() calls); the reads alone on their own row",
     "rules": "create_trial + every rule both sides ran (build + invoke_rule over all steps)",
 }
 # Phases shown in the per-workload tables, in order.
 PHASES = {
     "metadata": ["import", "create_trial", "steps", "modes", "tensor_names", "workers"],
     "values100": ["import", "create_trial", "list", "reads", "checksum_s", "reads_net"],
-    "values_all": ["import", "create_trial", "list", "pass1", "pass2", "reads", "checksum_s", "reads_net"],
+    "values_all": [
+        "import",
+        "create_trial",
+        "list",
+        "pass1",
+        "pass2",
+        "reads",
+        "checksum_s",
+        "reads_net",
+    ],
 }
 
 
@@ -116,10 +125,24 @@ def ensure_trial(trial: str) -> dict:
     if not make_trial.is_complete(trial, make_trial.wanted_manifest(args)):
         ensure_smdebug_venv()
         log(f"writing the trial with smdebug's own writer (about 2 minutes): {rel(trial)}")
-        subprocess.run([SMDEBUG_PY, os.path.join(HERE, "make_trial.py"), "--out", trial,
-                        "--steps", str(args.steps), "--tensors", str(args.tensors),
-                        "--size", str(args.size), "--seed", str(args.seed)],
-                       check=True, stdout=sys.stderr)
+        subprocess.run(
+            [
+                SMDEBUG_PY,
+                os.path.join(HERE, "make_trial.py"),
+                "--out",
+                trial,
+                "--steps",
+                str(args.steps),
+                "--tensors",
+                str(args.tensors),
+                "--size",
+                str(args.size),
+                "--seed",
+                str(args.seed),
+            ],
+            check=True,
+            stdout=sys.stderr,
+        )
     with open(make_trial.manifest_path(trial)) as f:
         return json.load(f)
 
@@ -160,18 +183,25 @@ class MotoServer:
 
     def __enter__(self) -> MotoServer:
         if not os.path.exists(self.exe):
-            raise SystemExit(f"no moto_server at {self.exe} (the project's test extra installs moto[server])")
+            raise SystemExit(
+                f"no moto_server at {self.exe} (the project's test extra installs moto[server])"
+            )
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         os.makedirs(WORK, exist_ok=True)
         self.logfile = open(os.path.join(WORK, "moto_server.log"), "w")
-        self.proc = subprocess.Popen([self.exe, "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=self.logfile, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [self.exe, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self.logfile,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
-                raise SystemExit(f"moto_server exited with {self.proc.returncode}; see {rel(self.logfile.name)}")
+                raise SystemExit(
+                    f"moto_server exited with {self.proc.returncode}; see {rel(self.logfile.name)}"
+                )
             try:
                 urllib.request.urlopen(self.url + "/moto-api/", timeout=2).read()
                 break
@@ -187,18 +217,23 @@ class MotoServer:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict:
-        env = {k: v for k, v in os.environ.items()
-               if not (k.startswith("AWS_") or k.startswith("BOTO"))}
-        env.update({
-            "AWS_ENDPOINT_URL": self.url,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1",
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_EC2_METADATA_DISABLED": "true",
-        })
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not (k.startswith("AWS_") or k.startswith("BOTO"))
+        }
+        env.update(
+            {
+                "AWS_ENDPOINT_URL": self.url,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_REGION": "us-east-1",
+                "AWS_CONFIG_FILE": os.devnull,
+                "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                "AWS_EC2_METADATA_DISABLED": "true",
+            }
+        )
         return env
 
     def __exit__(self, *exc) -> None:
@@ -220,10 +255,21 @@ class MotoServer:
 def workload_cmd(py: str, impl: str, trial: str, workload: str) -> list[str]:
     if workload == RULES_WORKLOAD:
         return [py, os.path.join(HERE, "rules_workload.py"), "--impl", impl, "--trial", trial]
-    return [py, os.path.join(HERE, "workloads.py"), "--impl", impl, "--trial", trial, "--workload", workload]
+    return [
+        py,
+        os.path.join(HERE, "workloads.py"),
+        "--impl",
+        impl,
+        "--trial",
+        trial,
+        "--workload",
+        workload,
+    ]
 
 
-def run_one(py: str, impl: str, trial: str, workload: str, env: dict | None, timeout: float) -> dict:
+def run_one(
+    py: str, impl: str, trial: str, workload: str, env: dict | None, timeout: float
+) -> dict:
     cmd = workload_cmd(py, impl, trial, workload)
     load_before = os.getloadavg()[0]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -249,7 +295,9 @@ def run_one(py: str, impl: str, trial: str, workload: str, env: dict | None, tim
     result["process_wall_s"] = round(wall, 3)
     # CPU time of the workload process (import included): wall >> cpu means the machine was busy
     # (the moto server's CPU is not in it).  Load averages: how busy the machine was.
-    result["process_cpu_s"] = round((ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), 3)
+    result["process_cpu_s"] = round(
+        (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), 3
+    )
     result["loadavg_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result
 
@@ -280,8 +328,10 @@ def git_state() -> dict:
         p = subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO)
         return p.stdout.strip() if p.returncode == 0 else None
 
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def load_results(path: str) -> dict:
@@ -311,8 +361,15 @@ def entry_key(storage: str, workload: str, impl: str) -> str:
 # S3 request counts: one extra run per workload and side through a counting proxy
 
 
-def run_counted(py: str, impl: str, target: str, workload: str, moto: MotoServer, timeout: float,
-                keep_alive: bool = False) -> dict:
+def run_counted(
+    py: str,
+    impl: str,
+    target: str,
+    workload: str,
+    moto: MotoServer,
+    timeout: float,
+    keep_alive: bool = False,
+) -> dict:
     """Run one workload with AWS_ENDPOINT_URL pointing at a fresh CountingProxy in front of moto."""
     from s3_requests import CountingProxy  # loads tests/support/faulty_proxy.py (stdlib only)
 
@@ -320,8 +377,19 @@ def run_counted(py: str, impl: str, target: str, workload: str, moto: MotoServer
         env = dict(moto.env(), AWS_ENDPOINT_URL=proxy.endpoint)
         r = run_one(py, impl, target, workload, env, timeout)
         snap = proxy.snapshot()
-    out = {k: r[k] for k in ("total_s", "seconds", "checksum", "meta_checksum", "peak_rss_mib",
-                             "process_wall_s", "process_cpu_s") if k in r}
+    out = {
+        k: r[k]
+        for k in (
+            "total_s",
+            "seconds",
+            "checksum",
+            "meta_checksum",
+            "peak_rss_mib",
+            "process_wall_s",
+            "process_cpu_s",
+        )
+        if k in r
+    }
     if "error" in r:
         out["error"] = r["error"]
     out.update(snap)
@@ -409,13 +477,25 @@ def _stop(proc: subprocess.Popen | None) -> None:
         proc.wait(10)
 
 
-def count_requests(data: dict, impls: list[str], pythons: dict, target: str, workload: str,
-                   moto: MotoServer, args: argparse.Namespace, command: str, run_id: str, git: dict,
-                   failures: list[str]) -> None:
+def count_requests(
+    data: dict,
+    impls: list[str],
+    pythons: dict,
+    target: str,
+    workload: str,
+    moto: MotoServer,
+    args: argparse.Namespace,
+    command: str,
+    run_id: str,
+    git: dict,
+    failures: list[str],
+) -> None:
     """One run per side through the counting proxy; stored under data["requests"]["s3/<workload>/<impl>"]."""
     for impl in impls:
         log(f"s3 {workload} {impl}: request count run (through the counting proxy)")
-        r = run_counted(pythons[impl], impl, target, workload, moto, args.timeout, args.requests_keep_alive)
+        r = run_counted(
+            pythons[impl], impl, target, workload, moto, args.timeout, args.requests_keep_alive
+        )
         if "error" in r:
             log(f"  FAILED: {r['error']}")
             failures.append(f"s3 requests/{workload}/{impl}: {r['error'].splitlines()[0]}")
@@ -423,13 +503,26 @@ def count_requests(data: dict, impls: list[str], pythons: dict, target: str, wor
             c = r["counts"]
             log("  " + ", ".join(f"{k} {c[k]}" for k in c))
         data.setdefault("requests", {})[entry_key("s3", workload, impl)] = dict(
-            r, impl=impl, workload=workload, measured_at=now_iso(), run_id=run_id, command=command,
-            trial=target, git=git if impl == "ours" else None)
+            r,
+            impl=impl,
+            workload=workload,
+            measured_at=now_iso(),
+            run_id=run_id,
+            command=command,
+            trial=target,
+            git=git if impl == "ours" else None,
+        )
         save_results(args.results, data)
 
 
-def run_live_once(impl: str, reader_py: str, writer_py: str, moto: MotoServer, opts: argparse.Namespace,
-                  run_no: int) -> dict:
+def run_live_once(
+    impl: str,
+    reader_py: str,
+    writer_py: str,
+    moto: MotoServer,
+    opts: argparse.Namespace,
+    run_no: int,
+) -> dict:
     """One live run: returns per-step latencies (seconds) and the raw timestamps' summary."""
     bucket = "bench-live"
     prefix = f"live-{impl}-{int(time.time())}-{run_no}"
@@ -444,20 +537,59 @@ def run_live_once(impl: str, reader_py: str, writer_py: str, moto: MotoServer, o
     with open(wlog_path, "w") as wlog, open(rlog_path, "w") as rlog:
         try:
             writer = subprocess.Popen(
-                [writer_py, live_py, "writer", "--bucket", bucket, "--prefix", prefix,
-                 "--steps", str(opts.live_steps), "--tensors", str(opts.live_tensors),
-                 "--size", str(opts.live_size), "--pace", str(opts.live_pace),
-                 "--end-delay", str(opts.live_end_delay), "--go-timeout", "300"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=wlog, text=True, env=env, cwd=REPO)
+                [
+                    writer_py,
+                    live_py,
+                    "writer",
+                    "--bucket",
+                    bucket,
+                    "--prefix",
+                    prefix,
+                    "--steps",
+                    str(opts.live_steps),
+                    "--tensors",
+                    str(opts.live_tensors),
+                    "--size",
+                    str(opts.live_size),
+                    "--pace",
+                    str(opts.live_pace),
+                    "--end-delay",
+                    str(opts.live_end_delay),
+                    "--go-timeout",
+                    "300",
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=wlog,
+                text=True,
+                env=env,
+                cwd=REPO,
+            )
             wq = _LineQueue(writer.stdout)
             ready = _wait_event(wq, "ready", 120, wmsgs)
             if not ready or ready.get("event") != "ready":
                 return dict(result, error=f"writer not ready: {ready or _tail(wlog_path)}")
             result["writer_ready"] = ready
             reader = subprocess.Popen(
-                [reader_py, live_py, "reader", "--impl", impl, "--uri", f"s3://{bucket}/{prefix}",
-                 "--steps", str(opts.live_steps), "--poll-interval", str(opts.live_poll)],
-                stdout=subprocess.PIPE, stderr=rlog, text=True, env=env, cwd=REPO)
+                [
+                    reader_py,
+                    live_py,
+                    "reader",
+                    "--impl",
+                    impl,
+                    "--uri",
+                    f"s3://{bucket}/{prefix}",
+                    "--steps",
+                    str(opts.live_steps),
+                    "--poll-interval",
+                    str(opts.live_poll),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=rlog,
+                text=True,
+                env=env,
+                cwd=REPO,
+            )
             rq = _LineQueue(reader.stdout)
             ready = _wait_event(rq, "ready", 120, rmsgs)
             if not ready or ready.get("event") != "ready":
@@ -467,12 +599,17 @@ def run_live_once(impl: str, reader_py: str, writer_py: str, moto: MotoServer, o
             writer.stdin.write("go\n")
             writer.stdin.flush()
             # Everything is bounded: upload time + end delay + a few polls + slack.
-            deadline = (go_at + opts.live_steps * opts.live_pace + opts.live_end_delay
-                        + 3 * max(opts.live_poll, 2.0) + opts.live_slack)
+            deadline = (
+                go_at
+                + opts.live_steps * opts.live_pace
+                + opts.live_end_delay
+                + 3 * max(opts.live_poll, 2.0)
+                + opts.live_slack
+            )
             w_done = r_done = False
             while time.monotonic() < deadline and not (w_done and r_done):
                 for q, sink, is_writer in ((wq, wmsgs, True), (rq, rmsgs, False)):
-                    if (w_done if is_writer else r_done):
+                    if w_done if is_writer else r_done:
                         continue
                     msg = q.get(0.05)
                     if msg is not None:
@@ -511,27 +648,38 @@ def run_live_once(impl: str, reader_py: str, writer_py: str, moto: MotoServer, o
     for step in sorted(landed):
         w = landed[step]
         r = seen.get(step)
-        row = {"step": step, "index_put_s": round(w["index_done"] - w["index_start"], 4),
-               "step_put_s": round(w["index_done"] - w["started"], 4)}
+        row = {
+            "step": step,
+            "index_put_s": round(w["index_done"] - w["index_start"], 4),
+            "step_put_s": round(w["index_done"] - w["started"], 4),
+        }
         if r is not None:
             row["latency_s"] = round(r["t"] - w["index_done"], 4)
             lat.append(r["t"] - w["index_done"])
         per_step.append(row)
     starts = [landed[s]["started"] for s in sorted(landed)]
     pace = [b - a for a, b in zip(starts, starts[1:])]
-    result.update({
-        "steps_uploaded": len(landed), "steps_seen": len(seen), "latencies_s": [round(x, 4) for x in lat],
-        "per_step": per_step,
-        "pace_s_median": round(statistics.median(pace), 4) if pace else None,
-        "pace_s_max": round(max(pace), 4) if pace else None,
-        "index_put_s_median": round(statistics.median([r["index_put_s"] for r in per_step]), 4) if per_step else None,
-    })
+    result.update(
+        {
+            "steps_uploaded": len(landed),
+            "steps_seen": len(seen),
+            "latencies_s": [round(x, 4) for x in lat],
+            "per_step": per_step,
+            "pace_s_median": round(statistics.median(pace), 4) if pace else None,
+            "pace_s_max": round(max(pace), 4) if pace else None,
+            "index_put_s_median": round(statistics.median([r["index_put_s"] for r in per_step]), 4)
+            if per_step
+            else None,
+        }
+    )
     if errors:
         result["error"] = "; ".join(str(e) for e in errors)
     elif len(seen) < opts.live_steps:
-        result["error"] = (f"the reader saw {len(seen)} of {opts.live_steps} steps"
-                           + (" before the deadline" if result.get("timed_out") else "")
-                           + (f"; reader log: {_tail(rlog_path, 4)}" if _tail(rlog_path, 4) else ""))
+        result["error"] = (
+            f"the reader saw {len(seen)} of {opts.live_steps} steps"
+            + (" before the deadline" if result.get("timed_out") else "")
+            + (f"; reader log: {_tail(rlog_path, 4)}" if _tail(rlog_path, 4) else "")
+        )
     return result
 
 
@@ -539,14 +687,22 @@ def summarize_live(runs: list[dict], poll: float) -> dict:
     lat = [x for r in runs for x in r.get("latencies_s", [])]
     if not lat:
         return {}
-    worst = max((row for r in runs for row in r.get("per_step", []) if "latency_s" in row),
-                key=lambda row: row["latency_s"])
+    worst = max(
+        (row for r in runs for row in r.get("per_step", []) if "latency_s" in row),
+        key=lambda row: row["latency_s"],
+    )
     p50, p95 = percentile(lat, 0.50), percentile(lat, 0.95)
     target = poll + 0.2
     return {
-        "n": len(lat), "poll_interval_s": poll, "target_p50_s": round(target, 3),
-        "p50_s": round(p50, 4), "p95_s": round(p95, 4), "max_s": round(max(lat), 4), "max_step": worst["step"],
-        "min_s": round(min(lat), 4), "mean_s": round(statistics.fmean(lat), 4),
+        "n": len(lat),
+        "poll_interval_s": poll,
+        "target_p50_s": round(target, 3),
+        "p50_s": round(p50, 4),
+        "p95_s": round(p95, 4),
+        "max_s": round(max(lat), 4),
+        "max_step": worst["step"],
+        "min_s": round(min(lat), 4),
+        "mean_s": round(statistics.fmean(lat), 4),
         "p50_within_target": p50 < target,
     }
 
@@ -563,22 +719,35 @@ def live_main(args: argparse.Namespace, data: dict, impls: list[str], command: s
             poll = 2.0 if impl == "smdebug" else args.live_poll
             runs = []
             for rep in range(repeat):
-                log(f"live {impl} run {rep + 1}/{repeat}: {args.live_steps} steps every {args.live_pace} s, "
-                    f"poll interval {poll} s")
+                log(
+                    f"live {impl} run {rep + 1}/{repeat}: {args.live_steps} steps every {args.live_pace} s, "
+                    f"poll interval {poll} s"
+                )
                 r = run_live_once(impl, pythons[impl], args.ours_python, moto, args, rep)
                 runs.append(r)
                 if "error" in r:
                     log(f"  FAILED: {r['error'][:300]}")
                 one = summarize_live([r], poll)
                 if one:
-                    log(f"  {one['n']} steps: p50 {one['p50_s']:.3f} s, p95 {one['p95_s']:.3f} s, "
-                        f"max {one['max_s']:.3f} s (target p50 < {one['target_p50_s']:.2f} s)")
+                    log(
+                        f"  {one['n']} steps: p50 {one['p50_s']:.3f} s, p95 {one['p95_s']:.3f} s, "
+                        f"max {one['max_s']:.3f} s (target p50 < {one['target_p50_s']:.2f} s)"
+                    )
             entry = {
-                "impl": impl, "measured_at": now_iso(), "run_id": run_id, "command": command,
+                "impl": impl,
+                "measured_at": now_iso(),
+                "run_id": run_id,
+                "command": command,
                 "git": git if impl == "ours" else None,
-                "params": {"steps": args.live_steps, "tensors": args.live_tensors, "size": args.live_size,
-                           "pace_s": args.live_pace, "end_delay_s": args.live_end_delay,
-                           "poll_interval_s": poll, "poll_interval_configurable": impl == "ours"},
+                "params": {
+                    "steps": args.live_steps,
+                    "tensors": args.live_tensors,
+                    "size": args.live_size,
+                    "pace_s": args.live_pace,
+                    "end_delay_s": args.live_end_delay,
+                    "poll_interval_s": poll,
+                    "poll_interval_configurable": impl == "ours",
+                },
                 "env": next((r.get("reader_ready") for r in runs if r.get("reader_ready")), None),
                 "runs": runs,
                 "summary": summarize_live(runs, poll),
@@ -644,7 +813,9 @@ def compare(entries: dict, storage: str, workload: str) -> tuple[str, bool]:
             return f"MISMATCH: {impl}'s repeats disagree", True
     if len(sides) < 2:
         return "n/a (one side only)", False
-    params = {impl: (entries[entry_key(storage, workload, impl)].get("trial_params")) for impl in IMPLS}
+    params = {
+        impl: (entries[entry_key(storage, workload, impl)].get("trial_params")) for impl in IMPLS
+    }
     if params["smdebug"] != params["ours"]:
         return "n/a: measured on different trials", True
     a, b = sides["smdebug"], sides["ours"]
@@ -677,8 +848,13 @@ def side_status(e: dict | None, unavailable: dict | None = None) -> str:
     return "failed: " + (e.get("error") or "?").splitlines()[0][:120]
 
 
-KIND_LABELS = (("LIST", "LIST"), ("GET", "GET"), ("RANGED_GET", "ranged GET"), ("HEAD", "HEAD"),
-               ("OTHER", "other"))
+KIND_LABELS = (
+    ("LIST", "LIST"),
+    ("GET", "GET"),
+    ("RANGED_GET", "ranged GET"),
+    ("HEAD", "HEAD"),
+    ("OTHER", "other"),
+)
 
 
 def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
@@ -688,14 +864,18 @@ def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
     entries = data["entries"]
     L.append("## S3 requests")
     L.append("")
-    L.append("One extra run per workload and side (after the timed runs, in the same `--s3` run) with "
-             "`AWS_ENDPOINT_URL` pointing at a counting proxy on 127.0.0.1 in front of the moto server "
-             "(`bench/s3_requests.py`, built on tests/support/faulty_proxy.py with no faults). "
-             "Every request the server would see is counted, retries included: **LIST** = ListObjects(V2) "
-             "(a GET with `list-type`/`prefix`/...), **GET** = a whole-object GET, **ranged GET** = a GET "
-             "with a `Range` header, **HEAD**, **other** = anything else. MiB = response bodies received.")
+    L.append(
+        "One extra run per workload and side (after the timed runs, in the same `--s3` run) with "
+        "`AWS_ENDPOINT_URL` pointing at a counting proxy on 127.0.0.1 in front of the moto server "
+        "(`bench/s3_requests.py`, built on tests/support/faulty_proxy.py with no faults). "
+        "Every request the server would see is counted, retries included: **LIST** = ListObjects(V2) "
+        "(a GET with `list-type`/`prefix`/...), **GET** = a whole-object GET, **ranged GET** = a GET "
+        "with a `Range` header, **HEAD**, **other** = anything else. MiB = response bodies received."
+    )
     L.append("")
-    L.append("| workload | side | LIST | GET | ranged GET | HEAD | other | total | MiB received | values |")
+    L.append(
+        "| workload | side | LIST | GET | ranged GET | HEAD | other | total | MiB received | values |"
+    )
     L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     totals: dict[str, dict[str, int]] = {}
     for workload in S3_WORKLOADS:
@@ -704,13 +884,17 @@ def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
             if not e:
                 continue
             if "error" in e or not e.get("counts"):
-                L.append(f"| {workload} | {impl} | failed: {(e.get('error') or '?').splitlines()[0][:80]} "
-                         "| | | | | | | |")
+                L.append(
+                    f"| {workload} | {impl} | failed: {(e.get('error') or '?').splitlines()[0][:80]} "
+                    "| | | | | | | |"
+                )
                 continue
             c = e["counts"]
             totals.setdefault(workload, {})[impl] = c["total"]
             mib = sum((e.get("body_bytes") or {}).values()) / 2**20
-            timed = ((entries.get(entry_key("s3", workload, impl)) or {}).get("summary") or {}).get("checksums")
+            timed = ((entries.get(entry_key("s3", workload, impl)) or {}).get("summary") or {}).get(
+                "checksums"
+            )
             if not timed:
                 values = "–"
             elif [e.get("checksum")] == timed:
@@ -723,24 +907,35 @@ def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
     L.append("")
     for workload, t in totals.items():
         if "smdebug" in t and "ours" in t and t["ours"]:
-            L.append(f"- {workload}: smdebug makes {t['smdebug'] / t['ours']:.1f}x as many requests as ours "
-                     f"({t['smdebug']} vs {t['ours']}).")
+            L.append(
+                f"- {workload}: smdebug makes {t['smdebug'] / t['ours']:.1f}x as many requests as ours "
+                f"({t['smdebug']} vs {t['ours']})."
+            )
     trial = data.get("trial") or {}
     if trial.get("steps"):
-        L.append(f"- The trial has {trial['steps']} index files and {trial['steps']} event files "
-                 "(a LIST page holds at most 1000 keys). DESIGN.md §6 asks for one GET per index file, one "
-                 "ranged GET per event file a read needs, and never a LIST per tensor read.")
+        L.append(
+            f"- The trial has {trial['steps']} index files and {trial['steps']} event files "
+            "(a LIST page holds at most 1000 keys). DESIGN.md §6 asks for one GET per index file, one "
+            "ranged GET per event file a read needs, and never a LIST per tensor read."
+        )
     ka = sorted({bool(e.get("keep_alive")) for e in reqs.values()})
     if ka == [False]:
-        L.append("- The proxy closed each connection after its answer, as the moto server does "
-                 "(`Connection: close`), so the readers connect as in the timed runs.")
+        L.append(
+            "- The proxy closed each connection after its answer, as the moto server does "
+            "(`Connection: close`), so the readers connect as in the timed runs."
+        )
     elif True in ka:
-        L.append("- **Some runs kept client connections alive** (`--requests-keep-alive`), unlike the moto "
-                 "server: smdebug's forked index readers then share sockets and can read wrong values.")
+        L.append(
+            "- **Some runs kept client connections alive** (`--requests-keep-alive`), unlike the moto "
+            "server: smdebug's forked index readers then share sockets and can read wrong values."
+        )
     when = sorted({e.get("measured_at") for e in reqs.values() if e.get("measured_at")})
     if when:
-        L.append(f"- measured {when[0]}" + (f" to {when[-1]}" if len(when) > 1 else "")
-                 + "; the proxy adds latency, so these runs' seconds are not used anywhere.")
+        L.append(
+            f"- measured {when[0]}"
+            + (f" to {when[-1]}" if len(when) > 1 else "")
+            + "; the proxy adds latency, so these runs' seconds are not used anywhere."
+        )
     L.append("")
 
 
@@ -750,13 +945,17 @@ def report_live(L: list[str], data: dict) -> None:
         return
     L.append("## Live latency")
     L.append("")
-    L.append("`bench/live.py`: a writer process uploads the steps of a trial to the moto server one at a time "
-             "at a steady pace (event file, then index file, with boto3; the bytes come from "
-             "`evaluator.testing.TrialWriter`), while a reader process calls `wait_for_steps([s])` for each "
-             "step in order. **Latency** = from the index file's PUT returning to `wait_for_steps` returning. "
-             "Target (docs/DESIGN.md §6): p50 below the poll interval + 200 ms.")
+    L.append(
+        "`bench/live.py`: a writer process uploads the steps of a trial to the moto server one at a time "
+        "at a steady pace (event file, then index file, with boto3; the bytes come from "
+        "`evaluator.testing.TrialWriter`), while a reader process calls `wait_for_steps([s])` for each "
+        "step in order. **Latency** = from the index file's PUT returning to `wait_for_steps` returning. "
+        "Target (docs/DESIGN.md §6): p50 below the poll interval + 200 ms."
+    )
     L.append("")
-    L.append("| side | poll interval s | steps seen | p50 s | p95 s | max s | min s | target: p50 < s | met |")
+    L.append(
+        "| side | poll interval s | steps seen | p50 s | p95 s | max s | min s | target: p50 < s | met |"
+    )
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|:-:|")
     for impl in IMPLS:
         e = live.get(impl)
@@ -766,13 +965,17 @@ def report_live(L: list[str], data: dict) -> None:
         poll = (e.get("params") or {}).get("poll_interval_s")
         poll_txt = f"{poll:g}" + ("" if impl == "ours" else " (fixed)") if poll is not None else "–"
         if not s:
-            L.append(f"| {impl} | {poll_txt} | 0 | failed: {(e.get('error') or '?').splitlines()[0][:80]} "
-                     "| | | | | |")
+            L.append(
+                f"| {impl} | {poll_txt} | 0 | failed: {(e.get('error') or '?').splitlines()[0][:80]} "
+                "| | | | | |"
+            )
             continue
         want = sum(r.get("steps_uploaded", 0) for r in e["runs"])
-        L.append(f"| {impl} | {poll_txt} | {s['n']} of {want} | {s['p50_s']:.3f} | {s['p95_s']:.3f} | "
-                 f"{s['max_s']:.3f}{' (step ' + str(s['max_step']) + ')' if 'max_step' in s else ''} | {s['min_s']:.3f} | {s['target_p50_s']:.2f} | "
-                 f"{'yes' if s['p50_within_target'] else 'NO'} |")
+        L.append(
+            f"| {impl} | {poll_txt} | {s['n']} of {want} | {s['p50_s']:.3f} | {s['p95_s']:.3f} | "
+            f"{s['max_s']:.3f}{' (step ' + str(s['max_step']) + ')' if 'max_step' in s else ''} | {s['min_s']:.3f} | {s['target_p50_s']:.2f} | "
+            f"{'yes' if s['p50_within_target'] else 'NO'} |"
+        )
     L.append("")
     for impl in IMPLS:
         e = live.get(impl)
@@ -782,10 +985,13 @@ def report_live(L: list[str], data: dict) -> None:
         runs = e.get("runs") or []
         paces = [r["pace_s_median"] for r in runs if r.get("pace_s_median") is not None]
         puts = [r["index_put_s_median"] for r in runs if r.get("index_put_s_median") is not None]
-        line = (f"- {impl}: {len(runs)} run(s), {e.get('measured_at')}; {prm.get('steps')} steps of "
-                f"{prm.get('tensors')} float32 tensors x {prm.get('size')} values, one every {prm.get('pace_s')} s "
-                f"(achieved median {statistics.median(paces):.3f} s)" if paces else
-                f"- {impl}: {len(runs)} run(s), {e.get('measured_at')}")
+        line = (
+            f"- {impl}: {len(runs)} run(s), {e.get('measured_at')}; {prm.get('steps')} steps of "
+            f"{prm.get('tensors')} float32 tensors x {prm.get('size')} values, one every {prm.get('pace_s')} s "
+            f"(achieved median {statistics.median(paces):.3f} s)"
+            if paces
+            else f"- {impl}: {len(runs)} run(s), {e.get('measured_at')}"
+        )
         if puts:
             line += f"; index PUT median {statistics.median(puts) * 1000:.0f} ms"
         if e.get("loadavg_1min") is not None:
@@ -796,8 +1002,10 @@ def report_live(L: list[str], data: dict) -> None:
             line += f"; **problem:** {e['error'].splitlines()[0][:200]}"
         L.append(line)
     if "smdebug" in live:
-        L.append("- smdebug's `wait_for_steps` sleeps a hard-coded 2 s between checks, so its latency is "
-                 "judged against 2 s + 200 ms; it has no poll-interval option.")
+        L.append(
+            "- smdebug's `wait_for_steps` sleeps a hard-coded 2 s between checks, so its latency is "
+            "judged against 2 s + 200 ms; it has no poll-interval option."
+        )
     L.append("")
 
 
@@ -822,8 +1030,10 @@ def rules_common(entries: dict, storage: str) -> dict:
     common = sorted(set.intersection(*sets)) if sets and all(runs.values()) else []
     out: dict = {"rules": common}
     for i in IMPLS:
-        totals = [r["phases"]["create_trial"] + sum(_ran(r)[n]["seconds"] for n in common)
-                  for r in runs[i]]
+        totals = [
+            r["phases"]["create_trial"] + sum(_ran(r)[n]["seconds"] for n in common)
+            for r in runs[i]
+        ]
         out[i] = median(totals) if totals and common else None
     return out
 
@@ -841,8 +1051,12 @@ def _rule_agreement(entries: dict, storage: str) -> dict[str, tuple[str, bool]]:
         sigs: dict[str, set] = {}
         for i in IMPLS:
             sigs[i] = {_fired_sig(_ran(r)[n]) for r in runs[i] if n in _ran(r)}
-        params = {json.dumps(_ran(r)[n].get("params"), sort_keys=True)
-                  for i in IMPLS for r in runs[i] if n in _ran(r)}
+        params = {
+            json.dumps(_ran(r)[n].get("params"), sort_keys=True)
+            for i in IMPLS
+            for r in runs[i]
+            if n in _ran(r)
+        }
         bad_repeat = [i for i in IMPLS if len(sigs[i]) > 1]
         if len(params) > 1:  # rules_plan.py changed between the stored runs
             out[n] = ("n/a: the stored runs used different parameters (run both sides again)", True)
@@ -863,7 +1077,9 @@ def rules_compare(entries: dict, storage: str) -> tuple[str, bool]:
     runs = {i: _rules_runs(entries, storage, i) for i in IMPLS}
     if not runs["smdebug"] or not runs["ours"]:
         return "n/a (one side only)", False
-    params = {i: (entries[entry_key(storage, RULES_WORKLOAD, i)].get("trial_params")) for i in IMPLS}
+    params = {
+        i: (entries[entry_key(storage, RULES_WORKLOAD, i)].get("trial_params")) for i in IMPLS
+    }
     if params["smdebug"] != params["ours"]:
         return "n/a: measured on different trials", True
     agree = _rule_agreement(entries, storage)
@@ -886,18 +1102,20 @@ def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) ->
     runs = {i: _rules_runs(entries, storage, i) for i in IMPLS}
     L.append(f"## {storage}: rules")
     L.append("")
-    L.append("`bench/rules_workload.py`: **the same rule classes** (`rules_builtin/` of this checkout) on "
-             "both sides, each rule over all steps of the trial, one after the other on one trial "
-             "opened once. **ours**: `evaluator.trial.create_trial`, `build_rule`, "
-             "`invoke_rule(rule, raise_eval_cond=False, continue_after_fire=True)`. **smdebug**: "
-             "stand-in `evaluator.*` modules make the rule modules subclass `smdebug.rules.Rule` and "
-             "raise/catch smdebug's exceptions; `smdebug.trials.create_trial`, `cls(trial, **params)`, "
-             "`smdebug.rules.invoke_rule(rule, start_step=0, end_step=None, raise_eval_cond=False)` "
-             "until its `NoMoreData`. Parameters: `bench/rules_plan.py` (chosen so that each rule reads "
-             "the trial's tensors at every step and, where its logic allows, fires at some steps). "
-             "A rule's seconds = build (and, for SimilarAcrossRuns, opening the other trial) + the "
-             "whole invoke_rule walk. **Fired steps agree** = same steps evaluated and the same list "
-             "of fired steps (hash).")
+    L.append(
+        "`bench/rules_workload.py`: **the same rule classes** (`rules_builtin/` of this checkout) on "
+        "both sides, each rule over all steps of the trial, one after the other on one trial "
+        "opened once. **ours**: `evaluator.trial.create_trial`, `build_rule`, "
+        "`invoke_rule(rule, raise_eval_cond=False, continue_after_fire=True)`. **smdebug**: "
+        "stand-in `evaluator.*` modules make the rule modules subclass `smdebug.rules.Rule` and "
+        "raise/catch smdebug's exceptions; `smdebug.trials.create_trial`, `cls(trial, **params)`, "
+        "`smdebug.rules.invoke_rule(rule, start_step=0, end_step=None, raise_eval_cond=False)` "
+        "until its `NoMoreData`. Parameters: `bench/rules_plan.py` (chosen so that each rule reads "
+        "the trial's tensors at every step and, where its logic allows, fires at some steps). "
+        "A rule's seconds = build (and, for SimilarAcrossRuns, opening the other trial) + the "
+        "whole invoke_rule walk. **Fired steps agree** = same steps evaluated and the same list "
+        "of fired steps (hash)."
+    )
     L.append("")
     if not runs["smdebug"] and not runs["ours"]:
         for i in IMPLS:
@@ -908,8 +1126,10 @@ def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) ->
     agree = _rule_agreement(entries, storage)
     sample = {i: (runs[i][0] if runs[i] else None) for i in IMPLS}
     names = sorted({n for i in IMPLS if sample[i] for n in sample[i]["rules"]})
-    L.append("| rule | parameters | smdebug s | ours s | smdebug / ours | fired: smdebug | fired: ours "
-             "| fired steps agree |")
+    L.append(
+        "| rule | parameters | smdebug s | ours s | smdebug / ours | fired: smdebug | fired: ours "
+        "| fired steps agree |"
+    )
     L.append("|---|---|---:|---:|---:|---:|---:|:-:|")
     excluded: list[str] = []
     skipped: list[tuple[str, str]] = []
@@ -935,29 +1155,43 @@ def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) ->
         params = _params_text(any_rec.get("params") or {})
         if not any_rec.get("planned", True):
             params += " (not in the plan)"
-        L.append(f"| {n} | {params} | {fmt_s(secs['smdebug'])} | {fmt_s(secs['ours'])} | "
-                 f"{fmt_ratio(ratio(secs['smdebug'], secs['ours']))} | {fired['smdebug']} | {fired['ours']} | "
-                 f"{verdict} |")
+        L.append(
+            f"| {n} | {params} | {fmt_s(secs['smdebug'])} | {fmt_s(secs['ours'])} | "
+            f"{fmt_ratio(ratio(secs['smdebug'], secs['ours']))} | {fired['smdebug']} | {fired['ours']} | "
+            f"{verdict} |"
+        )
     common = rules_common(entries, storage)
     ct = {i: med[i].get("create_trial") for i in IMPLS}
-    L.append(f"| create_trial (once) | | {fmt_s(ct['smdebug'])} | {fmt_s(ct['ours'])} | "
-             f"{fmt_ratio(ratio(ct['smdebug'], ct['ours']))} | | | |")
+    L.append(
+        f"| create_trial (once) | | {fmt_s(ct['smdebug'])} | {fmt_s(ct['ours'])} | "
+        f"{fmt_ratio(ratio(ct['smdebug'], ct['ours']))} | | | |"
+    )
     sp = ratio(common["smdebug"], common["ours"])
     target = "–" if sp is None else ("yes" if sp >= TARGET_SPEEDUP else "NO")
-    L.append(f"| **total** (create_trial + the {len(common['rules'])} rules both ran) | | "
-             f"**{fmt_s(common['smdebug'])}** | **{fmt_s(common['ours'])}** | **{fmt_ratio(sp)}** | | | "
-             f"≥{TARGET_SPEEDUP:.0f}x: **{target}** |")
+    L.append(
+        f"| **total** (create_trial + the {len(common['rules'])} rules both ran) | | "
+        f"**{fmt_s(common['smdebug'])}** | **{fmt_s(common['ours'])}** | **{fmt_ratio(sp)}** | | | "
+        f"≥{TARGET_SPEEDUP:.0f}x: **{target}** |"
+    )
     peaks = {i: (es[i] or {}).get("summary", {}).get("peak_rss_mib") for i in IMPLS}
     mr = ratio(peaks["smdebug"], peaks["ours"])
-    L.append(f"| peak RSS of the process, MiB | | {fmt_s(peaks['smdebug'])} | {fmt_s(peaks['ours'])} | "
-             f"{fmt_ratio(mr)} | | | lower: {'–' if mr is None else ('yes' if mr > 1 else 'NO')} |")
+    L.append(
+        f"| peak RSS of the process, MiB | | {fmt_s(peaks['smdebug'])} | {fmt_s(peaks['ours'])} | "
+        f"{fmt_ratio(mr)} | | | lower: {'–' if mr is None else ('yes' if mr > 1 else 'NO')} |"
+    )
     L.append("")
-    L.append("Reference (shared/bench/README.md): smdebug 1.0.34 ran \"9 rules over all 2000 steps through "
-             "`invoke_rule`\" in 109 s, 565 MiB on this kind of machine; which rules and parameters it used "
-             "is not recorded, so compare the ratio measured here, not the absolute seconds.")
+    L.append(
+        'Reference (shared/bench/README.md): smdebug 1.0.34 ran "9 rules over all 2000 steps through '
+        '`invoke_rule`" in 109 s, 565 MiB on this kind of machine; which rules and parameters it used '
+        "is not recorded, so compare the ratio measured here, not the absolute seconds."
+    )
     L.append("")
-    only = {i: sorted(n for n in (set(_ran(sample[i])) if sample[i] else set()) if n not in common["rules"])
-            for i in IMPLS}
+    only = {
+        i: sorted(
+            n for n in (set(_ran(sample[i])) if sample[i] else set()) if n not in common["rules"]
+        )
+        for i in IMPLS
+    }
     if excluded or any(only.values()):
         L.append("Not in the total (run by one side only):")
         L.append("")
@@ -976,7 +1210,12 @@ def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) ->
         for n, why in skipped:
             L.append(f"- **{n}**: {why}")
         L.append("")
-    fails = {m: err for i in IMPLS if sample[i] for m, err in (sample[i].get("import_failures") or {}).items()}
+    fails = {
+        m: err
+        for i in IMPLS
+        if sample[i]
+        for m, err in (sample[i].get("import_failures") or {}).items()
+    }
     if fails:
         L.append("Rule modules that did not import (their rules did not run):")
         L.append("")
@@ -996,7 +1235,11 @@ def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) ->
         line = f"- {i}: {side_status(e)}"
         if e and e.get("summary"):
             ok = [r for r in e["runs"] if "error" not in r]
-            line += "; total of everything it ran per run: " + ", ".join(fmt_s(r.get("total_s")) for r in ok) + " s"
+            line += (
+                "; total of everything it ran per run: "
+                + ", ".join(fmt_s(r.get("total_s")) for r in ok)
+                + " s"
+            )
             loads = [x for r in ok for x in (r.get("loadavg_1min") or [])]
             if loads:
                 line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
@@ -1005,15 +1248,24 @@ def report_rules(L: list[str], data: dict, storage: str, problems: list[str]) ->
             cpu = [r["process_cpu_s"] for r in ok if r.get("process_cpu_s") is not None]
             if cpu:
                 line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
-            rss = [r.get("rss_after_import_mib") for r in ok if r.get("rss_after_import_mib") is not None]
+            rss = [
+                r.get("rss_after_import_mib")
+                for r in ok
+                if r.get("rss_after_import_mib") is not None
+            ]
             if rss:
                 line += f"; RSS after the imports {fmt_s(rss[0])} MiB"
             if i == "ours" and (e.get("git") or {}).get("commit"):
-                line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
+                line += (
+                    f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
+                )
         L.append(line)
     if es["smdebug"] and es["ours"] and runs["smdebug"] and runs["ours"]:
-        L.append("- both sides measured in the same run (alternating)" if same_run(es["smdebug"], es["ours"]) else
-                 "- the two sides were measured in **separate runs**: the machine's load may differ")
+        L.append(
+            "- both sides measured in the same run (alternating)"
+            if same_run(es["smdebug"], es["ours"])
+            else "- the two sides were measured in **separate runs**: the machine's load may differ"
+        )
     L.append("")
 
 
@@ -1024,28 +1276,36 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     L: list[str] = []
     L.append("# Benchmark: our trial reader vs smdebug 1.0.34")
     L.append("")
-    L.append(f"_Generated {now_iso()} by `bench/run.py` from `{rel(results_path)}`; do not edit by hand "
-             "(`.venv/bin/python bench/run.py --report-only` rewrites it). How to read it: bench/README.md._")
+    L.append(
+        f"_Generated {now_iso()} by `bench/run.py` from `{rel(results_path)}`; do not edit by hand "
+        "(`.venv/bin/python bench/run.py --report-only` rewrites it). How to read it: bench/README.md._"
+    )
     L.append("")
-    L.append(f"Targets (docs/DESIGN.md §6): at least **{TARGET_SPEEDUP:.0f}x** smdebug's speed "
-             "(speed-up = smdebug seconds / ours seconds) and a **lower peak memory** "
-             "(memory ratio = smdebug MiB / ours MiB, above 1 is better). Medians of fresh-process runs; "
-             "peak memory is the whole process's `ru_maxrss` (interpreter and imports included).")
+    L.append(
+        f"Targets (docs/DESIGN.md §6): at least **{TARGET_SPEEDUP:.0f}x** smdebug's speed "
+        "(speed-up = smdebug seconds / ours seconds) and a **lower peak memory** "
+        "(memory ratio = smdebug MiB / ours MiB, above 1 is better). Medians of fresh-process runs; "
+        "peak memory is the whole process's `ru_maxrss` (interpreter and imports included)."
+    )
     L.append("")
     trial = data.get("trial") or {}
     if trial:
-        L.append(f"Trial: `{trial.get('path', '?')}`: {trial.get('steps')} steps x {trial.get('tensors')} "
-                 f"float32 tensors x {trial.get('size')} values, 1 worker ({trial.get('worker')}), "
-                 f"TRAIN mode, {trial.get('files')} files, {trial.get('bytes', 0) / 2**20:.0f} MiB, "
-                 f"written by smdebug {trial.get('smdebug_version')}'s own FileWriter (seed {trial.get('seed')}). "
-                 "S3 runs read the same files uploaded to a moto server on 127.0.0.1 (it shares the 2 cores).")
+        L.append(
+            f"Trial: `{trial.get('path', '?')}`: {trial.get('steps')} steps x {trial.get('tensors')} "
+            f"float32 tensors x {trial.get('size')} values, 1 worker ({trial.get('worker')}), "
+            f"TRAIN mode, {trial.get('files')} files, {trial.get('bytes', 0) / 2**20:.0f} MiB, "
+            f"written by smdebug {trial.get('smdebug_version')}'s own FileWriter (seed {trial.get('seed')}). "
+            "S3 runs read the same files uploaded to a moto server on 127.0.0.1 (it shares the 2 cores)."
+        )
         L.append("")
 
     # Summary
     L.append("## Summary")
     L.append("")
-    L.append("| storage | workload | smdebug s | ours s | speed-up | ≥10x | smdebug peak MiB | ours peak MiB "
-             "| memory ratio | lower | values |")
+    L.append(
+        "| storage | workload | smdebug s | ours s | speed-up | ≥10x | smdebug peak MiB | ours peak MiB "
+        "| memory ratio | lower | values |"
+    )
     L.append("|---|---|---:|---:|---:|:-:|---:|---:|---:|:-:|---|")
     combos = []
     for storage in ("local", "s3"):
@@ -1065,14 +1325,28 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
             label = f"rules ({len(common['rules'])} run by both: create_trial + the rules)"
             lines = [(label, common["smdebug"], common["ours"], True)]
         elif workload != "metadata":
-            lines.append((f"{workload}: reads only", (sm.get("phases") or {}).get("reads"),
-                          (ou.get("phases") or {}).get("reads"), False))
+            lines.append(
+                (
+                    f"{workload}: reads only",
+                    (sm.get("phases") or {}).get("reads"),
+                    (ou.get("phases") or {}).get("reads"),
+                    False,
+                )
+            )
         for label, a, b, first in lines:
             sp = ratio(a, b)
-            mem = (f"{fmt_s(sm.get('peak_rss_mib'))} | {fmt_s(ou.get('peak_rss_mib'))} | {fmt_ratio(mr)} | "
-                   f"{'–' if mr is None else ('yes' if mr > 1 else 'NO')} | {verdict}") if first else "〃 | 〃 | 〃 | 〃 | 〃"
-            L.append(f"| {storage} | {label} | {fmt_s(a)} | {fmt_s(b)} | {fmt_ratio(sp)} | "
-                     f"{'–' if sp is None else ('yes' if sp >= TARGET_SPEEDUP else 'NO')} | {mem} |")
+            mem = (
+                (
+                    f"{fmt_s(sm.get('peak_rss_mib'))} | {fmt_s(ou.get('peak_rss_mib'))} | {fmt_ratio(mr)} | "
+                    f"{'–' if mr is None else ('yes' if mr > 1 else 'NO')} | {verdict}"
+                )
+                if first
+                else "〃 | 〃 | 〃 | 〃 | 〃"
+            )
+            L.append(
+                f"| {storage} | {label} | {fmt_s(a)} | {fmt_s(b)} | {fmt_ratio(sp)} | "
+                f"{'–' if sp is None else ('yes' if sp >= TARGET_SPEEDUP else 'NO')} | {mem} |"
+            )
     L.append("")
 
     # Per workload
@@ -1089,8 +1363,12 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
         L.append("| phase | smdebug s | ours s | smdebug / ours |")
         L.append("|---|---:|---:|---:|")
         rows = [("**total** (everything after the import)", "total_s", None)]
-        labels = {"checksum_s": "checksum (est., inside reads)", "reads_net": "reads minus checksum (est.)",
-                  "pass1": "pass1 (reads)", "pass2": "pass2 (reads)"}
+        labels = {
+            "checksum_s": "checksum (est., inside reads)",
+            "reads_net": "reads minus checksum (est.)",
+            "pass1": "pass1 (reads)",
+            "pass2": "pass2 (reads)",
+        }
         rows += [(labels.get(p, p), None, p) for p in PHASES[workload]]
         rows += [("peak RSS, MiB", "peak_rss_mib", None)]
         for label, key, phase in rows:
@@ -1100,14 +1378,18 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
                 vals.append(s.get(key) if key else (s.get("phases") or {}).get(phase))
             if all(v is None for v in vals):
                 continue
-            L.append(f"| {label} | {fmt_s(vals[0])} | {fmt_s(vals[1])} | {fmt_ratio(ratio(vals[0], vals[1]))} |")
+            L.append(
+                f"| {label} | {fmt_s(vals[0])} | {fmt_s(vals[1])} | {fmt_ratio(ratio(vals[0], vals[1]))} |"
+            )
         L.append("")
         for i in IMPLS:
             e = es[i]
             line = f"- {i}: {side_status(e, data.get('ours_unavailable') if i == 'ours' else None)}"
             if e and e.get("summary"):
                 runs = [r for r in e["runs"] if "error" not in r]
-                line += "; total per run: " + ", ".join(fmt_s(r.get("total_s")) for r in runs) + " s"
+                line += (
+                    "; total per run: " + ", ".join(fmt_s(r.get("total_s")) for r in runs) + " s"
+                )
                 loads = [x for r in runs for x in (r.get("loadavg_1min") or [])]
                 if loads:
                     line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
@@ -1124,16 +1406,23 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
         L.append(f"- values read by both: **{verdict}**")
         if es["smdebug"] and es["ours"] and ss["smdebug"] and ss["ours"]:
             same = same_run(es["smdebug"], es["ours"])
-            L.append("- both sides measured in the same run (alternating)" if same else
-                     "- the two sides were measured in **separate runs**: the machine's load may differ "
-                     "(`--impl both` measures them together)")
+            L.append(
+                "- both sides measured in the same run (alternating)"
+                if same
+                else "- the two sides were measured in **separate runs**: the machine's load may differ "
+                "(`--impl both` measures them together)"
+            )
         if storage == "s3":
             for i in IMPLS:
                 a = ((es[i] or {}).get("summary") or {}).get("checksums")
-                b = ((entries.get(entry_key("local", workload, i)) or {}).get("summary") or {}).get("checksums")
+                b = ((entries.get(entry_key("local", workload, i)) or {}).get("summary") or {}).get(
+                    "checksums"
+                )
                 if a and b:
                     same = a == b
-                    L.append(f"- {i}: S3 values {'identical to' if same else 'DIFFERENT from'} its local run")
+                    L.append(
+                        f"- {i}: S3 values {'identical to' if same else 'DIFFERENT from'} its local run"
+                    )
                     if not same:
                         problems.append(f"s3/{workload}/{i}: values differ from the local run")
         L.append("")
@@ -1152,10 +1441,17 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
                 break
     L.append("| | smdebug side | ours side |")
     L.append("|---|---|---|")
-    for label, key in (("library", "impl_version"), ("python", "python"), ("numpy", "numpy"),
-                       ("protobuf", "protobuf"), ("protobuf implementation", "protobuf_impl"),
-                       ("nproc", "nproc"), ("CPU", "cpu"), ("platform", "platform"),
-                       ("interpreter", "executable")):
+    for label, key in (
+        ("library", "impl_version"),
+        ("python", "python"),
+        ("numpy", "numpy"),
+        ("protobuf", "protobuf"),
+        ("protobuf implementation", "protobuf_impl"),
+        ("nproc", "nproc"),
+        ("CPU", "cpu"),
+        ("platform", "platform"),
+        ("interpreter", "executable"),
+    ):
         vals = []
         for i in IMPLS:
             v = (envs.get(i) or {}).get(key)
@@ -1164,15 +1460,21 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
             vals.append("–" if v is None else str(v))
         L.append(f"| {label} | {vals[0]} | {vals[1]} |")
     if len(envs) == 2 and (envs["smdebug"].get("cpu"), envs["smdebug"].get("nproc")) != (
-            envs["ours"].get("cpu"), envs["ours"].get("nproc")):
+        envs["ours"].get("cpu"),
+        envs["ours"].get("nproc"),
+    ):
         L.append("")
-        L.append("**Warning:** the two sides were measured on different machines; the ratios are not meaningful.")
+        L.append(
+            "**Warning:** the two sides were measured on different machines; the ratios are not meaningful."
+        )
     L.append("")
 
     # Reproduce
     L.append("## Reproduce")
     L.append("")
-    L.append("From the repository root (the runner creates `bench/.work/venv-smdebug` and the trial if missing):")
+    L.append(
+        "From the repository root (the runner creates `bench/.work/venv-smdebug` and the trial if missing):"
+    )
     L.append("")
     L.append("```sh")
     cmds = []
@@ -1190,7 +1492,9 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     L.append("")
     L.append("```sh")
     t = trial.get("path") or rel(make_trial.DEFAULT_OUT)
-    L.append(f"{rel(SMDEBUG_PY)} bench/workloads.py --impl smdebug --trial {t} --workload values100")
+    L.append(
+        f"{rel(SMDEBUG_PY)} bench/workloads.py --impl smdebug --trial {t} --workload values100"
+    )
     L.append(f".venv/bin/python bench/workloads.py --impl ours --trial {t} --workload values100")
     L.append(f"{rel(SMDEBUG_PY)} bench/rules_workload.py --impl smdebug --trial {t}")
     L.append(f".venv/bin/python bench/rules_workload.py --impl ours --trial {t}")
@@ -1211,48 +1515,117 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
 
 def main(argv: list[str] | None = None) -> int:
     if os.environ.get("PYTEST_CURRENT_TEST"):
-        print("bench/run.py is a benchmark; it is never run or timed inside the test suite", file=sys.stderr)
+        print(
+            "bench/run.py is a benchmark; it is never run or timed inside the test suite",
+            file=sys.stderr,
+        )
         return 2
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--impl", choices=("both",) + IMPLS, default="both",
-                   help="run one side only; the other side's stored figures are kept (default: both)")
-    p.add_argument("--workloads", default=None,
-                   help=f"comma list of {','.join(LOCAL_WORKLOADS)}, or all (default: {','.join(WORKLOADS)}; "
-                        f"with --s3: {','.join(S3_WORKLOADS)})")
-    p.add_argument("--repeat", type=int, default=None,
-                   help="fresh-process runs per workload and side (default 3; with --live: 1)")
-    p.add_argument("--s3", action="store_true",
-                   help="read the trial from S3 (a moto server on 127.0.0.1 started here) instead of the local folder")
-    p.add_argument("--trial", default=make_trial.DEFAULT_OUT, help="local trial folder (default: %(default)s)")
-    p.add_argument("--ours-python", default=OURS_PY_DEFAULT, help="interpreter for --impl ours (default: %(default)s)")
-    p.add_argument("--moto-server", default=MOTO_SERVER_DEFAULT, help="moto_server executable (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds allowed per workload process")
-    p.add_argument("--results", default=RESULTS_JSON, help="raw figures, read and updated (default: %(default)s)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--impl",
+        choices=("both",) + IMPLS,
+        default="both",
+        help="run one side only; the other side's stored figures are kept (default: both)",
+    )
+    p.add_argument(
+        "--workloads",
+        default=None,
+        help=f"comma list of {','.join(LOCAL_WORKLOADS)}, or all (default: {','.join(WORKLOADS)}; "
+        f"with --s3: {','.join(S3_WORKLOADS)})",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="fresh-process runs per workload and side (default 3; with --live: 1)",
+    )
+    p.add_argument(
+        "--s3",
+        action="store_true",
+        help="read the trial from S3 (a moto server on 127.0.0.1 started here) instead of the local folder",
+    )
+    p.add_argument(
+        "--trial", default=make_trial.DEFAULT_OUT, help="local trial folder (default: %(default)s)"
+    )
+    p.add_argument(
+        "--ours-python",
+        default=OURS_PY_DEFAULT,
+        help="interpreter for --impl ours (default: %(default)s)",
+    )
+    p.add_argument(
+        "--moto-server",
+        default=MOTO_SERVER_DEFAULT,
+        help="moto_server executable (default: %(default)s)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=1800, help="seconds allowed per workload process"
+    )
+    p.add_argument(
+        "--results",
+        default=RESULTS_JSON,
+        help="raw figures, read and updated (default: %(default)s)",
+    )
     p.add_argument("--report", default=RESULTS_MD, help="the report written (default: %(default)s)")
-    p.add_argument("--report-only", action="store_true", help="only rewrite the report from the stored figures")
+    p.add_argument(
+        "--report-only", action="store_true", help="only rewrite the report from the stored figures"
+    )
     g = p.add_argument_group("S3 request counts (with --s3)")
-    g.add_argument("--no-requests", action="store_true",
-                   help="skip the request-count runs (by default --s3 adds one run per workload and side "
-                        "through a counting proxy, after the timed runs)")
-    g.add_argument("--requests-only", action="store_true",
-                   help="only the request-count runs; the stored timings are kept")
-    g.add_argument("--requests-keep-alive", action="store_true",
-                   help="let the counting proxy keep client connections alive (moto closes each one; "
-                        "smdebug then reads wrong values, see bench/README.md)")
+    g.add_argument(
+        "--no-requests",
+        action="store_true",
+        help="skip the request-count runs (by default --s3 adds one run per workload and side "
+        "through a counting proxy, after the timed runs)",
+    )
+    g.add_argument(
+        "--requests-only",
+        action="store_true",
+        help="only the request-count runs; the stored timings are kept",
+    )
+    g.add_argument(
+        "--requests-keep-alive",
+        action="store_true",
+        help="let the counting proxy keep client connections alive (moto closes each one; "
+        "smdebug then reads wrong values, see bench/README.md)",
+    )
     g = p.add_argument_group("live latency (--live)")
-    g.add_argument("--live", action="store_true",
-                   help="live latency instead of the offline workloads: a writer uploads steps to a moto server "
-                        "at a steady pace, the reader's wait_for_steps waits for each")
-    g.add_argument("--live-steps", type=int, default=60, help="steps uploaded per run (default %(default)s)")
-    g.add_argument("--live-pace", type=float, default=0.3, help="seconds between steps (default %(default)s)")
-    g.add_argument("--live-poll", type=float, default=1.0,
-                   help="ours' poll_interval (default %(default)s); smdebug's is fixed at 2 s")
-    g.add_argument("--live-tensors", type=int, default=4, help="tensors per step (default %(default)s)")
-    g.add_argument("--live-size", type=int, default=256, help="float32 values per tensor (default %(default)s)")
-    g.add_argument("--live-end-delay", type=float, default=5.0,
-                   help="seconds after the last step before training_job_end.ts (default %(default)s)")
-    g.add_argument("--live-slack", type=float, default=60.0,
-                   help="seconds allowed beyond the upload time before a run is cut (default %(default)s)")
+    g.add_argument(
+        "--live",
+        action="store_true",
+        help="live latency instead of the offline workloads: a writer uploads steps to a moto server "
+        "at a steady pace, the reader's wait_for_steps waits for each",
+    )
+    g.add_argument(
+        "--live-steps", type=int, default=60, help="steps uploaded per run (default %(default)s)"
+    )
+    g.add_argument(
+        "--live-pace", type=float, default=0.3, help="seconds between steps (default %(default)s)"
+    )
+    g.add_argument(
+        "--live-poll",
+        type=float,
+        default=1.0,
+        help="ours' poll_interval (default %(default)s); smdebug's is fixed at 2 s",
+    )
+    g.add_argument(
+        "--live-tensors", type=int, default=4, help="tensors per step (default %(default)s)"
+    )
+    g.add_argument(
+        "--live-size", type=int, default=256, help="float32 values per tensor (default %(default)s)"
+    )
+    g.add_argument(
+        "--live-end-delay",
+        type=float,
+        default=5.0,
+        help="seconds after the last step before training_job_end.ts (default %(default)s)",
+    )
+    g.add_argument(
+        "--live-slack",
+        type=float,
+        default=60.0,
+        help="seconds allowed beyond the upload time before a run is cut (default %(default)s)",
+    )
     args = p.parse_args(argv)
 
     data = load_results(args.results)
@@ -1276,7 +1649,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.live:
         reason = probe_ours(args.ours_python)
         if reason:  # the writer is ours (evaluator.testing.TrialWriter), whichever side reads
-            log(f"--live needs evaluator under {rel(args.ours_python)} for its writer: {reason}; nothing run")
+            log(
+                f"--live needs evaluator under {rel(args.ours_python)} for its writer: {reason}; nothing run"
+            )
             return 0
         if "smdebug" in impls:
             ensure_smdebug_venv()
@@ -1292,15 +1667,19 @@ def main(argv: list[str] | None = None) -> int:
     workloads = [w.strip() for w in (args.workloads or ",".join(default)).split(",") if w.strip()]
     for w in workloads:
         if w not in allowed:
-            p.error(f"workload {w!r} is not one of {', '.join(allowed)}" + (" (S3)" if args.s3 else ""))
+            p.error(
+                f"workload {w!r} is not one of {', '.join(allowed)}" + (" (S3)" if args.s3 else "")
+            )
     trial = os.path.abspath(args.trial)
 
     failures: list[str] = []
     if "ours" in impls:
         reason = probe_ours(args.ours_python)
         if reason:
-            log(f"skipping ours: `from evaluator.trial import create_trial` fails under "
-                f"{rel(args.ours_python)}: {reason}")
+            log(
+                f"skipping ours: `from evaluator.trial import create_trial` fails under "
+                f"{rel(args.ours_python)}: {reason}"
+            )
             impls.remove("ours")
             data["ours_unavailable"] = {"reason": reason, "at": now_iso()}
         else:
@@ -1328,8 +1707,16 @@ def main(argv: list[str] | None = None) -> int:
             env = moto.env()
             prefix = os.path.basename(trial.rstrip("/"))
             log(f"uploading the trial to s3://{S3_BUCKET}/{prefix}")
-            up = [args.ours_python if os.path.exists(args.ours_python) else sys.executable,
-                  os.path.join(HERE, "s3_upload.py"), "--src", trial, "--bucket", S3_BUCKET, "--prefix", prefix]
+            up = [
+                args.ours_python if os.path.exists(args.ours_python) else sys.executable,
+                os.path.join(HERE, "s3_upload.py"),
+                "--src",
+                trial,
+                "--bucket",
+                S3_BUCKET,
+                "--prefix",
+                prefix,
+            ]
             subprocess.run(up, check=True, env=env, stdout=sys.stderr)
             target = f"s3://{S3_BUCKET}/{prefix}"
         else:
@@ -1337,7 +1724,19 @@ def main(argv: list[str] | None = None) -> int:
 
         for workload in workloads:
             if moto and not args.no_requests and args.requests_only:
-                count_requests(data, impls, pythons, target, workload, moto, args, command, run_id, git, failures)
+                count_requests(
+                    data,
+                    impls,
+                    pythons,
+                    target,
+                    workload,
+                    moto,
+                    args,
+                    command,
+                    run_id,
+                    git,
+                    failures,
+                )
                 continue
             runs: dict[str, list[dict]] = {i: [] for i in impls}
             for rep in range(args.repeat):
@@ -1348,14 +1747,22 @@ def main(argv: list[str] | None = None) -> int:
                         log(f"  FAILED: {r['error']}")
                     else:
                         reads = r["phases"].get("reads")
-                        log(f"  total {r['total_s']:.3f} s" + (f" (reads {reads:.3f} s)" if reads is not None else "")
-                            + f", peak {r['peak_rss_mib']:.0f} MiB, {r['checksum'][:40]}")
+                        log(
+                            f"  total {r['total_s']:.3f} s"
+                            + (f" (reads {reads:.3f} s)" if reads is not None else "")
+                            + f", peak {r['peak_rss_mib']:.0f} MiB, {r['checksum'][:40]}"
+                        )
                     runs[impl].append(r)
             for impl in impls:
                 ok = [r for r in runs[impl] if "error" not in r]
                 entry = {
-                    "impl": impl, "storage": storage, "workload": workload,
-                    "measured_at": now_iso(), "run_id": run_id, "command": command, "trial": target if moto else rel(trial),
+                    "impl": impl,
+                    "storage": storage,
+                    "workload": workload,
+                    "measured_at": now_iso(),
+                    "run_id": run_id,
+                    "command": command,
+                    "trial": target if moto else rel(trial),
                     "env": ok[0]["env"] if ok else None,
                     "git": git if impl == "ours" else None,
                     "trial_params": params,
@@ -1364,11 +1771,25 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 if len(ok) < len(runs[impl]):
                     entry["error"] = next(r["error"] for r in runs[impl] if "error" in r)
-                    failures.append(f"{storage}/{workload}/{impl}: {entry['error'].splitlines()[0]}")
+                    failures.append(
+                        f"{storage}/{workload}/{impl}: {entry['error'].splitlines()[0]}"
+                    )
                 data["entries"][entry_key(storage, workload, impl)] = entry
             save_results(args.results, data)
             if moto and not args.no_requests:
-                count_requests(data, impls, pythons, target, workload, moto, args, command, run_id, git, failures)
+                count_requests(
+                    data,
+                    impls,
+                    pythons,
+                    target,
+                    workload,
+                    moto,
+                    args,
+                    command,
+                    run_id,
+                    git,
+                    failures,
+                )
     finally:
         if moto:
             moto.__exit__(None, None, None)

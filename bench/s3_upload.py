@@ -19,7 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--src", required=True)
     p.add_argument("--bucket", required=True)
     p.add_argument("--prefix", required=True)
@@ -54,12 +56,16 @@ def main(argv: list[str] | None = None) -> int:
         list(pool.map(put, files))
 
     seen = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=args.bucket, Prefix=prefix + "/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=args.bucket, Prefix=prefix + "/"
+    ):
         seen += len(page.get("Contents", []))
     if seen != len(files):
         print(f"uploaded {len(files)} files but the listing shows {seen}", file=sys.stderr)
         return 1
-    print(f"uploaded {len(files)} files to s3://{args.bucket}/{prefix} in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"uploaded {len(files)} files to s3://{args.bucket}/{prefix} in {time.perf_counter() - t0:.1f} s"
+    )
     return 0
 
 

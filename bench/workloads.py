@@ -92,8 +92,10 @@ def load_impl(impl: str):
         info["impl_version"] = getattr(smdebug, "__version__", "?")
         info["impl_file"] = os.path.dirname(smdebug.__file__)
         if info["impl_version"] != "1.0.34":
-            print(f"warning: smdebug {info['impl_version']} imported, the anchor is 1.0.34",
-                  file=sys.stderr)
+            print(
+                f"warning: smdebug {info['impl_version']} imported, the anchor is 1.0.34",
+                file=sys.stderr,
+            )
     elif impl == "ours":
         if REPO_ROOT not in sys.path:
             sys.path.insert(0, REPO_ROOT)
@@ -252,7 +254,9 @@ def run(impl: str, trial_path: str, workload: str) -> dict:
         t = _now()
         workers = list(trial.workers())
         phases["workers"] = _now() - t
-        headline = sum(phases[k] for k in ("create_trial", "steps", "modes", "tensor_names", "workers"))
+        headline = sum(
+            phases[k] for k in ("create_trial", "steps", "modes", "tensor_names", "workers")
+        )
         out["meta_checksum"] = meta_checksum(steps, names, modes, workers)
         out["modes"] = sorted(_mode_name(m) for m in modes)
         out["workers"] = workers
@@ -266,7 +270,9 @@ def run(impl: str, trial_path: str, workload: str) -> dict:
         if not steps or not names:
             raise SystemExit(f"trial {trial_path} has {len(steps)} steps, {len(names)} tensors")
         if workload == "values100":
-            plan = [(steps[i * len(steps) // 100], names[(i * 17) % len(names)]) for i in range(100)]
+            plan = [
+                (steps[i * len(steps) // 100], names[(i * 17) % len(names)]) for i in range(100)
+            ]
             t = _now()
             for step, name in plan:
                 check.add(trial.tensor(name).value(step))
@@ -301,10 +307,14 @@ def run(impl: str, trial_path: str, workload: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     if os.environ.get("PYTEST_CURRENT_TEST"):
-        print("bench/workloads.py is a benchmark; it is never run or timed inside the test suite",
-              file=sys.stderr)
+        print(
+            "bench/workloads.py is a benchmark; it is never run or timed inside the test suite",
+            file=sys.stderr,
+        )
         return 2
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--impl", required=True, choices=("smdebug", "ours"))
     p.add_argument("--trial", required=True, help="local trial directory or s3://bucket/prefix")
     p.add_argument("--workload", required=True, choices=WORKLOADS)

@@ -60,7 +60,8 @@ def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: st
 
         configure_logging(level=config.log_level, log_format=config.log_format)
         reporter = StatusReporter.from_config(
-            config, console=config.log_format == "console" and sys.stdout.isatty())
+            config, console=config.log_format == "console" and sys.stdout.isatty()
+        )
         evaluation = Evaluation(config, reporter, signals.stop)
         try:
             evaluation.run()
@@ -83,7 +84,8 @@ def _configuration_failed(error: ConfigurationError, opt_ml_root: str) -> int:
     configure_logging()
     text = client_error_message(str(error))
     structlog.get_logger("evaluator.status").error(
-        "rule_status", status="Error", message=text.strip(), exit_code=int(error.exit_code))
+        "rule_status", status="Error", message=text.strip(), exit_code=int(error.exit_code)
+    )
     write_status_files(Path(opt_ml_root) / "output", text)
     print(text.rstrip("\n"), file=sys.stderr)
     return error.exit_code
@@ -103,12 +105,20 @@ def _internal_error(error: Exception, opt_ml_root: str) -> int:
 
 
 def _summary(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rule-evaluator summary",
-                                     description="Print what a trial holds.")
-    parser.add_argument("path", help="the training job's debug output: a folder or s3://bucket/prefix")
+    parser = argparse.ArgumentParser(
+        prog="rule-evaluator summary", description="Print what a trial holds."
+    )
+    parser.add_argument(
+        "path", help="the training job's debug output: a folder or s3://bucket/prefix"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument("--collection-wait-timeout", type=float, default=None, metavar="SECONDS",
-                        help="how long to wait for collection files (default 600)")
+    parser.add_argument(
+        "--collection-wait-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long to wait for collection files (default 600)",
+    )
     args = parser.parse_args(argv)
     from evaluator.config import trial_options_from_env
     from evaluator.summary import format_summary, summarize
@@ -118,7 +128,8 @@ def _summary(argv: Sequence[str]) -> int:
     try:
         # the trial-option variables, then the flag when given
         options = trial_options_from_env(
-            os.environ, **({} if wait is None else {"collection_wait_timeout": wait}))
+            os.environ, **({} if wait is None else {"collection_wait_timeout": wait})
+        )
         with create_trial(args.path, options=options) as trial:
             summary = summarize(trial)
     except (ClientError, SMDebugError) as e:

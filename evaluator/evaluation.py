@@ -50,8 +50,9 @@ _NOTHING_YET_SECONDS = 300.0  # "checked nothing yet" is repeated at most this o
 class Evaluation:
     """Runs the configured rules over the base trial and reports through ``reporter``."""
 
-    def __init__(self, config: EvaluatorConfig, reporter: StatusReporter,
-                 stop: threading.Event) -> None:
+    def __init__(
+        self, config: EvaluatorConfig, reporter: StatusReporter, stop: threading.Event
+    ) -> None:
         self.config = config
         self.reporter = reporter
         self.stop = stop
@@ -75,8 +76,15 @@ class Evaluation:
             specs = self.config.rules
             classes = {s.configuration_name: self._load_class(s, Path(workdir)) for s in specs}
             routed = route_parameters(specs, classes)  # once every rule's signature is known
-            rules = [(s, self._build(s, classes[s.configuration_name], base,
-                                     routed.get(s.configuration_name, {}))) for s in specs]
+            rules = [
+                (
+                    s,
+                    self._build(
+                        s, classes[s.configuration_name], base, routed.get(s.configuration_name, {})
+                    ),
+                )
+                for s in specs
+            ]
             for spec, rule in rules:
                 if rule is not None:
                     self._start_thread(spec, rule)
@@ -118,17 +126,23 @@ class Evaluation:
         trial.start_polling()
         return trial
 
-    def _trial(self, path: str, *,
-               range_steps: tuple[int | None, int | None] | None = None) -> Trial:
+    def _trial(
+        self, path: str, *, range_steps: tuple[int | None, int | None] | None = None
+    ) -> Trial:
         """The trial at ``path``, opened once with the configuration's options (no environment
         variable is read again: what the configuration decided stands)."""
         if path not in self._trials:
             options = self.config.trial_options
             if options.idle_scans_to_complete is not None:
                 # A local copy without an end marker: don't wait long for collections either.
-                options = options.model_copy(update={"collection_wait_timeout": min(
-                    options.collection_wait_timeout,
-                    max(5.0, options.poll_interval * (options.idle_scans_to_complete + 2)))})
+                options = options.model_copy(
+                    update={
+                        "collection_wait_timeout": min(
+                            options.collection_wait_timeout,
+                            max(5.0, options.poll_interval * (options.idle_scans_to_complete + 2)),
+                        )
+                    }
+                )
             self._trials[path] = create_trial(path, range_steps=range_steps, options=options)
         return self._trials[path]
 
@@ -143,15 +157,20 @@ class Evaluation:
     def _load_class(self, spec: RuleSpec, workdir: Path) -> type | None:
         """The rule's class; None, the rule reported failed, when it cannot be loaded."""
         try:
-            return load_rule_class(spec.name, spec.source,
-                                   workdir=workdir / spec.configuration_name,
-                                   builtins=registry)
+            return load_rule_class(
+                spec.name, spec.source, workdir=workdir / spec.configuration_name, builtins=registry
+            )
         except Exception as e:
             self.reporter.fail(spec.configuration_name, e)
             return None
 
-    def _build(self, spec: RuleSpec, cls: type | None, base: Trial,
-               routed: dict[str, str] | ConfigurationError) -> Any:
+    def _build(
+        self,
+        spec: RuleSpec,
+        cls: type | None,
+        base: Trial,
+        routed: dict[str, str] | ConfigurationError,
+    ) -> Any:
         """The rule built from the parameters it takes (``route_parameters``), its effective
         parameters recorded; None, the rule reported failed, when it cannot be built."""
         name = spec.configuration_name
@@ -167,20 +186,31 @@ class Evaluation:
             for path in self.config.other_trials:
                 _check_local_folder(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
-            rule = build_rule(cls, base, parameters, other_trials=others,
-                              action_json=spec.action_json, fallback=spec.environment_parameters)
+            rule = build_rule(
+                cls,
+                base,
+                parameters,
+                other_trials=others,
+                action_json=spec.action_json,
+                fallback=spec.environment_parameters,
+            )
         except Exception as e:
             self.reporter.fail(name, e)
             return None
         self.reporter.set_parameters(
-            name, effective_parameters(cls, parameters, spec.environment_parameters))
+            name, effective_parameters(cls, parameters, spec.environment_parameters)
+        )
         return rule
 
     # ---------------------------------------------------------------- rule threads
 
     def _start_thread(self, spec: RuleSpec, rule: Any) -> None:
-        thread = threading.Thread(target=self._run_rule, args=(spec, rule),
-                                  name=f"rule-{spec.configuration_name}", daemon=True)
+        thread = threading.Thread(
+            target=self._run_rule,
+            args=(spec, rule),
+            name=f"rule-{spec.configuration_name}",
+            daemon=True,
+        )
         self._threads.append(thread)
         thread.start()
 
@@ -192,10 +222,16 @@ class Evaluation:
             self.reporter.attach_evidence(name, evidence)
         observer = _Progress(self.reporter, name, rule, evidence)
         try:
-            result = invoke_rule(rule, spec.start_step, spec.end_step, raise_eval_cond=False,
-                                 observer=observer, stop=self.stop,
-                                 continue_after_fire=self.config.continue_after_fire,
-                                 wrap_errors=True)
+            result = invoke_rule(
+                rule,
+                spec.start_step,
+                spec.end_step,
+                raise_eval_cond=False,
+                observer=observer,
+                stop=self.stop,
+                continue_after_fire=self.config.continue_after_fire,
+                wrap_errors=True,
+            )
             end = getattr(rule, "on_evaluation_end", None)
             if callable(end) and not self.stop.is_set():
                 end()  # e.g. a report writer's final report
@@ -206,8 +242,9 @@ class Evaluation:
             return
         if checked_nothing(rule, result):
             visited = result.steps_evaluated + result.steps_skipped
-            error = nothing_checked_error(rule, steps_visited=visited,
-                                          window=(spec.start_step, spec.end_step))
+            error = nothing_checked_error(
+                rule, steps_visited=visited, window=(spec.start_step, spec.end_step)
+            )
             # A ClientError (no traceback: nothing failed) that keeps smdebug's class name.
             self.reporter.fail(name, ClientError(str(error), error_type=type(error).__name__))
             return
@@ -218,8 +255,9 @@ class _Progress(NullObserver):
     """Forwards each visited step to the reporter; while a rule has checked nothing yet, says
     so once, then every ``_NOTHING_YET_SECONDS``."""
 
-    def __init__(self, reporter: StatusReporter, name: str, rule: Any,
-                 evidence: Evidence | None) -> None:
+    def __init__(
+        self, reporter: StatusReporter, name: str, rule: Any, evidence: Evidence | None
+    ) -> None:
         self.reporter = reporter
         self.name = name
         self.trial = rule.base_trial
@@ -249,16 +287,23 @@ class _Progress(NullObserver):
         self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
 
     def _nothing_yet(self, step: int) -> None:
-        if self.evidence is None or self._visited < _NOTHING_YET_STEPS \
-                or self.evidence.checked_anything(reads_count=not self.records):
+        if (
+            self.evidence is None
+            or self._visited < _NOTHING_YET_STEPS
+            or self.evidence.checked_anything(reads_count=not self.records)
+        ):
             return
         now = time.monotonic()
         if self._said_nothing_at is not None and now - self._said_nothing_at < _NOTHING_YET_SECONDS:
             return
         self._said_nothing_at = now
-        log.warning("rule %s has checked no tensor yet (%d saved step(s) visited, up to step %d)"
-                    "; it decides when the data ends: a rule that checked nothing ends in Error",
-                    self.name, self._visited, step)
+        log.warning(
+            "rule %s has checked no tensor yet (%d saved step(s) visited, up to step %d)"
+            "; it decides when the data ends: a rule that checked nothing ends in Error",
+            self.name,
+            self._visited,
+            step,
+        )
 
 
 def _constructor_arguments(cls: type) -> set[str]:
@@ -279,7 +324,8 @@ def _check_local_folder(location: str, key: str) -> None:
         raise ConfigurationError(
             f"the trial folder {location} ({key}) {what}: give the folder holding the "
             "training job's debug output (collections/, index/, events/), or an s3:// URI; "
-            "with docker run, check the -v mount")
+            "with docker run, check the -v mount"
+        )
 
 
 def _rule_failure(spec: RuleSpec, error: BaseException) -> BaseException:
@@ -300,8 +346,11 @@ def _rule_failure(spec: RuleSpec, error: BaseException) -> BaseException:
 
 def _user_frame(error: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame in the user's rule code (a module the loader imported)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if Path(f.filename).name != "__init__.py" and "user_rule_" in _module_of(f.filename)]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if Path(f.filename).name != "__init__.py" and "user_rule_" in _module_of(f.filename)
+    ]
     return frames[-1] if frames else None
 
 
@@ -319,7 +368,8 @@ def _trial_error(error: Exception, trial: str) -> Exception:
         return ClientError(
             f"No debugging data was saved by the training job at {trial}. Check that the "
             "debugger hook was configured correctly (DebugHookConfig.S3OutputPath, or the "
-            "hook's out_dir) before starting the training job. Exception: " + str(error))
+            "hook's out_dir) before starting the training job. Exception: " + str(error)
+        )
     if isinstance(error, (EvaluatorError, SMDebugError)):
         return ClientError(f"cannot read the trial at {trial}: {error}")
     return error

@@ -170,8 +170,9 @@ class ActivationFinder:
             return (found, "values") if found else None
         return None
 
-    def _dense_weights(self, layer: Layer, names: list[str],
-                       step: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def _dense_weights(
+        self, layer: Layer, names: list[str], step: int
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
         prefix = f"{layer.name}/weights/"
         kernels = [n for n in names if n.startswith(prefix) and n.endswith("kernel:0")]
         biases = [n for n in names if n.startswith(prefix) and n.endswith("bias:0")]
@@ -210,8 +211,9 @@ def _matching_function(x: np.ndarray, y: np.ndarray, *, tolerance: float) -> str
     return ranked[0]
 
 
-def _dense_function(x: np.ndarray, y: np.ndarray, kernel: np.ndarray,
-                    bias: np.ndarray | None) -> str | None:
+def _dense_function(
+    x: np.ndarray, y: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None
+) -> str | None:
     """The function of a Dense layer: y == f(x @ kernel + bias)."""
     if x.ndim < 2 or kernel.ndim != 2 or x.shape[-1] != kernel.shape[0]:
         return None

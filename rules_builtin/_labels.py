@@ -43,8 +43,9 @@ def class_ids(value: Any, *, argmax: bool | None = None) -> np.ndarray:
     return np.rint(flat)
 
 
-def confusion_matrix(labels: np.ndarray, predictions: np.ndarray,
-                     category_no: int | None = None) -> tuple[np.ndarray, int]:
+def confusion_matrix(
+    labels: np.ndarray, predictions: np.ndarray, category_no: int | None = None
+) -> tuple[np.ndarray, int]:
     """``(M, dropped)``: ``M[i, j]`` counts samples of true class ``i`` predicted as ``j``.
 
     N is ``category_no``, else max(label, prediction) + 1. Pairs with a NaN, a negative id or an
@@ -67,12 +68,16 @@ def labelled_names(trial: Any, step: int, name: str, selection: TensorSelection)
     """The tensors ``labelled_values`` reads at ``step``: ``[name]`` if it was saved there, else
     those of ``selection`` saved there, in natural name order."""
     at_step = set(trial.tensor_names(step=step))
-    return [name] if name and name in at_step else sorted(
-        selection.names(trial, step=step), key=natural_key)
+    return (
+        [name]
+        if name and name in at_step
+        else sorted(selection.names(trial, step=step), key=natural_key)
+    )
 
 
-def labelled_values(trial: Any, step: int, name: str, selection: TensorSelection, *,
-                    argmax: bool | None = None) -> np.ndarray | None:
+def labelled_values(
+    trial: Any, step: int, name: str, selection: TensorSelection, *, argmax: bool | None = None
+) -> np.ndarray | None:
     """Class ids at ``step``: the tensor called ``name`` if it was saved there, else every
     tensor of ``selection`` saved there (natural name order, concatenated); None if neither."""
     names = labelled_names(trial, step, name, selection)

@@ -25,8 +25,15 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from rules_builtin._select import scalar
 
-__all__ = ["TRAINING", "VALIDATION_PREFIX", "as_training", "epoch_end_pair", "is_epoch_end_log",
-           "mode_of", "value_in_mode"]
+__all__ = [
+    "TRAINING",
+    "VALIDATION_PREFIX",
+    "as_training",
+    "epoch_end_pair",
+    "is_epoch_end_log",
+    "mode_of",
+    "value_in_mode",
+]
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 TRAINING = (TRAIN, GLOBAL)  # the modes whose steps are training steps
@@ -69,8 +76,9 @@ def _scalar(trial: Any, name: str, step: int, not_scalar: set[str] | None) -> fl
     return value
 
 
-def value_in_mode(trial: Any, name: str, step: int, mode: ModeKeys, *,
-                  not_scalar: set[str] | None = None) -> float | None:
+def value_in_mode(
+    trial: Any, name: str, step: int, mode: ModeKeys, *, not_scalar: set[str] | None = None
+) -> float | None:
     """The one-element tensor ``name`` at global ``step`` as a value of ``mode`` (TRAIN,
     EVAL or PREDICT; GLOBAL steps count as TRAIN), or None: not saved there, saved in another
     mode, a Keras epoch-end log (neither a TRAIN nor an EVAL value), or not a scalar (then
@@ -83,8 +91,9 @@ def value_in_mode(trial: Any, name: str, step: int, mode: ModeKeys, *,
     return _scalar(trial, name, step, not_scalar)
 
 
-def epoch_end_pair(trial: Any, name: str, step: int, *,
-                   not_scalar: set[str] | None = None) -> tuple[float, float] | None:
+def epoch_end_pair(
+    trial: Any, name: str, step: int, *, not_scalar: set[str] | None = None
+) -> tuple[float, float] | None:
     """At a Keras epoch-end log of ``name``: ``(training epoch mean, validation mean)``, the
     values of ``name`` and ``val_<name>``; None at any other step or if either is missing or
     not a scalar."""

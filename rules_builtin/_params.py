@@ -15,8 +15,17 @@ from evaluator.config.values import as_bool
 from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 
-__all__ = ["Param", "parse_bool", "parse_float", "parse_int", "parse_list", "parse_mode",
-           "parse_optional_float", "parse_optional_int", "parse_regex"]
+__all__ = [
+    "Param",
+    "parse_bool",
+    "parse_float",
+    "parse_int",
+    "parse_list",
+    "parse_mode",
+    "parse_optional_float",
+    "parse_optional_int",
+    "parse_regex",
+]
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,9 @@ def parse_int(rule: str, name: str, value: object, *, minimum: int | None = None
     return int(number)
 
 
-def parse_optional_int(rule: str, name: str, value: object, *,
-                       minimum: int | None = None) -> int | None:
+def parse_optional_int(
+    rule: str, name: str, value: object, *, minimum: int | None = None
+) -> int | None:
     """None for None / "" / "none" / "null"; else ``parse_int``."""
     if value is None or str(value).strip().lower() in ("", "none", "null"):
         return None
@@ -84,13 +94,16 @@ def parse_regex(rule: str, name: str, value: object) -> re.Pattern[str]:
     """A compiled, non-empty regular expression (an empty one would match every tensor)."""
     text = "" if value is None else str(value).strip()
     if not text:
-        raise ConfigurationError(f"{rule} parameter {name} must be a regular expression, got "
-                                 f"{value!r} (an empty one would match every tensor)")
+        raise ConfigurationError(
+            f"{rule} parameter {name} must be a regular expression, got "
+            f"{value!r} (an empty one would match every tensor)"
+        )
     try:
         return re.compile(text)
     except re.error as e:
         raise ConfigurationError(
-            f"{rule} parameter {name} must be a regular expression, got {value!r}: {e}") from None
+            f"{rule} parameter {name} must be a regular expression, got {value!r}: {e}"
+        ) from None
 
 
 def parse_bool(rule: str, name: str, value: object) -> bool:

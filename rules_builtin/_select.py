@@ -28,8 +28,9 @@ def scalar(value: Any) -> float | None:
     return float(array.reshape(-1)[0]) if array.size == 1 else None
 
 
-def scalar_at(trial: Any, name: str, step: int, *, not_scalar: set[str],
-              mode: ModeKeys = ModeKeys.GLOBAL) -> float | None:
+def scalar_at(
+    trial: Any, name: str, step: int, *, not_scalar: set[str], mode: ModeKeys = ModeKeys.GLOBAL
+) -> float | None:
     """The one-element tensor ``name`` at ``step`` as a float; None if it was not saved there.
     A tensor with more than one element is added to ``not_scalar``, for the rule to skip."""
     try:
@@ -50,9 +51,16 @@ def listed(names: list[str], most: int = 5) -> str:
 class TensorSelection:
     """The tensors named by ``collection_names`` / ``tensor_regex``, resolved against a trial."""
 
-    def __init__(self, rule: str, collection_names: object = None, tensor_regex: object = None,
-                 *, default_collections: Iterable[str] = (), all_when_empty: bool = True,
-                 regex_parameter: str = "tensor_regex") -> None:
+    def __init__(
+        self,
+        rule: str,
+        collection_names: object = None,
+        tensor_regex: object = None,
+        *,
+        default_collections: Iterable[str] = (),
+        all_when_empty: bool = True,
+        regex_parameter: str = "tensor_regex",
+    ) -> None:
         """``regex_parameter`` is the name the rule's users know the regexes by (errors say it)."""
         self.collections = parse_list(collection_names)
         self.regexes = parse_list(tensor_regex)
@@ -62,7 +70,8 @@ class TensorSelection:
             except re.error as e:
                 raise ConfigurationError(
                     f"{rule} parameter {regex_parameter} has an invalid regular expression "
-                    f"{pattern!r}: {e}") from None
+                    f"{pattern!r}: {e}"
+                ) from None
         self.default_collections = list(default_collections)
         self.all_when_empty = all_when_empty
         self.regex_parameter = regex_parameter
@@ -72,11 +81,15 @@ class TensorSelection:
     def given(self) -> bool:
         return bool(self.collections or self.regexes)
 
-    def names(self, trial: Any, *, step: int | None = None,
-              mode: ModeKeys = ModeKeys.GLOBAL) -> list[str]:
+    def names(
+        self, trial: Any, *, step: int | None = None, mode: ModeKeys = ModeKeys.GLOBAL
+    ) -> list[str]:
         """Sorted names of the selected tensors (saved at ``step`` of ``mode`` when given)."""
-        available = set(trial.tensor_names(step=step, mode=mode)) if step is not None \
+        available = (
+            set(trial.tensor_names(step=step, mode=mode))
+            if step is not None
             else set(trial.tensor_names())
+        )
         if not self.given:
             if self.default_collections:
                 return sorted(self._in_collections(trial, self.default_collections) & available)
@@ -95,12 +108,16 @@ class TensorSelection:
             parts.append(f"{self.regex_parameter} {','.join(self.regexes)!r}")
         if not parts and self.default_collections:
             names = ", ".join(self.default_collections)
-            parts.append(f"the {names} collection{'s' if len(self.default_collections) > 1 else ''}")
+            parts.append(
+                f"the {names} collection{'s' if len(self.default_collections) > 1 else ''}"
+            )
         if not parts:
             parts.append("every tensor")
-        return SelectionHint(" and ".join(parts),
-                             tuple(self.regexes + self.collections + self.default_collections),
-                             parameter or self.regex_parameter)
+        return SelectionHint(
+            " and ".join(parts),
+            tuple(self.regexes + self.collections + self.default_collections),
+            parameter or self.regex_parameter,
+        )
 
     @staticmethod
     def _in_collections(trial: Any, names: Iterable[str]) -> set[str]:

@@ -19,8 +19,18 @@ METRIC_NAME = re.compile(r"^[^/\s]+-[^/\s]+$")  # XGBoost's "<data set>-<metric>
 _MAX_CLASSES = 50
 _TOP_FEATURES = 20
 _IMPORTANCE_ORDER = ("weight", "gain", "cover", "total_gain", "total_cover")
-_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-            "#7f7f7f", "#bcbd22", "#17becf")
+_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:2px 8px;
 text-align:right}th{background:#f4f4f4}td.name,th.name{text-align:left}code{background:#f4f4f4}
@@ -56,49 +66,73 @@ def _num(value: float) -> str:
 
 def render_report(data: ReportData, *, generated: datetime) -> str:
     """The whole report as an HTML document."""
-    body = [_header(data, generated), _missing(data), _metrics_section(data),
-            _importance_section(data), _labels_section(data), _hyperparameters_section(data)]
+    body = [
+        _header(data, generated),
+        _missing(data),
+        _metrics_section(data),
+        _importance_section(data),
+        _labels_section(data),
+        _hyperparameters_section(data),
+    ]
     title = f"XGBoost training report: {data.trial_name}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(part for part in body if part) + "\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(part for part in body if part)
+        + "\n</body>\n</html>\n"
+    )
 
 
 def _header(data: ReportData, generated: datetime) -> str:
     ended = {True: "yes", False: "not yet", None: "unknown"}[data.training_ended]
-    steps = (f"{len(data.steps)} (steps {data.steps[0]} to {data.steps[-1]})" if data.steps
-             else "none yet")
-    rows = [("trial", f"<code>{_e(data.trial_name)}</code>"),
-            ("path", f"<code>{_e(data.trial_path)}</code>"),
-            ("steps read", _e(steps)), ("training ended", ended),
-            ("generated", _e(generated.isoformat(timespec="seconds")))]
-    table = "".join(f"<tr><th class=\"name\">{k}</th><td class=\"name\">{v}</td></tr>"
-                    for k, v in rows)
-    return (f"<h1>XGBoost training report</h1>\n<table id=\"summary\">{table}</table>\n"
-            "<p class=\"note\">Written by the CreateXgboostReport rule, which never fires.</p>")
+    steps = (
+        f"{len(data.steps)} (steps {data.steps[0]} to {data.steps[-1]})"
+        if data.steps
+        else "none yet"
+    )
+    rows = [
+        ("trial", f"<code>{_e(data.trial_name)}</code>"),
+        ("path", f"<code>{_e(data.trial_path)}</code>"),
+        ("steps read", _e(steps)),
+        ("training ended", ended),
+        ("generated", _e(generated.isoformat(timespec="seconds"))),
+    ]
+    table = "".join(f'<tr><th class="name">{k}</th><td class="name">{v}</td></tr>' for k, v in rows)
+    return (
+        f'<h1>XGBoost training report</h1>\n<table id="summary">{table}</table>\n'
+        '<p class="note">Written by the CreateXgboostReport rule, which never fires.</p>'
+    )
 
 
 def _missing(data: ReportData) -> str:
     gaps = []
     if not data.metrics:
-        gaps.append("metrics: save the <code>metrics</code> collection and pass evaluation "
-                    "sets (<code>evals</code>) to <code>xgboost.train</code>")
+        gaps.append(
+            "metrics: save the <code>metrics</code> collection and pass evaluation "
+            "sets (<code>evals</code>) to <code>xgboost.train</code>"
+        )
     if not data.importance:
-        gaps.append("feature importance: save the <code>feature_importance</code> collection "
-                    "(gbtree and dart boosters only)")
+        gaps.append(
+            "feature importance: save the <code>feature_importance</code> collection "
+            "(gbtree and dart boosters only)"
+        )
     if not data.labels:
-        gaps.append("labels: save the <code>labels</code> collection (the hook needs "
-                    "<code>validation_data</code>)")
+        gaps.append(
+            "labels: save the <code>labels</code> collection (the hook needs "
+            "<code>validation_data</code>)"
+        )
     if not data.predictions:
-        gaps.append("predictions: save the <code>predictions</code> collection (the hook needs "
-                    "<code>validation_data</code>)")
+        gaps.append(
+            "predictions: save the <code>predictions</code> collection (the hook needs "
+            "<code>validation_data</code>)"
+        )
     if not data.hyperparameters:
         gaps.append("hyperparameters: save the <code>hyperparameters</code> collection")
     gaps += [f"unreadable: {_e(text)}" for text in data.unreadable]
     if not gaps:
         return ""
     items = "".join(f"<li>{g}</li>" for g in gaps)
-    return f"<section id=\"missing\">\n<h2>Not in this trial</h2>\n<ul>{items}</ul>\n</section>"
+    return f'<section id="missing">\n<h2>Not in this trial</h2>\n<ul>{items}</ul>\n</section>'
 
 
 def _metrics_section(data: ReportData) -> str:
@@ -108,18 +142,22 @@ def _metrics_section(data: ReportData) -> str:
     for name, points in sorted(data.metrics.items()):
         dataset, _, metric = name.partition("-") if METRIC_NAME.match(name) else (name, "", name)
         groups.setdefault(metric, {})[dataset if metric != name else name] = points
-    parts = ["<section id=\"metrics\">\n<h2>Metrics over steps</h2>"]
+    parts = ['<section id="metrics">\n<h2>Metrics over steps</h2>']
     for metric, series in groups.items():
         parts.append(f"<h3>{_e(metric)}</h3>")
         parts.append(_line_chart(series, title=metric))
     rows = []
     for name, points in sorted(data.metrics.items()):
         low = _lowest(points)
-        rows.append(f"<tr><td class=\"name\">{_e(name)}</td><td>{len(points)}</td>"
-                    f"<td>{_num(points[0][1])}</td><td>{_num(points[-1][1])}</td>"
-                    f"<td>{_e(low)}</td></tr>")
-    parts.append("<table><tr><th class=\"name\">metric</th><th>steps</th><th>first</th>"
-                 f"<th>last</th><th>lowest</th></tr>{''.join(rows)}</table>\n</section>")
+        rows.append(
+            f'<tr><td class="name">{_e(name)}</td><td>{len(points)}</td>'
+            f"<td>{_num(points[0][1])}</td><td>{_num(points[-1][1])}</td>"
+            f"<td>{_e(low)}</td></tr>"
+        )
+    parts.append(
+        '<table><tr><th class="name">metric</th><th>steps</th><th>first</th>'
+        f"<th>last</th><th>lowest</th></tr>{''.join(rows)}</table>\n</section>"
+    )
     return "\n".join(parts)
 
 
@@ -136,8 +174,10 @@ def _importance_section(data: ReportData) -> str:
         return ""
     order = [t for t in _IMPORTANCE_ORDER if t in data.importance]
     order += sorted(t for t in data.importance if t not in _IMPORTANCE_ORDER)
-    parts = ["<section id=\"feature-importance\">\n<h2>Feature importance at step "
-             f"{data.importance_step}</h2>"]
+    parts = [
+        '<section id="feature-importance">\n<h2>Feature importance at step '
+        f"{data.importance_step}</h2>"
+    ]
     for kind in order:
         scores = sorted(data.importance[kind].items(), key=lambda kv: (-kv[1], kv[0]))
         shown = scores[:_TOP_FEATURES]
@@ -151,12 +191,16 @@ def _importance_section(data: ReportData) -> str:
 def _labels_section(data: ReportData) -> str:
     if not data.labels:
         return ""
-    head = (f"<section id=\"labels-predictions\">\n<h2>Labels and predictions at step "
-            f"{data.labels_step}</h2>")
+    head = (
+        f'<section id="labels-predictions">\n<h2>Labels and predictions at step '
+        f"{data.labels_step}</h2>"
+    )
     predictions = data.predictions if data.predictions_step == data.labels_step else []
     if not predictions and data.predictions:
-        head += ("<p class=\"note\">Predictions were not saved at this step; only the labels "
-                 "are shown.</p>")
+        head += (
+            '<p class="note">Predictions were not saved at this step; only the labels '
+            "are shown.</p>"
+        )
     if _is_classification(data.labels):
         return head + "\n" + _classification(data.labels, predictions) + "\n</section>"
     return head + "\n" + _regression(data.labels, predictions) + "\n</section>"
@@ -177,15 +221,19 @@ def _classification(labels: list[np.ndarray], predictions: list[np.ndarray]) -> 
     y = np.concatenate([class_ids(a) for a in labels])
     p = np.concatenate([class_ids(a) for a in predictions]) if predictions else None
     if p is not None and p.size != y.size:
-        note = (f"<p class=\"note\">{p.size} predictions for {y.size} labels: no confusion "
-                "matrix.</p>")
+        note = f'<p class="note">{p.size} predictions for {y.size} labels: no confusion matrix.</p>'
         p = None
     else:
         note = ""
     classes, counts = np.unique(y[np.isfinite(y)].astype(np.int64), return_counts=True)
-    parts = ["<h3>Class distribution</h3>",
-             _bar_chart([(f"class {c}", float(n)) for c, n in zip(classes, counts)],
-                        title="labels per class", integer=True)]
+    parts = [
+        "<h3>Class distribution</h3>",
+        _bar_chart(
+            [(f"class {c}", float(n)) for c, n in zip(classes, counts)],
+            title="labels per class",
+            integer=True,
+        ),
+    ]
     if note:
         parts.append(note)
     if p is None:
@@ -193,10 +241,10 @@ def _classification(labels: list[np.ndarray], predictions: list[np.ndarray]) -> 
     matrix, dropped = confusion_matrix(y, p)
     parts.append("<h3>Confusion matrix</h3>")
     if matrix.shape[0] > _MAX_CLASSES:
-        parts.append(f"<p class=\"note\">{matrix.shape[0]} classes: too many to show.</p>")
+        parts.append(f'<p class="note">{matrix.shape[0]} classes: too many to show.</p>')
         return "\n".join(parts)
     if dropped:
-        parts.append(f"<p class=\"note\">{dropped} pairs left out (not finite or negative).</p>")
+        parts.append(f'<p class="note">{dropped} pairs left out (not finite or negative).</p>')
     parts.append(_matrix_table(matrix))
     return "\n".join(parts)
 
@@ -211,55 +259,74 @@ def _matrix_table(matrix: np.ndarray) -> str:
         for j in range(n):
             share = matrix[i, j] / total if total else 0.0
             color = "#fff" if share > 0.6 else "#222"
-            cells.append(f"<td style=\"background:rgba(31,119,180,{share:.2f});color:{color}\">"
-                         f"{int(matrix[i, j])}</td>")
+            cells.append(
+                f'<td style="background:rgba(31,119,180,{share:.2f});color:{color}">'
+                f"{int(matrix[i, j])}</td>"
+            )
         recall = _num(matrix[i, i] / total) if total else "n/a"
         rows.append(f"<tr><th>{i}</th>{''.join(cells)}<td>{total}</td><td>{recall}</td></tr>")
-    return ("<table class=\"matrix\"><tr><th>true \\ predicted</th>" + head +
-            "<th>samples</th><th>recall</th></tr>" + "".join(rows) + "</table>")
+    return (
+        '<table class="matrix"><tr><th>true \\ predicted</th>'
+        + head
+        + "<th>samples</th><th>recall</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _regression(labels: list[np.ndarray], predictions: list[np.ndarray]) -> str:
     y = np.concatenate([a.astype(np.float64).ravel() for a in labels])
     stats = [("labels", y)]
-    p = np.concatenate([a.astype(np.float64).ravel() for a in predictions]) \
-        if predictions else None
+    p = np.concatenate([a.astype(np.float64).ravel() for a in predictions]) if predictions else None
     if p is not None and p.size == y.size:
         stats += [("predictions", p), ("residuals (prediction - label)", p - y)]
     rows = []
     for name, values in stats:
         v = values[np.isfinite(values)]
-        cells = [len(v)] + ([_num(f(v)) for f in (np.mean, np.std, np.min, np.max)]
-                            if v.size else ["n/a"] * 4)
-        rows.append(f"<tr><td class=\"name\">{_e(name)}</td>"
-                    + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    parts = ["<table><tr><th class=\"name\"></th><th>count</th><th>mean</th><th>std</th>"
-             f"<th>min</th><th>max</th></tr>{''.join(rows)}</table>"]
+        cells = [len(v)] + (
+            [_num(f(v)) for f in (np.mean, np.std, np.min, np.max)] if v.size else ["n/a"] * 4
+        )
+        rows.append(
+            f'<tr><td class="name">{_e(name)}</td>'
+            + "".join(f"<td>{c}</td>" for c in cells)
+            + "</tr>"
+        )
+    parts = [
+        '<table><tr><th class="name"></th><th>count</th><th>mean</th><th>std</th>'
+        f"<th>min</th><th>max</th></tr>{''.join(rows)}</table>"
+    ]
     if len(stats) == 3:
         residuals = stats[2][1][np.isfinite(stats[2][1])]
         if residuals.size:
-            rmse = float(np.sqrt(np.mean(residuals ** 2)))
-            parts.append(f"<p>RMSE {_num(rmse)}, mean absolute error "
-                         f"{_num(float(np.mean(np.abs(residuals))))}</p>")
+            rmse = float(np.sqrt(np.mean(residuals**2)))
+            parts.append(
+                f"<p>RMSE {_num(rmse)}, mean absolute error "
+                f"{_num(float(np.mean(np.abs(residuals))))}</p>"
+            )
             counts, edges = np.histogram(residuals, bins=20)
-            bins = [(f"{_num(edges[k])} to {_num(edges[k + 1])}", float(counts[k]))
-                    for k in range(len(counts))]
+            bins = [
+                (f"{_num(edges[k])} to {_num(edges[k + 1])}", float(counts[k]))
+                for k in range(len(counts))
+            ]
             parts.append("<h3>Residuals</h3>")
             parts.append(_bar_chart(bins, title="residual histogram", integer=True))
     elif p is not None:
-        parts.append(f"<p class=\"note\">{p.size} predictions for {y.size} labels: no "
-                     "residuals.</p>")
+        parts.append(f'<p class="note">{p.size} predictions for {y.size} labels: no residuals.</p>')
     return "\n".join(parts)
 
 
 def _hyperparameters_section(data: ReportData) -> str:
     if not data.hyperparameters:
         return ""
-    rows = "".join(f"<tr><td class=\"name\">{_e(k)}</td><td class=\"name\">{_e(v)}</td></tr>"
-                   for k, v in sorted(data.hyperparameters.items()))
-    return ("<section id=\"hyperparameters\">\n<h2>Hyperparameters</h2>\n<table><tr>"
-            f"<th class=\"name\">name</th><th class=\"name\">value</th></tr>{rows}</table>\n"
-            "</section>")
+    rows = "".join(
+        f'<tr><td class="name">{_e(k)}</td><td class="name">{_e(v)}</td></tr>'
+        for k, v in sorted(data.hyperparameters.items())
+    )
+    return (
+        '<section id="hyperparameters">\n<h2>Hyperparameters</h2>\n<table><tr>'
+        f'<th class="name">name</th><th class="name">value</th></tr>{rows}</table>\n'
+        "</section>"
+    )
 
 
 # -------------------------------------------------------------------- SVG charts
@@ -277,7 +344,7 @@ def _line_chart(series: dict[str, list[tuple[int, float]]], *, title: str) -> st
     finite = {k: [(s, v) for s, v in pts if np.isfinite(v)] for k, pts in series.items()}
     points = [pt for pts in finite.values() for pt in pts]
     if not points:
-        return "<p class=\"note\">No finite values to plot.</p>"
+        return '<p class="note">No finite values to plot.</p>'
     width, height, left, right, top, bottom = 640, 300, 70, 20, 15, 45
     legend = 18 * len(finite)
     x0, x1 = _span(min(s for s, _ in points), max(s for s, _ in points))
@@ -285,39 +352,51 @@ def _line_chart(series: dict[str, list[tuple[int, float]]], *, title: str) -> st
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def xy(step: float, value: float) -> tuple[float, float]:
-        return (left + (step - x0) / (x1 - x0) * plot_w,
-                top + (1 - (value - y0) / (y1 - y0)) * plot_h)
+        return (
+            left + (step - x0) / (x1 - x0) * plot_w,
+            top + (1 - (value - y0) / (y1 - y0)) * plot_h,
+        )
 
-    out = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"{_e(title)}\" "
-           f"viewBox=\"0 0 {width} {height + legend}\" width=\"{width}\">",
-           f"<rect x=\"{left}\" y=\"{top}\" width=\"{plot_w}\" height=\"{plot_h}\" "
-           "fill=\"none\" stroke=\"#999\"/>"]
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(title)}" '
+        f'viewBox="0 0 {width} {height + legend}" width="{width}">',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+        'fill="none" stroke="#999"/>',
+    ]
     for k in range(5):
         value = y0 + (y1 - y0) * k / 4
         _, y = xy(x0, value)
-        out.append(f"<line x1=\"{left}\" y1=\"{y:.1f}\" x2=\"{left + plot_w}\" y2=\"{y:.1f}\" "
-                   "stroke=\"#eee\"/>")
-        out.append(f"<text x=\"{left - 6}\" y=\"{y + 4:.1f}\" font-size=\"11\" "
-                   f"text-anchor=\"end\">{_e(_num(value))}</text>")
+        out.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
+        )
+        out.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" '
+            f'text-anchor="end">{_e(_num(value))}</text>'
+        )
     for step in sorted({round(x0 + (x1 - x0) * k / 4) for k in range(5)}):  # whole steps
         x, _ = xy(step, y0)
-        out.append(f"<text x=\"{x:.1f}\" y=\"{top + plot_h + 16}\" font-size=\"11\" "
-                   f"text-anchor=\"middle\">{step}</text>")
-    out.append(f"<text x=\"{left + plot_w / 2:.1f}\" y=\"{top + plot_h + 34}\" font-size=\"12\" "
-               "text-anchor=\"middle\">step</text>")
+        out.append(
+            f'<text x="{x:.1f}" y="{top + plot_h + 16}" font-size="11" '
+            f'text-anchor="middle">{step}</text>'
+        )
+    out.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h + 34}" font-size="12" '
+        'text-anchor="middle">step</text>'
+    )
     for n, (name, pts) in enumerate(finite.items()):
         color = _PALETTE[n % len(_PALETTE)]
         coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(s, v) for s, v in pts))
-        out.append(f"<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" "
-                   f"points=\"{coords}\"/>")
+        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
         if len(pts) <= 60:
             for s, v in pts:
                 x, y = xy(s, v)
-                out.append(f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"2.5\" fill=\"{color}\">"
-                           f"<title>{_e(name)} step {s}: {_e(_num(v))}</title></circle>")
+                out.append(
+                    f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}">'
+                    f"<title>{_e(name)} step {s}: {_e(_num(v))}</title></circle>"
+                )
         ly = height + 18 * n + 4
-        out.append(f"<rect x=\"{left}\" y=\"{ly}\" width=\"12\" height=\"12\" fill=\"{color}\"/>")
-        out.append(f"<text x=\"{left + 18}\" y=\"{ly + 11}\" font-size=\"12\">{_e(name)}</text>")
+        out.append(f'<rect x="{left}" y="{ly}" width="12" height="12" fill="{color}"/>')
+        out.append(f'<text x="{left + 18}" y="{ly + 11}" font-size="12">{_e(name)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -325,24 +404,32 @@ def _line_chart(series: dict[str, list[tuple[int, float]]], *, title: str) -> st
 def _bar_chart(items: list[tuple[str, float]], *, title: str, integer: bool = False) -> str:
     """Horizontal bars, one per ``(label, value)``, values written after the bars."""
     if not items:
-        return "<p class=\"note\">Nothing to plot.</p>"
+        return '<p class="note">Nothing to plot.</p>'
     width, label_w, value_w, bar_h, gap = 640, 170, 70, 16, 6
     bar_area = width - label_w - value_w
     largest = max((v for _, v in items if np.isfinite(v)), default=0.0)
     height = len(items) * (bar_h + gap) + gap
-    out = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"{_e(title)}\" "
-           f"viewBox=\"0 0 {width} {height}\" width=\"{width}\">"]
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(title)}" '
+        f'viewBox="0 0 {width} {height}" width="{width}">'
+    ]
     for n, (label, value) in enumerate(items):
         y = gap + n * (bar_h + gap)
         length = bar_area * value / largest if largest > 0 and np.isfinite(value) else 0.0
         short = label if len(label) <= 24 else label[:23] + "\u2026"
         text = str(int(value)) if integer and np.isfinite(value) else _num(value)
-        out.append(f"<text x=\"{label_w - 6}\" y=\"{y + 12}\" font-size=\"12\" "
-                   f"text-anchor=\"end\"><title>{_e(label)}</title>{_e(short)}</text>")
-        out.append(f"<rect x=\"{label_w}\" y=\"{y}\" width=\"{max(length, 0.0):.1f}\" "
-                   f"height=\"{bar_h}\" fill=\"{_PALETTE[0]}\"/>")
-        out.append(f"<text x=\"{label_w + max(length, 0.0) + 4:.1f}\" y=\"{y + 12}\" "
-                   f"font-size=\"12\">{_e(text)}</text>")
+        out.append(
+            f'<text x="{label_w - 6}" y="{y + 12}" font-size="12" '
+            f'text-anchor="end"><title>{_e(label)}</title>{_e(short)}</text>'
+        )
+        out.append(
+            f'<rect x="{label_w}" y="{y}" width="{max(length, 0.0):.1f}" '
+            f'height="{bar_h}" fill="{_PALETTE[0]}"/>'
+        )
+        out.append(
+            f'<text x="{label_w + max(length, 0.0) + 4:.1f}" y="{y + 12}" '
+            f'font-size="12">{_e(text)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)
 

@@ -14,8 +14,15 @@ from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 # Saved reductions that are 0 exactly when every element is 0: (name, abs).
-_ZERO_MEANS_ALL_ZERO = (("l1", False), ("l2", False), ("l1", True), ("l2", True),
-                        ("max", True), ("mean", True), ("sum", True))
+_ZERO_MEANS_ALL_ZERO = (
+    ("l1", False),
+    ("l2", False),
+    ("l1", True),
+    ("l2", True),
+    ("max", True),
+    ("mean", True),
+    ("sum", True),
+)
 
 
 @register
@@ -36,30 +43,51 @@ class AllZero(Rule):
     """
 
     PARAMETERS = (
-        Param("collection_names", None, "list",
-              "Collections whose tensors are checked (comma-separated); this or tensor_regex "
-              "is required."),
-        Param("tensor_regex", None, "list",
-              "Regular expressions selecting tensors by name (comma-separated); this or "
-              "collection_names is required."),
-        Param("threshold", "100", "float",
-              "Fire when at least this percentage of a tensor's elements are zero."),
+        Param(
+            "collection_names",
+            None,
+            "list",
+            "Collections whose tensors are checked (comma-separated); this or tensor_regex "
+            "is required.",
+        ),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions selecting tensors by name (comma-separated); this or "
+            "collection_names is required.",
+        ),
+        Param(
+            "threshold",
+            "100",
+            "float",
+            "Fire when at least this percentage of a tensor's elements are zero.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = None, threshold: str | float = "100",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        threshold: str | float = "100",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
-        self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex,
-                                         all_when_empty=False)
+        self.selection = TensorSelection(
+            self.rule_name, collection_names, tensor_regex, all_when_empty=False
+        )
         if not self.selection.given:
             raise ConfigurationError(
                 f"{self.rule_name} needs collection_names or tensor_regex: name the tensors "
-                "to check (for example collection_names=weights,gradients)")
+                "to check (for example collection_names=weights,gradients)"
+            )
         self.threshold = parse_float(self.rule_name, "threshold", threshold)
         if not 0 < self.threshold <= 100:
-            raise ConfigurationError(f"{self.rule_name} parameter threshold must be a "
-                                     f"percentage in (0, 100], got {threshold!r}")
+            raise ConfigurationError(
+                f"{self.rule_name} parameter threshold must be a "
+                f"percentage in (0, 100], got {threshold!r}"
+            )
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -70,10 +98,18 @@ class AllZero(Rule):
             if percent is None:
                 continue  # not checked
             if self.evidence.compare(
-                    step, name, quantity="zero elements (%)", value=percent,
-                    parameter="threshold", threshold=self.threshold, fires_when=">=",
-                    sentence=lambda: f"{self.rule_name}: {percent:.4g}% of {name} is zero "
-                             f"(>= threshold {self.threshold:g}%) at step {step}"):
+                step,
+                name,
+                quantity="zero elements (%)",
+                value=percent,
+                parameter="threshold",
+                threshold=self.threshold,
+                fires_when=">=",
+                sentence=lambda: (
+                    f"{self.rule_name}: {percent:.4g}% of {name} is zero "
+                    f"(>= threshold {self.threshold:g}%) at step {step}"
+                ),
+            ):
                 return True
         return False
 

@@ -57,18 +57,31 @@ class CheckInputImages(Rule):
     """
 
     PARAMETERS = (
-        Param("threshold_mean", "0.2", "float",
-              "Fire when a channel's mean differs from 0 by more than this."),
+        Param(
+            "threshold_mean",
+            "0.2",
+            "float",
+            "Fire when a channel's mean differs from 0 by more than this.",
+        ),
         Param("threshold_samples", "500", "int", "Images to see before judging."),
-        Param("regex", DEFAULT_REGEX, "list",
-              "Regular expressions of the input image tensors (comma-separated)."),
+        Param(
+            "regex",
+            DEFAULT_REGEX,
+            "list",
+            "Regular expressions of the input image tensors (comma-separated).",
+        ),
         Param("channel", "1", "int", "Axis of the colour channel in the input tensor."),
     )
 
-    def __init__(self, base_trial: Any, threshold_mean: str | float = "0.2",
-                 threshold_samples: str | int = "500",
-                 regex: str | None = DEFAULT_REGEX, channel: str | int = "1",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold_mean: str | float = "0.2",
+        threshold_samples: str | int = "500",
+        regex: str | None = DEFAULT_REGEX,
+        channel: str | int = "1",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.threshold_mean = parse_float(name, "threshold_mean", threshold_mean)
@@ -81,10 +94,14 @@ class CheckInputImages(Rule):
         hint = self.selection.hint()
         if self._inputs:  # tensors matched, but too few images to judge
             seen = max(r.images for r in self._inputs.values())
-            return [dataclasses.replace(
-                hint, description=f"{hint.description} (at most {seen} images seen, fewer than "
-                                  f"threshold_samples={self.threshold_samples})",
-                advice="lower threshold_samples, or save the input images at more steps")]
+            return [
+                dataclasses.replace(
+                    hint,
+                    description=f"{hint.description} (at most {seen} images seen, fewer than "
+                    f"threshold_samples={self.threshold_samples})",
+                    advice="lower threshold_samples, or save the input images at more steps",
+                )
+            ]
         return [hint]
 
     def invoke_at_step(self, step: int) -> bool:
@@ -100,12 +117,20 @@ class CheckInputImages(Rule):
             means = running.means()
             worst = float(np.max(np.abs(means)))
             if self.evidence.compare(
-                    step, name, quantity="largest |channel mean|", value=worst,
-                    parameter="threshold_mean", threshold=self.threshold_mean, fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: {name} channel means "
-                             f"{np.round(means, 4).tolist()} over {running.images} images "
-                             f"differ from 0 by more than threshold_mean {self.threshold_mean:g} "
-                             f"at step {step}"):
+                step,
+                name,
+                quantity="largest |channel mean|",
+                value=worst,
+                parameter="threshold_mean",
+                threshold=self.threshold_mean,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: {name} channel means "
+                    f"{np.round(means, 4).tolist()} over {running.images} images "
+                    f"differ from 0 by more than threshold_mean {self.threshold_mean:g} "
+                    f"at step {step}"
+                ),
+            ):
                 fired = True
         return fired
 
@@ -113,19 +138,31 @@ class CheckInputImages(Rule):
         if value.ndim < 3 and self.channel != 0:
             return None  # not a batch of images (scores, labels): not checked
         if not -value.ndim <= self.channel < value.ndim:
-            self.logger.warning("%s: %s has shape %s, no axis %d for the channel; skipped at "
-                                "step %d", self.rule_name, name, value.shape, self.channel, step)
+            self.logger.warning(
+                "%s: %s has shape %s, no axis %d for the channel; skipped at step %d",
+                self.rule_name,
+                name,
+                value.shape,
+                self.channel,
+                step,
+            )
             return None
         axis = self.channel % value.ndim
         per_channel = np.moveaxis(value, axis, 0).reshape(value.shape[axis], -1)
         running = self._inputs.get(name)
         if running is None:
             running = self._inputs[name] = _ChannelMeans(
-                np.zeros(per_channel.shape[0]), np.zeros(per_channel.shape[0]))
+                np.zeros(per_channel.shape[0]), np.zeros(per_channel.shape[0])
+            )
         elif running.sums.shape[0] != per_channel.shape[0]:
-            self.logger.warning("%s: %s now has %d channels instead of %d; skipped at step %d",
-                                self.rule_name, name, per_channel.shape[0],
-                                running.sums.shape[0], step)
+            self.logger.warning(
+                "%s: %s now has %d channels instead of %d; skipped at step %d",
+                self.rule_name,
+                name,
+                per_channel.shape[0],
+                running.sums.shape[0],
+                step,
+            )
             return None
         running.sums += per_channel.sum(axis=1)
         running.counts += per_channel.shape[1]

@@ -17,7 +17,6 @@ from rules_builtin.registry import register
 __all__ = ["ClassImbalance"]
 
 
-
 def _add(counts: Counter[int], values: np.ndarray) -> None:
     """Count each value of ``values`` (whole numbers) into ``counts``."""
     classes, found = np.unique(values.astype(np.int64), return_counts=True)
@@ -29,8 +28,11 @@ def _class_scores(predictions: np.ndarray, labels: int) -> bool:
     """Whether ``predictions`` are per-class scores for ``labels`` samples (Keras saves the
     softmax output, shape (samples, classes)): then they are reduced by argmax whatever
     ``argmax`` says, since scores read as class ids would be nonsense."""
-    return (predictions.ndim >= 2 and predictions.shape[-1] > 1
-            and predictions.size == labels * predictions.shape[-1])
+    return (
+        predictions.ndim >= 2
+        and predictions.shape[-1] > 1
+        and predictions.size == labels * predictions.shape[-1]
+    )
 
 
 @register
@@ -67,27 +69,48 @@ class ClassImbalance(Rule):
     """
 
     PARAMETERS = (
-        Param("threshold_imbalance", "10", "float",
-              "Fire when the largest class count / the smallest class count is above this."),
-        Param("threshold_misprediction", "0.7", "float",
-              "Fire when a class's share of mispredicted samples is above this."),
-        Param("samples", "500", "int", "Labels to see (in total, since the start) before "
-                                       "evaluating."),
-        Param("argmax", "False", "bool",
-              "Reduce predictions by argmax over their last axis (per-class scores)."),
+        Param(
+            "threshold_imbalance",
+            "10",
+            "float",
+            "Fire when the largest class count / the smallest class count is above this.",
+        ),
+        Param(
+            "threshold_misprediction",
+            "0.7",
+            "float",
+            "Fire when a class's share of mispredicted samples is above this.",
+        ),
+        Param(
+            "samples", "500", "int", "Labels to see (in total, since the start) before evaluating."
+        ),
+        Param(
+            "argmax",
+            "False",
+            "bool",
+            "Reduce predictions by argmax over their last axis (per-class scores).",
+        ),
         Param("labels_regex", ".*labels", "str", "Regex of the labels tensors."),
         Param("predictions_regex", ".*predictions", "str", "Regex of the predictions tensors."),
     )
 
-    def __init__(self, base_trial: Any, threshold_imbalance: str | float = "10",
-                 threshold_misprediction: str | float = "0.7", samples: str | int = "500",
-                 argmax: str | bool = "False", labels_regex: str = ".*labels",
-                 predictions_regex: str = ".*predictions", action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold_imbalance: str | float = "10",
+        threshold_misprediction: str | float = "0.7",
+        samples: str | int = "500",
+        argmax: str | bool = "False",
+        labels_regex: str = ".*labels",
+        predictions_regex: str = ".*predictions",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.threshold_imbalance = parse_float(name, "threshold_imbalance", threshold_imbalance)
-        self.threshold_misprediction = parse_float(name, "threshold_misprediction",
-                                                   threshold_misprediction)
+        self.threshold_misprediction = parse_float(
+            name, "threshold_misprediction", threshold_misprediction
+        )
         self.samples = parse_int(name, "samples", samples, minimum=1)
         self.argmax = parse_bool(name, "argmax", argmax)
         self.labels_regex = parse_regex(name, "labels_regex", labels_regex)
@@ -101,29 +124,40 @@ class ClassImbalance(Rule):
         pattern = self.labels_regex.pattern
         seen = sum(self.label_counts.values())
         if seen:  # labels found, too few to judge
-            return [SelectionHint(
-                f"labels_regex {pattern!r} ({seen} labels seen, fewer than samples="
-                f"{self.samples})", (pattern,), None,
-                "lower samples, or save the labels at more steps")]
-        return [SelectionHint(
-            f"labels_regex {pattern!r}", (pattern,), "labels_regex",
-            "save the true labels (and predictions_regex's predictions): XGBoost's hook saves "
-            "the labels and predictions collections when given validation_data; a "
-            "deep-learning hook needs a collection holding the labels tensor")]
+            return [
+                SelectionHint(
+                    f"labels_regex {pattern!r} ({seen} labels seen, fewer than samples="
+                    f"{self.samples})",
+                    (pattern,),
+                    None,
+                    "lower samples, or save the labels at more steps",
+                )
+            ]
+        return [
+            SelectionHint(
+                f"labels_regex {pattern!r}",
+                (pattern,),
+                "labels_regex",
+                "save the true labels (and predictions_regex's predictions): XGBoost's hook saves "
+                "the labels and predictions collections when given validation_data; a "
+                "deep-learning hook needs a collection holding the labels tensor",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         names = self.base_trial.tensor_names(step=step)
         labels = sorted((n for n in names if self.labels_regex.search(n)), key=natural_key)
         if not labels:
             raise TensorUnavailableForStep(self.labels_regex.pattern, step)
-        predictions = sorted((n for n in names if self.predictions_regex.search(n)),
-                             key=natural_key)
+        predictions = sorted(
+            (n for n in names if self.predictions_regex.search(n)), key=natural_key
+        )
         if step not in self._counted_steps:  # never count a step twice
             self._counted_steps.add(step)
             for i, label_name in enumerate(labels):
                 pred_name = predictions[i] if i < len(predictions) else None
                 self._count(step, label_name, pred_name)
-        return self._violation(step, labels, predictions[:len(labels)])
+        return self._violation(step, labels, predictions[: len(labels)])
 
     def _count(self, step: int, label_name: str, pred_name: str | None) -> None:
         y = class_ids(self.base_trial.tensor(label_name).value(step))
@@ -134,9 +168,15 @@ class ClassImbalance(Rule):
         scores = np.asarray(self.base_trial.tensor(pred_name).value(step))
         p = class_ids(scores, argmax=self.argmax or _class_scores(scores, y.size))
         if p.size != y.size:
-            self.logger.warning("%s: step %d: %s has %d values but %s has %d; mispredictions "
-                                "not counted", self.rule_name, step, label_name, y.size,
-                                pred_name, p.size)
+            self.logger.warning(
+                "%s: step %d: %s has %d values but %s has %d; mispredictions not counted",
+                self.rule_name,
+                step,
+                label_name,
+                y.size,
+                pred_name,
+                p.size,
+            )
             return
         both = finite & np.isfinite(p)
         truth = y[both].astype(np.int64)
@@ -151,16 +191,23 @@ class ClassImbalance(Rule):
         if seen < self.samples:
             return False
         if len(self.label_counts) >= 2:
-            (big, most), = self.label_counts.most_common(1)
+            ((big, most),) = self.label_counts.most_common(1)
             small, least = min(self.label_counts.items(), key=lambda kv: (kv[1], kv[0]))
             ratio = most / least
             if self.evidence.compare(
-                    step, labels, quantity="largest / smallest class count ratio", value=ratio,
-                    parameter="threshold_imbalance", threshold=self.threshold_imbalance,
-                    fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: class {big} has {most} labels and class "
-                             f"{small} {least} (ratio {ratio:.4g} > threshold_imbalance "
-                             f"{self.threshold_imbalance:g}) at step {step}"):
+                step,
+                labels,
+                quantity="largest / smallest class count ratio",
+                value=ratio,
+                parameter="threshold_imbalance",
+                threshold=self.threshold_imbalance,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: class {big} has {most} labels and class "
+                    f"{small} {least} (ratio {ratio:.4g} > threshold_imbalance "
+                    f"{self.threshold_imbalance:g}) at step {step}"
+                ),
+            ):
                 return True
         largest = max(self.label_counts.values(), default=0)
         for cls in sorted(self.compared):
@@ -168,12 +215,18 @@ class ClassImbalance(Rule):
                 continue  # not underrepresented
             share = self.mispredicted[cls] / self.compared[cls]
             if self.evidence.compare(
-                    step, labels + predictions,
-                    quantity=f"share of class {cls} samples mispredicted", value=share,
-                    parameter="threshold_misprediction", threshold=self.threshold_misprediction,
-                    fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: class {cls}: {share:.4g} of its samples "
-                             f"mispredicted > threshold_misprediction "
-                             f"{self.threshold_misprediction:g} at step {step}"):
+                step,
+                labels + predictions,
+                quantity=f"share of class {cls} samples mispredicted",
+                value=share,
+                parameter="threshold_misprediction",
+                threshold=self.threshold_misprediction,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: class {cls}: {share:.4g} of its samples "
+                    f"mispredicted > threshold_misprediction "
+                    f"{self.threshold_misprediction:g} at step {step}"
+                ),
+            ):
                 return True
         return False

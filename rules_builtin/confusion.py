@@ -48,51 +48,87 @@ class Confusion(Rule):
     """
 
     PARAMETERS = (
-        Param("category_no", None, "int",
-              "Number of classes; inferred as max(label, prediction) + 1 when not set."),
+        Param(
+            "category_no",
+            None,
+            "int",
+            "Number of classes; inferred as max(label, prediction) + 1 when not set.",
+        ),
         Param("labels", "labels", "str", "Name of the labels tensor."),
         Param("predictions", "predictions", "str", "Name of the predictions tensor."),
-        Param("labels_collection", "labels", "str",
-              "Collection holding the labels when no tensor has the labels name."),
-        Param("predictions_collection", "predictions", "str",
-              "Collection holding the predictions when no tensor has the predictions name."),
+        Param(
+            "labels_collection",
+            "labels",
+            "str",
+            "Collection holding the labels when no tensor has the labels name.",
+        ),
+        Param(
+            "predictions_collection",
+            "predictions",
+            "str",
+            "Collection holding the predictions when no tensor has the predictions name.",
+        ),
         Param("min_diag", "0.9", "float", "Fire when a class's recall is below this."),
-        Param("max_off_diag", "0.1", "float",
-              "Fire when a class's share predicted as one other class is above this."),
+        Param(
+            "max_off_diag",
+            "0.1",
+            "float",
+            "Fire when a class's share predicted as one other class is above this.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, category_no: str | int | None = None,
-                 labels: str = "labels", predictions: str = "predictions",
-                 labels_collection: str = "labels", predictions_collection: str = "predictions",
-                 min_diag: str | float = "0.9", max_off_diag: str | float = "0.1",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        category_no: str | int | None = None,
+        labels: str = "labels",
+        predictions: str = "predictions",
+        labels_collection: str = "labels",
+        predictions_collection: str = "predictions",
+        min_diag: str | float = "0.9",
+        max_off_diag: str | float = "0.1",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         given = parse_optional_float(name, "category_no", category_no)
-        self.category_no = None if given is None else parse_int(name, "category_no", category_no,
-                                                                 minimum=1)
+        self.category_no = (
+            None if given is None else parse_int(name, "category_no", category_no, minimum=1)
+        )
         self.labels = str(labels or "").strip()
         self.predictions = str(predictions or "").strip()
         self.labels_collection = TensorSelection(name, labels_collection, all_when_empty=False)
-        self.predictions_collection = TensorSelection(name, predictions_collection,
-                                                      all_when_empty=False)
+        self.predictions_collection = TensorSelection(
+            name, predictions_collection, all_when_empty=False
+        )
         self.min_diag = parse_float(name, "min_diag", min_diag)
         self.max_off_diag = parse_float(name, "max_off_diag", max_off_diag)
         self._newest: dict[ModeKeys, int] = {}  # mode -> newest step with labels/predictions
-        self._collection_names = (str(labels_collection or "").strip(),
-                                  str(predictions_collection or "").strip())
+        self._collection_names = (
+            str(labels_collection or "").strip(),
+            str(predictions_collection or "").strip(),
+        )
 
     def selection_hints(self) -> list[SelectionHint]:
-        advice = ("Confusion compares labels with predictions saved at the same steps, as "
-                  "XGBoost's hook saves them (the labels and predictions collections, given "
-                  "validation_data); for another trial set labels / predictions to the tensors' "
-                  "names, or labels_collection / predictions_collection to collections holding "
-                  "them")
-        return [SelectionHint(f"the {kind} (tensor {tensor!r} or collection {collection!r})",
-                              tuple(p for p in (tensor, collection) if p), None, advice)
-                for kind, tensor, collection in (
-                    ("labels", self.labels, self._collection_names[0]),
-                    ("predictions", self.predictions, self._collection_names[1]))]
+        advice = (
+            "Confusion compares labels with predictions saved at the same steps, as "
+            "XGBoost's hook saves them (the labels and predictions collections, given "
+            "validation_data); for another trial set labels / predictions to the tensors' "
+            "names, or labels_collection / predictions_collection to collections holding "
+            "them"
+        )
+        return [
+            SelectionHint(
+                f"the {kind} (tensor {tensor!r} or collection {collection!r})",
+                tuple(p for p in (tensor, collection) if p),
+                None,
+                advice,
+            )
+            for kind, tensor, collection in (
+                ("labels", self.labels, self._collection_names[0]),
+                ("predictions", self.predictions, self._collection_names[1]),
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         """Remember the newest step of each mode that holds labels and predictions; the
@@ -121,16 +157,26 @@ class Confusion(Rule):
         if y is None or p is None:
             return False
         if y.size != p.size:
-            self.logger.warning("%s: step %d has %d labels but %d predictions; not evaluated",
-                                self.rule_name, step, y.size, p.size)
+            self.logger.warning(
+                "%s: step %d has %d labels but %d predictions; not evaluated",
+                self.rule_name,
+                step,
+                y.size,
+                p.size,
+            )
             return False
         matrix, dropped = confusion_matrix(y, p, self.category_no)
         if dropped:
-            self.logger.warning("%s: step %d: %d label/prediction pairs left out (not finite, "
-                                "negative or >= category_no)", self.rule_name, step, dropped)
-        tensors = (labelled_names(self.base_trial, step, self.labels, self.labels_collection)
-                   + labelled_names(self.base_trial, step, self.predictions,
-                                    self.predictions_collection))
+            self.logger.warning(
+                "%s: step %d: %d label/prediction pairs left out (not finite, "
+                "negative or >= category_no)",
+                self.rule_name,
+                step,
+                dropped,
+            )
+        tensors = labelled_names(
+            self.base_trial, step, self.labels, self.labels_collection
+        ) + labelled_names(self.base_trial, step, self.predictions, self.predictions_collection)
         return self._violation(step, tensors, matrix)
 
     def _violation(self, step: int, tensors: list[str], matrix: np.ndarray) -> bool:
@@ -142,20 +188,35 @@ class Confusion(Rule):
                 continue  # no sample of class i: nothing to compare
             recall = float(row[i] / total)
             if self.evidence.compare(
-                    step, tensors, quantity=f"recall of class {i}", value=recall,
-                    parameter="min_diag", threshold=self.min_diag, fires_when="<",
-                    sentence=lambda: f"{self.rule_name}: class {i}: recall {recall:.4g} < min_diag "
-                             f"{self.min_diag:g} at step {step}"):
+                step,
+                tensors,
+                quantity=f"recall of class {i}",
+                value=recall,
+                parameter="min_diag",
+                threshold=self.min_diag,
+                fires_when="<",
+                sentence=lambda: (
+                    f"{self.rule_name}: class {i}: recall {recall:.4g} < min_diag "
+                    f"{self.min_diag:g} at step {step}"
+                ),
+            ):
                 return True
             shares = row / total
             shares[i] = 0.0
             j = int(np.argmax(shares))
             if self.evidence.compare(
-                    step, tensors, quantity=f"share of class {i} predicted as {j}",
-                    value=float(shares[j]), parameter="max_off_diag",
-                    threshold=self.max_off_diag, fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: class {i}: {shares[j]:.4g} of its samples "
-                             f"predicted as {j} > max_off_diag {self.max_off_diag:g} at step "
-                             f"{step}"):
+                step,
+                tensors,
+                quantity=f"share of class {i} predicted as {j}",
+                value=float(shares[j]),
+                parameter="max_off_diag",
+                threshold=self.max_off_diag,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: class {i}: {shares[j]:.4g} of its samples "
+                    f"predicted as {j} > max_off_diag {self.max_off_diag:g} at step "
+                    f"{step}"
+                ),
+            ):
                 return True
         return False

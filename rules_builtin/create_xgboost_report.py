@@ -33,6 +33,8 @@ DEFAULT_OUTPUT_DIR = "/opt/ml/processing/output/rule"
 REPORT_NAME = "xgboost_report.html"
 IGNORED_DIR = ".sagemaker-ignore"  # SageMaker does not upload it: temporary files go there
 REWRITE_SECONDS = 30.0  # while catching up with old steps, rewrite at most this often
+
+
 @register
 class CreateXgboostReport(Rule):
     """Never fires. At each step it gathers metrics (tensors of the ``metrics`` collection and
@@ -58,34 +60,47 @@ class CreateXgboostReport(Rule):
     """
 
     PARAMETERS = (
-        Param("output_dir", None, "str",
-              "Folder the report goes to, under CreateXgboostReport/; default "
-              f"{DEFAULT_OUTPUT_DIR} (the evaluator sets its rule output folder)."),
+        Param(
+            "output_dir",
+            None,
+            "str",
+            "Folder the report goes to, under CreateXgboostReport/; default "
+            f"{DEFAULT_OUTPUT_DIR} (the evaluator sets its rule output folder).",
+        ),
     )
 
-    def __init__(self, base_trial: Any, output_dir: str | os.PathLike[str] | None = None,
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        output_dir: str | os.PathLike[str] | None = None,
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         given = str(output_dir).strip() if output_dir is not None else ""
         self.output_dir = Path(given or DEFAULT_OUTPUT_DIR)
         # SageMaker uploads the rule's output folder to rule-output/<RuleConfigurationName>/,
         # so the report sits directly in it: rule-output/CreateXgboostReport/xgboost_report.html.
         self.report_path = self.output_dir / REPORT_NAME
-        self.data = ReportData(str(getattr(base_trial, "name", base_trial)),
-                               str(getattr(base_trial, "path", "")))
+        self.data = ReportData(
+            str(getattr(base_trial, "name", base_trial)), str(getattr(base_trial, "path", ""))
+        )
         self._metrics = TensorSelection(self.rule_name, "metrics", all_when_empty=False)
         self._labels = TensorSelection(self.rule_name, "labels", all_when_empty=False)
         self._predictions = TensorSelection(self.rule_name, "predictions", all_when_empty=False)
         self._last_write: float | None = None
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [SelectionHint(
-            "XGBoost's tensors (metrics, feature_importance/<type>/<feature>, labels, "
-            "predictions, hyperparameters/<name>)",
-            ("metrics", "feature_importance", "labels", "predictions", "hyperparameters"), None,
-            "CreateXgboostReport reports on an XGBoost training job: save the metrics, "
-            "feature_importance, labels, predictions and hyperparameters collections with the "
-            "XGBoost hook; a deep-learning trial holds none of them")]
+        return [
+            SelectionHint(
+                "XGBoost's tensors (metrics, feature_importance/<type>/<feature>, labels, "
+                "predictions, hyperparameters/<name>)",
+                ("metrics", "feature_importance", "labels", "predictions", "hyperparameters"),
+                None,
+                "CreateXgboostReport reports on an XGBoost training job: save the metrics, "
+                "feature_importance, labels, predictions and hyperparameters collections with the "
+                "XGBoost hook; a deep-learning trial holds none of them",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         if not self.data.steps or step > self.data.steps[-1]:
@@ -103,12 +118,14 @@ class CreateXgboostReport(Rule):
         self.data.training_ended = getattr(self.base_trial, "loaded_all_steps", None)
         text = render_report(self.data, generated=datetime.now(UTC))
         try:
-            write_atomically(self.report_path, text.encode("utf-8"),
-                             tmp_dir=self.output_dir / IGNORED_DIR)
+            write_atomically(
+                self.report_path, text.encode("utf-8"), tmp_dir=self.output_dir / IGNORED_DIR
+            )
         except OSError as e:
             raise ConfigurationError(
                 f"{self.rule_name} cannot write its report to {self.report_path}: {e}; the "
-                "rule output folder (output_dir) must be a writable folder") from e
+                "rule output folder (output_dir) must be a writable folder"
+            ) from e
         self._last_write = time.monotonic()
         return self.report_path
 
@@ -116,8 +133,11 @@ class CreateXgboostReport(Rule):
         if self._last_write is None:
             return True
         newest = getattr(self.base_trial, "newest_step", lambda: None)()
-        return newest is None or step >= newest or \
-            time.monotonic() - self._last_write >= REWRITE_SECONDS
+        return (
+            newest is None
+            or step >= newest
+            or time.monotonic() - self._last_write >= REWRITE_SECONDS
+        )
 
     # ---------------------------------------------------------------- gathering
 
@@ -181,11 +201,15 @@ class CreateXgboostReport(Rule):
         items = [str(v) for v in value.ravel().tolist()]
         return items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
 
-    def _arrays(self, step: int, names: set[str], name: str,
-                selection: TensorSelection) -> list[tuple[str, np.ndarray]]:
+    def _arrays(
+        self, step: int, names: set[str], name: str, selection: TensorSelection
+    ) -> list[tuple[str, np.ndarray]]:
         """The usable (name, value) pairs of the tensor ``name``, else of ``selection``."""
-        chosen = [name] if name in names else sorted(selection.names(self.base_trial, step=step),
-                                                     key=natural_key)
+        chosen = (
+            [name]
+            if name in names
+            else sorted(selection.names(self.base_trial, step=step), key=natural_key)
+        )
         found = [(n, self._read(n, step)) for n in chosen]
         return [(n, a) for n, a in found if a is not None and a.dtype.kind in "biuf" and a.size]
 

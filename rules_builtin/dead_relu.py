@@ -50,18 +50,35 @@ class DeadRelu(Rule):
     """
 
     PARAMETERS = (
-        Param("tensor_regex", None, "list",
-              "Regular expressions of the ReLU output tensors; default: every ReLU output "
-              "the trial holds, found by name and by value (see above)."),
-        Param("threshold_inactivity", "1.0", "float",
-              "A unit active for fewer than this percentage of samples is dead."),
-        Param("threshold_layer", "50.0", "float",
-              "Fire when more than this percentage of a layer's units are dead."),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions of the ReLU output tensors; default: every ReLU output "
+            "the trial holds, found by name and by value (see above).",
+        ),
+        Param(
+            "threshold_inactivity",
+            "1.0",
+            "float",
+            "A unit active for fewer than this percentage of samples is dead.",
+        ),
+        Param(
+            "threshold_layer",
+            "50.0",
+            "float",
+            "Fire when more than this percentage of a layer's units are dead.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, tensor_regex: str | None = None,
-                 threshold_inactivity: str | float = "1.0", threshold_layer: str | float = "50.0",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: str | None = None,
+        threshold_inactivity: str | float = "1.0",
+        threshold_layer: str | float = "50.0",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, None, tensor_regex)
@@ -72,12 +89,17 @@ class DeadRelu(Rule):
     def selection_hints(self) -> list[SelectionHint]:
         if self.selection.given:
             return [self.selection.hint()]
-        return [SelectionHint("the default (ReLU layer outputs, by name and by value)",
-                              ("relu_output", "relu"), "tensor_regex",
-                              "no ReLU layer output was found by name or by value; if the model "
-                              "has ReLU layers, save their outputs (Keras: the layers "
-                              "collection; PyTorch: a collection whose include_regex matches "
-                              "the ReLU modules' _output_0 tensors)")]
+        return [
+            SelectionHint(
+                "the default (ReLU layer outputs, by name and by value)",
+                ("relu_output", "relu"),
+                "tensor_regex",
+                "no ReLU layer output was found by name or by value; if the model "
+                "has ReLU layers, save their outputs (Keras: the layers "
+                "collection; PyTorch: a collection whose include_regex matches "
+                "the ReLU modules' _output_0 tensors)",
+            )
+        ]
 
     def _names(self, step: int) -> list[str]:
         if self.selection.given:
@@ -95,9 +117,17 @@ class DeadRelu(Rule):
             if dead is None:
                 continue
             if self.evidence.compare(
-                    step, name, quantity="dead units (%)", value=dead,
-                    parameter="threshold_layer", threshold=self.threshold_layer, fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: {dead:.1f}% of the units of {name} are dead "
-                             f"(> threshold_layer={self.threshold_layer:g}%) at step {step}"):
+                step,
+                name,
+                quantity="dead units (%)",
+                value=dead,
+                parameter="threshold_layer",
+                threshold=self.threshold_layer,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: {dead:.1f}% of the units of {name} are dead "
+                    f"(> threshold_layer={self.threshold_layer:g}%) at step {step}"
+                ),
+            ):
                 fired = True
         return fired

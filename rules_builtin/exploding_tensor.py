@@ -43,17 +43,29 @@ class ExplodingTensor(Rule):
     """
 
     PARAMETERS = (
-        Param("collection_names", None, "list",
-              "Collections whose tensors are checked (comma-separated)."),
-        Param("tensor_regex", None, "list",
-              "Regular expressions selecting tensors by name (comma-separated)."),
-        Param("only_nan", "False", "bool",
-              "Fire only for NaN, not for +inf / -inf."),
+        Param(
+            "collection_names",
+            None,
+            "list",
+            "Collections whose tensors are checked (comma-separated).",
+        ),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions selecting tensors by name (comma-separated).",
+        ),
+        Param("only_nan", "False", "bool", "Fire only for NaN, not for +inf / -inf."),
     )
 
-    def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = None, only_nan: str | bool = "False",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        only_nan: str | bool = "False",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex)
         self.only_nan = parse_bool(self.rule_name, "only_nan", only_nan)
@@ -78,10 +90,18 @@ class ExplodingTensor(Rule):
             what = "NaN" if self.only_nan else "NaN or infinite"
             detail = f"{nan} NaN" if self.only_nan else f"{nan} NaN, {inf} inf"
             if self.evidence.compare(
-                    step, name, quantity=f"{what} {where}", value=nan + inf,
-                    parameter=ALLOWED, threshold=0, fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
-                             f"({detail}) at step {step}; {ALLOWED}: 0"):
+                step,
+                name,
+                quantity=f"{what} {where}",
+                value=nan + inf,
+                parameter=ALLOWED,
+                threshold=0,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
+                    f"({detail}) at step {step}; {ALLOWED}: 0"
+                ),
+            ):
                 return True
         return False
 

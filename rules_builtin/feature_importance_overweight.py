@@ -37,28 +37,45 @@ class FeatureImportanceOverweight(Rule):
     """
 
     PARAMETERS = (
-        Param("threshold", "0.8", "float",
-              "Fire when the nfeatures largest importances hold more than this share."),
+        Param(
+            "threshold",
+            "0.8",
+            "float",
+            "Fire when the nfeatures largest importances hold more than this share.",
+        ),
         Param("nfeatures", "3", "int", "How many of the largest importances to add up."),
-        Param("tensor_regex", ".*feature_importance/weight", "list",
-              "Regexes of the feature-importance tensors."),
+        Param(
+            "tensor_regex",
+            ".*feature_importance/weight",
+            "list",
+            "Regexes of the feature-importance tensors.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, threshold: str | float = "0.8",
-                 nfeatures: str | int = "3", tensor_regex: str = ".*feature_importance/weight",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold: str | float = "0.8",
+        nfeatures: str | int = "3",
+        tensor_regex: str = ".*feature_importance/weight",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         self.threshold = parse_float(self.rule_name, "threshold", threshold)
         self.nfeatures = parse_int(self.rule_name, "nfeatures", nfeatures, minimum=1)
-        self.selection = TensorSelection(self.rule_name, tensor_regex=tensor_regex,
-                                         all_when_empty=False)
+        self.selection = TensorSelection(
+            self.rule_name, tensor_regex=tensor_regex, all_when_empty=False
+        )
         self._few: int | None = None  # newest step whose model used <= nfeatures features
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [dataclasses.replace(
-            self.selection.hint(),
-            advice="the importances are XGBoost's: save the feature_importance collection with "
-                   "the XGBoost hook (gbtree and dart boosters); a deep-learning trial has none")]
+        return [
+            dataclasses.replace(
+                self.selection.hint(),
+                advice="the importances are XGBoost's: save the feature_importance collection with "
+                "the XGBoost hook (gbtree and dart boosters); a deep-learning trial has none",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         names, values = self._importances(step)
@@ -82,9 +99,12 @@ class FeatureImportanceOverweight(Rule):
         names = self.selection.names(self.base_trial, step=step)
         if not names:
             raise TensorUnavailableForStep(",".join(self.selection.regexes), step)
-        values = np.concatenate([
-            np.asarray(self.base_trial.tensor(n).value(step), dtype=np.float64).ravel()
-            for n in names])
+        values = np.concatenate(
+            [
+                np.asarray(self.base_trial.tensor(n).value(step), dtype=np.float64).ravel()
+                for n in names
+            ]
+        )
         return names, values[np.isfinite(values) & (values >= 0)]
 
     def _compare(self, step: int, names: list[str], values: np.ndarray) -> bool:
@@ -94,8 +114,16 @@ class FeatureImportanceOverweight(Rule):
         top = np.sort(values)[::-1][: self.nfeatures]
         share = float(top.sum()) / total
         return self.evidence.compare(
-            step, names, quantity=f"share of the {self.nfeatures} largest feature importances",
-            value=share, parameter="threshold", threshold=self.threshold, fires_when=">",
-            sentence=lambda: f"{self.rule_name}: the {len(top)} largest of {values.size} feature "
-                     f"importances hold {share:.4g} > threshold {self.threshold:g} of the total "
-                     f"at step {step}")
+            step,
+            names,
+            quantity=f"share of the {self.nfeatures} largest feature importances",
+            value=share,
+            parameter="threshold",
+            threshold=self.threshold,
+            fires_when=">",
+            sentence=lambda: (
+                f"{self.rule_name}: the {len(top)} largest of {values.size} feature "
+                f"importances hold {share:.4g} > threshold {self.threshold:g} of the total "
+                f"at step {step}"
+            ),
+        )

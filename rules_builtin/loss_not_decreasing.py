@@ -137,24 +137,51 @@ class LossNotDecreasing(Rule):
     PARAMETERS = (
         Param("collection_names", None, "list", "Collections whose scalar tensors are checked."),
         Param("tensor_regex", None, "list", "Regular expressions of scalar tensors to check."),
-        Param("use_losses_collection", "True", "bool",
-              "Also check the tensors of the losses collection."),
-        Param("num_steps", "10", "int",
-              "Compare with the loss at least this many mode steps earlier (steps of the "
-              "followed mode); evaluate every this many mode steps."),
-        Param("diff_percent", "0.1", "float",
-              "Fire unless the loss went down by at least this percentage."),
-        Param("increase_threshold_percent", "5", "float",
-              "Fire when the loss is more than this percentage above its lowest value."),
-        Param("mode", None, "mode",
-              "TRAIN, EVAL or GLOBAL (= training); unset tries EVAL, then TRAIN."),
+        Param(
+            "use_losses_collection",
+            "True",
+            "bool",
+            "Also check the tensors of the losses collection.",
+        ),
+        Param(
+            "num_steps",
+            "10",
+            "int",
+            "Compare with the loss at least this many mode steps earlier (steps of the "
+            "followed mode); evaluate every this many mode steps.",
+        ),
+        Param(
+            "diff_percent",
+            "0.1",
+            "float",
+            "Fire unless the loss went down by at least this percentage.",
+        ),
+        Param(
+            "increase_threshold_percent",
+            "5",
+            "float",
+            "Fire when the loss is more than this percentage above its lowest value.",
+        ),
+        Param(
+            "mode",
+            None,
+            "mode",
+            "TRAIN, EVAL or GLOBAL (= training); unset tries EVAL, then TRAIN.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = None, use_losses_collection: str | bool = "True",
-                 num_steps: str | int = "10", diff_percent: str | float = "0.1",
-                 increase_threshold_percent: str | float = "5", mode: str | None = None,
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        use_losses_collection: str | bool = "True",
+        num_steps: str | int = "10",
+        diff_percent: str | float = "0.1",
+        increase_threshold_percent: str | float = "5",
+        mode: str | None = None,
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         use_losses = parse_bool(name, "use_losses_collection", use_losses_collection)
@@ -163,11 +190,13 @@ class LossNotDecreasing(Rule):
         if not self.selection.given:
             raise ConfigurationError(
                 f"{name} needs tensors to check: set collection_names or tensor_regex, or "
-                "leave use_losses_collection true")
+                "leave use_losses_collection true"
+            )
         self.num_steps = parse_int(name, "num_steps", num_steps, minimum=1)
         self.diff_percent = parse_float(name, "diff_percent", diff_percent)
         self.increase_threshold_percent = parse_float(
-            name, "increase_threshold_percent", increase_threshold_percent)
+            name, "increase_threshold_percent", increase_threshold_percent
+        )
         self.mode = parse_mode(name, "mode", mode)
         self._wanted = [as_training(self.mode)] if self.mode is not None else list(_PREFERRED)
         self._losses: dict[str, _Loss] = {}
@@ -191,8 +220,9 @@ class LossNotDecreasing(Rule):
 
     # ---------------------------------------------------------------- one tensor
 
-    def _check(self, name: str, step: int, raw_mode: ModeKeys, mode: ModeKeys,
-               mode_step: int) -> bool:
+    def _check(
+        self, name: str, step: int, raw_mode: ModeKeys, mode: ModeKeys, mode_step: int
+    ) -> bool:
         if mode == EVAL and is_epoch_end_log(self.base_trial, name, step):
             return False  # the training epoch mean: not an EVAL value of this loss
         loss = self._losses.get(name)
@@ -229,8 +259,7 @@ class LossNotDecreasing(Rule):
                 return m
         return None  # wait until EVAL or TRAIN has enough history
 
-    def _evaluate(self, name: str, view: _View, step: int, mode: ModeKeys,
-                  at: int) -> bool:
+    def _evaluate(self, name: str, view: _View, step: int, mode: ModeKeys, at: int) -> bool:
         if not view.saved or view.saved[-1][0] != at:
             return False
         if view.last_evaluated is not None and at < view.last_evaluated + self.num_steps:
@@ -249,8 +278,9 @@ class LossNotDecreasing(Rule):
         view.best = _lowest(best, current[0])
         return self._judge(name, step, mode, at, current, previous, best)
 
-    def _mean(self, name: str, view: _View,
-              window: list[tuple[int, int]]) -> tuple[float, int, int] | None:
+    def _mean(
+        self, name: str, view: _View, window: list[tuple[int, int]]
+    ) -> tuple[float, int, int] | None:
         """(mean value, first mode step, last mode step) of the saved values in ``window``;
         None when none of them can be read. A tensor that is not a scalar is skipped from
         then on."""
@@ -276,9 +306,16 @@ class LossNotDecreasing(Rule):
             return None
         return total / count, first, last  # type: ignore[return-value]
 
-    def _judge(self, name: str, step: int, mode: ModeKeys, at: int,
-               current: tuple[float, int, int], previous: tuple[float, int, int],
-               best: float) -> bool:
+    def _judge(
+        self,
+        name: str,
+        step: int,
+        mode: ModeKeys,
+        at: int,
+        current: tuple[float, int, int],
+        previous: tuple[float, int, int],
+        best: float,
+    ) -> bool:
         cur, prev = current[0], previous[0]
         m = mode.name
         where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
@@ -288,26 +325,43 @@ class LossNotDecreasing(Rule):
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
         not_decreasing = self.evidence.compare(
-            step, name, quantity=f"decrease (%) of the mean of the loss over {now} from its "
-            f"mean over {before}",
-            value=decrease, parameter="diff_percent", threshold=self.diff_percent,
-            fires_when="<=", mode=mode, mode_step=at,
-            sentence=lambda: (f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
-                      f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"))
+            step,
+            name,
+            quantity=f"decrease (%) of the mean of the loss over {now} from its mean over {before}",
+            value=decrease,
+            parameter="diff_percent",
+            threshold=self.diff_percent,
+            fires_when="<=",
+            mode=mode,
+            mode_step=at,
+            sentence=lambda: (
+                f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
+                f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"
+            ),
+        )
         rise = _percent(cur - best, best)
         risen = self.evidence.compare(
-            step, name, quantity=f"rise (%) of the mean of the loss over {now} above its "
+            step,
+            name,
+            quantity=f"rise (%) of the mean of the loss over {now} above its "
             f"lowest {m} window mean",
-            value=rise, parameter="increase_threshold_percent",
-            threshold=self.increase_threshold_percent, fires_when=">", mode=mode, mode_step=at,
-            sentence=lambda: (f"{self.rule_name}: {name}'s mean over {now} ({cur:g}, at {where}) is "
-                      f"more than {self.increase_threshold_percent:g}% above its lowest "
-                      f"{m} window mean {best:g}"))
+            value=rise,
+            parameter="increase_threshold_percent",
+            threshold=self.increase_threshold_percent,
+            fires_when=">",
+            mode=mode,
+            mode_step=at,
+            sentence=lambda: (
+                f"{self.rule_name}: {name}'s mean over {now} ({cur:g}, at {where}) is "
+                f"more than {self.increase_threshold_percent:g}% above its lowest "
+                f"{m} window mean {best:g}"
+            ),
+        )
         return not_decreasing or risen
 
 
 def _span(mode: str, window: tuple[float, int, int]) -> str:
-    """"mode steps a..b" (or "mode step a" for a window of one saved step)."""
+    """ "mode steps a..b" (or "mode step a" for a window of one saved step)."""
     _, first, last = window
     return f"{mode} step {first}" if first == last else f"{mode} steps {first}..{last}"
 

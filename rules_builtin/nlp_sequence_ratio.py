@@ -16,8 +16,10 @@ from rules_builtin.registry import register
 __all__ = ["DEFAULT_REGEX", "NLPSequenceRatio"]
 
 # An embedding layer's input, as SageMaker (MXNet), PyTorch/MXNet modules and Keras name it.
-DEFAULT_REGEX = (r".*embedding0_input_0,(^|[._])emb[^./]*_input_0$,"
-                 r"(^|/)embedding(_\d+)?/inputs$")
+DEFAULT_REGEX = (
+    r".*embedding0_input_0,(^|[._])emb[^./]*_input_0$,"
+    r"(^|/)embedding(_\d+)?/inputs$"
+)
 
 
 @register
@@ -38,31 +40,49 @@ class NLPSequenceRatio(Rule):
     """
 
     PARAMETERS = (
-        Param("tensor_regex", DEFAULT_REGEX, "list",
-              "Regular expressions of the input token tensors (comma-separated)."),
+        Param(
+            "tensor_regex",
+            DEFAULT_REGEX,
+            "list",
+            "Regular expressions of the input token tensors (comma-separated).",
+        ),
         Param("token_values", "0", "list", "Token ids to measure, comma-separated."),
-        Param("token_thresholds_percent", "50", "list",
-              "Fire when a token's share exceeds its percentage (one per token, or one for all)."),
+        Param(
+            "token_thresholds_percent",
+            "50",
+            "list",
+            "Fire when a token's share exceeds its percentage (one per token, or one for all).",
+        ),
     )
 
-    def __init__(self, base_trial: Any, tensor_regex: str | None = DEFAULT_REGEX,
-                 token_values: str = "0", token_thresholds_percent: str = "50",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: str | None = DEFAULT_REGEX,
+        token_values: str = "0",
+        token_thresholds_percent: str = "50",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, None, tensor_regex)
         tokens = [parse_float(name, "token_values", t) for t in parse_list(token_values)]
-        limits = [parse_float(name, "token_thresholds_percent", t)
-                  for t in parse_list(token_thresholds_percent)]
+        limits = [
+            parse_float(name, "token_thresholds_percent", t)
+            for t in parse_list(token_thresholds_percent)
+        ]
         if not tokens:
-            raise ConfigurationError(f"{name} parameter token_values must list at least one "
-                                     f"token id, got {token_values!r}")
+            raise ConfigurationError(
+                f"{name} parameter token_values must list at least one "
+                f"token id, got {token_values!r}"
+            )
         if len(limits) == 1:
             limits *= len(tokens)
         if len(limits) != len(tokens):
             raise ConfigurationError(
                 f"{name} parameter token_thresholds_percent must give one threshold, or one "
-                f"per token of token_values ({len(tokens)}), got {token_thresholds_percent!r}")
+                f"per token of token_values ({len(tokens)}), got {token_thresholds_percent!r}"
+            )
         self.thresholds = dict(zip(tokens, limits))
 
     def selection_hints(self) -> list[SelectionHint]:
@@ -80,9 +100,17 @@ class NLPSequenceRatio(Rule):
             for token, limit in self.thresholds.items():
                 share = 100.0 * np.count_nonzero(value == token) / value.size
                 if self.evidence.compare(
-                        step, name, quantity=f"share of token {token:g} (%)", value=share,
-                        parameter="token_thresholds_percent", threshold=limit, fires_when=">",
-                        sentence=lambda: f"{self.rule_name}: token {token:g} is {share:.1f}% of {name} "
-                                 f"(> token_thresholds_percent {limit:g}%) at step {step}"):
+                    step,
+                    name,
+                    quantity=f"share of token {token:g} (%)",
+                    value=share,
+                    parameter="token_thresholds_percent",
+                    threshold=limit,
+                    fires_when=">",
+                    sentence=lambda: (
+                        f"{self.rule_name}: token {token:g} is {share:.1f}% of {name} "
+                        f"(> token_thresholds_percent {limit:g}%) at step {step}"
+                    ),
+                ):
                     fired = True
         return fired

@@ -112,18 +112,36 @@ class Overfit(Rule):
     """
 
     PARAMETERS = (
-        Param("tensor_regex", None, "list",
-              "Regular expressions of the loss tensors; default: the losses collection."),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions of the loss tensors; default: the losses collection.",
+        ),
         Param("start_step", "0", "int", "First global step compared."),
-        Param("patience", "1", "int",
-              "Consecutive judged validation passes above the threshold needed to fire."),
-        Param("ratio_threshold", "0.1", "float",
-              "Fire when (validation - training) / training exceeds this."),
+        Param(
+            "patience",
+            "1",
+            "int",
+            "Consecutive judged validation passes above the threshold needed to fire.",
+        ),
+        Param(
+            "ratio_threshold",
+            "0.1",
+            "float",
+            "Fire when (validation - training) / training exceeds this.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, tensor_regex: str | None = None,
-                 start_step: str | int = "0", patience: str | int = "1",
-                 ratio_threshold: str | float = "0.1", action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: str | None = None,
+        start_step: str | int = "0",
+        patience: str | int = "1",
+        ratio_threshold: str | float = "0.1",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, None, tensor_regex)
@@ -138,9 +156,13 @@ class Overfit(Rule):
     def selection_hints(self) -> list[SelectionHint]:
         if self.selection.given:
             return [self.selection.hint()]
-        return [dataclasses.replace(
-            self._losses.hint(), advice="save the loss in both TRAIN and EVAL mode (Overfit "
-            "compares a loss's validation phases with its training phases)")]
+        return [
+            dataclasses.replace(
+                self._losses.hint(),
+                advice="save the loss in both TRAIN and EVAL mode (Overfit "
+                "compares a loss's validation phases with its training phases)",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         if step < self.start_step:
@@ -163,8 +185,9 @@ class Overfit(Rule):
                 if pair is not None:
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass
-                    if self._judge(name, means, _ratio(*pair), pair, step, EVAL, mode_step,
-                                   "epoch-end logs"):
+                    if self._judge(
+                        name, means, _ratio(*pair), pair, step, EVAL, mode_step, "epoch-end logs"
+                    ):
                         fired = True
                     continue
                 if is_epoch_end_log(self.base_trial, name, step):
@@ -193,14 +216,17 @@ class Overfit(Rule):
             return None
         fired_at = None
         for name, means in self._means.items():
-            if means.val_open and self._close(name, means, means.val_last_step, EVAL,
-                                              means.val_last):
-                fired_at = means.val_last_step if fired_at is None else \
-                    min(fired_at, means.val_last_step)
+            if means.val_open and self._close(
+                name, means, means.val_last_step, EVAL, means.val_last
+            ):
+                fired_at = (
+                    means.val_last_step if fired_at is None else min(fired_at, means.val_last_step)
+                )
         return fired_at
 
-    def _close(self, name: str, means: _Means, step: int, mode: ModeKeys,
-               mode_step: int | None) -> bool:
+    def _close(
+        self, name: str, means: _Means, step: int, mode: ModeKeys, mode_step: int | None
+    ) -> bool:
         if name in self._skipped or means.epoch_logs or not means.val_open:
             means.val_open = False
             return False
@@ -208,8 +234,10 @@ class Overfit(Rule):
         train = (means.train_first, means.train_last)
         pair = means.close()
         ratio = _ratio(*pair) if pair is not None else None
-        kind = (f"means of the validation pass at EVAL steps {first}..{last} and the training "
-                f"phase at TRAIN steps {train[0]}..{train[1]}")
+        kind = (
+            f"means of the validation pass at EVAL steps {first}..{last} and the training "
+            f"phase at TRAIN steps {train[0]}..{train[1]}"
+        )
         return self._judge(name, means, ratio, pair, step, mode, mode_step, kind)
 
     def _names(self, step: int) -> list[str]:
@@ -222,26 +250,51 @@ class Overfit(Rule):
             names = trial.tensor_names(step=step)
         return [n for n in names if n not in self._skipped]
 
-    def _judge(self, name: str, means: _Means, ratio: float | None,
-               pair: tuple[float, float] | None, step: int, mode: ModeKeys,
-               mode_step: int | None, kind: str) -> bool:
+    def _judge(
+        self,
+        name: str,
+        means: _Means,
+        ratio: float | None,
+        pair: tuple[float, float] | None,
+        step: int,
+        mode: ModeKeys,
+        mode_step: int | None,
+        kind: str,
+    ) -> bool:
         if ratio is None or pair is None:
             return False
         train, val = pair
         quantity = f"(validation - training) / training ({kind})"
         above = ratio > self.ratio_threshold
         means.streak = means.streak + 1 if above else 0
-        sentence = (f"{self.rule_name}: {name} validation/training ratio {ratio:g} "
-                    f"(validation {val:g}, training {train:g}, {kind}) > "
-                    f"{self.ratio_threshold:g} for {means.streak} validation pass(es), judged "
-                    f"at {mode.name} step {mode_step} (global step {step})")
+        sentence = (
+            f"{self.rule_name}: {name} validation/training ratio {ratio:g} "
+            f"(validation {val:g}, training {train:g}, {kind}) > "
+            f"{self.ratio_threshold:g} for {means.streak} validation pass(es), judged "
+            f"at {mode.name} step {mode_step} (global step {step})"
+        )
         if self.patience == 1 or not above:
             return self.evidence.compare(
-                step, name, quantity=quantity, value=ratio, parameter="ratio_threshold",
-                threshold=self.ratio_threshold, fires_when=">", mode=mode,
-                mode_step=mode_step, sentence=sentence)
+                step,
+                name,
+                quantity=quantity,
+                value=ratio,
+                parameter="ratio_threshold",
+                threshold=self.ratio_threshold,
+                fires_when=">",
+                mode=mode,
+                mode_step=mode_step,
+                sentence=sentence,
+            )
         return self.evidence.compare(
-            step, name, quantity=f"consecutive validation passes with {quantity} > "
-            f"{self.ratio_threshold:g}", value=means.streak, parameter="patience",
-            threshold=self.patience, fires_when=">=", mode=mode, mode_step=mode_step,
-            sentence=sentence)
+            step,
+            name,
+            quantity=f"consecutive validation passes with {quantity} > {self.ratio_threshold:g}",
+            value=means.streak,
+            parameter="patience",
+            threshold=self.patience,
+            fires_when=">=",
+            mode=mode,
+            mode_step=mode_step,
+            sentence=sentence,
+        )

@@ -62,7 +62,6 @@ class _Best:
         return True
 
 
-
 @dataclass
 class _Loss:
     roles: dict[str, _Best]
@@ -114,17 +113,29 @@ class Overtraining(Rule):
     """
 
     PARAMETERS = (
-        Param("patience_train", "5", "int",
-              "Saved TRAIN values without a new best before firing."),
-        Param("patience_validation", "10", "int",
-              "Saved EVAL values without a new best before firing."),
-        Param("delta", "0.01", "float",
-              "Fraction of the best value a new value must be lower by to be a new best."),
+        Param("patience_train", "5", "int", "Saved TRAIN values without a new best before firing."),
+        Param(
+            "patience_validation",
+            "10",
+            "int",
+            "Saved EVAL values without a new best before firing.",
+        ),
+        Param(
+            "delta",
+            "0.01",
+            "float",
+            "Fraction of the best value a new value must be lower by to be a new best.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, patience_train: str | int = "5",
-                 patience_validation: str | int = "10", delta: str | float = "0.01",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        patience_train: str | int = "5",
+        patience_validation: str | int = "10",
+        delta: str | float = "0.01",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.patience = {
@@ -139,10 +150,14 @@ class Overtraining(Rule):
         self._skipped: set[str] = set()  # not scalar
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [dataclasses.replace(
-            self.selection.hint(), parameter=None,
-            advice="save the loss in the hook's losses collection (Overtraining has no "
-                   "selection parameter)")]
+        return [
+            dataclasses.replace(
+                self.selection.hint(),
+                parameter=None,
+                advice="save the loss in the hook's losses collection (Overtraining has no "
+                "selection parameter)",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
@@ -164,8 +179,10 @@ class Overtraining(Rule):
                         loss.epoch_logs = True
                         loss.roles = self._fresh()
                     for role, value in zip(("train", "validation"), pair):
-                        fired = self._observe(name, loss, role, value, step, raw_mode,
-                                              mode_step) or fired
+                        fired = (
+                            self._observe(name, loss, role, value, step, raw_mode, mode_step)
+                            or fired
+                        )
                     continue
                 if is_epoch_end_log(trial, name, step):
                     continue  # the training epoch mean without a usable val_ value
@@ -174,27 +191,46 @@ class Overtraining(Rule):
             value = value_in_mode(trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
-            fired = self._observe(name, loss, _ROLE[mode], value, step, raw_mode,
-                                  mode_step) or fired
+            fired = (
+                self._observe(name, loss, _ROLE[mode], value, step, raw_mode, mode_step) or fired
+            )
         return fired
 
     def _fresh(self) -> dict[str, _Best]:
         return {role: _Best(size) for role, size in self.patience.items()}
 
-    def _observe(self, name: str, loss: _Loss, role: str, value: float, step: int,
-                 mode: ModeKeys, mode_step: int) -> bool:
+    def _observe(
+        self,
+        name: str,
+        loss: _Loss,
+        role: str,
+        value: float,
+        step: int,
+        mode: ModeKeys,
+        mode_step: int,
+    ) -> bool:
         best = loss.roles[role]
         if not best.observe(value, self.delta):
             return False
         which = f"{role} loss" + (" (epoch-end logs)" if loss.epoch_logs else "")
-        where = f"{mode.name} step {mode_step} (global step {step})" if mode != GLOBAL \
+        where = (
+            f"{mode.name} step {mode_step} (global step {step})"
+            if mode != GLOBAL
             else f"step {step}"
+        )
         return self.evidence.compare(
-            step, name if not (loss.epoch_logs and role == "validation") else
-            VALIDATION_PREFIX + name,
-            quantity=f"{which} values without a new best", value=best.since,
-            parameter=_PARAMETER[role], threshold=self.patience[role], fires_when=">=",
-            mode=mode, mode_step=mode_step,
-            sentence=lambda: (f"{self.rule_name}: {name} {which} has not improved on "
-                      f"{best.value if best.value is not None else math.nan:g} for "
-                      f"{best.since} saved values at {where}"))
+            step,
+            name if not (loss.epoch_logs and role == "validation") else VALIDATION_PREFIX + name,
+            quantity=f"{which} values without a new best",
+            value=best.since,
+            parameter=_PARAMETER[role],
+            threshold=self.patience[role],
+            fires_when=">=",
+            mode=mode,
+            mode_step=mode_step,
+            sentence=lambda: (
+                f"{self.rule_name}: {name} {which} has not improved on "
+                f"{best.value if best.value is not None else math.nan:g} for "
+                f"{best.since} saved values at {where}"
+            ),
+        )

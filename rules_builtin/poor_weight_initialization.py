@@ -58,50 +58,86 @@ class PoorWeightInitialization(Rule):
     """
 
     PARAMETERS = (
-        Param("activation_inputs_regex", None, "str",
-              "Regular expression selecting the activation inputs, one tensor per layer; "
-              "default: the ReLU layer inputs, found by name and by value."),
-        Param("threshold", "10.0", "float",
-              "Fire when the largest / smallest variance of activation inputs is above this."),
-        Param("distribution_range", "0.001", "float",
-              "Fire when a gradient's 95th - 5th percentile is below this."),
-        Param("patience", "5", "int",
-              "Fire when the loss's mean over this many training steps is not below its mean "
-              "over the as many steps before."),
+        Param(
+            "activation_inputs_regex",
+            None,
+            "str",
+            "Regular expression selecting the activation inputs, one tensor per layer; "
+            "default: the ReLU layer inputs, found by name and by value.",
+        ),
+        Param(
+            "threshold",
+            "10.0",
+            "float",
+            "Fire when the largest / smallest variance of activation inputs is above this.",
+        ),
+        Param(
+            "distribution_range",
+            "0.001",
+            "float",
+            "Fire when a gradient's 95th - 5th percentile is below this.",
+        ),
+        Param(
+            "patience",
+            "5",
+            "int",
+            "Fire when the loss's mean over this many training steps is not below its mean "
+            "over the as many steps before.",
+        ),
         Param("steps", "10", "int", "How many training steps, from the first, are checked."),
     )
 
-    def __init__(self, base_trial: Any, activation_inputs_regex: str | None = None,
-                 threshold: str | float = "10.0", distribution_range: str | float = "0.001",
-                 patience: str | int = "5", steps: str | int = "10",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        activation_inputs_regex: str | None = None,
+        threshold: str | float = "10.0",
+        distribution_range: str | float = "0.001",
+        patience: str | int = "5",
+        steps: str | int = "10",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
-        self.activation_inputs_regex = None if activation_inputs_regex is None else \
-            parse_regex(name, "activation_inputs_regex", activation_inputs_regex)
+        self.activation_inputs_regex = (
+            None
+            if activation_inputs_regex is None
+            else parse_regex(name, "activation_inputs_regex", activation_inputs_regex)
+        )
         self.finder = ActivationFinder(base_trial)
         self.threshold = parse_float(name, "threshold", threshold)
         self.distribution_range = parse_float(name, "distribution_range", distribution_range)
         self.patience = parse_int(name, "patience", patience, minimum=1)
         self.steps = parse_int(name, "steps", steps, minimum=1)
-        self.gradients = TensorSelection(name, default_collections=["gradients"],
-                                         all_when_empty=False)
+        self.gradients = TensorSelection(
+            name, default_collections=["gradients"], all_when_empty=False
+        )
         self.losses = TensorSelection(name, default_collections=["losses"], all_when_empty=False)
         self._losses: dict[str, list[tuple[int, float]]] = {}  # loss -> (mode step, value)
         self._last_step: int | None = None
 
     def selection_hints(self) -> list[SelectionHint]:
-        activations = (SelectionHint(f"activation_inputs_regex "
-                                     f"{self.activation_inputs_regex.pattern!r}",
-                                     (self.activation_inputs_regex.pattern,),
-                                     "activation_inputs_regex")
-                       if self.activation_inputs_regex is not None else
-                       SelectionHint("the ReLU layer inputs (by name and by value)",
-                                     ("relu_input", "relu"), "activation_inputs_regex"))
-        return [activations,
-                replace(self.gradients.hint(parameter=None),
-                        advice="save the gradients and losses collections with the hook"),
-                self.losses.hint(parameter=None)]
+        activations = (
+            SelectionHint(
+                f"activation_inputs_regex {self.activation_inputs_regex.pattern!r}",
+                (self.activation_inputs_regex.pattern,),
+                "activation_inputs_regex",
+            )
+            if self.activation_inputs_regex is not None
+            else SelectionHint(
+                "the ReLU layer inputs (by name and by value)",
+                ("relu_input", "relu"),
+                "activation_inputs_regex",
+            )
+        )
+        return [
+            activations,
+            replace(
+                self.gradients.hint(parameter=None),
+                advice="save the gradients and losses collections with the hook",
+            ),
+            self.losses.hint(parameter=None),
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         if self._last_step is not None and step <= self._last_step:
@@ -134,11 +170,19 @@ class PoorWeightInitialization(Rule):
             return False
         ratio = largest / smallest if smallest > 0 else math.inf
         return self.evidence.compare(
-            step, sorted(variances), quantity="largest / smallest activation-input variance",
-            value=ratio, parameter="threshold", threshold=self.threshold, fires_when=">",
-            sentence=lambda: f"{self.rule_name}: the variances of the activation inputs differ by a "
-                     f"factor {ratio:.3g} (> threshold={self.threshold:g}) at step {step}: "
-                     f"{listed(sorted(variances))}")
+            step,
+            sorted(variances),
+            quantity="largest / smallest activation-input variance",
+            value=ratio,
+            parameter="threshold",
+            threshold=self.threshold,
+            fires_when=">",
+            sentence=lambda: (
+                f"{self.rule_name}: the variances of the activation inputs differ by a "
+                f"factor {ratio:.3g} (> threshold={self.threshold:g}) at step {step}: "
+                f"{listed(sorted(variances))}"
+            ),
+        )
 
     def _gradient_spread(self, step: int) -> bool:
         fired = False
@@ -152,12 +196,19 @@ class PoorWeightInitialization(Rule):
             low, high = np.percentile(value, [5, 95])
             spread = float(high - low)
             if self.evidence.compare(
-                    step, name, quantity="95th - 5th percentile of the gradient", value=spread,
-                    parameter="distribution_range", threshold=self.distribution_range,
-                    fires_when="<",
-                    sentence=lambda: f"{self.rule_name}: the 95th - 5th percentile of {name} is "
-                             f"{spread:.3g} (< distribution_range={self.distribution_range:g}) "
-                             f"at step {step}"):
+                step,
+                name,
+                quantity="95th - 5th percentile of the gradient",
+                value=spread,
+                parameter="distribution_range",
+                threshold=self.distribution_range,
+                fires_when="<",
+                sentence=lambda: (
+                    f"{self.rule_name}: the 95th - 5th percentile of {name} is "
+                    f"{spread:.3g} (< distribution_range={self.distribution_range:g}) "
+                    f"at step {step}"
+                ),
+            ):
                 fired = True
         return fired
 
@@ -175,8 +226,9 @@ class PoorWeightInitialization(Rule):
             fired = self._compare_windows(step, mode_step, name, seen) or fired
         return fired
 
-    def _compare_windows(self, step: int, mode_step: int, name: str,
-                         seen: list[tuple[int, float]]) -> bool:
+    def _compare_windows(
+        self, step: int, mode_step: int, name: str, seen: list[tuple[int, float]]
+    ) -> bool:
         p = self.patience
         newer = [v for s, v in seen if mode_step - p < s <= mode_step]
         older = [v for s, v in seen if mode_step - 2 * p < s <= mode_step - p]
@@ -186,13 +238,20 @@ class PoorWeightInitialization(Rule):
         decrease = _decrease_percent(before, now)
         first = mode_step - 2 * p + 1
         return self.evidence.compare(
-            step, name, quantity=f"decrease (%) of the mean loss over training steps "
+            step,
+            name,
+            quantity=f"decrease (%) of the mean loss over training steps "
             f"{mode_step - p + 1}..{mode_step} from steps {first}..{mode_step - p}",
-            value=decrease, parameter="loss decrease required (%)", threshold=0.0,
+            value=decrease,
+            parameter="loss decrease required (%)",
+            threshold=0.0,
             fires_when="<=",
-            sentence=lambda: f"{self.rule_name}: the mean of {name} over training steps "
-                     f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its mean over the "
-                     f"{p} steps before ({before:g}) (patience={p}) at step {step}")
+            sentence=lambda: (
+                f"{self.rule_name}: the mean of {name} over training steps "
+                f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its mean over the "
+                f"{p} steps before ({before:g}) (patience={p}) at step {step}"
+            ),
+        )
 
 
 def _decrease_percent(before: float, now: float) -> float:

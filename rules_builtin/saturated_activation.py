@@ -26,8 +26,9 @@ def activation_of(name: str) -> str | None:
     return best if found[best] >= 0 else None
 
 
-def saturated_percent(inputs: np.ndarray, low: float, high: float,
-                      threshold_inactivity: float) -> float | None:
+def saturated_percent(
+    inputs: np.ndarray, low: float, high: float, threshold_inactivity: float
+) -> float | None:
     """The percentage of units of one activation-input tensor that are saturated: inside
     (``low``, ``high``) for fewer than ``threshold_inactivity`` % of the samples. Axis 0 is
     the batch; every other element is a unit. None for a scalar."""
@@ -66,31 +67,58 @@ class SaturatedActivation(Rule):
 
     PARAMETERS = (
         Param("collection_names", None, "list", "Collections of activation inputs to check."),
-        Param("tensor_regex", None, "list",
-              "Regular expressions of tanh / sigmoid input tensors; default: every tanh and "
-              "sigmoid layer input the trial holds, found by name and by value."),
-        Param("threshold_tanh_min", "-9.4999", "float",
-              "tanh inputs at or below this are saturated."),
-        Param("threshold_tanh_max", "9.4999", "float",
-              "tanh inputs at or above this are saturated."),
-        Param("threshold_sigmoid_min", "-23", "float",
-              "sigmoid inputs at or below this are saturated."),
-        Param("threshold_sigmoid_max", "16.99999", "float",
-              "sigmoid inputs at or above this are saturated."),
-        Param("threshold_inactivity", "1.0", "float",
-              "A unit active for fewer than this percentage of samples is saturated."),
-        Param("threshold_layer", "50.0", "float",
-              "Fire when more than this percentage of a layer's units are saturated."),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions of tanh / sigmoid input tensors; default: every tanh and "
+            "sigmoid layer input the trial holds, found by name and by value.",
+        ),
+        Param(
+            "threshold_tanh_min", "-9.4999", "float", "tanh inputs at or below this are saturated."
+        ),
+        Param(
+            "threshold_tanh_max", "9.4999", "float", "tanh inputs at or above this are saturated."
+        ),
+        Param(
+            "threshold_sigmoid_min",
+            "-23",
+            "float",
+            "sigmoid inputs at or below this are saturated.",
+        ),
+        Param(
+            "threshold_sigmoid_max",
+            "16.99999",
+            "float",
+            "sigmoid inputs at or above this are saturated.",
+        ),
+        Param(
+            "threshold_inactivity",
+            "1.0",
+            "float",
+            "A unit active for fewer than this percentage of samples is saturated.",
+        ),
+        Param(
+            "threshold_layer",
+            "50.0",
+            "float",
+            "Fire when more than this percentage of a layer's units are saturated.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = None,
-                 threshold_tanh_min: str | float = "-9.4999",
-                 threshold_tanh_max: str | float = "9.4999",
-                 threshold_sigmoid_min: str | float = "-23",
-                 threshold_sigmoid_max: str | float = "16.99999",
-                 threshold_inactivity: str | float = "1.0", threshold_layer: str | float = "50.0",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        threshold_tanh_min: str | float = "-9.4999",
+        threshold_tanh_max: str | float = "9.4999",
+        threshold_sigmoid_min: str | float = "-23",
+        threshold_sigmoid_max: str | float = "16.99999",
+        threshold_inactivity: str | float = "1.0",
+        threshold_layer: str | float = "50.0",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, collection_names, tensor_regex)
@@ -107,26 +135,36 @@ class SaturatedActivation(Rule):
         lo = parse_float(name, f"threshold_{fn}_min", low)
         hi = parse_float(name, f"threshold_{fn}_max", high)
         if not lo < hi:
-            raise ConfigurationError(f"{name} parameter threshold_{fn}_min must be smaller than "
-                                     f"threshold_{fn}_max, got {low!r} and {high!r}")
+            raise ConfigurationError(
+                f"{name} parameter threshold_{fn}_min must be smaller than "
+                f"threshold_{fn}_max, got {low!r} and {high!r}"
+            )
         return lo, hi
 
     def selection_hints(self) -> list[SelectionHint]:
         if self.selection.given:
             return [self.selection.hint()]
-        return [SelectionHint("the default (tanh and sigmoid layer inputs, by name and by "
-                              "value)", ("tanh_input", "sigmoid_input", "tanh", "sigmoid"),
-                              "tensor_regex",
-                              "no tanh or sigmoid layer input was found by name or by value; "
-                              "if the model has such layers, save their inputs (Keras: the "
-                              "layers collection; PyTorch: a collection whose include_regex "
-                              "matches the modules' _input_0 tensors)")]
+        return [
+            SelectionHint(
+                "the default (tanh and sigmoid layer inputs, by name and by value)",
+                ("tanh_input", "sigmoid_input", "tanh", "sigmoid"),
+                "tensor_regex",
+                "no tanh or sigmoid layer input was found by name or by value; "
+                "if the model has such layers, save their inputs (Keras: the "
+                "layers collection; PyTorch: a collection whose include_regex "
+                "matches the modules' _input_0 tensors)",
+            )
+        ]
 
     def _names(self, step: int) -> list[str]:
         if self.selection.given:
             return self.selection.names(self.base_trial, step=step)
-        return sorted({*self.finder.tensors("tanh", "inputs", step),
-                       *self.finder.tensors("sigmoid", "inputs", step)})
+        return sorted(
+            {
+                *self.finder.tensors("tanh", "inputs", step),
+                *self.finder.tensors("sigmoid", "inputs", step),
+            }
+        )
 
     def invoke_at_step(self, step: int) -> bool:
         fired = False
@@ -143,10 +181,18 @@ class SaturatedActivation(Rule):
             if saturated is None:
                 continue
             if self.evidence.compare(
-                    step, name, quantity=f"saturated {fn} units (%)", value=saturated,
-                    parameter="threshold_layer", threshold=self.threshold_layer, fires_when=">",
-                    sentence=lambda: f"{self.rule_name}: {saturated:.1f}% of the units of {name} ({fn}) "
-                             f"are saturated (> threshold_layer={self.threshold_layer:g}%) at "
-                             f"step {step}"):
+                step,
+                name,
+                quantity=f"saturated {fn} units (%)",
+                value=saturated,
+                parameter="threshold_layer",
+                threshold=self.threshold_layer,
+                fires_when=">",
+                sentence=lambda: (
+                    f"{self.rule_name}: {saturated:.1f}% of the units of {name} ({fn}) "
+                    f"are saturated (> threshold_layer={self.threshold_layer:g}%) at "
+                    f"step {step}"
+                ),
+            ):
                 fired = True
         return fired

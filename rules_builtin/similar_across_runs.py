@@ -47,18 +47,35 @@ class SimilarAcrossRuns(Rule):
     """
 
     PARAMETERS = (
-        Param("other_trials", None, "trials",
-              "The trials to compare with (SageMaker: other_trial_<i>, or other_trials).",
-              required=True),
-        Param("collection_names", None, "list",
-              "Collections whose tensors are compared (comma-separated)."),
-        Param("tensor_regex", None, "list",
-              "Regular expressions selecting tensors by name (comma-separated)."),
+        Param(
+            "other_trials",
+            None,
+            "trials",
+            "The trials to compare with (SageMaker: other_trial_<i>, or other_trials).",
+            required=True,
+        ),
+        Param(
+            "collection_names",
+            None,
+            "list",
+            "Collections whose tensors are compared (comma-separated).",
+        ),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions selecting tensors by name (comma-separated).",
+        ),
     )
 
-    def __init__(self, base_trial: Any, other_trials: Sequence[Any] | Any,
-                 collection_names: str | None = None, tensor_regex: str | None = None,
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        other_trials: Sequence[Any] | Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        action_str: str | None = None,
+    ) -> None:
         others = _as_trials(other_trials)
         super().__init__(base_trial, action_str, others)
         self.others = others
@@ -86,30 +103,44 @@ class SimilarAcrossRuns(Rule):
                 count, what = found
                 trial = getattr(other, "name", other)
                 if self.evidence.compare(
-                        step, name, quantity=f"{what} differing from the other run",
-                        value=count, parameter=ALLOWED, threshold=0, fires_when=">",
-                        sentence=lambda: f"{self.rule_name}: {name} at step {step} differs from trial "
-                                 f"{trial} (its step {other_step}): {count} {what} differ; "
-                                 f"{ALLOWED}: 0"):
+                    step,
+                    name,
+                    quantity=f"{what} differing from the other run",
+                    value=count,
+                    parameter=ALLOWED,
+                    threshold=0,
+                    fires_when=">",
+                    sentence=lambda: (
+                        f"{self.rule_name}: {name} at step {step} differs from trial "
+                        f"{trial} (its step {other_step}): {count} {what} differ; "
+                        f"{ALLOWED}: 0"
+                    ),
+                ):
                     return True
         return False
 
-    def _differing(self, name: str, step: int, other: Any,
-                   other_step: int) -> tuple[int, str] | None:
+    def _differing(
+        self, name: str, step: int, other: Any, other_step: int
+    ) -> tuple[int, str] | None:
         """How many values of ``name`` differ between the runs, and what they are
         ("elements" or "saved reductions"); None when nothing could be compared."""
         mine, theirs = self.base_trial.tensor(name), other.tensor(name)
         try:
-            return (_count_differing(np.asarray(mine.value(step)),
-                                     np.asarray(theirs.value(other_step))), "elements")
+            return (
+                _count_differing(
+                    np.asarray(mine.value(step)), np.asarray(theirs.value(other_step))
+                ),
+                "elements",
+            )
         except TensorUnavailableForStep:
             pass
         a, b = mine.reduction_values(step), theirs.reduction_values(other_step)
         shared = a.keys() & b.keys()
         if not shared:
             return None
-        return sum(_count_differing(np.asarray(a[key]), np.asarray(b[key])) > 0
-                   for key in shared), "saved reductions"
+        return sum(
+            _count_differing(np.asarray(a[key]), np.asarray(b[key])) > 0 for key in shared
+        ), "saved reductions"
 
 
 def _count_differing(a: np.ndarray, b: np.ndarray) -> int:
@@ -138,11 +169,12 @@ def _as_trials(other_trials: Any) -> list[Any]:
     if not items:
         raise ConfigurationError(
             "SimilarAcrossRuns needs other_trials: the trial(s) to compare with (on SageMaker, "
-            "other_trials_s3_input_paths; locally, --other-trials PATH or other_trial_0=PATH)")
+            "other_trials_s3_input_paths; locally, --other-trials PATH or other_trial_0=PATH)"
+        )
     for item in items:
         if not hasattr(item, "tensor_names") or isinstance(item, str):
             raise ConfigurationError(
                 "SimilarAcrossRuns parameter other_trials must be a list of trials "
-                f"(create_trial(path)), got {item!r}")
+                f"(create_trial(path)), got {item!r}"
+            )
     return items
-

@@ -50,34 +50,53 @@ class StalledTrainingRule(Rule):
     """
 
     PARAMETERS = (
-        Param("threshold", "1800", "float",
-              "Seconds without a new step, while training runs, before firing."),
-        Param("stop_training_on_fire", "False", "bool",
-              "Stop the training job (the one matching training_job_name_prefix) on firing."),
-        Param("training_job_name_prefix", None, "str",
-              "Prefix of the training job to stop; needed with stop_training_on_fire."),
+        Param(
+            "threshold",
+            "1800",
+            "float",
+            "Seconds without a new step, while training runs, before firing.",
+        ),
+        Param(
+            "stop_training_on_fire",
+            "False",
+            "bool",
+            "Stop the training job (the one matching training_job_name_prefix) on firing.",
+        ),
+        Param(
+            "training_job_name_prefix",
+            None,
+            "str",
+            "Prefix of the training job to stop; needed with stop_training_on_fire.",
+        ),
     )
 
     poll_seconds = 1.0
 
-    def __init__(self, base_trial: Any, threshold: str | float = "1800",
-                 stop_training_on_fire: str | bool = "False",
-                 training_job_name_prefix: str | None = None,
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold: str | float = "1800",
+        stop_training_on_fire: str | bool = "False",
+        training_job_name_prefix: str | None = None,
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.threshold = parse_float(name, "threshold", threshold)
         if not self.threshold > 0:
-            raise ConfigurationError(f"{name} parameter threshold must be a number of seconds "
-                                     f"> 0, got {threshold!r}")
-        self.stop_training_on_fire = parse_bool(name, "stop_training_on_fire",
-                                                stop_training_on_fire)
+            raise ConfigurationError(
+                f"{name} parameter threshold must be a number of seconds > 0, got {threshold!r}"
+            )
+        self.stop_training_on_fire = parse_bool(
+            name, "stop_training_on_fire", stop_training_on_fire
+        )
         prefix = (training_job_name_prefix or "").strip()
         self.training_job_name_prefix = prefix or None
         if self.stop_training_on_fire and not prefix:
             raise ConfigurationError(
                 f"{name} parameter training_job_name_prefix must name the training job to stop "
-                f"when stop_training_on_fire is true, got {training_job_name_prefix!r}")
+                f"when stop_training_on_fire is true, got {training_job_name_prefix!r}"
+            )
         self.clock: Callable[[], float] = time.monotonic
         self.sleep: Callable[[float], None] = time.sleep
         self.client_factory: ClientFactory | None = None
@@ -86,10 +105,15 @@ class StalledTrainingRule(Rule):
         self._stopper: Actions | None = None
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [SelectionHint(
-            "waiting at the newest step (training had ended before it could wait)", (), None,
-            "StalledTrainingRule times the gaps between saved steps while the training job "
-            "runs; on a trial whose training has ended there is nothing for it to time")]
+        return [
+            SelectionHint(
+                "waiting at the newest step (training had ended before it could wait)",
+                (),
+                None,
+                "StalledTrainingRule times the gaps between saved steps while the training job "
+                "runs; on a trial whose training has ended there is nothing for it to time",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         self._note_progress()
@@ -121,10 +145,18 @@ class StalledTrainingRule(Rule):
         while True:
             waited = self.clock() - self._newest_seen_at
             if self.evidence.compare(
-                    step, (), quantity="seconds without a new step", value=waited,
-                    parameter="threshold", threshold=self.threshold, fires_when=">=",
-                    sentence=lambda: f"{self.rule_name}: no step after {step} for {waited:g} s "
-                             f"(>= threshold {self.threshold:g} s)"):
+                step,
+                (),
+                quantity="seconds without a new step",
+                value=waited,
+                parameter="threshold",
+                threshold=self.threshold,
+                fires_when=">=",
+                sentence=lambda: (
+                    f"{self.rule_name}: no step after {step} for {waited:g} s "
+                    f"(>= threshold {self.threshold:g} s)"
+                ),
+            ):
                 return True
             self.sleep(min(self.poll_seconds, self.threshold - waited))
             if self._note_progress() or self._ended():
@@ -133,6 +165,7 @@ class StalledTrainingRule(Rule):
     def _stop_training(self, step: int) -> None:
         if self._stopper is None:
             spec = [{"name": "stoptraining", "training_job_prefix": self.training_job_name_prefix}]
-            self._stopper = Actions(json.dumps(spec), rule_name=self.rule_name,
-                                    client_factory=self.client_factory)
+            self._stopper = Actions(
+                json.dumps(spec), rule_name=self.rule_name, client_factory=self.client_factory
+            )
         self._stopper.invoke(f"{self.rule_name}: training stalled after step {step}")

@@ -31,17 +31,31 @@ class TensorVariance(Rule):
     """
 
     PARAMETERS = (
-        Param("collection_names", None, "list",
-              "Collections whose tensors are checked (comma-separated)."),
-        Param("tensor_regex", None, "list",
-              "Regular expressions selecting tensors by name (comma-separated)."),
+        Param(
+            "collection_names",
+            None,
+            "list",
+            "Collections whose tensors are checked (comma-separated).",
+        ),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions selecting tensors by name (comma-separated).",
+        ),
         Param("max_threshold", None, "float", "Fire when a variance is above this."),
         Param("min_threshold", None, "float", "Fire when a variance is below this."),
     )
 
-    def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = None, max_threshold: str | float | None = None,
-                 min_threshold: str | float | None = None, action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        max_threshold: str | float | None = None,
+        min_threshold: str | float | None = None,
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.selection = TensorSelection(name, collection_names, tensor_regex)
@@ -49,11 +63,15 @@ class TensorVariance(Rule):
         self.min_threshold = parse_optional_float(name, "min_threshold", min_threshold)
         if self.max_threshold is None and self.min_threshold is None:
             raise ConfigurationError(f"{name} needs max_threshold or min_threshold (or both)")
-        if (self.max_threshold is not None and self.min_threshold is not None
-                and self.min_threshold > self.max_threshold):
+        if (
+            self.max_threshold is not None
+            and self.min_threshold is not None
+            and self.min_threshold > self.max_threshold
+        ):
             raise ConfigurationError(
                 f"{name} parameter min_threshold must not exceed max_threshold, got "
-                f"min_threshold={min_threshold!r} and max_threshold={max_threshold!r}")
+                f"min_threshold={min_threshold!r} and max_threshold={max_threshold!r}"
+            )
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -64,20 +82,37 @@ class TensorVariance(Rule):
             if variance is None:
                 continue
             if self.max_threshold is not None and self._compare(
-                    step, name, variance, "max_threshold", self.max_threshold, ">"):
+                step, name, variance, "max_threshold", self.max_threshold, ">"
+            ):
                 return True
             if self.min_threshold is not None and self._compare(
-                    step, name, variance, "min_threshold", self.min_threshold, "<"):
+                step, name, variance, "min_threshold", self.min_threshold, "<"
+            ):
                 return True
         return False
 
-    def _compare(self, step: int, name: str, variance: float, parameter: str,
-                 threshold: float, fires_when: str) -> bool:
+    def _compare(
+        self,
+        step: int,
+        name: str,
+        variance: float,
+        parameter: str,
+        threshold: float,
+        fires_when: str,
+    ) -> bool:
         return self.evidence.compare(
-            step, name, quantity="variance", value=variance, parameter=parameter,
-            threshold=threshold, fires_when=fires_when,
-            sentence=lambda: f"{self.rule_name}: variance of {name} is {variance:g} {fires_when} "
-                     f"{parameter} {threshold:g} at step {step}")
+            step,
+            name,
+            quantity="variance",
+            value=variance,
+            parameter=parameter,
+            threshold=threshold,
+            fires_when=fires_when,
+            sentence=lambda: (
+                f"{self.rule_name}: variance of {name} is {variance:g} {fires_when} "
+                f"{parameter} {threshold:g} at step {step}"
+            ),
+        )
 
     def _variance(self, name: str, step: int) -> float | None:
         try:

@@ -41,16 +41,22 @@ class TreeDepth(Rule):
         Param("depth", "4", "int", "Fire when a tree is deeper than this (the root is depth 0)."),
     )
 
-    def __init__(self, base_trial: Any, depth: str | int = "4",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self, base_trial: Any, depth: str | int = "4", action_str: str | None = None
+    ) -> None:
         super().__init__(base_trial, action_str)
         self.depth = parse_int(self.rule_name, "depth", depth, minimum=0)
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [SelectionHint(
-            "tensors named trees/Node (XGBoost's tree dump)", ("trees/Node",), None,
-            "TreeDepth reads the tree dump XGBoost's smdebug hook saves (the trees collection, "
-            "gbtree and dart boosters); a deep-learning trial has none")]
+        return [
+            SelectionHint(
+                "tensors named trees/Node (XGBoost's tree dump)",
+                ("trees/Node",),
+                None,
+                "TreeDepth reads the tree dump XGBoost's smdebug hook saves (the trees collection, "
+                "gbtree and dart boosters); a deep-learning trial has none",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         names = [n for n in self.base_trial.tensor_names(step=step) if NODE_IDS.search(n)]
@@ -66,7 +72,15 @@ class TreeDepth(Rule):
             return False
         depth = (largest + 1).bit_length() - 1
         return self.evidence.compare(
-            step, names, quantity="tree depth", value=depth, parameter="depth",
-            threshold=self.depth, fires_when=">",
-            sentence=lambda: f"{self.rule_name}: largest node id {largest} means depth {depth} > depth "
-                     f"{self.depth} at step {step}")
+            step,
+            names,
+            quantity="tree depth",
+            value=depth,
+            parameter="depth",
+            threshold=self.depth,
+            fires_when=">",
+            sentence=lambda: (
+                f"{self.rule_name}: largest node id {largest} means depth {depth} > depth "
+                f"{self.depth} at step {step}"
+            ),
+        )

@@ -61,26 +61,46 @@ class UnchangedTensor(Rule):
     """
 
     PARAMETERS = (
-        Param("collection_names", None, "list",
-              "Collections whose tensors are checked (comma-separated); with neither this nor "
-              "tensor_regex: the weights, biases, gradients and losses collections."),
-        Param("tensor_regex", None, "list",
-              "Regular expressions selecting tensors by name (comma-separated)."),
-        Param("num_steps", "3", "int",
-              "How many saved steps (this one included) the value must stay the same."),
+        Param(
+            "collection_names",
+            None,
+            "list",
+            "Collections whose tensors are checked (comma-separated); with neither this nor "
+            "tensor_regex: the weights, biases, gradients and losses collections.",
+        ),
+        Param(
+            "tensor_regex",
+            None,
+            "list",
+            "Regular expressions selecting tensors by name (comma-separated).",
+        ),
+        Param(
+            "num_steps",
+            "3",
+            "int",
+            "How many saved steps (this one included) the value must stay the same.",
+        ),
         Param("rtol", "1e-05", "float", "Relative tolerance of numpy.allclose."),
         Param("atol", "1e-08", "float", "Absolute tolerance of numpy.allclose."),
         Param("equal_nan", "False", "bool", "Whether NaN equals NaN."),
     )
 
-    def __init__(self, base_trial: Any, collection_names: str | None = None,
-                 tensor_regex: str | None = None, num_steps: str | int = "3",
-                 rtol: str | float = "1e-05", atol: str | float = "1e-08",
-                 equal_nan: str | bool = "False", action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: str | None = None,
+        tensor_regex: str | None = None,
+        num_steps: str | int = "3",
+        rtol: str | float = "1e-05",
+        atol: str | float = "1e-08",
+        equal_nan: str | bool = "False",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
-        self.selection = TensorSelection(name, collection_names, tensor_regex,
-                                         default_collections=DEFAULT_COLLECTIONS)
+        self.selection = TensorSelection(
+            name, collection_names, tensor_regex, default_collections=DEFAULT_COLLECTIONS
+        )
         self.num_steps = parse_int(name, "num_steps", num_steps, minimum=2)
         self.rtol = parse_float(name, "rtol", rtol, minimum=0)
         self.atol = parse_float(name, "atol", atol, minimum=0)
@@ -95,8 +115,11 @@ class UnchangedTensor(Rule):
         mode, mode_step = self.base_trial.mode_modestep(step)
         if mode not in TRAINING or mode_step is None:
             return False
-        where = f"{mode.name} step {mode_step} (global step {step})" if mode != ModeKeys.GLOBAL \
+        where = (
+            f"{mode.name} step {mode_step} (global step {step})"
+            if mode != ModeKeys.GLOBAL
             else f"step {step}"
+        )
         fired = False
         # Every tensor is visited, even after a hit, to keep its step history complete.
         for name in self.selection.names(self.base_trial, step=step):
@@ -106,28 +129,43 @@ class UnchangedTensor(Rule):
             same = self._unchanged(name, mode, steps)
             if same is None:
                 continue
-            fired = self.evidence.compare(
-                step, name, quantity=f"saved {mode.name} steps with an unchanged value",
-                value=same, parameter="num_steps", threshold=self.num_steps, fires_when=">=",
-                mode=mode, mode_step=mode_step,
-                sentence=lambda: (f"{self.rule_name}: {name} unchanged over its last {same} saved "
-                          f"{mode.name} steps ({', '.join(map(str, steps))}) at {where}")
-            ) or fired
+            fired = (
+                self.evidence.compare(
+                    step,
+                    name,
+                    quantity=f"saved {mode.name} steps with an unchanged value",
+                    value=same,
+                    parameter="num_steps",
+                    threshold=self.num_steps,
+                    fires_when=">=",
+                    mode=mode,
+                    mode_step=mode_step,
+                    sentence=lambda: (
+                        f"{self.rule_name}: {name} unchanged over its last {same} saved "
+                        f"{mode.name} steps ({', '.join(map(str, steps))}) at {where}"
+                    ),
+                )
+                or fired
+            )
         return fired
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [dataclasses.replace(
-            self.selection.hint(),
-            advice="UnchangedTensor checks TRAIN steps (or the steps of a trial without "
-                   "modes) only; save the tensors at TRAIN steps")]
+        return [
+            dataclasses.replace(
+                self.selection.hint(),
+                advice="UnchangedTensor checks TRAIN steps (or the steps of a trial without "
+                "modes) only; save the tensors at TRAIN steps",
+            )
+        ]
 
     def _saved_steps(self, name: str, mode: ModeKeys, mode_step: int) -> deque[int]:
         """The last ``num_steps`` saved mode steps of ``name``, ending with ``mode_step``."""
         key = (name, mode)
         history = self._history.get(key)
         if history is None:
-            earlier = self.base_trial.tensor(name).prev_steps(mode_step, n=self.num_steps,
-                                                              mode=mode)
+            earlier = self.base_trial.tensor(name).prev_steps(
+                mode_step, n=self.num_steps, mode=mode
+            )
             history = self._history[key] = deque(earlier, maxlen=self.num_steps)
         if not history or history[-1] != mode_step:
             history.append(mode_step)
@@ -165,8 +203,11 @@ def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan:
     y = b if b.dtype.kind in "fc" else b.astype(np.float64)
     first_x, first_y = x.flat[0], y.flat[0]
     with np.errstate(invalid="ignore", over="ignore"):
-        if np.isfinite(first_x) and np.isfinite(first_y) and \
-                abs(first_x - first_y) > atol + rtol * abs(first_y):
+        if (
+            np.isfinite(first_x)
+            and np.isfinite(first_y)
+            and abs(first_x - first_y) > atol + rtol * abs(first_y)
+        ):
             return False
         if np.isfinite(y).all():  # then the bound is finite and NaN or inf in x fails it
             return bool((np.abs(x - y) <= atol + rtol * np.abs(y)).all())

@@ -32,22 +32,32 @@ class VanishingGradient(Rule):
     """
 
     PARAMETERS = (
-        Param("threshold", "0.0000001", "float",
-              "Fire when a gradient's mean absolute value is below this."),
+        Param(
+            "threshold",
+            "0.0000001",
+            "float",
+            "Fire when a gradient's mean absolute value is below this.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, threshold: str | float = "0.0000001",
-                 action_str: str | None = None) -> None:
+    def __init__(
+        self, base_trial: Any, threshold: str | float = "0.0000001", action_str: str | None = None
+    ) -> None:
         super().__init__(base_trial, action_str)
         self.threshold = parse_float(self.rule_name, "threshold", threshold)
-        self.selection = TensorSelection(self.rule_name, default_collections=["gradients"],
-                                         all_when_empty=False)
+        self.selection = TensorSelection(
+            self.rule_name, default_collections=["gradients"], all_when_empty=False
+        )
 
     def selection_hints(self) -> list[SelectionHint]:
         # No selection parameter: the gradients collection is the only thing it reads.
-        return [dataclasses.replace(
-            self.selection.hint(), parameter=None,
-            advice="save the gradients collection with the debugger hook")]
+        return [
+            dataclasses.replace(
+                self.selection.hint(),
+                parameter=None,
+                advice="save the gradients collection with the debugger hook",
+            )
+        ]
 
     def invoke_at_step(self, step: int) -> bool:
         if step == 0:
@@ -59,9 +69,17 @@ class VanishingGradient(Rule):
                 continue
             mean = float(np.asarray(found).reshape(-1)[0])  # saved reductions have shape (1,)
             if self.evidence.compare(
-                    step, name, quantity="mean |gradient|", value=mean, parameter="threshold",
-                    threshold=self.threshold, fires_when="<",
-                    sentence=lambda: f"{self.rule_name}: mean |{name}| = {mean:g} < threshold "
-                             f"{self.threshold:g} at step {step}"):
+                step,
+                name,
+                quantity="mean |gradient|",
+                value=mean,
+                parameter="threshold",
+                threshold=self.threshold,
+                fires_when="<",
+                sentence=lambda: (
+                    f"{self.rule_name}: mean |{name}| = {mean:g} < threshold "
+                    f"{self.threshold:g} at step {step}"
+                ),
+            ):
                 return True
         return False

@@ -54,26 +54,41 @@ class WeightUpdateRatio(Rule):
     """
 
     PARAMETERS = (
-        Param("num_steps", None, "int",
-              "Compare with the oldest saved step at most this many training steps back "
-              "(default: the previous saved step)."),
+        Param(
+            "num_steps",
+            None,
+            "int",
+            "Compare with the oldest saved step at most this many training steps back "
+            "(default: the previous saved step).",
+        ),
         Param("large_threshold", "10.0", "float", "Fire when the ratio is above this."),
         Param("small_threshold", "0.00000001", "float", "Fire when the ratio is below this."),
-        Param("epsilon", "0.000000001", "float",
-              "Added to the norm of the earlier weights, so zero weights do not divide by 0."),
+        Param(
+            "epsilon",
+            "0.000000001",
+            "float",
+            "Added to the norm of the earlier weights, so zero weights do not divide by 0.",
+        ),
     )
 
-    def __init__(self, base_trial: Any, num_steps: str | int | None = None,
-                 large_threshold: str | float = "10.0", small_threshold: str | float = "0.00000001",
-                 epsilon: str | float = "0.000000001", action_str: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        num_steps: str | int | None = None,
+        large_threshold: str | float = "10.0",
+        small_threshold: str | float = "0.00000001",
+        epsilon: str | float = "0.000000001",
+        action_str: str | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.num_steps = parse_optional_int(name, "num_steps", num_steps, minimum=1)
         self.large_threshold = parse_float(name, "large_threshold", large_threshold)
         self.small_threshold = parse_float(name, "small_threshold", small_threshold)
         self.epsilon = parse_float(name, "epsilon", epsilon)
-        self.selection = TensorSelection(name, default_collections=["weights"],
-                                         all_when_empty=False)
+        self.selection = TensorSelection(
+            name, default_collections=["weights"], all_when_empty=False
+        )
         # Per (weight, mode): earlier saved steps that may still be p, with their norm (None
         # until computed); and the last value read, reused when it is p.
         self._earlier: dict[tuple[str, ModeKeys], deque[tuple[int, float | None]]] = {}
@@ -89,39 +104,68 @@ class WeightUpdateRatio(Rule):
         if mode not in TRAINING or mode_step is None:
             return False
         fired = False
-        where = f"{mode.name} step {mode_step} (global step {step})" if mode != ModeKeys.GLOBAL \
+        where = (
+            f"{mode.name} step {mode_step} (global step {step})"
+            if mode != ModeKeys.GLOBAL
             else f"step {step}"
+        )
         # Every weight is visited, even after a hit, to keep the bookkeeping complete.
         for name in self.selection.names(self.base_trial, step=step):
             compared = self._ratio(name, mode, mode_step)
             if compared is None:
                 continue
             ratio, earlier = compared
-            since = f"since {mode.name} step {earlier}" if mode != ModeKeys.GLOBAL \
+            since = (
+                f"since {mode.name} step {earlier}"
+                if mode != ModeKeys.GLOBAL
                 else f"since step {earlier}"
+            )
             quantity = f"update ratio ||w - w_prev|| / (||w_prev|| + epsilon) {since}"
             large = self.evidence.compare(
-                step, name, quantity=quantity, value=ratio, parameter="large_threshold",
-                threshold=self.large_threshold, fires_when=">", mode=mode, mode_step=mode_step,
-                sentence=lambda: (f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
-                          f"{where}, above large_threshold={self.large_threshold:g}"))
+                step,
+                name,
+                quantity=quantity,
+                value=ratio,
+                parameter="large_threshold",
+                threshold=self.large_threshold,
+                fires_when=">",
+                mode=mode,
+                mode_step=mode_step,
+                sentence=lambda: (
+                    f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
+                    f"{where}, above large_threshold={self.large_threshold:g}"
+                ),
+            )
             small = self.evidence.compare(
-                step, name, quantity=quantity, value=ratio, parameter="small_threshold",
-                threshold=self.small_threshold, fires_when="<", mode=mode, mode_step=mode_step,
-                sentence=lambda: (f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
-                          f"{where}, below small_threshold={self.small_threshold:g} (the "
-                          "weight did not change)"))
+                step,
+                name,
+                quantity=quantity,
+                value=ratio,
+                parameter="small_threshold",
+                threshold=self.small_threshold,
+                fires_when="<",
+                mode=mode,
+                mode_step=mode_step,
+                sentence=lambda: (
+                    f"{self.rule_name}: update ratio of {name} {since} is {ratio:.3g} at "
+                    f"{where}, below small_threshold={self.small_threshold:g} (the "
+                    "weight did not change)"
+                ),
+            )
             fired = large or small or fired
         return fired
 
     def selection_hints(self) -> list[SelectionHint]:
-        return [dataclasses.replace(
-            self.selection.hint(), parameter=None,
-            advice="save the hook's weights collection at nearby TRAIN steps (WeightUpdateRatio "
-                   "has no selection parameter)")]
+        return [
+            dataclasses.replace(
+                self.selection.hint(),
+                parameter=None,
+                advice="save the hook's weights collection at nearby TRAIN steps (WeightUpdateRatio "
+                "has no selection parameter)",
+            )
+        ]
 
-    def _ratio(self, name: str, mode: ModeKeys,
-               mode_step: int) -> tuple[float, int] | None:
+    def _ratio(self, name: str, mode: ModeKeys, mode_step: int) -> tuple[float, int] | None:
         """The update ratio of ``name`` at ``mode_step`` and the mode step p it is compared
         with; None when there is nothing to compare."""
         key = (name, mode)
@@ -155,8 +199,9 @@ class WeightUpdateRatio(Rule):
             return deque([(s, None) for s in steps[-1:]], maxlen=1)
         return deque((s, None) for s in steps if s >= mode_step - self.num_steps)
 
-    def _previous(self, earlier: deque[tuple[int, float | None]],
-                  mode_step: int) -> tuple[int, float | None] | None:
+    def _previous(
+        self, earlier: deque[tuple[int, float | None]], mode_step: int
+    ) -> tuple[int, float | None] | None:
         if self.num_steps is not None:
             while earlier and earlier[0][0] < mode_step - self.num_steps:
                 earlier.popleft()
@@ -164,8 +209,9 @@ class WeightUpdateRatio(Rule):
             return None
         return earlier[0]
 
-    def _value_at(self, key: tuple[str, ModeKeys], tensor: Any,
-                  mode_step: int) -> np.ndarray | None:
+    def _value_at(
+        self, key: tuple[str, ModeKeys], tensor: Any, mode_step: int
+    ) -> np.ndarray | None:
         latest = self._latest.get(key)
         if latest is not None and latest[0] == mode_step:
             return latest[1]

@@ -53,7 +53,9 @@ def rule_section(name: str) -> str:
     if params:
         lines += ["| parameter | default | type | meaning |", "|---|---|---|---|"]
         for p in params:
-            default = "required" if p.required else ("none" if p.default is None else f"`{p.default}`")
+            default = (
+                "required" if p.required else ("none" if p.default is None else f"`{p.default}`")
+            )
             lines.append(f"| `{p.name}` | {default} | {p.kind} | {p.doc} |")
         lines.append("")
     example = {"rule_to_invoke": name}
@@ -90,7 +92,9 @@ def scenario_table() -> str:
         lines.append(f"| {rule} | " + " | ".join(cells) + " |")
     lines.append("")
     for rule, params in PARAMETERS.items():
-        lines.append(f"* {rule} ran with " + ", ".join(f"`{k}={v}`" for k, v in params.items()) + ".")
+        lines.append(
+            f"* {rule} ran with " + ", ".join(f"`{k}={v}`" for k, v in params.items()) + "."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -146,15 +150,16 @@ def hook_trials_table() -> str:
         "Tiny Keras (TensorFlow 2.12), PyTorch 2.13 and XGBoost 1.7 models trained with "
         "smdebug 1.0.34's own hooks (`tools/make_hook_trials`; the trials and what was "
         "measured in training are in `tests/fixtures/hook_trials`). Every rule runs with its "
-        "DEFAULT parameters, as the evaluator judges it: \"checked nothing\" is the "
+        'DEFAULT parameters, as the evaluator judges it: "checked nothing" is the '
         "evaluator's Error (exit 2), never a pass. Bold: the fault the trial was made with.",
         "",
         "| rule | " + " | ".join(f"`{n}`" for n in names) + " |",
         "|---|" + "---|" * len(names),
     ]
     for rule, outcomes in table.items():
-        cells = [f"**{outcomes[n].cell}**" if rule in HOOK_FAULTS[n] else outcomes[n].cell
-                 for n in names]
+        cells = [
+            f"**{outcomes[n].cell}**" if rule in HOOK_FAULTS[n] else outcomes[n].cell for n in names
+        ]
         lines.append(f"| {rule} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -162,8 +167,9 @@ def hook_trials_table() -> str:
 def render() -> str:
     sections = [rule_section(n) for n in registry.names()]
     contents = "\n".join(f"* [{n}](#{n.lower()})" for n in registry.names())
-    return "\n".join([HEADER, contents, "", SEMANTICS, hook_trials_table(), scenario_table(),
-                      *sections])
+    return "\n".join(
+        [HEADER, contents, "", SEMANTICS, hook_trials_table(), scenario_table(), *sections]
+    )
 
 
 def main() -> int:

@@ -6,18 +6,37 @@ import re
 from collections.abc import Mapping
 
 __all__ = [
-    "ALIASES", "BOOL_KEYS", "ENV_ALIASES", "KNOWN_KEYS", "OTHER_TRIAL_I", "RESERVED_KEYS",
-    "RULE_FLAG", "RULE_KEYS", "TRIAL_KEYS", "canonical", "normalize",
+    "ALIASES",
+    "BOOL_KEYS",
+    "ENV_ALIASES",
+    "KNOWN_KEYS",
+    "OTHER_TRIAL_I",
+    "RESERVED_KEYS",
+    "RULE_FLAG",
+    "RULE_KEYS",
+    "TRIAL_KEYS",
+    "canonical",
+    "normalize",
 ]
 
 # Keys with a meaning of their own; none of them reaches a rule as a parameter.
-RULE_KEYS = frozenset({"rule_to_invoke", "source_s3_uri", "start_step", "end_step",
-                       "action_json"})
-TRIAL_KEYS = frozenset({
-    "base_trial", "s3_path", "other_trials", "other_trial", "other_trials_paths", "output_dir",
-    "wait_for_training_end", "continue_after_fire", "poll_interval", "progress_interval",
-    "log_format", "log_level",
-})
+RULE_KEYS = frozenset({"rule_to_invoke", "source_s3_uri", "start_step", "end_step", "action_json"})
+TRIAL_KEYS = frozenset(
+    {
+        "base_trial",
+        "s3_path",
+        "other_trials",
+        "other_trial",
+        "other_trials_paths",
+        "output_dir",
+        "wait_for_training_end",
+        "continue_after_fire",
+        "poll_interval",
+        "progress_interval",
+        "log_format",
+        "log_level",
+    }
+)
 KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | {"rule_config_file"}
 # Never rule parameters: these, other_trial_<i>, and the trial options' environment variables.
 # action_str is filled from action_json; given as a parameter, it is an unknown one.
@@ -26,8 +45,11 @@ BOOL_KEYS = frozenset({"wait_for_training_end", "continue_after_fire"})
 # Other spellings, accepted in every source except the process environment (``RULE`` or
 # ``TRIAL_DIR`` there are far more likely to belong to something else).
 ALIASES = {
-    "trial_dir": "base_trial", "rule_name": "rule_to_invoke", "rule": "rule_to_invoke",
-    "logging_level": "log_level", "config": "rule_config_file",
+    "trial_dir": "base_trial",
+    "rule_name": "rule_to_invoke",
+    "rule": "rule_to_invoke",
+    "logging_level": "log_level",
+    "config": "rule_config_file",
 }
 # Spellings accepted everywhere, the environment included.
 ENV_ALIASES = {"LocalPath": "output_dir", "local_path": "output_dir"}

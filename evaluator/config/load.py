@@ -60,13 +60,20 @@ def load_config(
     maps, entries, rule_list = _parameter_maps(argv, environ, proc_env)
     rules = _rule_specs(maps, entries, environ)
     shared = shared_settings(maps, rule_list) if rule_list else maps[0]
-    return _build(shared, rules, root=root, processing=processing, pc_path=pc_path,
-                  trial_env={**proc_env, **environ}, stdout_is_tty=stdout_is_tty)
+    return _build(
+        shared,
+        rules,
+        root=root,
+        processing=processing,
+        pc_path=pc_path,
+        trial_env={**proc_env, **environ},
+        stdout_is_tty=stdout_is_tty,
+    )
 
 
-def _parameter_maps(argv: Sequence[str], environ: Mapping[str, str],
-                    proc_env: Mapping[str, str]) -> tuple[list[dict[str, str]], list[Entry],
-                                                          str | None]:
+def _parameter_maps(
+    argv: Sequence[str], environ: Mapping[str, str], proc_env: Mapping[str, str]
+) -> tuple[list[dict[str, str]], list[Entry], str | None]:
     """One merged map per rule entry (processing config < environment < file < flags), the
     entries, and the rule-list file if one lists the rules."""
     rule_env = rule_environment(proc_env)
@@ -80,28 +87,45 @@ def _parameter_maps(argv: Sequence[str], environ: Mapping[str, str],
             if "rule_to_invoke" in layer:
                 raise ConfigurationError(
                     f"rule_to_invoke={layer['rule_to_invoke']!r} is set by {where}, but "
-                    f"{config_file} lists the rules to run: give one or the other")
+                    f"{config_file} lists the rules to run: give one or the other"
+                )
     maps = [{**base, **entry.params, **cli} for entry in entries]
     return maps, entries, config_file if is_list else None
 
 
-def _rule_specs(maps: Sequence[Mapping[str, str]], entries: Sequence[Entry],
-                environ: Mapping[str, str]) -> list[RuleSpec]:
-    rules = [spec for m, entry in zip(maps, entries, strict=True)
-             for spec in rules_from_names(m, entry)]
+def _rule_specs(
+    maps: Sequence[Mapping[str, str]], entries: Sequence[Entry], environ: Mapping[str, str]
+) -> list[RuleSpec]:
+    rules = [
+        spec for m, entry in zip(maps, entries, strict=True) for spec in rules_from_names(m, entry)
+    ]
     check_rule_flags(maps, rules)
     candidates = environment_candidates(environ)
-    rules = [r.model_copy(update={"environment_parameters": {
-        k: v for k, v in candidates.items() if k not in r.parameters}}) for r in rules]
+    rules = [
+        r.model_copy(
+            update={
+                "environment_parameters": {
+                    k: v for k, v in candidates.items() if k not in r.parameters
+                }
+            }
+        )
+        for r in rules
+    ]
     check_unique(rules)
     return rules
 
 
-def _build(params: Mapping[str, str], rules: list[RuleSpec], *, root: Path,
-           processing: Mapping[str, Any], pc_path: Path, trial_env: Mapping[str, str],
-           stdout_is_tty: bool | None) -> EvaluatorConfig:
-    base_trial, trial_source = resolve_base_trial(params, processing, root=root,
-                                                  pc_path=pc_path)
+def _build(
+    params: Mapping[str, str],
+    rules: list[RuleSpec],
+    *,
+    root: Path,
+    processing: Mapping[str, Any],
+    pc_path: Path,
+    trial_env: Mapping[str, str],
+    stdout_is_tty: bool | None,
+) -> EvaluatorConfig:
+    base_trial, trial_source = resolve_base_trial(params, processing, root=root, pc_path=pc_path)
     others = other_trials(params)
     wait, options = resolve_trial_options(params, base_trial, trial_env)
     output_dir = _output_dir(params, root)
@@ -131,7 +155,8 @@ def _output_dir(params: Mapping[str, str], root: Path) -> Path:
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigurationError(
             f"output_dir {str(output_dir)!r} is a file: give a folder for "
-            "rule_evaluation_result.json (--output-dir, OUTPUT_DIR or LocalPath)")
+            "rule_evaluation_result.json (--output-dir, OUTPUT_DIR or LocalPath)"
+        )
     return output_dir
 
 
@@ -146,5 +171,6 @@ def _job_name(processing: Mapping[str, Any], pc_path: Path) -> str | None:
     job_name = processing.get("ProcessingJobName")
     if job_name is not None and not isinstance(job_name, str):
         raise ConfigurationError(
-            f"ProcessingJobName in {pc_path} must be a string, got {job_name!r}")
+            f"ProcessingJobName in {pc_path} must be a string, got {job_name!r}"
+        )
     return job_name or None

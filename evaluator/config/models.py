@@ -21,8 +21,9 @@ _SECRET_WORDS = ("secret", "token", "password", "key")
 def redact_parameters(parameters: Mapping[str, str]) -> dict[str, str]:
     """A copy for logs and result files: values of keys naming a secret, token, password or key
     are masked."""
-    return {k: "***" if any(w in k.lower() for w in _SECRET_WORDS) else v
-            for k, v in parameters.items()}
+    return {
+        k: "***" if any(w in k.lower() for w in _SECRET_WORDS) else v for k, v in parameters.items()
+    }
 
 
 class RuleSpec(BaseModel):
@@ -32,24 +33,32 @@ class RuleSpec(BaseModel):
 
     name: str = Field(description="rule_to_invoke as given: a built-in or a class name.")
     configuration_name: str = Field(
-        description="RuleConfigurationName when a DebugRuleConfiguration gave it, else the name.")
+        description="RuleConfigurationName when a DebugRuleConfiguration gave it, else the name."
+    )
     source: str | None = Field(None, description="source_s3_uri: s3://, a path or file://.")
     parameters: dict[str, str] = Field(
-        default_factory=dict, description="Rule-specific parameters, every value a string; "
-        "reserved keys (RESERVED_KEYS) are not among them.")
+        default_factory=dict,
+        description="Rule-specific parameters, every value a string; "
+        "reserved keys (RESERVED_KEYS) are not among them.",
+    )
     start_step: int = Field(0, ge=0, description="First global step evaluated (inclusive).")
     end_step: int | None = Field(None, ge=1, description="Step to stop before (exclusive).")
-    action_json: str | None = Field(None, description="Raw action_json; the rule framework "
-                                    "decodes it.")
+    action_json: str | None = Field(
+        None, description="Raw action_json; the rule framework decodes it."
+    )
     environment_parameters: dict[str, str] = Field(
-        default_factory=dict, description="Lower-case environment variables not named by any "
+        default_factory=dict,
+        description="Lower-case environment variables not named by any "
         "other source: SageMaker copies RuleParameters into the environment and `docker run "
         "-e threshold=...` does the same, so a rule constructor argument of that name is bound "
-        "from here when no other source gives it. Nothing else is done with them.")
+        "from here when no other source gives it. Nothing else is done with them.",
+    )
     rule_only: list[str] = Field(
-        default_factory=list, description="Keys of `parameters` given for this rule alone (a "
+        default_factory=list,
+        description="Keys of `parameters` given for this rule alone (a "
         "--<Rule>.<key> flag, or its entry of a rule list): an error if the rule does not take "
-        "them. Other keys go to the rules of the run that take them.")
+        "them. Other keys go to the rules of the run that take them.",
+    )
 
     def redacted_parameters(self) -> dict[str, str]:
         return redact_parameters(self.parameters)
@@ -77,7 +86,8 @@ class EvaluatorConfig(BaseModel):
     trial_options: TrialOptions = Field(
         description="From the environment, with poll_interval applied and "
         "idle_scans_to_complete set from wait_for_training_end (None when waiting, else the "
-        "EVALUATOR_IDLE_SCANS_TO_COMPLETE value or 2). Trials are opened with exactly these.")
+        "EVALUATOR_IDLE_SCANS_TO_COMPLETE value or 2). Trials are opened with exactly these."
+    )
 
     def redacted(self) -> dict[str, Any]:
         """The whole configuration as plain data, secrets in rule parameters masked."""

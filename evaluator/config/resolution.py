@@ -22,8 +22,14 @@ from evaluator.errors import ConfigurationError
 from evaluator.trial.options import TrialOptions
 
 __all__ = [
-    "TENSORS_INPUT", "check_rule_flags", "check_unique", "other_trials", "resolve_base_trial",
-    "resolve_trial_options", "rules_from_names", "shared_settings",
+    "TENSORS_INPUT",
+    "check_rule_flags",
+    "check_unique",
+    "other_trials",
+    "resolve_base_trial",
+    "resolve_trial_options",
+    "rules_from_names",
+    "shared_settings",
 ]
 
 TENSORS_INPUT = "processing/input/tensors"
@@ -39,8 +45,9 @@ _RULE_WANTED = (
 # ---- trials -----------------------------------------------------------------------------------
 
 
-def resolve_base_trial(params: Mapping[str, str], processing: Mapping[str, Any], *,
-                       root: Path, pc_path: Path) -> tuple[str, str]:
+def resolve_base_trial(
+    params: Mapping[str, str], processing: Mapping[str, Any], *, root: Path, pc_path: Path
+) -> tuple[str, str]:
     """(location, where it came from), in the order of container-protocol §1.8.
 
     A processing input's S3 URI beats its local mirror: with the default S3DownloadMode
@@ -61,8 +68,9 @@ def resolve_base_trial(params: Mapping[str, str], processing: Mapping[str, Any],
     raise _no_trial(uri, name, processing, mirror=mirror, pc_path=pc_path)
 
 
-def _no_trial(uri: str | None, name: str, processing: Mapping[str, Any], *, mirror: Path,
-              pc_path: Path) -> ConfigurationError:
+def _no_trial(
+    uri: str | None, name: str, processing: Mapping[str, Any], *, mirror: Path, pc_path: Path
+) -> ConfigurationError:
     looked = ["base_trial (--trial-dir, BASE_TRIAL)", "S3_PATH"]
     if uri is not None:
         looked.append(f"processing input {name!r} in {pc_path} ({uri}: not on S3)")
@@ -73,21 +81,25 @@ def _no_trial(uri: str | None, name: str, processing: Mapping[str, Any], *, mirr
     looked.append(f"the folder {mirror} (does not exist)")
     return ConfigurationError(
         "no trial to evaluate: set base_trial (or --trial-dir) to the training job's debug "
-        "output, an s3:// URI or a folder; looked at " + ", ".join(looked))
+        "output, an s3:// URI or a folder; looked at " + ", ".join(looked)
+    )
 
 
-def _tensors_input(processing: Mapping[str, Any], mirror: Path,
-                   pc_path: Path | None = None) -> tuple[str | None, str]:
+def _tensors_input(
+    processing: Mapping[str, Any], mirror: Path, pc_path: Path | None = None
+) -> tuple[str | None, str]:
     local_paths = {_SAGEMAKER_TENSORS, str(mirror)}
     inputs = processing.get("ProcessingInputs") or []
     if not isinstance(inputs, list):
         raise ConfigurationError(
-            f"ProcessingInputs in {pc_path} must be a list, got {type(inputs).__name__}")
+            f"ProcessingInputs in {pc_path} must be a list, got {type(inputs).__name__}"
+        )
     for item in inputs:
         s3 = (item.get("S3Input") or {}) if isinstance(item, dict) else {}
         if not isinstance(s3, dict):
             raise ConfigurationError(
-                f"each S3Input in ProcessingInputs of {pc_path} must be an object, got {s3!r}")
+                f"each S3Input in ProcessingInputs of {pc_path} must be an object, got {s3!r}"
+            )
         name = str(item.get("InputName", "")) if isinstance(item, dict) else ""
         local = str(s3.get("LocalPath", "")).rstrip("/")
         if s3.get("S3Uri") and (local in local_paths or name in ("tensors", "base_trial")):
@@ -97,8 +109,7 @@ def _tensors_input(processing: Mapping[str, Any], mirror: Path,
 
 def other_trials(params: Mapping[str, str]) -> list[str]:
     """other_trial_<i> (by i), other_trials (commas), other_trial, other_trials_paths (;)."""
-    indexed = sorted((int(m.group(1)), k) for k in params
-                     if (m := OTHER_TRIAL_I.fullmatch(k)))
+    indexed = sorted((int(m.group(1)), k) for k in params if (m := OTHER_TRIAL_I.fullmatch(k)))
     found = [(k, params[k]) for _, k in indexed]
     found += [("other_trials", v) for v in params.get("other_trials", "").split(",")]
     found += [("other_trial", params.get("other_trial", ""))]
@@ -111,8 +122,9 @@ def other_trials(params: Mapping[str, str]) -> list[str]:
     return out
 
 
-def resolve_trial_options(params: Mapping[str, str], base_trial: str,
-                          trial_env: Mapping[str, str]) -> tuple[bool, TrialOptions]:
+def resolve_trial_options(
+    params: Mapping[str, str], base_trial: str, trial_env: Mapping[str, str]
+) -> tuple[bool, TrialOptions]:
     """Whether to wait for the end marker, and the options every trial of the run is opened
     with: the environment's, then poll_interval, then idle_scans_to_complete decided here
     (None when waiting, else the variable's value or 2)."""
@@ -120,8 +132,10 @@ def resolve_trial_options(params: Mapping[str, str], base_trial: str,
     # idle scans instead (an explicit EVALUATOR_IDLE_SCANS_TO_COMPLETE implies the same).
     wait = bool_value(params, "wait_for_training_end")
     if wait is None:
-        wait = base_trial.startswith("s3://") and not trial_env.get(
-            "EVALUATOR_IDLE_SCANS_TO_COMPLETE", "").strip()
+        wait = (
+            base_trial.startswith("s3://")
+            and not trial_env.get("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "").strip()
+        )
     poll = seconds_value(params, "poll_interval")
     options = trial_options_from_env(trial_env, **({} if poll is None else {"poll_interval": poll}))
     idle = None if wait else (options.idle_scans_to_complete or 2)
@@ -144,11 +158,18 @@ def rules_from_names(params: Mapping[str, str], entry: Entry) -> list[RuleSpec]:
     for name in names:
         configuration_name = entry.name if entry.name and len(names) == 1 else name
         targeted = _rule_flags(params, name, configuration_name)
-        specs.append(RuleSpec(
-            name=name, configuration_name=configuration_name, source=source,
-            parameters={**rule_params, **targeted},
-            rule_only=[*own, *(k for k in targeted if k not in own)],
-            start_step=start, end_step=end, action_json=params.get("action_json") or None))
+        specs.append(
+            RuleSpec(
+                name=name,
+                configuration_name=configuration_name,
+                source=source,
+                parameters={**rule_params, **targeted},
+                rule_only=[*own, *(k for k in targeted if k not in own)],
+                start_step=start,
+                end_step=end,
+                action_json=params.get("action_json") or None,
+            )
+        )
     return specs
 
 
@@ -163,7 +184,8 @@ def _rule_names(params: Mapping[str, str], entry: Entry) -> list[str]:
             what = "an empty name" if not name else f"{name!r} is not a rule class name"
             raise ConfigurationError(
                 f"rule_to_invoke must be rule names separated by commas (letters, digits and "
-                f"_, e.g. VanishingGradient,Overfit), got {raw!r}: {what}")
+                f"_, e.g. VanishingGradient,Overfit), got {raw!r}: {what}"
+            )
     return names
 
 
@@ -171,22 +193,30 @@ def _step_window(params: Mapping[str, str]) -> tuple[int, int | None]:
     start = step_value(params, "start_step") or 0
     end = step_value(params, "end_step")
     if end is not None and start >= end:
-        raise ConfigurationError(f"start_step ({start}) must be smaller than end_step ({end}); "
-                                 "end_step is exclusive")
+        raise ConfigurationError(
+            f"start_step ({start}) must be smaller than end_step ({end}); end_step is exclusive"
+        )
     return start, end
 
 
 def _is_rule_parameter(key: str) -> bool:
-    return (key not in KNOWN_KEYS and not OTHER_TRIAL_I.fullmatch(key)
-            and key not in TRIAL_ENVIRONMENT and "." not in key)
+    return (
+        key not in KNOWN_KEYS
+        and not OTHER_TRIAL_I.fullmatch(key)
+        and key not in TRIAL_ENVIRONMENT
+        and "." not in key
+    )
 
 
 def _rule_flags(params: Mapping[str, str], name: str, configuration_name: str) -> dict[str, str]:
     """``<Rule>.<key>`` entries of ``params`` naming this rule (rule_to_invoke in any case, or
     its RuleConfigurationName), by key."""
     names = {name.lower(), configuration_name.lower()}
-    return {m[2]: value for key, value in params.items()
-            if (m := RULE_FLAG.fullmatch(key)) and m[1].lower() in names}
+    return {
+        m[2]: value
+        for key, value in params.items()
+        if (m := RULE_FLAG.fullmatch(key)) and m[1].lower() in names
+    }
 
 
 def check_rule_flags(maps: Sequence[Mapping[str, str]], rules: Sequence[RuleSpec]) -> None:
@@ -196,17 +226,19 @@ def check_rule_flags(maps: Sequence[Mapping[str, str]], rules: Sequence[RuleSpec
         if m is None:
             raise ConfigurationError(
                 f"{key!r} is not a parameter name: give a parameter for one rule as "
-                "<Rule>.<parameter>, e.g. --VanishingGradient.threshold 1e-6")
+                "<Rule>.<parameter>, e.g. --VanishingGradient.threshold 1e-6"
+            )
         if canonical(m[2], environment=False) is not None or m[2] in RESERVED_KEYS:
             raise ConfigurationError(
                 f"{m[2]} is not a rule parameter (in {key}): it is an evaluator setting; give "
-                f"it as --{m[2]}, or per rule in that rule's entry of a --config rule list")
-        if not any(m[1].lower() in (r.name.lower(), r.configuration_name.lower())
-                   for r in rules):
+                f"it as --{m[2]}, or per rule in that rule's entry of a --config rule list"
+            )
+        if not any(m[1].lower() in (r.name.lower(), r.configuration_name.lower()) for r in rules):
             raise ConfigurationError(
                 f"per-rule parameter {key} names no rule of this run (rules: "
                 f"{', '.join(r.configuration_name for r in rules)}); the prefix is a "
-                "rule_to_invoke name or a RuleConfigurationName")
+                "rule_to_invoke name or a RuleConfigurationName"
+            )
 
 
 def check_unique(rules: Sequence[RuleSpec]) -> None:
@@ -215,7 +247,8 @@ def check_unique(rules: Sequence[RuleSpec]) -> None:
         if rule.configuration_name in seen:
             raise ConfigurationError(
                 f"rule {rule.configuration_name!r} is listed twice; give each rule once (in a "
-                "rule list, a distinct RuleConfigurationName per entry)")
+                "rule list, a distinct RuleConfigurationName per entry)"
+            )
         seen.add(rule.configuration_name)
 
 
@@ -229,6 +262,7 @@ def shared_settings(maps: Sequence[Mapping[str, str]], where: str) -> dict[str, 
             if key in shared and shared[key] != value:
                 raise ConfigurationError(
                     f"{key} differs between the rules in {where} ({shared[key]!r} and "
-                    f"{value!r}): all rules of one run share the trial and its settings")
+                    f"{value!r}): all rules of one run share the trial and its settings"
+                )
             shared[key] = value
     return shared

@@ -19,8 +19,15 @@ from evaluator.errors import ConfigurationError
 from evaluator.trial.options import TrialOptions, validated_options
 
 __all__ = [
-    "TRIAL_ENVIRONMENT", "Entry", "environ_layer", "environment_candidates", "parse_argv",
-    "read_processing_config", "read_rule_file", "rule_environment", "string_map",
+    "TRIAL_ENVIRONMENT",
+    "Entry",
+    "environ_layer",
+    "environment_candidates",
+    "parse_argv",
+    "read_processing_config",
+    "read_rule_file",
+    "rule_environment",
+    "string_map",
     "trial_options_from_env",
 ]
 
@@ -43,20 +50,27 @@ TRIAL_ENVIRONMENT = {
 }
 
 # Lower-case variables that are the machine's, never a rule's.
-_NOT_RULE_PARAMETERS = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "no_proxy",
-                                  "all_proxy"})
+_NOT_RULE_PARAMETERS = frozenset(
+    {"http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "all_proxy"}
+)
 
 
-def trial_options_from_env(environ: Mapping[str, str] | None = None,
-                           **overrides: Any) -> TrialOptions:
+def trial_options_from_env(
+    environ: Mapping[str, str] | None = None, **overrides: Any
+) -> TrialOptions:
     """Defaults, then the variables of ``TRIAL_ENVIRONMENT`` in ``environ`` (default: the
     process environment), then ``overrides``: an explicit argument wins, None included."""
     env = os.environ if environ is None else environ
-    from_env = {name: env[var].strip() for var, name in TRIAL_ENVIRONMENT.items()
-                if env.get(var, "").strip() != ""}
-    labels = {name: f"{name} (environment variable {var})"
-              for var, name in TRIAL_ENVIRONMENT.items()
-              if name in from_env and name not in overrides}
+    from_env = {
+        name: env[var].strip()
+        for var, name in TRIAL_ENVIRONMENT.items()
+        if env.get(var, "").strip() != ""
+    }
+    labels = {
+        name: f"{name} (environment variable {var})"
+        for var, name in TRIAL_ENVIRONMENT.items()
+        if name in from_env and name not in overrides
+    }
     return validated_options({**from_env, **overrides}, labels=labels)
 
 
@@ -71,16 +85,18 @@ def read_processing_config(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ConfigurationError(f"cannot read the processing job config {path}: {e}") from None
     if not isinstance(data, dict):
-        raise ConfigurationError(f"the processing job config {path} must hold a JSON object, "
-                                 f"got {type(data).__name__}")
+        raise ConfigurationError(
+            f"the processing job config {path} must hold a JSON object, got {type(data).__name__}"
+        )
     return data
 
 
 def string_map(value: Any, where: str) -> dict[str, str]:
     """A RuleParameters-like map with every value a string (None drops the key)."""
     if not isinstance(value, dict):
-        raise ConfigurationError(f"{where} must be a JSON object of parameters, "
-                                 f"got {type(value).__name__}")
+        raise ConfigurationError(
+            f"{where} must be a JSON object of parameters, got {type(value).__name__}"
+        )
     out: dict[str, str] = {}
     for key, raw in value.items():
         if raw is None:
@@ -90,8 +106,10 @@ def string_map(value: Any, where: str) -> dict[str, str]:
         elif key == "action_json" and isinstance(raw, list):
             out[key] = json.dumps(raw)
         else:
-            raise ConfigurationError(f"parameter {key!r} in {where} must be a string (every "
-                                     f"RuleParameters value is one), got {json.dumps(raw)}")
+            raise ConfigurationError(
+                f"parameter {key!r} in {where} must be a string (every "
+                f"RuleParameters value is one), got {json.dumps(raw)}"
+            )
     return out
 
 
@@ -100,24 +118,35 @@ def rule_environment(proc_env: Mapping[str, str]) -> dict[str, str]:
     that are not upper-case aliases of our keys): they are not RuleParameters."""
     ignored = [k for k in proc_env if k.isupper() and canonical(k, environment=False) is None]
     if ignored:
-        log.debug("processing config variables that are not rule parameters: %s",
-                  ", ".join(sorted(ignored)))
+        log.debug(
+            "processing config variables that are not rule parameters: %s",
+            ", ".join(sorted(ignored)),
+        )
     return {k: v for k, v in proc_env.items() if k not in ignored}
 
 
 def environ_layer(environ: Mapping[str, str], *, listed: Iterable[str]) -> dict[str, str]:
     """Process environment variables that are known keys or listed by the processing config."""
     listed = set(listed)
-    wanted = {k: v for k, v in environ.items()
-              if k in listed or canonical(k, environment=True) is not None}
+    wanted = {
+        k: v
+        for k, v in environ.items()
+        if k in listed or canonical(k, environment=True) is not None
+    }
     return normalize(wanted, environment=True)
 
 
 def environment_candidates(environ: Mapping[str, str]) -> dict[str, str]:
     """Lower-case identifiers that are neither reserved nor proxies: possible rule arguments."""
-    return {k: v for k, v in environ.items()
-            if k.isidentifier() and k == k.lower() and k not in _NOT_RULE_PARAMETERS
-            and k not in RESERVED_KEYS and canonical(k, environment=True) is None}
+    return {
+        k: v
+        for k, v in environ.items()
+        if k.isidentifier()
+        and k == k.lower()
+        and k not in _NOT_RULE_PARAMETERS
+        and k not in RESERVED_KEYS
+        and canonical(k, environment=True) is None
+    }
 
 
 # ---- flags ------------------------------------------------------------------------------------
@@ -131,8 +160,9 @@ def parse_argv(argv: Sequence[str]) -> tuple[dict[str, str], str | None]:
         token = argv[i]
         name, eq, value = token[2:].partition("=")
         if not token.startswith("--") or not name:
-            raise ConfigurationError(f"unexpected argument {token!r}: give options as "
-                                     "--key value or --key=value")
+            raise ConfigurationError(
+                f"unexpected argument {token!r}: give options as --key value or --key=value"
+            )
         if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             i, value, eq = i + 1, argv[i + 1], "="
         prefix, dot, rest = name.rpartition(".")  # --<Rule>.<key>: the rule name kept as is
@@ -167,24 +197,31 @@ def read_rule_file(path: str) -> tuple[list[Entry], bool]:
     if isinstance(data, dict) and "rules" in data:
         data = data["rules"]
         if not isinstance(data, list):
-            raise ConfigurationError(f'"rules" in {path} must be a list of rule configurations, '
-                                     f"got {type(data).__name__}")
+            raise ConfigurationError(
+                f'"rules" in {path} must be a list of rule configurations, '
+                f"got {type(data).__name__}"
+            )
     if not isinstance(data, list):
         return [_rule_entry(data, str(path))], False
     if not data:
         raise ConfigurationError(f"no rule to run: the rule list in {path} is empty")
-    return [_rule_entry(e, f"rule {n} of {path}")._replace(own=True)
-            for n, e in enumerate(data, 1)], True
+    return [
+        _rule_entry(e, f"rule {n} of {path}")._replace(own=True) for n, e in enumerate(data, 1)
+    ], True
 
 
 def _rule_entry(entry: Any, where: str) -> Entry:
     if not isinstance(entry, dict):
-        raise ConfigurationError(f"{where} must be a JSON object (RuleParameters or a "
-                                 f"DebugRuleConfiguration), got {type(entry).__name__}")
+        raise ConfigurationError(
+            f"{where} must be a JSON object (RuleParameters or a "
+            f"DebugRuleConfiguration), got {type(entry).__name__}"
+        )
     if not {"RuleParameters", "RuleConfigurationName", "RuleEvaluatorImage"} & entry.keys():
         return Entry(normalize(string_map(entry, where), environment=False), None, where)
-    params = normalize(string_map(entry.get("RuleParameters") or {},
-                                  f"RuleParameters of {where}"), environment=False)
+    params = normalize(
+        string_map(entry.get("RuleParameters") or {}, f"RuleParameters of {where}"),
+        environment=False,
+    )
     if entry.get("LocalPath"):  # the DebugRuleConfiguration's rule output folder
         params.setdefault("output_dir", str(entry["LocalPath"]))
     name = entry.get("RuleConfigurationName")

@@ -16,8 +16,14 @@ from pathlib import Path
 from evaluator.errors import ConfigurationError
 
 __all__ = [
-    "FALSE_WORDS", "TRUE_WORDS", "as_bool", "bool_value", "check_location", "choice_value",
-    "seconds_value", "step_value",
+    "FALSE_WORDS",
+    "TRUE_WORDS",
+    "as_bool",
+    "bool_value",
+    "check_location",
+    "choice_value",
+    "seconds_value",
+    "step_value",
 ]
 
 TRUE_WORDS = frozenset({"true", "1", "yes", "y", "on"})
@@ -71,16 +77,16 @@ def seconds_value(params: Mapping[str, str], key: str) -> float | None:
     return value
 
 
-def choice_value(params: Mapping[str, str], key: str, choices: Sequence[str], *,
-                 upper: bool) -> str | None:
+def choice_value(
+    params: Mapping[str, str], key: str, choices: Sequence[str], *, upper: bool
+) -> str | None:
     raw = params.get(key, "").strip()
     if raw == "":
         return None
     value = raw.upper() if upper else raw.lower()
     value = "WARNING" if value == "WARN" else value
     if value not in choices:
-        raise ConfigurationError(f"{key} must be one of {', '.join(choices)}, "
-                                 f"got {params[key]!r}")
+        raise ConfigurationError(f"{key} must be one of {', '.join(choices)}, got {params[key]!r}")
     return value
 
 
@@ -89,11 +95,14 @@ def check_location(key: str, value: str, *, allow_name: bool = False) -> str:
     if value.startswith("s3://"):
         if not re.fullmatch(r"s3://[^\s/]+(/\S*)?", value):
             raise ConfigurationError(
-                f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}")
+                f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}"
+            )
         return value
     if "://" in value and not value.startswith("file://"):
-        raise ConfigurationError(f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// "
-                                 f"URI, got {value!r} (unsupported scheme)")
+        raise ConfigurationError(
+            f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// "
+            f"URI, got {value!r} (unsupported scheme)"
+        )
     if value == "file://":
         raise ConfigurationError(f"{key} must name a folder after file://, got {value!r}")
     if not allow_name and _JOB_NAME.fullmatch(value) and not Path(value).exists():
@@ -101,5 +110,6 @@ def check_location(key: str, value: str, *, allow_name: bool = False) -> str:
             f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}: "
             "no such folder, and training-job names are not resolved; give the trial's S3 URI "
             f"(<S3OutputPath>/{value}/debug-output) or a folder path (./{value} for a folder "
-            "that does not exist yet)")
+            "that does not exist yet)"
+        )
     return value

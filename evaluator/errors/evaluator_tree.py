@@ -78,8 +78,14 @@ class _RuleRaised(EvaluatorError):
     message names the rule, the exception, the ``step`` and the ``location`` (file and line)
     when known; ``error_type`` is the exception's type name and ``__cause__`` the exception."""
 
-    def __init__(self, rule: str, error: BaseException, *, step: int | None = None,
-                 location: str | None = None) -> None:
+    def __init__(
+        self,
+        rule: str,
+        error: BaseException,
+        *,
+        step: int | None = None,
+        location: str | None = None,
+    ) -> None:
         where = "" if step is None else f" at step {step}"
         where += "" if location is None else f" ({location})"
         name = type(error).__name__

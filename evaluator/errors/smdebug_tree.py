@@ -207,7 +207,9 @@ class UnsupportedDtypeError(SMDebugValueError, KeyError):
         self.dtype_name = dtype_name
 
     def __str__(self) -> str:
-        return f"tensor DataType {self.dtype_name} ({self.dtype_enum}) cannot be read as a numpy array"
+        return (
+            f"tensor DataType {self.dtype_name} ({self.dtype_enum}) cannot be read as a numpy array"
+        )
 
 
 class CollectionFilesTimeout(MissingCollectionFiles):

@@ -284,9 +284,7 @@ def parse_collections_file(data: bytes | str) -> CollectionsFile:
 def serialize_collections_file(collections_file: CollectionsFile) -> bytes:
     """The bytes smdebug's ``CollectionManager.export`` writes."""
     document = {
-        "collections": {
-            name: c.to_json_dict() for name, c in collections_file.collections.items()
-        },
+        "collections": {name: c.to_json_dict() for name, c in collections_file.collections.items()},
         "_meta": {"num_workers": collections_file.num_workers},
     }
     return json.dumps(document).encode("utf-8")

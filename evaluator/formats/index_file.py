@@ -155,8 +155,11 @@ def _tensor_entries(entries: list[Any]) -> tuple[TensorEntry, ...]:
         rows = None
     if rows:
         names, starts, lengths = zip(*rows)
-        if (set(map(type, names)) == {str} and set(map(type, starts)) == {int}
-                and set(map(type, lengths)) == {int}):
+        if (
+            set(map(type, names)) == {str}
+            and set(map(type, starts)) == {int}
+            and set(map(type, lengths)) == {int}
+        ):
             return tuple(map(_make_tensor_entry, rows))
     return tuple(_checked_tensor_entry(e) for e in entries)
 

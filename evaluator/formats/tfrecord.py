@@ -121,9 +121,9 @@ def smdebug_payload(buf: Buffer) -> Buffer | None:
     n, length_crc = _HEADER.unpack_from(buf, 0)
     if n + RECORD_OVERHEAD != size or _LENGTH_CRCS.get(n) != length_crc:
         return None
-    if buf[size - FOOTER_SIZE:] != FOOTER_MAGIC:
+    if buf[size - FOOTER_SIZE :] != FOOTER_MAGIC:
         return None
-    return buf[HEADER_SIZE: size - FOOTER_SIZE]
+    return buf[HEADER_SIZE : size - FOOTER_SIZE]
 
 
 # A trial's records have few distinct lengths, so the length CRC is nearly always looked up.

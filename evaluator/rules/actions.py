@@ -29,8 +29,15 @@ from typing import Any
 
 from evaluator.errors import ConfigurationError
 
-__all__ = ["ALLOWED_ACTIONS", "SNS_TOPIC", "Actions", "MessageAction", "StopTrainingAction",
-           "default_region", "parse_action_json"]
+__all__ = [
+    "ALLOWED_ACTIONS",
+    "SNS_TOPIC",
+    "Actions",
+    "MessageAction",
+    "StopTrainingAction",
+    "default_region",
+    "parse_action_json",
+]
 
 log = logging.getLogger("evaluator.rules.actions")
 
@@ -88,7 +95,8 @@ def parse_action_json(text: str | None) -> list[dict[str, Any]]:
     if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
         raise ConfigurationError(
             f"action_json must be a JSON object or a list of JSON objects such as "
-            f'[{{"name": "email", "endpoint": "me@example.com"}}], got {_kind(parsed)}')
+            f'[{{"name": "email", "endpoint": "me@example.com"}}], got {_kind(parsed)}'
+        )
     return [{str(key).lower(): value for key, value in item.items()} for item in items]
 
 
@@ -121,7 +129,9 @@ def _kind(value: Any) -> str:
         return "a list holding a non-object item"
     if value is None:
         return "null"
-    kind = {bool: "boolean", int: "number", float: "number", str: "string"}.get(type(value), "value")
+    kind = {bool: "boolean", int: "number", float: "number", str: "string"}.get(
+        type(value), "value"
+    )
     return f"a JSON {kind}"
 
 
@@ -139,8 +149,13 @@ class StopTrainingAction:
         self._clients = clients
         self._stopped = False
         self.matching_jobs = self._find_jobs()
-        log.info("rule %s: stoptraining action for prefix %r in %s; matching InProgress jobs: %s",
-                 rule_name, training_job_prefix, clients.region, self.matching_jobs)
+        log.info(
+            "rule %s: stoptraining action for prefix %r in %s; matching InProgress jobs: %s",
+            rule_name,
+            training_job_prefix,
+            clients.region,
+            self.matching_jobs,
+        )
 
     def _find_jobs(self) -> list[str]:
         prefix = self.training_job_prefix.lower()
@@ -154,8 +169,12 @@ class StopTrainingAction:
     def _in_progress_jobs(self) -> Any:
         client = self._clients.get("sagemaker")
         request: dict[str, Any] = {
-            "NameContains": self.training_job_prefix, "StatusEquals": "InProgress",
-            "SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": 100}
+            "NameContains": self.training_job_prefix,
+            "StatusEquals": "InProgress",
+            "SortBy": "CreationTime",
+            "SortOrder": "Descending",
+            "MaxResults": 100,
+        }
         for _ in range(_MAX_PAGES):
             page = client.list_training_jobs(**request)
             for job in page.get("TrainingJobSummaries", []):
@@ -166,9 +185,14 @@ class StopTrainingAction:
 
     def invoke(self, message: str = "") -> None:
         if len(self.matching_jobs) != 1:
-            log.warning("rule %s: stoptraining found %d InProgress job(s) starting with %r (%s); "
-                        "it stops a job only when exactly one matches", self.rule_name,
-                        len(self.matching_jobs), self.training_job_prefix, self.matching_jobs)
+            log.warning(
+                "rule %s: stoptraining found %d InProgress job(s) starting with %r (%s); "
+                "it stops a job only when exactly one matches",
+                self.rule_name,
+                len(self.matching_jobs),
+                self.training_job_prefix,
+                self.matching_jobs,
+            )
             return
         if self._stopped:
             return
@@ -198,11 +222,17 @@ class MessageAction:
             sns = self._clients.get("sns")
             arn: str = sns.create_topic(Name=SNS_TOPIC)["TopicArn"]  # returns the existing one
             if not self._subscribed(sns, arn):
-                sns.subscribe(TopicArn=arn, Protocol=self.name, Endpoint=self.endpoint,
-                              Attributes={"FilterPolicy": json.dumps({self._attribute: [self.endpoint]})},
-                              ReturnSubscriptionArn=False)
+                sns.subscribe(
+                    TopicArn=arn,
+                    Protocol=self.name,
+                    Endpoint=self.endpoint,
+                    Attributes={"FilterPolicy": json.dumps({self._attribute: [self.endpoint]})},
+                    ReturnSubscriptionArn=False,
+                )
         except Exception as e:
-            _log_failure(self.rule_name, f"subscribing {self.name} endpoint to SNS topic {SNS_TOPIC}", e)
+            _log_failure(
+                self.rule_name, f"subscribing {self.name} endpoint to SNS topic {SNS_TOPIC}", e
+            )
             return None
         log.info("rule %s: %s action subscribed to %s", self.rule_name, self.name, arn)
         return arn
@@ -225,15 +255,25 @@ class MessageAction:
             sns = self._clients.get("sns")
             arn = self.topic_arn or sns.create_topic(Name=SNS_TOPIC)["TopicArn"]
             sns.publish(
-                TopicArn=arn, Subject=subject[:_MAX_SUBJECT], Message=f"{subject}. {message}",
-                MessageAttributes={self._attribute: {"DataType": "String", "StringValue": self.endpoint}})
+                TopicArn=arn,
+                Subject=subject[:_MAX_SUBJECT],
+                Message=f"{subject}. {message}",
+                MessageAttributes={
+                    self._attribute: {"DataType": "String", "StringValue": self.endpoint}
+                },
+            )
         except Exception as e:
             _log_failure(self.rule_name, f"publishing to SNS topic {SNS_TOPIC}", e)
 
 
 def _log_failure(rule_name: str, what: str, error: Exception) -> None:
-    log.warning("rule %s: action failed while %s: %s: %s (the rule goes on)",
-                rule_name, what, type(error).__name__, error)
+    log.warning(
+        "rule %s: action failed while %s: %s: %s (the rule goes on)",
+        rule_name,
+        what,
+        type(error).__name__,
+        error,
+    )
 
 
 # ---------------------------------------------------------------------------------- Actions
@@ -245,8 +285,14 @@ class Actions:
     ``region`` defaults to ``default_region()``; ``client_factory`` makes boto3 clients (tests
     pass stubbed ones). Invalid ``action_json`` raises ``ConfigurationError``."""
 
-    def __init__(self, action_str: str | None, rule_name: str, *, region: str | None = None,
-                 client_factory: ClientFactory | None = None) -> None:
+    def __init__(
+        self,
+        action_str: str | None,
+        rule_name: str,
+        *,
+        region: str | None = None,
+        client_factory: ClientFactory | None = None,
+    ) -> None:
         self.rule_name = rule_name
         self._clients = _Clients(region or default_region(), client_factory)
         self.actions: list[StopTrainingAction | MessageAction] = []
@@ -264,8 +310,12 @@ class Actions:
             raise ConfigurationError(f"action_json: action name must be a string, got {name!r}")
         name = name.lower()
         if name not in ALLOWED_ACTIONS:
-            log.warning("rule %s: action %r is not supported (allowed: %s); skipped",
-                        self.rule_name, name, ", ".join(ALLOWED_ACTIONS))
+            log.warning(
+                "rule %s: action %r is not supported (allowed: %s); skipped",
+                self.rule_name,
+                name,
+                ", ".join(ALLOWED_ACTIONS),
+            )
             return None
         key = _REQUIRED_KEY[name]
         value = spec.get(key)
@@ -273,7 +323,9 @@ class Actions:
             log.warning("rule %s: action %r needs the key %r; skipped", self.rule_name, name, key)
             return None
         if not isinstance(value, str):
-            raise ConfigurationError(f"action_json: {key} of action {name!r} must be a string, got {value!r}")
+            raise ConfigurationError(
+                f"action_json: {key} of action {name!r} must be a string, got {value!r}"
+            )
         if name == "stoptraining":
             return StopTrainingAction(self.rule_name, value, self._clients)
         return MessageAction(self.rule_name, name, value, self._clients)

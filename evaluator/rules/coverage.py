@@ -30,8 +30,7 @@ def checked_nothing(rule: Any, result: InvokeResult) -> bool:
     (``RECORDS_COMPARISONS``) has checked something when it recorded a comparison; any other
     rule when it read a tensor value; one without our ``evidence`` (it did not call
     ``Rule.__init__``) when it evaluated a step."""
-    if result.fired_steps or result.ended_by not in (Termination.END_OF_DATA,
-                                                     Termination.END_STEP):
+    if result.fired_steps or result.ended_by not in (Termination.END_OF_DATA, Termination.END_STEP):
         return False
     evidence = getattr(rule, "evidence", None)
     if not isinstance(evidence, Evidence):
@@ -40,9 +39,9 @@ def checked_nothing(rule: Any, result: InvokeResult) -> bool:
     return not evidence.checked_anything(reads_count=not records)
 
 
-def nothing_checked_error(rule: Any, *, steps_visited: int,
-                          window: tuple[int, int | None] | None = None
-                          ) -> InsufficientInformationForRuleInvocation:
+def nothing_checked_error(
+    rule: Any, *, steps_visited: int, window: tuple[int, int | None] | None = None
+) -> InsufficientInformationForRuleInvocation:
     """The error for ``rule`` that ended without checking anything, after visiting
     ``steps_visited`` saved steps (in the global-step ``window`` [start, end) when one was set)."""
     name = getattr(rule, "rule_name", type(rule).__name__)
@@ -69,8 +68,9 @@ def _hints(rule: Any) -> list[SelectionHint]:
     return [h for h in found if isinstance(h, SelectionHint)]
 
 
-def _what_happened(steps: int, window: tuple[int, int | None] | None,
-                   hints: list[SelectionHint]) -> str:
+def _what_happened(
+    steps: int, window: tuple[int, int | None] | None, hints: list[SelectionHint]
+) -> str:
     where = ""
     if window is not None and (window[0] or window[1] is not None):
         end = "" if window[1] is None else f" to {window[1]} (exclusive)"
@@ -78,8 +78,9 @@ def _what_happened(steps: int, window: tuple[int, int | None] | None,
     if steps == 0:
         return f"no saved step{where} to evaluate"
     selected = " and ".join(h.description for h in hints)
-    what = f"{selected} selected no tensor it could check" if selected else \
-        "it read no tensor value"
+    what = (
+        f"{selected} selected no tensor it could check" if selected else "it read no tensor value"
+    )
     return f"it checked nothing at the {steps} saved step(s) it visited{where}: {what}"
 
 
@@ -113,16 +114,18 @@ def closest_names(names: list[str], patterns: list[str], most: int = 5) -> list[
     for name in names:
         lower = name.lower()
         shared = sum(1 for w in set(words) if w in lower)
-        similarity = max(difflib.SequenceMatcher(None, "_".join(_words(p)), lower).ratio()
-                         for p in patterns)
+        similarity = max(
+            difflib.SequenceMatcher(None, "_".join(_words(p)), lower).ratio() for p in patterns
+        )
         scored.append((shared, similarity, name))
     scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
     return [n for shared, sim, n in scored[:most] if shared or sim >= 0.5]
 
 
 def _words(pattern: str) -> list[str]:
-    return [w for w in re.split(r"[^a-z0-9]+", _REGEX_SYNTAX.sub(" ", pattern.lower()))
-            if len(w) >= 3]
+    return [
+        w for w in re.split(r"[^a-z0-9]+", _REGEX_SYNTAX.sub(" ", pattern.lower())) if len(w) >= 3
+    ]
 
 
 def suggest_regex(name: str) -> str:
@@ -135,8 +138,12 @@ def _advice(hints: list[SelectionHint], close: list[str]) -> str:
     parameters = [h.parameter for h in hints if h.parameter]
     said = [h.advice for h in hints if h.advice]
     if parameters:
-        example = f" (for example {parameters[0]}={suggest_regex(close[0])})" \
-            if close and parameters[0].endswith("regex") else ""
-        said.append(f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to "
-                    f"check{example}")
+        example = (
+            f" (for example {parameters[0]}={suggest_regex(close[0])})"
+            if close and parameters[0].endswith("regex")
+            else ""
+        )
+        said.append(
+            f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to check{example}"
+        )
     return "; ".join(dict.fromkeys(said))

@@ -38,7 +38,10 @@ from evaluator.modes import ModeKeys
 __all__ = ["Check", "Evidence", "SelectionHint", "json_number"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
 }
 MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
 
@@ -83,10 +86,16 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "step": self.step, "mode": self.mode, "mode_step": self.mode_step,
-            "worker": self.worker, "tensors": list(self.tensors), "quantity": self.quantity,
-            "value": json_number(self.value), "comparison": self.fires_when,
-            "parameter": self.parameter, "threshold": json_number(self.threshold),
+            "step": self.step,
+            "mode": self.mode,
+            "mode_step": self.mode_step,
+            "worker": self.worker,
+            "tensors": list(self.tensors),
+            "quantity": self.quantity,
+            "value": json_number(self.value),
+            "comparison": self.fires_when,
+            "parameter": self.parameter,
+            "threshold": json_number(self.threshold),
             "sentence": self.sentence,
         }
 
@@ -123,10 +132,20 @@ class Evidence:
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
-    def compare(self, step: int, tensors: str | Iterable[str], *, quantity: str, value: float,
-                parameter: str, threshold: float, fires_when: str,
-                sentence: str | Callable[[], str] | None = None,
-                mode: ModeKeys | None = None, mode_step: int | None = None) -> bool:
+    def compare(
+        self,
+        step: int,
+        tensors: str | Iterable[str],
+        *,
+        quantity: str,
+        value: float,
+        parameter: str,
+        threshold: float,
+        fires_when: str,
+        sentence: str | Callable[[], str] | None = None,
+        mode: ModeKeys | None = None,
+        mode_step: int | None = None,
+    ) -> bool:
         """Record that ``quantity`` of ``tensors`` at global ``step`` was ``value`` and was
         compared with ``parameter`` = ``threshold``; the condition is ``value fires_when
         threshold``. Returns whether it is met; when it is, ``sentence`` (or one made from the
@@ -151,8 +170,17 @@ class Evidence:
             return False  # neither a firing nor nearer than before (or NaN): nothing to keep
         if mode is None:
             mode, mode_step = self._mode_of(step)
-        check = Check(step, names, quantity, value, parameter, threshold, fires_when,
-                      mode.name if mode is not None else None, mode_step)
+        check = Check(
+            step,
+            names,
+            quantity,
+            value,
+            parameter,
+            threshold,
+            fires_when,
+            mode.name if mode is not None else None,
+            mode_step,
+        )
         if fired:
             check = self._fire(check, sentence)
         with self._lock:
@@ -175,8 +203,7 @@ class Evidence:
             self._read_tensors.add(name)
 
     def _fire(self, check: Check, sentence: str | Callable[[], str] | None) -> Check:
-        text = (sentence() if callable(sentence) else sentence) or _sentence(self.rule_name,
-                                                                               check)
+        text = (sentence() if callable(sentence) else sentence) or _sentence(self.rule_name, check)
         done = replace(check, worker=self._worker(check), sentence=text)
         self.logger.info("%s", text)
         with self._lock:
@@ -229,8 +256,11 @@ class Evidence:
     def counts(self) -> dict[str, int]:
         """The progress line's counters."""
         with self._lock:
-            return {"tensors_checked": len(self._tensors), "comparisons": self._comparisons,
-                    "tensor_values_read": self._reads}
+            return {
+                "tensors_checked": len(self._tensors),
+                "comparisons": self._comparisons,
+                "tensor_values_read": self._reads,
+            }
 
     def firings_at(self, step: int) -> list[Check]:
         with self._lock:
@@ -253,11 +283,15 @@ class Evidence:
 
 
 def _sentence(rule: str, check: Check) -> str:
-    where = (f"{check.mode} step {check.mode_step} (global step {check.step})"
-             if check.mode not in (None, "GLOBAL") and check.mode_step is not None
-             else f"step {check.step}")
-    return (f"{rule}: {check.quantity} of {_names(check.tensors)} is {check.value:g} at "
-            f"{where}, {check.fires_when} {check.parameter}={check.threshold:g}")
+    where = (
+        f"{check.mode} step {check.mode_step} (global step {check.step})"
+        if check.mode not in (None, "GLOBAL") and check.mode_step is not None
+        else f"step {check.step}"
+    )
+    return (
+        f"{rule}: {check.quantity} of {_names(check.tensors)} is {check.value:g} at "
+        f"{where}, {check.fires_when} {check.parameter}={check.threshold:g}"
+    )
 
 
 def _names(names: Sequence[str]) -> str:

@@ -107,7 +107,9 @@ class _Tally:
     last_step: int | None = None
 
     def result(self, ended_by: Termination) -> InvokeResult:
-        return InvokeResult(ended_by, self.evaluated, self.skipped, tuple(self.fired), self.last_step)
+        return InvokeResult(
+            ended_by, self.evaluated, self.skipped, tuple(self.fired), self.last_step
+        )
 
 
 def invoke_rule(
@@ -169,8 +171,14 @@ def _finish(rule_obj: Any, tally: _Tally, watcher: RuleObserver, raise_eval_cond
         log.info("%s", e)
 
 
-def _invoke_at(rule_obj: Any, step: int, tally: _Tally, watcher: RuleObserver,
-               raise_eval_cond: bool, continue_after_fire: bool) -> Termination | None:
+def _invoke_at(
+    rule_obj: Any,
+    step: int,
+    tally: _Tally,
+    watcher: RuleObserver,
+    raise_eval_cond: bool,
+    continue_after_fire: bool,
+) -> Termination | None:
     """Invoke the rule at one step; the reason to stop, or None to go on."""
     try:
         rule_obj.invoke(step)

@@ -46,8 +46,9 @@ class BuiltinRules(Protocol):
     def names(self) -> list[str]: ...
 
 
-def load_rule_class(name: str, source: str | None, *, workdir: Path,
-                    builtins: BuiltinRules | None = None) -> type:
+def load_rule_class(
+    name: str, source: str | None, *, workdir: Path, builtins: BuiltinRules | None = None
+) -> type:
     """The class named ``name``: from ``builtins`` when ``source`` is None, else from the
     user's code. The framework knows no particular rule: the caller hands the built-ins in."""
     if not source:
@@ -106,11 +107,13 @@ def _check_rule_class(cls: type, source: str) -> None:
     if not callable(getattr(cls, "invoke", None)):
         raise ConfigurationError(
             f"class {cls.__name__} in {source} is not a rule: subclass smdebug.rules.Rule "
-            "(from smdebug.rules import Rule) and implement invoke_at_step(self, step)")
+            "(from smdebug.rules import Rule) and implement invoke_at_step(self, step)"
+        )
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ()))) or "invoke_at_step"
         raise ConfigurationError(
-            f"rule class {cls.__name__} in {source} does not implement {missing}(self, step)")
+            f"rule class {cls.__name__} in {source} does not implement {missing}(self, step)"
+        )
 
 
 def _read_text(path: Path) -> str:
@@ -140,8 +143,7 @@ def _import(path: Path, *, base: Path, source: str) -> ModuleType:
             raise
         where = _user_frames(e, path)
         raise ConfigurationError(
-            f"rule file {path.name} from {source} failed to import: "
-            f"{type(e).__name__}: {e}{where}"
+            f"rule file {path.name} from {source} failed to import: {type(e).__name__}: {e}{where}"
         ) from e
     return module
 
@@ -184,9 +186,15 @@ def _download(uri: str, workdir: Path) -> Path:
 # ------------------------------------------------------------------------------ building rules
 
 
-def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
-               other_trials: Sequence[Any] = (), action_json: str | None = None,
-               fallback: Mapping[str, str] | None = None) -> Any:
+def build_rule(
+    cls: type,
+    base_trial: Any,
+    parameters: Mapping[str, str],
+    *,
+    other_trials: Sequence[Any] = (),
+    action_json: str | None = None,
+    fallback: Mapping[str, str] | None = None,
+) -> Any:
     """Instantiate ``cls(base_trial, ...)`` with the parameters its signature names.
 
     Values stay strings (SageMaker sends only strings; rules parse them). ``other_trials`` and
@@ -196,23 +204,34 @@ def build_rule(cls: type, base_trial: Any, parameters: Mapping[str, str], *,
     nothing more, and is never an error.
     """
     check_parameters(cls, parameters)
-    kwargs = _bind(cls, parameters, other_trials=other_trials, action_json=action_json,
-                   fallback=fallback or {})
+    kwargs = _bind(
+        cls, parameters, other_trials=other_trials, action_json=action_json, fallback=fallback or {}
+    )
     try:
         return cls(base_trial, **kwargs)
     except ConfigurationError:
         raise  # already says what to fix (a rule's parameter check, a bad action_json)
     except (Exception, SystemExit) as e:
-        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
-                          if isinstance(v, str) and k != "action_str") or "none"
+        shown = (
+            ", ".join(
+                f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str) and k != "action_str"
+            )
+            or "none"
+        )
         raise ConfigurationError(
             f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {e} "
             f"(parameters given: {shown}); check the values in RuleParameters"
         ) from e
 
 
-def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[Any],
-          action_json: str | None, fallback: Mapping[str, str]) -> dict[str, Any]:
+def _bind(
+    cls: type,
+    parameters: Mapping[str, str],
+    *,
+    other_trials: Sequence[Any],
+    action_json: str | None,
+    fallback: Mapping[str, str],
+) -> dict[str, Any]:
     try:
         signature = inspect.signature(cls.__init__)  # type: ignore[misc]
     except (TypeError, ValueError):
@@ -240,6 +259,7 @@ def _bind(cls: type, parameters: Mapping[str, str], *, other_trials: Sequence[An
                 f"(e.g. --{p.name} VALUE or environment variable {p.name})"
             )
     if takes_kwargs:
-        kwargs.update({k: v for k, v in parameters.items()
-                       if k not in kwargs and k not in RESERVED_KEYS})
+        kwargs.update(
+            {k: v for k, v in parameters.items() if k not in kwargs and k not in RESERVED_KEYS}
+        )
     return kwargs

@@ -50,43 +50,62 @@ def accepts(cls: type) -> Accepts:
         params = list(init.parameters.values())[2:]  # self, base_trial
     except (TypeError, ValueError):
         return Accepts((), True)
-    names = tuple(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                  and p.name not in EVALUATOR_FILLED)
+    names = tuple(
+        p.name
+        for p in params
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in EVALUATOR_FILLED
+    )
     return Accepts(names, any(p.kind == p.VAR_KEYWORD for p in params))
 
 
-def route_parameters(specs: Sequence[RuleSpec], classes: Mapping[str, type | None],
-                     ) -> dict[str, dict[str, str] | ConfigurationError]:
+def route_parameters(
+    specs: Sequence[RuleSpec],
+    classes: Mapping[str, type | None],
+) -> dict[str, dict[str, str] | ConfigurationError]:
     """Per rule (configuration name): the parameters it takes, or the error that fails it.
 
     A rule whose class did not load (None) gets no entry, and then no key counts as taken by
     no rule: that rule might have taken it (the run ends in Error anyway).
     """
-    taken = {s.configuration_name: accepts(c) for s in specs
-             if (c := classes.get(s.configuration_name)) is not None}
+    taken = {
+        s.configuration_name: accepts(c)
+        for s in specs
+        if (c := classes.get(s.configuration_name)) is not None
+    }
     judged = [s for s in specs if s.configuration_name in taken]
     orphans = set() if len(judged) < len(specs) else _taken_by_none(judged, taken)
     out: dict[str, dict[str, str] | ConfigurationError] = {}
     for spec in judged:
         rule = taken[spec.configuration_name]
-        messages = [_message(key, spec, judged, taken) for key in spec.parameters
-                    if not rule.takes(key) and (key in spec.rule_only or key in orphans)]
-        out[spec.configuration_name] = ConfigurationError("; ".join(messages)) if messages else {
-            k: v for k, v in spec.parameters.items() if rule.takes(k)}
+        messages = [
+            _message(key, spec, judged, taken)
+            for key in spec.parameters
+            if not rule.takes(key) and (key in spec.rule_only or key in orphans)
+        ]
+        out[spec.configuration_name] = (
+            ConfigurationError("; ".join(messages))
+            if messages
+            else {k: v for k, v in spec.parameters.items() if rule.takes(k)}
+        )
     return out
 
 
 def check_parameters(cls: type, parameters: Mapping[str, str]) -> None:
     """Raise ``ConfigurationError`` if ``cls`` does not take every key of ``parameters``."""
-    spec = RuleSpec(name=cls.__name__, configuration_name=cls.__name__,
-                    parameters=dict(parameters), rule_only=list(parameters))
+    spec = RuleSpec(
+        name=cls.__name__,
+        configuration_name=cls.__name__,
+        parameters=dict(parameters),
+        rule_only=list(parameters),
+    )
     error = route_parameters([spec], {cls.__name__: cls})[cls.__name__]
     if isinstance(error, ConfigurationError):
         raise error
 
 
-def effective_parameters(cls: type, parameters: Mapping[str, str],
-                         fallback: Mapping[str, str]) -> dict[str, str | None]:
+def effective_parameters(
+    cls: type, parameters: Mapping[str, str], fallback: Mapping[str, str]
+) -> dict[str, str | None]:
     """Every parameter the rule was built with: the given value, else the environment's (named
     arguments only), else the signature's default as a string (None stays None)."""
     try:
@@ -103,22 +122,29 @@ def effective_parameters(cls: type, parameters: Mapping[str, str],
 
 def _taken_by_none(specs: Sequence[RuleSpec], taken: Mapping[str, Accepts]) -> set[str]:
     keys = {k for s in specs for k in s.parameters if k not in s.rule_only}
-    return {k for k in keys if not any(taken[s.configuration_name].takes(k)
-                                       for s in specs if k in s.parameters)}
+    return {
+        k
+        for k in keys
+        if not any(taken[s.configuration_name].takes(k) for s in specs if k in s.parameters)
+    }
 
 
-def _message(key: str, spec: RuleSpec, specs: Sequence[RuleSpec],
-             taken: Mapping[str, Accepts]) -> str:
+def _message(
+    key: str, spec: RuleSpec, specs: Sequence[RuleSpec], taken: Mapping[str, Accepts]
+) -> str:
     alone = key in spec.rule_only or len(specs) == 1
     scope = [spec] if alone else list(specs)
     names = [n for s in scope for n in taken[s.configuration_name].names]
-    close = difflib.get_close_matches(key, [*dict.fromkeys(names), *_SUGGESTABLE_KEYS],
-                                      n=3, cutoff=0.6)
+    close = difflib.get_close_matches(
+        key, [*dict.fromkeys(names), *_SUGGESTABLE_KEYS], n=3, cutoff=0.6
+    )
     hint = f"did you mean {' or '.join(map(repr, close))}?" if close else ""
     if alone:
         hint = f": {hint}" if hint else "."
-        return (f"unknown parameter {key!r} for rule {_label(spec)}{hint} Its parameters: "
-                f"{_names(taken[spec.configuration_name])}")
+        return (
+            f"unknown parameter {key!r} for rule {_label(spec)}{hint} Its parameters: "
+            f"{_names(taken[spec.configuration_name])}"
+        )
     hint = f"; {hint}" if hint else "."
     listing = "; ".join(f"{_label(s)}: {_names(taken[s.configuration_name])}" for s in scope)
     return f"unknown parameter {key!r}: no rule of this run takes it{hint} Parameters: {listing}"

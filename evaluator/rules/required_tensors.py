@@ -74,12 +74,15 @@ class RequiredTensors:
     def _of(self, trial: Any) -> _ForTrial:
         found = self._per_trial.get(id(self.base_trial if trial is None else trial))
         if found is None:
-            raise KeyError(f"trial {getattr(trial, 'name', trial)!r} is neither the rule's base "
-                           "trial nor one of its other trials")
+            raise KeyError(
+                f"trial {getattr(trial, 'name', trial)!r} is neither the rule's base "
+                "trial nor one of its other trials"
+            )
         return found
 
-    def add(self, name: str, steps: Iterable[int], trial: Any = None,
-            should_match_regex: bool = False) -> None:
+    def add(
+        self, name: str, steps: Iterable[int], trial: Any = None, should_match_regex: bool = False
+    ) -> None:
         """Require ``name`` (or every tensor matching it, as a regex) at ``steps``."""
         self._of(trial).add(name, steps, should_match_regex)
 

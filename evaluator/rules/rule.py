@@ -50,8 +50,12 @@ class Rule(ABC):
     #: rules): then only comparisons count as having checked something, not mere reads.
     RECORDS_COMPARISONS: bool = False
 
-    def __init__(self, base_trial: Any, action_str: str | None = None,
-                 other_trials: Iterable[Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        action_str: str | None = None,
+        other_trials: Iterable[Any] | None = None,
+    ) -> None:
         self.base_trial = base_trial
         self.other_trials = other_trials
         self.trials = [base_trial, *(other_trials or ())]
@@ -113,4 +117,6 @@ class Rule(ABC):
             raise condition
 
     def __repr__(self) -> str:
-        return f"<{self.rule_name} base_trial={getattr(self.base_trial, 'name', self.base_trial)!r}>"
+        return (
+            f"<{self.rule_name} base_trial={getattr(self.base_trial, 'name', self.base_trial)!r}>"
+        )

@@ -135,7 +135,8 @@ def rule_document(record: RuleRecord) -> dict[str, Any]:
     """One entry of the result file's ``rules``."""
     o = record.outcome
     return {
-        "rule": record.name, "configuration_name": record.key,
+        "rule": record.name,
+        "configuration_name": record.key,
         "status": record.status.value if record.status else None,
         "exit_code": o.exit_code if o else None,
         "step": o.step if o else record.last_step,
@@ -146,13 +147,19 @@ def rule_document(record: RuleRecord) -> dict[str, Any]:
         "traceback": o.traceback if o else None,
         "parameters": record.parameters,
         "evidence": record.evidence.summary() if record.evidence is not None else None,
-        "started_at": iso(record.started_at), "finished_at": iso(record.finished_at),
+        "started_at": iso(record.started_at),
+        "finished_at": iso(record.finished_at),
     }
 
 
-def result_document(records: Sequence[RuleRecord], *, trial: str | None,
-                    started_at: datetime, finished_at: datetime | None,
-                    exit_code: int | None) -> dict[str, Any]:
+def result_document(
+    records: Sequence[RuleRecord],
+    *,
+    trial: str | None,
+    started_at: datetime,
+    finished_at: datetime | None,
+    exit_code: int | None,
+) -> dict[str, Any]:
     """The whole result file; the run is over once ``exit_code`` is known."""
     rules = [rule_document(r) for r in records]
     outcomes = [r.outcome for r in records if r.outcome is not None]
@@ -163,12 +170,17 @@ def result_document(records: Sequence[RuleRecord], *, trial: str | None,
         "exit_code": exit_code,
         "message": combined_message(outcomes) if done else None,
         "trial": trial,
-        "started_at": iso(started_at), "finished_at": iso(finished_at),
+        "started_at": iso(started_at),
+        "finished_at": iso(finished_at),
         "rules": rules,
     }
     if len(rules) == 1:
-        doc.update({k: rules[0][k] for k in ("rule", "step", "fired_steps", "details",
-                                              "parameters", "evidence")})
+        doc.update(
+            {
+                k: rules[0][k]
+                for k in ("rule", "step", "fired_steps", "details", "parameters", "evidence")
+            }
+        )
     return doc
 
 

@@ -21,12 +21,14 @@ class _ClampFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.INFO:
             return True
-        return not any(record.name == n or record.name.startswith(n + ".")
-                       for n in _CLAMPED_LOGGERS)
+        return not any(
+            record.name == n or record.name.startswith(n + ".") for n in _CLAMPED_LOGGERS
+        )
 
 
-def configure_logging(*, level: str | int = "INFO", log_format: str = "json",
-                      stream: TextIO | None = None) -> logging.Handler:
+def configure_logging(
+    *, level: str | int = "INFO", log_format: str = "json", stream: TextIO | None = None
+) -> logging.Handler:
     """Route structlog and stdlib logging through one handler on ``stream`` (stdout): one JSON
     object per line, or structlog's console rendering. Replaces the handler an earlier call
     installed. botocore, aiobotocore, boto3, urllib3 and s3transfer never log below INFO."""
@@ -40,9 +42,12 @@ def configure_logging(*, level: str | int = "INFO", log_format: str = "json",
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=[structlog.stdlib.filter_by_level, *shared,
-                    structlog.processors.StackInfoRenderer(),
-                    structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
@@ -51,12 +56,17 @@ def configure_logging(*, level: str | int = "INFO", log_format: str = "json",
     if hasattr(stream, "reconfigure"):  # never die printing a value that is not valid UTF-8
         stream.reconfigure(errors="backslashreplace")
     renderer: list[Any] = (
-        [structlog.dev.ConsoleRenderer(colors=stream.isatty())] if log_format == "console"
-        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()])
+        [structlog.dev.ConsoleRenderer(colors=stream.isatty())]
+        if log_format == "console"
+        else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    )
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer]))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
+        )
+    )
     handler.addFilter(_ClampFilter())
     handler.set_name("evaluator")
     root = logging.getLogger()

@@ -58,8 +58,10 @@ class RuleStatus(str, Enum):
 
 
 def condition_met_message(rule: str, step: int) -> str:
-    return (f"RuleEvaluationConditionMet: Evaluation of the rule {rule} at step {step} "
-            "resulted in the condition being met\n")
+    return (
+        f"RuleEvaluationConditionMet: Evaluation of the rule {rule} at step {step} "
+        "resulted in the condition being met\n"
+    )
 
 
 def client_error_message(text: str) -> str:
@@ -95,24 +97,35 @@ class RuleOutcome:
     traceback: str | None = None
 
     @classmethod
-    def finished(cls, rule: str, fired_steps: Sequence[int], *,
-                 last_step: int | None = None) -> RuleOutcome:
+    def finished(
+        cls, rule: str, fired_steps: Sequence[int], *, last_step: int | None = None
+    ) -> RuleOutcome:
         """IssuesFound at the first firing step if the rule fired, else NoIssuesFound."""
         if not fired_steps:
             return cls(rule, RuleStatus.NO_ISSUES_FOUND, ExitCode.NO_ISSUES.value, last_step)
-        return cls(rule, RuleStatus.ISSUES_FOUND, ExitCode.ISSUES_FOUND.value, fired_steps[0],
-                   tuple(fired_steps), condition_met_message(rule, fired_steps[0]))
+        return cls(
+            rule,
+            RuleStatus.ISSUES_FOUND,
+            ExitCode.ISSUES_FOUND.value,
+            fired_steps[0],
+            tuple(fired_steps),
+            condition_met_message(rule, fired_steps[0]),
+        )
 
     @classmethod
-    def from_error(cls, rule: str, error: BaseException, *, client: bool | None = None,
-                   step: int | None = None) -> RuleOutcome:
+    def from_error(
+        cls, rule: str, error: BaseException, *, client: bool | None = None, step: int | None = None
+    ) -> RuleOutcome:
         """Error. ``client`` forces the category (True for exceptions raised by a user's rule
         code); by default our errors carry their own, smdebug's are the data's fault (client),
         anything else is our bug."""
         ours = isinstance(error, EvaluatorError)
         if client is None:
-            client = (error.exit_code == ExitCode.CLIENT_ERROR
-                      if isinstance(error, EvaluatorError) else isinstance(error, SMDebugError))
+            client = (
+                error.exit_code == ExitCode.CLIENT_ERROR
+                if isinstance(error, EvaluatorError)
+                else isinstance(error, SMDebugError)
+            )
         # Ours name the type to report (a rule's failure: the type of what the rule raised).
         name = error.error_type if isinstance(error, EvaluatorError) else type(error).__name__
         text = str(error) if ours else (f"{name}: {error}" if str(error) else name)
@@ -125,14 +138,24 @@ class RuleOutcome:
         return cls(rule, RuleStatus.ERROR, code.value, step, (), message, name, trace)
 
     @classmethod
-    def stopped(cls, rule: str, signum: int, *, step: int | None = None,
-                fired_steps: Sequence[int] = ()) -> RuleOutcome:
-        return cls(rule, RuleStatus.STOPPED, ExitCode.stopped_by(signum), step,
-                   tuple(fired_steps), STOPPED_MESSAGE)
+    def stopped(
+        cls, rule: str, signum: int, *, step: int | None = None, fired_steps: Sequence[int] = ()
+    ) -> RuleOutcome:
+        return cls(
+            rule,
+            RuleStatus.STOPPED,
+            ExitCode.stopped_by(signum),
+            step,
+            tuple(fired_steps),
+            STOPPED_MESSAGE,
+        )
 
 
-_RANKS: dict[int, int] = {ExitCode.INTERNAL_ERROR: 4, ExitCode.CLIENT_ERROR: 3,
-                          ExitCode.ISSUES_FOUND: 2}
+_RANKS: dict[int, int] = {
+    ExitCode.INTERNAL_ERROR: 4,
+    ExitCode.CLIENT_ERROR: 3,
+    ExitCode.ISSUES_FOUND: 2,
+}
 
 
 def _severity(outcome: RuleOutcome) -> int:
@@ -163,6 +186,7 @@ def combined_message(outcomes: Iterable[RuleOutcome]) -> str | None:
     texts = list(dict.fromkeys(o.message for o in _by_severity(outcomes) if o.message))
     if not texts:
         return None
-    text = texts[0] if len(texts) == 1 else "".join(t if t.endswith("\n") else t + "\n"
-                                                    for t in texts)
+    text = (
+        texts[0] if len(texts) == 1 else "".join(t if t.endswith("\n") else t + "\n" for t in texts)
+    )
     return truncate_utf8(text)

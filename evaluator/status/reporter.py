@@ -100,8 +100,14 @@ class StatusReporter:
         log format is console and the stream is a terminal."""
         stream = kwargs.get("stream") or sys.stdout
         kwargs.setdefault("console", config.log_format == "console" and stream.isatty())
-        return cls(config.rules, output_dir=config.output_dir, message_dir=config.message_dir,
-                   trial=config.base_trial, progress_interval=config.progress_interval, **kwargs)
+        return cls(
+            config.rules,
+            output_dir=config.output_dir,
+            message_dir=config.message_dir,
+            trial=config.base_trial,
+            progress_interval=config.progress_interval,
+            **kwargs,
+        )
 
     @staticmethod
     def _state(rule: RuleSpec | str) -> _RuleState:
@@ -147,24 +153,38 @@ class StatusReporter:
             state.fired_steps.append(step)
             self._clear_line()
             extra = {"reasons": [r.get("sentence") for r in reasons]} if reasons else {}
-            self._log.info("rule_fired", rule=state.key, step=step,
-                           message=condition_met_message(state.name, step).rstrip("\n"),
-                           **extra)
+            self._log.info(
+                "rule_fired",
+                rule=state.key,
+                step=step,
+                message=condition_met_message(state.name, step).rstrip("\n"),
+                **extra,
+            )
 
     def finish(self, rule: str) -> RuleOutcome:
         """The rule ended normally: IssuesFound if it fired, else NoIssuesFound."""
         with self._lock:
             state = self._rules[rule]
-            return self._end(state, RuleOutcome.finished(state.name, state.fired_steps,
-                                                         last_step=state.last_step))
+            return self._end(
+                state,
+                RuleOutcome.finished(state.name, state.fired_steps, last_step=state.last_step),
+            )
 
-    def fail(self, rule: str, error: BaseException, *, client: bool | None = None,
-             ) -> RuleOutcome:
+    def fail(
+        self,
+        rule: str,
+        error: BaseException,
+        *,
+        client: bool | None = None,
+    ) -> RuleOutcome:
         """The rule ended with ``error``; see ``RuleOutcome.from_error`` for ``client``."""
         with self._lock:
             state = self._rules[rule]
-            return self._end(state, RuleOutcome.from_error(state.name, error, client=client,
-                                                           step=state.last_step), error)
+            return self._end(
+                state,
+                RuleOutcome.from_error(state.name, error, client=client, step=state.last_step),
+                error,
+            )
 
     def set_parameters(self, rule: str, parameters: Mapping[str, str | None]) -> None:
         """The parameters the rule was built with (defaults included) replace the given ones
@@ -178,8 +198,12 @@ class StatusReporter:
         with self._lock:
             for state in self._rules.values():
                 if state.outcome is None:
-                    self._end(state, RuleOutcome.stopped(state.name, signum, step=state.last_step,
-                                                         fired_steps=state.fired_steps))
+                    self._end(
+                        state,
+                        RuleOutcome.stopped(
+                            state.name, signum, step=state.last_step, fired_steps=state.fired_steps
+                        ),
+                    )
 
     def close(self) -> int:
         """Final files and log line; returns the run's exit code. A rule left unfinished counts
@@ -199,10 +223,16 @@ class StatusReporter:
                 write_status_files(self._message_dir, message)
             self._write_result()
             self._clear_line()
-            self._log.info("evaluation_finished", status=overall_status(outcomes).value,
-                           exit_code=self._exit_code,
-                           rules={s.key: s.outcome.status.value for s in self._rules.values()
-                                  if s.outcome is not None})
+            self._log.info(
+                "evaluation_finished",
+                status=overall_status(outcomes).value,
+                exit_code=self._exit_code,
+                rules={
+                    s.key: s.outcome.status.value
+                    for s in self._rules.values()
+                    if s.outcome is not None
+                },
+            )
             return self._exit_code
 
     @property
@@ -211,8 +241,9 @@ class StatusReporter:
 
     # ---- internals ------------------------------------------------------------------------
 
-    def _end(self, state: _RuleState, outcome: RuleOutcome,
-             error: BaseException | None = None) -> RuleOutcome:
+    def _end(
+        self, state: _RuleState, outcome: RuleOutcome, error: BaseException | None = None
+    ) -> RuleOutcome:
         if state.outcome is None:
             state.outcome = outcome
             state.finished_at = self._now()
@@ -222,14 +253,17 @@ class StatusReporter:
     def _status_changed(self, state: _RuleState, error: BaseException | None = None) -> None:
         outcome = state.outcome
         fields: dict[str, Any] = {
-            "rule": state.key, "status": state.status.value if state.status else None,
+            "rule": state.key,
+            "status": state.status.value if state.status else None,
             "step": outcome.step if outcome else state.last_step,
             "message": outcome.message if outcome else None,
         }
         if outcome is not None:
-            fields.update(steps_evaluated=state.steps_evaluated,
-                          fired_steps=list(state.fired_steps),
-                          exit_code=outcome.exit_code)
+            fields.update(
+                steps_evaluated=state.steps_evaluated,
+                fired_steps=list(state.fired_steps),
+                exit_code=outcome.exit_code,
+            )
         if outcome is not None and outcome.error_type:
             fields["error_type"] = outcome.error_type
         self._clear_line()
@@ -247,12 +281,20 @@ class StatusReporter:
 
     @staticmethod
     def _progress_fields(state: _RuleState, rate: float) -> dict[str, Any]:
-        lag = (state.newest_step - state.last_step
-               if state.newest_step is not None and state.last_step is not None else None)
+        lag = (
+            state.newest_step - state.last_step
+            if state.newest_step is not None and state.last_step is not None
+            else None
+        )
         counts = state.evidence.counts() if state.evidence is not None else {}
-        return {"rule": state.key, "step": state.last_step,
-                "steps_evaluated": state.steps_evaluated,
-                "steps_per_sec": round(rate, 2), "lag_steps": lag, **counts}
+        return {
+            "rule": state.key,
+            "step": state.last_step,
+            "steps_evaluated": state.steps_evaluated,
+            "steps_per_sec": round(rate, 2),
+            "lag_steps": lag,
+            **counts,
+        }
 
     def _draw(self, now: float) -> None:
         parts = []
@@ -260,9 +302,12 @@ class StatusReporter:
             elapsed = now - state.started_clock
             p = self._progress_fields(state, state.steps_evaluated / elapsed if elapsed > 0 else 0)
             lag = f", {p['lag_steps']} behind" if p["lag_steps"] else ""
-            parts.append(f"{state.key}: step {p['step']} ({p['steps_evaluated']} steps, "
-                         f"{p['steps_per_sec']:g}/s{lag})" if state.outcome is None
-                         else f"{state.key}: {state.outcome.status.value}")
+            parts.append(
+                f"{state.key}: step {p['step']} ({p['steps_evaluated']} steps, "
+                f"{p['steps_per_sec']:g}/s{lag})"
+                if state.outcome is None
+                else f"{state.key}: {state.outcome.status.value}"
+            )
         self._stream.write("\r" + " | ".join(parts) + "\x1b[K")
         self._stream.flush()
         self._drawn_at = now
@@ -276,13 +321,18 @@ class StatusReporter:
     def _write_result(self) -> None:
         if self._output_dir is None:
             return
-        document = result_document(list(self._rules.values()), trial=self._trial,
-                                   started_at=self._started_at, finished_at=self._finished_at,
-                                   exit_code=self._exit_code)
+        document = result_document(
+            list(self._rules.values()),
+            trial=self._trial,
+            started_at=self._started_at,
+            finished_at=self._finished_at,
+            exit_code=self._exit_code,
+        )
         try:
             write_result_file(self._output_dir, document)
         except OSError as e:
             if not self._result_write_failed:  # say it once, not at every status change
                 self._result_write_failed = True
-                self._log.warning("result_file_not_written", path=str(self._output_dir),
-                                  error=str(e))
+                self._log.warning(
+                    "result_file_not_written", path=str(self._output_dir), error=str(e)
+                )

@@ -65,5 +65,4 @@ class SyncRangeReader(Protocol):
     memory): ``read_range`` answered in the calling thread, saving the hop to the event loop
     that a synchronous caller otherwise pays on every read. Same contract as ``read_range``."""
 
-    def read_range_sync(self, key: str, start: int, end: int) -> bytes:
-        ...
+    def read_range_sync(self, key: str, start: int, end: int) -> bytes: ...

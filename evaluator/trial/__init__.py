@@ -25,8 +25,11 @@ def __getattr__(name: str) -> Any:
     import evaluator.trial.tensor as tensor_module
     import evaluator.trial.trial as trial_module
 
-    names = {"Tensor": tensor_module.Tensor, "Trial": trial_module.Trial,
-             "TrialOptions": options_module.TrialOptions,
-             "create_trial": create_module.create_trial}
+    names = {
+        "Tensor": tensor_module.Tensor,
+        "Trial": trial_module.Trial,
+        "TrialOptions": options_module.TrialOptions,
+        "create_trial": create_module.create_trial,
+    }
     globals().update(names)
     return names[name]

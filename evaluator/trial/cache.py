@@ -41,8 +41,9 @@ class TrialCache:
         self.values = ValueCache(int(options.value_cache_mb * MiB))
         self.reductions = ValueCache(4 * MiB)  # computed reductions: 0-d arrays, a few bytes each
         # Event-file bytes: one budget for every trial of the process (see SharedBytes).
-        self.raw = SharedBytes(shared_bytes(int(options.raw_cache_mb * MiB)),
-                               f"{uri}#{next(_generations)}")  # a reopened path starts afresh
+        self.raw = SharedBytes(
+            shared_bytes(int(options.raw_cache_mb * MiB)), f"{uri}#{next(_generations)}"
+        )  # a reopened path starts afresh
         self.read_keys: set[str] = set()
         self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
         self._idle_scans = 0
@@ -98,8 +99,11 @@ class TrialCache:
         self._idle_scans += 1
         self._last_idle_at = now
         if self._idle_scans > limit:
-            log.info("no new index files in %d scans: treating %s as complete (no end marker)",
-                     limit, self.uri)
+            log.info(
+                "no new index files in %d scans: treating %s as complete (no end marker)",
+                limit,
+                self.uri,
+            )
             self.state.mark_all_loaded()
 
     # ---------------------------------------------------------------- the readers' side

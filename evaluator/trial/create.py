@@ -57,11 +57,14 @@ def create_trial(
 def _check_option_kwargs(option_kwargs: dict[str, Any], options: TrialOptions | None) -> None:
     unknown = set(option_kwargs) - _OPTION_NAMES
     if unknown:
-        raise TypeError("create_trial() got unexpected keyword argument(s): "
-                        f"{', '.join(sorted(unknown))}")
+        raise TypeError(
+            f"create_trial() got unexpected keyword argument(s): {', '.join(sorted(unknown))}"
+        )
     if options is not None and option_kwargs:
-        raise TypeError("create_trial() takes options or option keyword arguments, not both: "
-                        f"got options and {', '.join(sorted(option_kwargs))}")
+        raise TypeError(
+            "create_trial() takes options or option keyword arguments, not both: "
+            f"got options and {', '.join(sorted(option_kwargs))}"
+        )
 
 
 def _check_range(range_steps: tuple[int | None, int | None] | None) -> None:
@@ -73,7 +76,8 @@ def _check_range(range_steps: tuple[int | None, int | None] | None) -> None:
     begin, end = range_steps
     for value in (begin, end):
         if value is not None and (not isinstance(value, int) or value < 0):
-            raise ValueError("range_steps values must be None or integers >= 0, "
-                             f"got {range_steps!r}")
+            raise ValueError(
+                f"range_steps values must be None or integers >= 0, got {range_steps!r}"
+            )
     if begin is not None and end is not None and end <= begin:
         raise ValueError(f"range_steps end must be greater than begin, got {range_steps!r}")

@@ -22,42 +22,69 @@ class TrialOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     incomplete_step_window: int = Field(
-        1000, ge=1, description="Steps that may stay incomplete (multi-worker) before half a "
-        "window of them is declared complete, as smdebug's SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW.")
+        1000,
+        ge=1,
+        description="Steps that may stay incomplete (multi-worker) before half a "
+        "window of them is declared complete, as smdebug's SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW.",
+    )
     training_end_delay: float = Field(
-        0.0, ge=0, description="Seconds to wait, once the end marker is seen, before the last "
-        "listing (smdebug waits 1 s; S3 is read-after-write consistent, so we do not by default).")
+        0.0,
+        ge=0,
+        description="Seconds to wait, once the end marker is seen, before the last "
+        "listing (smdebug waits 1 s; S3 is read-after-write consistent, so we do not by default).",
+    )
     collection_wait_timeout: float = Field(
-        600.0, ge=0, description="Seconds to wait for collection files before giving up; "
-        "ends at once with MissingCollectionFiles when training has ended without them.")
+        600.0,
+        ge=0,
+        description="Seconds to wait for collection files before giving up; "
+        "ends at once with MissingCollectionFiles when training has ended without them.",
+    )
     missing_event_file_timeout: float = Field(
-        60.0, ge=0, description="Seconds to wait for an event file named by an index file "
-        "while training runs, before the value counts as unavailable.")
+        60.0,
+        ge=0,
+        description="Seconds to wait for an event file named by an index file "
+        "while training runs, before the value counts as unavailable.",
+    )
     poll_interval: float = Field(1.0, gt=0, description="Seconds between scans while waiting.")
     max_poll_interval: float = Field(
-        4.0, gt=0, description="Scans slow down to this interval while nothing new arrives.")
+        4.0, gt=0, description="Scans slow down to this interval while nothing new arrives."
+    )
     idle_scans_to_complete: int | None = Field(
-        None, ge=1, description="Treat the trial as complete after this many scans (a poll "
-        "interval apart) found nothing new; None waits for the end marker, as smdebug.")
+        None,
+        ge=1,
+        description="Treat the trial as complete after this many scans (a poll "
+        "interval apart) found nothing new; None waits for the end marker, as smdebug.",
+    )
     prefetch_steps: int = Field(
-        2, ge=0, description="Event files of the next steps fetched ahead of the rule.")
+        2, ge=0, description="Event files of the next steps fetched ahead of the rule."
+    )
     stop_signal_file: str | None = Field(
-        None, description="Key, relative to the trial, of SageMaker's rule stop signal file.")
+        None, description="Key, relative to the trial, of SageMaker's rule stop signal file."
+    )
     stop_grace_seconds: float = Field(
-        60.0, ge=0, description="Seconds after the stop signal's time before the rule stops.")
+        60.0, ge=0, description="Seconds after the stop signal's time before the rule stops."
+    )
     value_cache_mb: float = Field(
-        32.0, ge=0, description="Memory bound for decoded arrays, kept from their second read "
-        "on (rules re-read values; a single pass over a trial never fills it).")
+        32.0,
+        ge=0,
+        description="Memory bound for decoded arrays, kept from their second read "
+        "on (rules re-read values; a single pass over a trial never fills it).",
+    )
     raw_cache_mb: float = Field(
-        128.0, ge=0, description="Memory bound for event-file bytes, shared by every trial of "
-        "the process: the cache that saves I/O.")
+        128.0,
+        ge=0,
+        description="Memory bound for event-file bytes, shared by every trial of "
+        "the process: the cache that saves I/O.",
+    )
     max_coalesced_read_mb: float = Field(
-        16.0, ge=0, description="Largest single read that fetches all records of one event file.")
+        16.0, ge=0, description="Largest single read that fetches all records of one event file."
+    )
     index_read_concurrency: int = Field(64, ge=1, description="Index files read at once.")
 
 
-def validated_options(values: Mapping[str, Any], *,
-                      labels: Mapping[str, str] | None = None) -> TrialOptions:
+def validated_options(
+    values: Mapping[str, Any], *, labels: Mapping[str, str] | None = None
+) -> TrialOptions:
     """``TrialOptions(**values)``; a bad value raises ``ConfigurationError``, one sentence per
     option, naming it as ``labels`` spells it (say, with the variable it came from)."""
     try:

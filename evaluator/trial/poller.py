@@ -31,9 +31,15 @@ log = logging.getLogger("evaluator.trial")
 class Poller:
     """Scans one trial's storage and applies what is new to its cache."""
 
-    def __init__(self, cache: TrialCache, source: TrialSource, options: TrialOptions,
-                 range_steps: tuple[int | None, int | None] | None, *,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        cache: TrialCache,
+        source: TrialSource,
+        options: TrialOptions,
+        range_steps: tuple[int | None, int | None] | None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.cache = cache
         self.source = source
         self.options = options
@@ -110,8 +116,11 @@ class Poller:
         try:
             while not self.cache.state.loaded_all_steps:
                 new = await self.poll_once()
-                interval = (self.options.poll_interval if new
-                            else min(interval * 1.5, self.options.max_poll_interval))
+                interval = (
+                    self.options.poll_interval
+                    if new
+                    else min(interval * 1.5, self.options.max_poll_interval)
+                )
                 if self.cache.state.loaded_all_steps:
                     break
                 await self._sleep(interval)

@@ -39,8 +39,15 @@ Reading = tuple[str, int, ModeKeys]
 class ValueReader:
     """Values of one trial's tensors, from its storage through its cache."""
 
-    def __init__(self, cache: TrialCache, source: TrialSource, storage: Storage,
-                 loop: BackgroundLoop, *, uri: str) -> None:
+    def __init__(
+        self,
+        cache: TrialCache,
+        source: TrialSource,
+        storage: Storage,
+        loop: BackgroundLoop,
+        *,
+        uri: str,
+    ) -> None:
         self.cache = cache
         self.source = source
         self.storage = storage
@@ -68,7 +75,7 @@ class ValueReader:
         span = self._raw.get(event_key)  # the one byte-cache lookup of a value-cache miss
         if span is not None and span[0] <= start and end <= span[0] + len(span[1]):
             lo = span[0]
-            record = memoryview(span[1])[start - lo: end - lo]
+            record = memoryview(span[1])[start - lo : end - lo]
             if event_key in self._prefetched:
                 self._first_use_of_prefetched(event_key)
         else:
@@ -109,7 +116,7 @@ class ValueReader:
         if data is None or len(data) < end - lo:
             raise TensorUnavailableForStep(*what)
         self._prefetch_after(event_key)
-        return memoryview(data)[start - lo: end - lo]
+        return memoryview(data)[start - lo : end - lo]
 
     def _first_use_of_prefetched(self, event_key: str) -> None:
         """A file fetched ahead is being read: fetch further ahead, keeping the lead."""
@@ -119,7 +126,7 @@ class ValueReader:
     def _cached_span(self, event_key: str, start: int, end: int) -> memoryview | None:
         span = self.cache.raw.get(event_key)
         if span is not None and span[0] <= start and end <= span[0] + len(span[1]):
-            return memoryview(span[1])[start - span[0]: end - span[0]]
+            return memoryview(span[1])[start - span[0] : end - span[0]]
         return None
 
     def _span_to_read(self, event_key: str, start: int, end: int) -> tuple[int, int]:
@@ -146,8 +153,12 @@ class ValueReader:
 
     async def _fetch(self, event_key: str, lo: int, hi: int) -> bytes | None:
         data = await self.source.read_event_bytes(
-            event_key, lo, hi, wait=self.cache.options.missing_event_file_timeout,
-            poll_interval=self.cache.options.poll_interval)
+            event_key,
+            lo,
+            hi,
+            wait=self.cache.options.missing_event_file_timeout,
+            poll_interval=self.cache.options.poll_interval,
+        )
         if data is not None and len(data) >= hi - lo:
             self.cache.raw.put(event_key, (lo, data))
         return data
@@ -166,10 +177,12 @@ class ValueReader:
             at = bisect.bisect_left(steps, step)
             if previous != step and (at == 0 or steps[at - 1] != previous):
                 return
-            after = steps[at + 1: at + 1 + depth]
-            wanted = [(k, *self.cache.state.event_spans[k]) for k in
-                      (make_event_key(s, worker) for s in after)
-                      if k in self.cache.state.event_spans]
+            after = steps[at + 1 : at + 1 + depth]
+            wanted = [
+                (k, *self.cache.state.event_spans[k])
+                for k in (make_event_key(s, worker) for s in after)
+                if k in self.cache.state.event_spans
+            ]
         for key, lo, hi in wanted:
             if key in self._inflight or self.cache.raw.get(key) is not None:
                 continue

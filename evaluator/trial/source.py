@@ -70,8 +70,11 @@ class TrialSource:
     # ------------------------------------------------------------------ collections
 
     async def collection_keys(self) -> list[str]:
-        return [o.key async for o in self.storage.list_after(COLLECTIONS_PREFIX)
-                if is_collections_key(o.key)]
+        return [
+            o.key
+            async for o in self.storage.list_after(COLLECTIONS_PREFIX)
+            if is_collections_key(o.key)
+        ]
 
     async def load_collections(self, *, timeout: float, poll_interval: float) -> LoadedCollections:
         """Wait until the collection files of every worker exist, then parse the first one.
@@ -98,9 +101,14 @@ class TrialSource:
 
     # ------------------------------------------------------------------ index files
 
-    async def scan(self, start_after: str | None, already_read: frozenset[str] | set[str],
-                   range_steps: tuple[int | None, int | None] | None, *,
-                   with_end_marker: bool) -> IndexScan:
+    async def scan(
+        self,
+        start_after: str | None,
+        already_read: frozenset[str] | set[str],
+        range_steps: tuple[int | None, int | None] | None,
+        *,
+        with_end_marker: bool,
+    ) -> IndexScan:
         """List index files after ``start_after`` and parse the ones not read before.
 
         With ``with_end_marker`` the listing starts at the trial root instead of ``index/``:
@@ -113,8 +121,10 @@ class TrialSource:
         last_key: str | None = None
         end_marker = other_keys = False
         # Every backend's listing is an async generator: closed here when we stop early.
-        pages = cast(AsyncGenerator[ObjectInfo, None],
-                     self.storage.list_after(prefix, start_after or INDEX_PREFIX))
+        pages = cast(
+            AsyncGenerator[ObjectInfo, None],
+            self.storage.list_after(prefix, start_after or INDEX_PREFIX),
+        )
         async with contextlib.aclosing(pages) as listing:
             async for obj in listing:
                 key = obj.key
@@ -160,8 +170,9 @@ class TrialSource:
 
     # ------------------------------------------------------------------ event files
 
-    async def read_event_bytes(self, key: str, start: int, end: int, *, wait: float,
-                               poll_interval: float) -> bytes | None:
+    async def read_event_bytes(
+        self, key: str, start: int, end: int, *, wait: float, poll_interval: float
+    ) -> bytes | None:
         """Bytes ``[start, end)`` of an event file; None if it never appeared within ``wait``
         seconds or training ended without it."""
         deadline = time.monotonic() + wait

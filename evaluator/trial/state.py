@@ -46,8 +46,12 @@ class StepEntry:
 
     __slots__ = ("location", "shape", "reductions")
 
-    def __init__(self, location: Location | None, shape: tuple[int, ...] | None,
-                 reductions: dict[tuple[str, bool], Location]) -> None:
+    def __init__(
+        self,
+        location: Location | None,
+        shape: tuple[int, ...] | None,
+        reductions: dict[tuple[str, bool], Location],
+    ) -> None:
         self.location = location
         self.shape = shape
         self.reductions = reductions
@@ -56,8 +60,17 @@ class StepEntry:
 class FileIndex:
     """One index file: every entry of one worker at one step."""
 
-    __slots__ = ("step", "worker", "mode", "mode_step", "event_key", "tensors", "shapes",
-                 "reductions", "names")
+    __slots__ = (
+        "step",
+        "worker",
+        "mode",
+        "mode_step",
+        "event_key",
+        "tensors",
+        "shapes",
+        "reductions",
+        "names",
+    )
 
     def __init__(self, step: int, worker: str, index: IndexFile) -> None:
         self.step = step
@@ -76,8 +89,11 @@ class FileIndex:
                     base, red, is_abs = parsed
                     self.reductions.setdefault(base, {})[(red, is_abs)] = entry
         self.tensors = tensors
-        self.shapes = {s.tensorname: s for s in index.shapes
-                       if REDUCTIONS_PREFIX not in s.tensorname} if index.shapes else _NO_SHAPES
+        self.shapes = (
+            {s.tensorname: s for s in index.shapes if REDUCTIONS_PREFIX not in s.tensorname}
+            if index.shapes
+            else _NO_SHAPES
+        )
         names = set(tensors)
         if self.shapes:
             names.update(self.shapes)
@@ -101,7 +117,8 @@ class FileIndex:
             Location(self.event_key, t.start_idx, t.length) if t is not None else None,
             s.shape if s is not None else None,
             {k: Location(self.event_key, r.start_idx, r.length) for k, r in saved.items()}
-            if saved else {},
+            if saved
+            else {},
         )
 
 
@@ -245,8 +262,9 @@ class TrialState:
             lo, hi = min(lo, span[0]), max(hi, span[1])
         self.event_spans[f.event_key] = (lo, hi)
 
-    def _note_step(self, names: set[str], step: int, worker: str, mode: ModeKeys,
-                   mode_step: int) -> None:
+    def _note_step(
+        self, names: set[str], step: int, worker: str, mode: ModeKeys, mode_step: int
+    ) -> None:
         if mode != ModeKeys.GLOBAL:
             steps = self.mode_to_global.get(mode)
             if steps is None:
@@ -337,8 +355,11 @@ class TrialState:
         """Sorted steps of ``mode`` (global steps for GLOBAL), complete or not. Do not mutate."""
         cached = self._sorted.get(mode)
         if cached is None:
-            source = (self.global_to_mode if mode == ModeKeys.GLOBAL
-                      else self.mode_to_global.get(mode, {}))
+            source = (
+                self.global_to_mode
+                if mode == ModeKeys.GLOBAL
+                else self.mode_to_global.get(mode, {})
+            )
             cached = self._sorted[mode] = sorted(source)
         return cached
 
@@ -382,8 +403,9 @@ class TrialState:
             return StepState.NOT_YET_AVAILABLE
         return StepState.UNAVAILABLE if self.loaded_all_steps else StepState.NOT_YET_AVAILABLE
 
-    def tensor_steps(self, record: TensorRecord, mode: ModeKeys,
-                     show_incomplete_steps: bool = False) -> list[int]:
+    def tensor_steps(
+        self, record: TensorRecord, mode: ModeKeys, show_incomplete_steps: bool = False
+    ) -> list[int]:
         """Steps at which one tensor was saved: global steps for GLOBAL, else mode steps."""
         if mode == ModeKeys.GLOBAL:
             if len(record.steps) == 1 and ModeKeys.GLOBAL in record.steps:

@@ -91,8 +91,9 @@ class Tensor:
 
     # ---------------------------------------------------------------- values
 
-    def value(self, step_num: int, mode: ModeKeys = GLOBAL,
-              worker: str | None = None) -> np.ndarray:
+    def value(
+        self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
+    ) -> np.ndarray:
         """The saved array at ``step_num`` (a global step for GLOBAL, else a mode step).
 
         With no ``worker``, the lexically first worker that saved the step is used.
@@ -100,14 +101,22 @@ class Tensor:
         file = self._file(step_num, mode, worker)
         saved = file.tensors.get(self.name)
         if saved is None:
-            raise TensorUnavailableForStep(self.name, step_num, mode,
-                                           has_reductions=self.name in file.reductions)
+            raise TensorUnavailableForStep(
+                self.name, step_num, mode, has_reductions=self.name in file.reductions
+            )
         note_read(self.name, step_num)
-        return self._view.reader.read_value((file.event_key, saved.start_idx, saved.length),
-                                            what=(self.name, step_num, mode))
+        return self._view.reader.read_value(
+            (file.event_key, saved.start_idx, saved.length), what=(self.name, step_num, mode)
+        )
 
-    def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
-                        worker: str | None = None, abs: bool = False) -> Any:
+    def reduction_value(
+        self,
+        step_num: int,
+        reduction_name: str,
+        mode: ModeKeys = GLOBAL,
+        worker: str | None = None,
+        abs: bool = False,
+    ) -> Any:
         """A reduction (min, max, mean, std, variance, sum, prod, l1, l2) at ``step_num``:
         the saved one if the hook saved it, else computed from the raw tensor."""
         entry = self._step(step_num, mode, worker)
@@ -119,19 +128,22 @@ class Tensor:
         location = entry.location
         if location is None:
             raise TensorUnavailableForStep(reduction_name, step_num, mode)
-        return reader.computed_reduction(location, reduction_name, abs,
-                                         lambda: reader.read_value(location, what=what))
+        return reader.computed_reduction(
+            location, reduction_name, abs, lambda: reader.read_value(location, what=what)
+        )
 
-    def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
-                         worker: str | None = None) -> dict[tuple[str, bool], Any]:
+    def reduction_values(
+        self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
+    ) -> dict[tuple[str, bool], Any]:
         """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)``."""
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
         reader, what = self._view.reader, (self.name, step_num, mode)
         return {key: reader.read_value(loc, what=what) for key, loc in entry.reductions.items()}
 
-    def shape(self, step_num: int, mode: ModeKeys = GLOBAL,
-              worker: str | None = None) -> tuple[int, ...]:
+    def shape(
+        self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
+    ) -> tuple[int, ...]:
         """The saved shape, else the shape of the saved value."""
         entry = self._step(step_num, mode, worker)
         if entry.shape is not None:
@@ -144,8 +156,9 @@ class Tensor:
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         return {s: self.value(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
 
-    def shapes(self, mode: ModeKeys = GLOBAL,
-               worker: str | None = None) -> dict[int, tuple[int, ...]]:
+    def shapes(
+        self, mode: ModeKeys = GLOBAL, worker: str | None = None
+    ) -> dict[int, tuple[int, ...]]:
         """``{step: shape}`` over ``steps(mode)``: documented by smdebug, missing from it."""
         return {s: self.shape(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
 

@@ -67,8 +67,11 @@ class Trial:
         self._source = TrialSource(storage, index_read_concurrency=options.index_read_concurrency)
         self._tensor_objects: dict[str, Tensor] = {}
         self._closed = False
-        loaded = self._run(self._source.load_collections(
-            timeout=options.collection_wait_timeout, poll_interval=options.poll_interval))
+        loaded = self._run(
+            self._source.load_collections(
+                timeout=options.collection_wait_timeout, poll_interval=options.poll_interval
+            )
+        )
         self.collection_manager = loaded.manifest
         self._collections: dict[str, Collection] = dict(loaded.manifest.collections)
         state = TrialState(
@@ -105,9 +108,11 @@ class Trial:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"<Trial name={self.name!r} path={self.path!r} "
-                f"steps={len(self._state.global_to_mode)} "
-                f"workers={self.num_workers} loaded_all_steps={self.loaded_all_steps}>")
+        return (
+            f"<Trial name={self.name!r} path={self.path!r} "
+            f"steps={len(self._state.global_to_mode)} "
+            f"workers={self.num_workers} loaded_all_steps={self.loaded_all_steps}>"
+        )
 
     # smdebug exposes these as attributes
     @property
@@ -177,8 +182,9 @@ class Trial:
         else:
             matched = _matching(names, _flatten([regex]))
         if not matched:
-            log.warning("tensor_names: no tensor matches regex=%r collection=%r",
-                        regex, _cname(collection))
+            log.warning(
+                "tensor_names: no tensor matches regex=%r collection=%r", regex, _cname(collection)
+            )
             return []
         return sorted(matched)
 
@@ -237,8 +243,9 @@ class Trial:
 
     # ---------------------------------------------------------------- steps and modes
 
-    def steps(self, mode: ModeKeys = ModeKeys.GLOBAL,
-              show_incomplete_steps: bool = False) -> list[int]:
+    def steps(
+        self, mode: ModeKeys = ModeKeys.GLOBAL, show_incomplete_steps: bool = False
+    ) -> list[int]:
         """Sorted steps of ``mode``: global steps for GLOBAL, mode steps otherwise."""
         self.maybe_refresh()
         with self._cache.lock:
@@ -289,8 +296,9 @@ class Trial:
         with self._cache.lock:
             return self._state.has_passed_step(step, mode)
 
-    def wait_for_steps(self, required_steps: Iterable[int],
-                       mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+    def wait_for_steps(
+        self, required_steps: Iterable[int], mode: ModeKeys = ModeKeys.GLOBAL
+    ) -> None:
         """Block until every step is readable. ``StepUnavailable`` for a skipped step,
         ``NoMoreData`` past the end of an ended job. Unlike smdebug, automatic refreshing stays
         as it was afterwards."""
@@ -304,8 +312,9 @@ class Trial:
                     raise self._unavailable(step, mode)
                 self._wait_for_news()
 
-    def next_step(self, after: int | None, *, end_step: int | None = None,
-                  stop: threading.Event | None = None) -> int | None:
+    def next_step(
+        self, after: int | None, *, end_step: int | None = None, stop: threading.Event | None = None
+    ) -> int | None:
         """The first saved global step after ``after`` (from the first step when None) that is
         readable, waiting for it while training runs. None when the data ends before one comes
         (training ended, or ``end_step``, exclusive, is reached) or when ``stop`` is set.
@@ -357,6 +366,7 @@ class Trial:
         if found is None:
             found = self._collections[coll_name] = Collection(coll_name)
         return found
+
 
 def _flatten(items: list[Any]) -> list[str]:
     out: list[str] = []

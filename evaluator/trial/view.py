@@ -24,8 +24,13 @@ class TrialView:
 
     __slots__ = ("state", "lock", "reader", "_refresh")
 
-    def __init__(self, state: TrialState, lock: threading.RLock, reader: ValueReader,
-                 refresh: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        state: TrialState,
+        lock: threading.RLock,
+        reader: ValueReader,
+        refresh: Callable[[str], None],
+    ) -> None:
         self.state = state
         self.lock = lock
         self.reader = reader

@@ -75,42 +75,64 @@ def probe_trial(trial: Any, golden: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out["num_workers"] = trial.num_workers
     out["workers"] = call(trial.workers)
-    out["collections"] = {n: c.to_json_dict() for n, c in trial.collections().items()
-                          if n in g["collections"]}
+    out["collections"] = {
+        n: c.to_json_dict() for n, c in trial.collections().items() if n in g["collections"]
+    }
     out["tensor_names"] = call(trial.tensor_names)
     out["steps"] = call(trial.steps)
     out["steps_show_incomplete"] = call(lambda: trial.steps(show_incomplete_steps=True))
-    out["steps_by_mode"] = {m: call(lambda m=m: trial.steps(mode=ModeKeys[m]))
-                            for m in g["steps_by_mode"]}
+    out["steps_by_mode"] = {
+        m: call(lambda m=m: trial.steps(mode=ModeKeys[m])) for m in g["steps_by_mode"]
+    }
     out["steps_by_mode_show_incomplete"] = {
         m: call(lambda m=m: trial.steps(mode=ModeKeys[m], show_incomplete_steps=True))
-        for m in g["steps_by_mode_show_incomplete"]}
+        for m in g["steps_by_mode_show_incomplete"]
+    }
     # The reference script recorded mode names sorted (TRAIN is written first in loss_flat, yet
     # the golden list starts with EVAL); modes() itself keeps first-seen order, as smdebug.
     out["modes"] = sorted(m.name for m in trial.modes())
     out["mode_modestep"] = {
-        s: call(lambda s=s: [x.name if isinstance(x, ModeKeys) else x
-                             for x in trial.mode_modestep(int(s))])
-        for s in g["mode_modestep"]}
-    out["global_step"] = {m: {s: call(lambda m=m, s=s: trial.global_step(ModeKeys[m], int(s)))
-                              for s in steps} for m, steps in g["global_step"].items()}
+        s: call(
+            lambda s=s: [
+                x.name if isinstance(x, ModeKeys) else x for x in trial.mode_modestep(int(s))
+            ]
+        )
+        for s in g["mode_modestep"]
+    }
+    out["global_step"] = {
+        m: {s: call(lambda m=m, s=s: trial.global_step(ModeKeys[m], int(s))) for s in steps}
+        for m, steps in g["global_step"].items()
+    }
     out["has_passed_step"] = {
-        m: {s: call(lambda m=m, s=s: trial.has_passed_step(int(s), mode=ModeKeys[m]).name)
-            for s in steps} for m, steps in g["has_passed_step"].items()}
-    out["tensor_names_by_step"] = {s: call(lambda s=s: trial.tensor_names(step=int(s)))
-                                   for s in g["tensor_names_by_step"]}
+        m: {
+            s: call(lambda m=m, s=s: trial.has_passed_step(int(s), mode=ModeKeys[m]).name)
+            for s in steps
+        }
+        for m, steps in g["has_passed_step"].items()
+    }
+    out["tensor_names_by_step"] = {
+        s: call(lambda s=s: trial.tensor_names(step=int(s))) for s in g["tensor_names_by_step"]
+    }
     out["tensor_names_by_mode_step"] = {
-        m: {s: call(lambda m=m, s=s: trial.tensor_names(step=int(s), mode=ModeKeys[m]))
-            for s in steps} for m, steps in g["tensor_names_by_mode_step"].items()}
-    out["tensor_names_by_regex"] = {r: call(lambda r=r: trial.tensor_names(regex=r))
-                                    for r in g["tensor_names_by_regex"]}
+        m: {
+            s: call(lambda m=m, s=s: trial.tensor_names(step=int(s), mode=ModeKeys[m]))
+            for s in steps
+        }
+        for m, steps in g["tensor_names_by_mode_step"].items()
+    }
+    out["tensor_names_by_regex"] = {
+        r: call(lambda r=r: trial.tensor_names(regex=r)) for r in g["tensor_names_by_regex"]
+    }
     out["tensor_names_by_regex_list"] = call(
-        lambda: trial.tensor_names(regex=["^weights/", "^biases/"]))
+        lambda: trial.tensor_names(regex=["^weights/", "^biases/"])
+    )
     out["tensor_names_by_collection"] = {
         c: call(lambda c=c: trial.tensor_names(collection=c))
-        for c in g["tensor_names_by_collection"]}
+        for c in g["tensor_names_by_collection"]
+    }
     out["tensor_names_regex_and_collection"] = call(
-        lambda: trial.tensor_names(regex="loss", collection="losses"))
+        lambda: trial.tensor_names(regex="loss", collection="losses")
+    )
     out["tensor_missing"] = call(lambda: trial.tensor(MISSING_TENSOR))
     out["has_tensor_missing"] = call(lambda: trial.has_tensor(MISSING_TENSOR))
     out["has_training_ended"] = trial.training_ended()
@@ -134,26 +156,44 @@ def probe_tensor(trial: Any, name: str, golden: dict[str, Any]) -> dict[str, Any
     out["original_name"] = t.original_name
     out["steps"] = call(t.steps)
     out["steps_show_incomplete"] = call(lambda: t.steps(show_incomplete_steps=True))
-    out["steps_by_mode"] = {m: call(lambda m=m: t.steps(mode=ModeKeys[m])) for m in golden["steps_by_mode"]}
+    out["steps_by_mode"] = {
+        m: call(lambda m=m: t.steps(mode=ModeKeys[m])) for m in golden["steps_by_mode"]
+    }
     out["steps_by_mode_show_incomplete"] = {
         m: call(lambda m=m: t.steps(mode=ModeKeys[m], show_incomplete_steps=True))
-        for m in golden["steps_by_mode_show_incomplete"]}
+        for m in golden["steps_by_mode_show_incomplete"]
+    }
     out["values"] = {
-        s: {w: call(lambda s=s, w=w: t.value(int(s), worker=None if w == "_default" else w), encode_array)
-            for w in per_worker} for s, per_worker in golden["values"].items()}
+        s: {
+            w: call(
+                lambda s=s, w=w: t.value(int(s), worker=None if w == "_default" else w),
+                encode_array,
+            )
+            for w in per_worker
+        }
+        for s, per_worker in golden["values"].items()
+    }
     out["values_by_mode"] = {
-        m: {s: call(lambda m=m, s=s: t.value(int(s), mode=ModeKeys[m]), encode_array) for s in steps}
-        for m, steps in golden["values_by_mode"].items()}
+        m: {
+            s: call(lambda m=m, s=s: t.value(int(s), mode=ModeKeys[m]), encode_array) for s in steps
+        }
+        for m, steps in golden["values_by_mode"].items()
+    }
     out["shapes"] = {s: call(lambda s=s: list(t.shape(int(s)))) for s in golden["shapes"]}
-    out["workers_by_step"] = {s: call(lambda s=s: t.workers(int(s))) for s in golden["workers_by_step"]}
+    out["workers_by_step"] = {
+        s: call(lambda s=s: t.workers(int(s))) for s in golden["workers_by_step"]
+    }
     out["prev_steps"] = {k: call(lambda k=k: _prev_steps(t, k)) for k in golden["prev_steps"]}
     out["reduction_values"] = {
         s: {k: call(lambda s=s, k=k: _reduction(t, int(s), k), encode_array) for k in reds}
-        if isinstance(reds, dict) and "error" not in reds else call(lambda s=s: t.reduction_values(int(s)))
-        for s, reds in golden["reduction_values"].items()}
+        if isinstance(reds, dict) and "error" not in reds
+        else call(lambda s=s: t.reduction_values(int(s)))
+        for s, reds in golden["reduction_values"].items()
+    }
     out["reduction_values_saved"] = {
         s: call(lambda s=s: sorted(_reduction_key(k) for k in t.reduction_values(int(s))))
-        for s in golden["reduction_values_saved"]}
+        for s in golden["reduction_values_saved"]
+    }
     out["errors"] = probe_errors(t)
     return out
 
@@ -177,6 +217,8 @@ def probe_errors(t: Any) -> dict[str, Any]:
         "value_far_after_last": call(lambda: t.value(last + 100), encode_array),
         "shape_after_last": call(lambda: list(t.shape(last + 1))),
         "value_bad_worker": call(lambda: t.value(first, worker="no_such_worker"), encode_array),
-        "reduction_bad_name": call(lambda: t.reduction_value(first, "no_such_reduction"), encode_array),
+        "reduction_bad_name": call(
+            lambda: t.reduction_value(first, "no_such_reduction"), encode_array
+        ),
         "step_method": call(lambda: t.step(first)),
     }

@@ -33,7 +33,9 @@ class RecordingRule(Rule):
     def check(self, step: int) -> bool:
         raise NotImplementedError
 
-    def selected(self, collection_names: list[str] | None, tensor_regex: list[str] | None) -> list[str]:
+    def selected(
+        self, collection_names: list[str] | None, tensor_regex: list[str] | None
+    ) -> list[str]:
         """The union of the collections' tensors and the regex matches, sorted."""
         names: set[str] = set()
         for collection in collection_names or ():
@@ -58,8 +60,12 @@ class RecordingRule(Rule):
 class AllZero(RecordingRule):
     """Fires if a selected tensor present at s has size > 0 and every element == 0."""
 
-    def __init__(self, base_trial: Any, collection_names: list[str] | None = None,
-                 tensor_regex: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+    ) -> None:
         super().__init__(base_trial)
         if not collection_names and not tensor_regex:
             raise ValueError("AllZero needs collection_names or tensor_regex")
@@ -79,8 +85,13 @@ class ExplodingTensor(RecordingRule):
     """Fires if a selected tensor (all when none selected) present at s holds NaN, or +-inf
     unless ``only_nan``; tensors without a value at s are skipped."""
 
-    def __init__(self, base_trial: Any, collection_names: list[str] | None = None,
-                 tensor_regex: list[str] | None = None, only_nan: bool = False) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+        only_nan: bool = False,
+    ) -> None:
         super().__init__(base_trial)
         self.collection_names = collection_names
         self.tensor_regex = tensor_regex
@@ -105,11 +116,20 @@ class LossNotDecreasing(RecordingRule):
     """Per size-1 loss tensor, every ``num_steps`` mode steps: fires unless the value fell below
     the newest saved value ``num_steps`` or more mode steps earlier (by ``diff_percent``)."""
 
-    def __init__(self, base_trial: Any, collection_names: list[str] | None = None,
-                 tensor_regex: list[str] | None = None, use_losses_collection: bool = True,
-                 num_steps: int = 10, diff_percent: float = 0.0, mode: str | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+        use_losses_collection: bool = True,
+        num_steps: int = 10,
+        diff_percent: float = 0.0,
+        mode: str | None = None,
+    ) -> None:
         super().__init__(base_trial)
-        self.collections = list(collection_names or []) + (["losses"] if use_losses_collection else [])
+        self.collections = list(collection_names or []) + (
+            ["losses"] if use_losses_collection else []
+        )
         self.tensor_regex = tensor_regex
         self.num_steps = num_steps
         self.diff_percent = diff_percent
@@ -158,9 +178,16 @@ class UnchangedTensor(RecordingRule):
     """Fires if a selected tensor present at s equals (np.allclose) its values at the other
     steps of ``prev_steps(s, n=num_steps)``, when there are ``num_steps`` of them."""
 
-    def __init__(self, base_trial: Any, collection_names: list[str] | None = None,
-                 tensor_regex: list[str] | None = None, num_steps: int = 3, rtol: float = 1e-5,
-                 atol: float = 1e-8, equal_nan: bool = False) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+        num_steps: int = 3,
+        rtol: float = 1e-5,
+        atol: float = 1e-8,
+        equal_nan: bool = False,
+    ) -> None:
         super().__init__(base_trial)
         self.collection_names = collection_names
         self.tensor_regex = tensor_regex
@@ -176,8 +203,8 @@ class UnchangedTensor(RecordingRule):
             tensor = self.base_trial.tensor(name)
             steps = tensor.prev_steps(step, n=self.num_steps)
             if len(steps) == self.num_steps and all(
-                    np.allclose(current, tensor.value(p), **self.tolerances)
-                    for p in steps if p != step):
+                np.allclose(current, tensor.value(p), **self.tolerances) for p in steps if p != step
+            ):
                 fired = True
         return fired
 
@@ -199,8 +226,13 @@ class WeightUpdateRatio(RecordingRule):
     """Requires every weight at s-1 and s; fires if ||w(s)-w(s-1)|| / (||w(s-1)|| + epsilon)
     is above ``large_threshold`` or below ``small_threshold`` for a weight present at both."""
 
-    def __init__(self, base_trial: Any, large_threshold: float = 10.0,
-                 small_threshold: float = 1e-8, epsilon: float = 1e-9) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        large_threshold: float = 10.0,
+        small_threshold: float = 1e-8,
+        epsilon: float = 1e-9,
+    ) -> None:
         super().__init__(base_trial)
         self.large_threshold = large_threshold
         self.small_threshold = small_threshold
@@ -220,14 +252,24 @@ class WeightUpdateRatio(RecordingRule):
         for name in both:
             tensor = self.base_trial.tensor(name)
             before, now = np.asarray(tensor.value(step - 1)), np.asarray(tensor.value(step))
-            ratio = np.linalg.norm((now - before).ravel()) / (np.linalg.norm(before.ravel()) + self.epsilon)
+            ratio = np.linalg.norm((now - before).ravel()) / (
+                np.linalg.norm(before.ravel()) + self.epsilon
+            )
             fired = fired or bool(ratio > self.large_threshold or ratio < self.small_threshold)
         return fired
 
 
 RULES: dict[str, type[RecordingRule]] = {
-    cls.__name__: cls for cls in (AllZero, ExplodingTensor, LossNotDecreasing, UnchangedTensor,
-                                  VanishingGradient, WeightUpdateRatio)}
+    cls.__name__: cls
+    for cls in (
+        AllZero,
+        ExplodingTensor,
+        LossNotDecreasing,
+        UnchangedTensor,
+        VanishingGradient,
+        WeightUpdateRatio,
+    )
+}
 
 
 def make_rule(entry: dict[str, Any], trial: Any) -> RecordingRule:

@@ -53,14 +53,18 @@ def location(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module", params=SCENARIOS)
-def scenario(request: pytest.FixtureRequest, location: str) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+def scenario(
+    request: pytest.FixtureRequest, location: str
+) -> Iterator[tuple[str, Any, dict[str, Any]]]:
     """A trial read from a local folder or from S3 (moto server on 127.0.0.1)."""
     trial = create_trial(f"{location}/{request.param}")
     yield request.param, trial, load_golden(request.param)
     trial.close()
 
 
-def diff(golden: Any, ours: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any, Any]]:
+def diff(
+    golden: Any, ours: Any, path: tuple[Any, ...] = ()
+) -> Iterator[tuple[tuple[Any, ...], Any, Any]]:
     """Leaves where ``ours`` differs from ``golden`` (encoded arrays and errors are leaves)."""
     is_leaf = not isinstance(golden, dict) or "error" in golden or "sha256" in golden
     if is_leaf or not isinstance(ours, dict):
@@ -78,7 +82,12 @@ def same_within_ulps(golden: Any, ours: Any, ulps: int = 4) -> bool:
     """Computed float reductions (l2 is ``sqrt(x.dot(x))`` through BLAS) may differ in the last
     bits between numpy/BLAS builds; smdebug's answers came from numpy 1.26. Equal dtype and shape,
     values within a few units in the last place."""
-    if not (isinstance(golden, dict) and isinstance(ours, dict) and "values" in golden and "values" in ours):
+    if not (
+        isinstance(golden, dict)
+        and isinstance(ours, dict)
+        and "values" in golden
+        and "values" in ours
+    ):
         return False
     if golden["dtype"] != ours["dtype"] or golden["shape"] != ours["shape"]:
         return False
@@ -104,10 +113,18 @@ def explain(trial: Any, path: tuple[Any, ...], golden: Any, ours: Any) -> str | 
         return _explain_value(tensor, step, mode, worker, golden, ours)
     if field == "shapes" and golden == {"error": "KeyError"}:
         value = tensor.value(int(path[3]))
-        return "all-numpy-dtypes-decode" if ours == list(value.shape) and value.dtype == np.int16 else None
+        return (
+            "all-numpy-dtypes-decode"
+            if ours == list(value.shape) and value.dtype == np.int16
+            else None
+        )
     if field == "reduction_values":
         return _explain_reduction(tensor, int(path[3]), path[4], golden, ours)
-    if field == "errors" and path[3] == "reduction_bad_name" and ours == {"error": "SMDebugValueError"}:
+    if (
+        field == "errors"
+        and path[3] == "reduction_bad_name"
+        and ours == {"error": "SMDebugValueError"}
+    ):
         # With the raw value readable, the bad reduction name itself is what gets reported.
         if golden == {"error": "KeyError"}:
             return "all-numpy-dtypes-decode"
@@ -124,8 +141,9 @@ def _has_value(tensor: Any) -> bool:
     return True
 
 
-def _explain_value(tensor: Any, step: int, mode: ModeKeys, worker: str | None,
-                   golden: Any, ours: Any) -> str | None:
+def _explain_value(
+    tensor: Any, step: int, mode: ModeKeys, worker: str | None, golden: Any, ours: Any
+) -> str | None:
     if golden.get("dtype") == "|u1" and ours.get("dtype") == "|i1":
         same_bytes = golden["sha256"] == ours["sha256"] and golden["shape"] == ours["shape"]
         as_int8 = [v - 256 if v > 127 else v for v in golden.get("values", [])]
@@ -149,8 +167,15 @@ def _explain_reduction(tensor: Any, step: int, key: str, golden: Any, ours: Any)
     if name in ("l1", "l2"):
         expected = np.linalg.norm(np.ravel(x), ord=1 if name == "l1" else 2)
     else:
-        fn = {"min": np.amin, "max": np.amax, "mean": np.mean, "std": np.std,
-              "variance": np.var, "sum": np.sum, "prod": np.prod}[name]
+        fn = {
+            "min": np.amin,
+            "max": np.amax,
+            "mean": np.mean,
+            "std": np.std,
+            "variance": np.var,
+            "sum": np.sum,
+            "prod": np.prod,
+        }[name]
         expected = fn(x)
     if encode_array(expected) != ours:
         return None
@@ -173,7 +198,9 @@ def test_trial_answers_match_golden(scenario: tuple[str, Any, dict[str, Any]]) -
     assert not mismatches, f"{name}: {mismatches[:10]}"
 
 
-def test_tensor_answers_match_golden_or_documented_fix(scenario: tuple[str, Any, dict[str, Any]]) -> None:
+def test_tensor_answers_match_golden_or_documented_fix(
+    scenario: tuple[str, Any, dict[str, Any]],
+) -> None:
     """Tensor answers equal smdebug's, except the documented fixes, which are checked instead."""
     name, trial, golden = scenario
     assert sorted(golden["tensors"]) == trial.tensor_names()

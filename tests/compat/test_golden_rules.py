@@ -31,8 +31,9 @@ from tests.compat.golden import DATA, SCENARIOS, load_golden
 from tests.compat.rule_bodies import make_rule
 
 FIELDS = ("evaluated_steps", "fired_steps", "skipped", "termination", "end_step", "last_step_tried")
-CASES = [(scenario, name) for scenario in SCENARIOS
-         for name in load_golden(scenario, "rules")["rules"]]
+CASES = [
+    (scenario, name) for scenario in SCENARIOS for name in load_golden(scenario, "rules")["rules"]
+]
 
 # Our outcome where smdebug raised KeyError on dt/int16 (docs/compatibility.md,
 # "all-numpy-dtypes-decode"). The trial has global steps 0, 1, 2 and every tensor at each.
@@ -83,7 +84,10 @@ def run_entry(trial: Any, entry: dict[str, Any]) -> dict[str, Any]:
     try:
         result = invoke_rule(rule, end_step=entry["end_step"], observer=recorder)
     except Exception as e:  # the golden files record what escaped as error:<class>
-        termination, last_tried = f"error:{type(e).__name__}", rule.reached[-1] if rule.reached else None
+        termination, last_tried = (
+            f"error:{type(e).__name__}",
+            rule.reached[-1] if rule.reached else None,
+        )
     else:
         termination, last_tried = encode_termination(result.ended_by, result.last_step)
     return {
@@ -111,8 +115,13 @@ def test_rule_run_matches_smdebug(trials: dict[str, Any], scenario: str, name: s
     ours = run_entry(trial_for(trials, scenario), entry)
     if scenario == "dtypes" and name in INT16_READABLE:
         assert entry["termination"] == "error:KeyError"  # what smdebug did; ours follows
-        entry = {**entry, "evaluated_steps": [0, 1, 2], "fired_steps": INT16_READABLE[name],
-                 "termination": "NoMoreData", "last_step_tried": 3}
+        entry = {
+            **entry,
+            "evaluated_steps": [0, 1, 2],
+            "fired_steps": INT16_READABLE[name],
+            "termination": "NoMoreData",
+            "last_step_tried": 3,
+        }
     assert {f: ours[f] for f in FIELDS} == {f: entry[f] for f in FIELDS}
 
 
@@ -123,8 +132,11 @@ def test_int16_premise_of_the_dtypes_override(trials: dict[str, Any]) -> None:
     for step in trial.steps():
         value = trial.tensor("dt/int16").value(step)
         assert value.dtype == np.int16 and value.tolist() == [-2, 3, step]
-    assert set(INT16_READABLE) == {name for name, e in load_golden("dtypes", "rules")["rules"].items()
-                                   if e["termination"].startswith("error:")}
+    assert set(INT16_READABLE) == {
+        name
+        for name, e in load_golden("dtypes", "rules")["rules"].items()
+        if e["termination"].startswith("error:")
+    }
 
 
 def test_no_golden_entry_skips_a_never_saved_step(trials: dict[str, Any]) -> None:

@@ -31,8 +31,10 @@ from tests.container.harness import (
     Image,
 )
 
-REQUIRED = (os.environ.get("CI", "").lower() == "true"
-            or os.environ.get("EVALUATOR_REQUIRE_DOCKER", "") == "1")
+REQUIRED = (
+    os.environ.get("CI", "").lower() == "true"
+    or os.environ.get("EVALUATOR_REQUIRE_DOCKER", "") == "1"
+)
 DEFAULT_TAG = "debugger-rule-evaluator:latest"
 BUILD_TIMEOUT = 30 * 60
 
@@ -42,11 +44,15 @@ _summary: list[str] = []  # lines for the banner at the end of the run
 def _unavailable(reason: str) -> None:
     """Skip (loudly), or fail where Docker is required."""
     if REQUIRED:
-        pytest.fail(f"Docker is required here (CI=true or EVALUATOR_REQUIRE_DOCKER=1) but "
-                    f"{reason}", pytrace=False)
+        pytest.fail(
+            f"Docker is required here (CI=true or EVALUATOR_REQUIRE_DOCKER=1) but {reason}",
+            pytrace=False,
+        )
     reason = reason if reason.endswith((".", "?", "!")) else reason + "."
-    text = (f"CONTAINER TESTS SKIPPED: {reason} Start a Docker engine (docs/container.md) to "
-            "run them; EVALUATOR_REQUIRE_DOCKER=1 makes this an error.")
+    text = (
+        f"CONTAINER TESTS SKIPPED: {reason} Start a Docker engine (docs/container.md) to "
+        "run them; EVALUATOR_REQUIRE_DOCKER=1 makes this an error."
+    )
     if text not in _summary:
         _summary.append(text)
     pytest.skip(text)
@@ -75,18 +81,26 @@ def image(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> Image:
         log = tmp_path_factory.mktemp("image-build") / "build.log"
         start = time.monotonic()
         with log.open("w") as out:
-            done = subprocess.run([str(ROOT / "container" / "docker" / "build_image.sh"),
-                                   "--tag", name], stdout=out, stderr=subprocess.STDOUT,
-                                  cwd=ROOT, timeout=BUILD_TIMEOUT)
+            done = subprocess.run(
+                [str(ROOT / "container" / "docker" / "build_image.sh"), "--tag", name],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                timeout=BUILD_TIMEOUT,
+            )
         seconds = time.monotonic() - start
         if done.returncode != 0:
             tail = "".join(log.read_text().splitlines(keepends=True)[-60:])
-            pytest.fail(f"building the image failed (exit {done.returncode}; log {log}):\n{tail}",
-                        pytrace=False)
+            pytest.fail(
+                f"building the image failed (exit {done.returncode}; log {log}):\n{tail}",
+                pytrace=False,
+            )
     built = Image(name, docker.image_config(name), seconds)
     built_text = f", built in {seconds:.0f} s" if seconds is not None else ""
-    _summary.append(f"image {name}: {built.size_mb:.0f} MB (target under {SIZE_TARGET_MB} MB)"
-                    f"{built_text}; engine {docker.server_version} at {docker.where}")
+    _summary.append(
+        f"image {name}: {built.size_mb:.0f} MB (target under {SIZE_TARGET_MB} MB)"
+        f"{built_text}; engine {docker.server_version} at {docker.where}"
+    )
     return built
 
 
@@ -94,9 +108,11 @@ def image(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> Image:
 def bridge_address(docker: Docker, image: Image) -> str:
     """This machine's address on the containers' default network (the bridge gateway), as
     the containers see it; a local address, so traffic to it never leaves the machine."""
-    probe = ("lines = open('/proc/net/route').read().splitlines()[1:]\n"
-             "gw = next(l.split()[2] for l in lines if l.split()[1] == '00000000')\n"
-             "print('.'.join(str(int(gw[i:i + 2], 16)) for i in (6, 4, 2, 0)))")
+    probe = (
+        "lines = open('/proc/net/route').read().splitlines()[1:]\n"
+        "gw = next(l.split()[2] for l in lines if l.split()[1] == '00000000')\n"
+        "print('.'.join(str(int(gw[i:i + 2], 16)) for i in (6, 4, 2, 0)))"
+    )
     done = docker("run", "--rm", "--entrypoint", "python", image.name, "-c", probe, check=False)
     address = done.stdout.strip()
     if done.returncode != 0 or not address:
@@ -105,8 +121,10 @@ def bridge_address(docker: Docker, image: Image) -> str:
         with socket.socket() as s:
             s.bind((address, 0))
     except OSError as e:
-        _unavailable(f"the bridge gateway {address} is not an address of this machine ({e}); "
-                     "the engine is remote")
+        _unavailable(
+            f"the bridge gateway {address} is not an address of this machine ({e}); "
+            "the engine is remote"
+        )
     return address
 
 
@@ -123,10 +141,14 @@ def bridge_s3(bridge_address: str) -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as patch:  # this process's boto3 (filling buckets)
         for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL_S3"):
             patch.delenv(name, raising=False)
-        for name, value in {**S3_CREDENTIALS, "AWS_CONFIG_FILE": os.devnull,
-                            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                            "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1",
-                            "AWS_REGION": "us-east-1"}.items():
+        for name, value in {
+            **S3_CREDENTIALS,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+        }.items():
             patch.setenv(name, value)
         yield MotoS3(endpoint=f"http://{host}:{port}", server=server)
     server.stop()
@@ -137,7 +159,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _summary:
         return
     skipped = any(line.startswith("CONTAINER TESTS SKIPPED") for line in _summary)
-    terminalreporter.section("container image", sep="!" if skipped else "-",
-                             yellow=skipped, bold=skipped)
+    terminalreporter.section(
+        "container image", sep="!" if skipped else "-", yellow=skipped, bold=skipped
+    )
     for line in _summary:
         terminalreporter.line(line, yellow=line.startswith("CONTAINER TESTS SKIPPED"))

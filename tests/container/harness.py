@@ -22,8 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "S3_CREDENTIALS", "SIZE_TARGET_MB", "Docker", "DockerUnavailable", "Image",
-           "Layout", "Outcome", "comparable", "run_plain"]
+__all__ = [
+    "ROOT",
+    "S3_CREDENTIALS",
+    "SIZE_TARGET_MB",
+    "Docker",
+    "DockerUnavailable",
+    "Image",
+    "Layout",
+    "Outcome",
+    "comparable",
+    "run_plain",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 OPT_ML = "/opt/ml"
@@ -91,8 +101,10 @@ class Outcome:
         return found
 
     def describe(self) -> str:
-        return (f"exit code {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n"
-                f"{self.stderr}\n--- message\n{self.message}")
+        return (
+            f"exit code {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n"
+            f"{self.stderr}\n--- message\n{self.message}"
+        )
 
 
 def _read(path: Path) -> str | None:
@@ -157,8 +169,13 @@ def comparable(result: Mapping[str, Any] | None, layout: Layout) -> Any:
     return clean(result)
 
 
-def run_plain(layout: Layout, *, env: Mapping[str, str], args: Sequence[str] = (),
-              timeout: float = RUN_TIMEOUT) -> Outcome:
+def run_plain(
+    layout: Layout,
+    *,
+    env: Mapping[str, str],
+    args: Sequence[str] = (),
+    timeout: float = RUN_TIMEOUT,
+) -> Outcome:
     """The ``rule-evaluator`` command on the host, with ``layout.opt_ml`` as its /opt/ml and
     the container paths in ``env`` and ``args`` mapped back to the host's."""
     back = {inside: host for host, inside in layout.host_to_container().items()}
@@ -167,15 +184,22 @@ def run_plain(layout: Layout, *, env: Mapping[str, str], args: Sequence[str] = (
     def to_host(value: str) -> str:
         for inside, host in sorted(back.items(), key=lambda kv: -len(kv[0])):
             if value == inside or value.startswith(inside + "/"):
-                return host + value[len(inside):]
+                return host + value[len(inside) :]
         return value
 
-    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "EVALUATOR_OPT_ML": str(layout.opt_ml)}
+    full_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "EVALUATOR_OPT_ML": str(layout.opt_ml),
+    }
     full_env.update({k: to_host(v) for k, v in env.items()})
-    done = subprocess.run([sys.executable, "-m", "container.cli", *[to_host(a) for a in args]],
-                          capture_output=True, text=True, cwd=ROOT, env=full_env,
-                          timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "container.cli", *[to_host(a) for a in args]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full_env,
+        timeout=timeout,
+    )
     return Outcome(done.returncode, done.stdout, done.stderr, layout)
 
 
@@ -186,8 +210,11 @@ class Docker:
         self.command = shutil.which("docker")
         if self.command is None:
             raise DockerUnavailable("there is no docker command on PATH")
-        where = (f"DOCKER_HOST={os.environ['DOCKER_HOST']}" if os.environ.get("DOCKER_HOST")
-                 else "the default socket (/var/run/docker.sock or the current docker context)")
+        where = (
+            f"DOCKER_HOST={os.environ['DOCKER_HOST']}"
+            if os.environ.get("DOCKER_HOST")
+            else "the default socket (/var/run/docker.sock or the current docker context)"
+        )
         try:
             done = self("version", "--format", "{{.Server.Version}}", timeout=30, check=False)
         except subprocess.TimeoutExpired:
@@ -198,33 +225,46 @@ class Docker:
         self.server_version = done.stdout.strip()
         self.where = where
 
-    def __call__(self, *args: str, timeout: float = RUN_TIMEOUT, check: bool = True,
-                 env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self,
+        *args: str,
+        timeout: float = RUN_TIMEOUT,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         assert self.command is not None
         full_env = {**os.environ, **(env or {})}
-        done = subprocess.run([self.command, *args], capture_output=True, text=True,
-                              timeout=timeout, env=full_env)
+        done = subprocess.run(
+            [self.command, *args], capture_output=True, text=True, timeout=timeout, env=full_env
+        )
         if check and done.returncode != 0:
-            raise AssertionError(f"docker {' '.join(args)} failed ({done.returncode}):\n"
-                                 f"{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"docker {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+            )
         return done
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         assert self.command is not None
-        return subprocess.Popen([self.command, *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
 
     def image_config(self, image: str) -> dict[str, Any]:
         data: list[dict[str, Any]] = json.loads(self("image", "inspect", image).stdout)
         return data[0]
 
-    def run_options(self, layout: Layout, *, env: Mapping[str, str] = {},
-                    pass_env: Sequence[str] = ()) -> list[str]:
+    def run_options(
+        self, layout: Layout, *, env: Mapping[str, str] = {}, pass_env: Sequence[str] = ()
+    ) -> list[str]:
         """``-v`` and ``-e`` options: the layout's folders at their /opt/ml places, its
         read-only mounts, ``env`` as ``-e NAME=VALUE`` and ``pass_env`` as ``-e NAME`` (the
         value comes from this process: credentials stay off the command line)."""
-        options = ["-v", f"{layout.opt_ml / 'output'}:{OPT_ML}/output",
-                   "-v", f"{layout.output}:{OPT_ML}/processing/output/rule"]
+        options = [
+            "-v",
+            f"{layout.opt_ml / 'output'}:{OPT_ML}/output",
+            "-v",
+            f"{layout.output}:{OPT_ML}/processing/output/rule",
+        ]
         for host, inside in layout.mounts.items():
             options += ["-v", f"{host.resolve()}:{inside}:ro"]
         config = layout.opt_ml / "config"
@@ -236,14 +276,28 @@ class Docker:
             options += ["-e", name]
         return options
 
-    def run(self, image: str, layout: Layout, *, env: Mapping[str, str] = {},
-            pass_env: Sequence[str] = (), options: Sequence[str] = (),
-            args: Sequence[str] = (), secrets: Mapping[str, str] | None = None,
-            timeout: float = RUN_TIMEOUT) -> Outcome:
+    def run(
+        self,
+        image: str,
+        layout: Layout,
+        *,
+        env: Mapping[str, str] = {},
+        pass_env: Sequence[str] = (),
+        options: Sequence[str] = (),
+        args: Sequence[str] = (),
+        secrets: Mapping[str, str] | None = None,
+        timeout: float = RUN_TIMEOUT,
+    ) -> Outcome:
         """``docker run --rm`` the image to completion; ``secrets`` are values for the
         ``pass_env`` names, given to the docker command's environment only."""
-        command = ["run", "--rm", *self.run_options(layout, env=env, pass_env=pass_env),
-                   *options, image, *args]
+        command = [
+            "run",
+            "--rm",
+            *self.run_options(layout, env=env, pass_env=pass_env),
+            *options,
+            image,
+            *args,
+        ]
         done = self(*command, timeout=timeout, check=False, env=secrets)
         return Outcome(done.returncode, done.stdout, done.stderr, layout)
 
@@ -263,5 +317,6 @@ class Docker:
             timer.cancel()
             follow.kill()
             follow.wait()
-        raise AssertionError(f"{needle!r} never appeared in the log of {container}:\n"
-                             + "".join(seen))
+        raise AssertionError(
+            f"{needle!r} never appeared in the log of {container}:\n" + "".join(seen)
+        )

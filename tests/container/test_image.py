@@ -29,11 +29,14 @@ def test_entrypoint_is_the_rule_evaluator_command_in_exec_form(image: Image) -> 
     assert not config.get("Cmd")
 
 
-def test_console_script_runs_the_same_code_as_the_plain_command(docker: Docker,
-                                                                 image: Image) -> None:
+def test_console_script_runs_the_same_code_as_the_plain_command(
+    docker: Docker, image: Image
+) -> None:
     """The image's rule-evaluator is the project's console script: container.cli:main."""
-    code = ("from importlib.metadata import entry_points\n"
-            "print(entry_points(group='console_scripts')['rule-evaluator'].value)")
+    code = (
+        "from importlib.metadata import entry_points\n"
+        "print(entry_points(group='console_scripts')['rule-evaluator'].value)"
+    )
     assert _python(docker, image, code).strip() == CONSOLE_SCRIPT
     shebang = docker("run", "--rm", "--entrypoint", "head", image.name, "-n1", ENTRYPOINT[0])
     assert shebang.stdout.strip() == "#!/opt/venv/bin/python"
@@ -61,8 +64,9 @@ def test_oci_labels(image: Image) -> None:
 
 def test_nothing_is_shipped_under_opt_ml(docker: Docker, image: Image) -> None:
     """/opt/ml is SageMaker's: the image has nothing there."""
-    assert docker("run", "--rm", "--entrypoint", "ls", image.name, "/opt",
-                  check=False).stdout.split() == ["venv"]
+    assert docker(
+        "run", "--rm", "--entrypoint", "ls", image.name, "/opt", check=False
+    ).stdout.split() == ["venv"]
 
 
 def test_installed_packages_are_the_pinned_versions(docker: Docker, image: Image) -> None:
@@ -73,9 +77,11 @@ def test_installed_packages_are_the_pinned_versions(docker: Docker, image: Image
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")
             pins[name] = version
-    code = ("import json, sys\nfrom importlib.metadata import distributions\n"
-            "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
-            "for d in distributions(path=[p for p in sys.path if 'site-packages' in p])}))")
+    code = (
+        "import json, sys\nfrom importlib.metadata import distributions\n"
+        "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
+        "for d in distributions(path=[p for p in sys.path if 'site-packages' in p])}))"
+    )
     installed = json.loads(_python(docker, image, code))
     own = installed.pop(NAME)
     assert own == VERSION
@@ -83,8 +89,9 @@ def test_installed_packages_are_the_pinned_versions(docker: Docker, image: Image
     assert "pip" not in installed and "setuptools" not in installed
 
 
-def test_image_size_is_under_target(image: Image,
-                                    record_property: Callable[[str, object], None]) -> None:
+def test_image_size_is_under_target(
+    image: Image, record_property: Callable[[str, object], None]
+) -> None:
     """The image stays under the size target (also printed at the end of the run)."""
     record_property("image_size_mb", round(image.size_mb))
     assert image.size_mb < SIZE_TARGET_MB

@@ -28,15 +28,17 @@ def test_every_framework_has_trials() -> None:
 
 
 @pytest.mark.parametrize(("trial", "rule"), CASES, ids=[f"{r}-{t}" for t, r in CASES])
-def test_rule_fires_on_its_fault(outcomes: dict[str, dict[str, Outcome]], trial: str,
-                                 rule: str) -> None:
+def test_rule_fires_on_its_fault(
+    outcomes: dict[str, dict[str, Outcome]], trial: str, rule: str
+) -> None:
     """The rule fires, with default parameters, on the real-hook trial made with its fault."""
     assert outcomes[rule][trial].fired, f"{rule} on {trial}: {outcomes[rule][trial].cell}"
 
 
 @pytest.mark.parametrize("trial", HEALTHY)
-def test_nothing_fires_on_a_healthy_trial(outcomes: dict[str, dict[str, Outcome]],
-                                          trial: str) -> None:
+def test_nothing_fires_on_a_healthy_trial(
+    outcomes: dict[str, dict[str, Outcome]], trial: str
+) -> None:
     """On a healthy real-hook trial every rule is quiet or says it checked nothing."""
     fired = {rule: o[trial].cell for rule, o in outcomes.items() if o[trial].fired}
     assert fired == {}
@@ -50,11 +52,10 @@ def test_checked_nothing_is_never_quiet(outcomes: dict[str, dict[str, Outcome]])
                 assert outcomes[rule][trial].cell == CHECKED_NOTHING, (rule, trial)
 
 
-def test_rules_doc_hook_table_is_the_measured_one(
-        outcomes: dict[str, dict[str, Outcome]]) -> None:
+def test_rules_doc_hook_table_is_the_measured_one(outcomes: dict[str, dict[str, Outcome]]) -> None:
     """docs/rules.md's rule x real-hook-trial table holds exactly these outcomes."""
     text = DOC.read_text()
-    section = text[text.index("## Rules on trials written by the real framework hooks"):]
+    section = text[text.index("## Rules on trials written by the real framework hooks") :]
     for rule, by_trial in outcomes.items():
         row = re.search(rf"^\| {rule} \|(.*)\|$", section, re.M)
         assert row, f"no row for {rule} in docs/rules.md"

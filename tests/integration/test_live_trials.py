@@ -51,6 +51,7 @@ def run_concurrently(writer: Callable[[], None], reader: Callable[[], None]) -> 
                 fn()
             except BaseException as e:  # reported by the main thread below
                 errors.append(e)
+
         return run
 
     threads = [threading.Thread(target=guarded(f)) for f in (writer, reader)]
@@ -63,7 +64,9 @@ def run_concurrently(writer: Callable[[], None], reader: Callable[[], None]) -> 
         raise errors[0]
 
 
-def test_s3_trial_read_while_a_writer_uploads_steps(s3_server: Any, s3_bucket: str, tmp_path: Path) -> None:
+def test_s3_trial_read_while_a_writer_uploads_steps(
+    s3_server: Any, s3_bucket: str, tmp_path: Path
+) -> None:
     """Every step uploaded while the rule reads is seen, in order, with its values; the end
     marker then ends the run with NoMoreData."""
     local = tmp_path / "job"
@@ -76,12 +79,20 @@ def test_s3_trial_read_while_a_writer_uploads_steps(s3_server: Any, s3_bucket: s
     def upload_steps() -> None:
         for s in range(STEPS):
             write_local_steps(local, range(s, s + 1))
-            s3_server.put_objects(s3_bucket, {  # event file first, then its index, as S3 uploads go
-                event_key(s, "worker_0"): (local / event_key(s, "worker_0")).read_bytes(),
-            }, prefix="live/")
-            s3_server.put_objects(s3_bucket, {
-                index_key(s, "worker_0"): (local / index_key(s, "worker_0")).read_bytes(),
-            }, prefix="live/")
+            s3_server.put_objects(
+                s3_bucket,
+                {  # event file first, then its index, as S3 uploads go
+                    event_key(s, "worker_0"): (local / event_key(s, "worker_0")).read_bytes(),
+                },
+                prefix="live/",
+            )
+            s3_server.put_objects(
+                s3_bucket,
+                {
+                    index_key(s, "worker_0"): (local / index_key(s, "worker_0")).read_bytes(),
+                },
+                prefix="live/",
+            )
             time.sleep(0.03)
         s3_server.put_objects(s3_bucket, {END_OF_JOB_KEY: b""}, prefix="live/")
 
@@ -118,7 +129,9 @@ def test_torn_event_file_is_waited_for_never_misread(tmp_path: Path) -> None:
     TrialWriter(staging).write_step(0, {"w": value_at(0)}, mode=ModeKeys.TRAIN)
     event = (staging / event_key(0, "worker_0")).read_bytes()
     (tmp_path / index_key(0, "worker_0")).parent.mkdir(parents=True)
-    (tmp_path / index_key(0, "worker_0")).write_bytes((staging / index_key(0, "worker_0")).read_bytes())
+    (tmp_path / index_key(0, "worker_0")).write_bytes(
+        (staging / index_key(0, "worker_0")).read_bytes()
+    )
     trial = create_trial(str(tmp_path), poll_interval=0.05)
     target = tmp_path / event_key(0, "worker_0")
 
@@ -129,7 +142,7 @@ def test_torn_event_file_is_waited_for_never_misread(tmp_path: Path) -> None:
             f.write(event[: len(event) // 2])
             f.flush()
             time.sleep(0.3)
-            f.write(event[len(event) // 2:])
+            f.write(event[len(event) // 2 :])
 
     writer = threading.Thread(target=finish_slowly)
     writer.start()
@@ -199,8 +212,9 @@ def test_copied_folder_without_end_marker_completes_after_idle_scans(tmp_path: P
     waiting forever (the docker-run-on-a-copy case)."""
     TrialWriter(tmp_path).write_collections(COLLECTIONS)
     write_local_steps(tmp_path, range(3))
-    trial = create_trial(str(tmp_path), poll_interval=0.05, max_poll_interval=0.1,
-                         idle_scans_to_complete=2)
+    trial = create_trial(
+        str(tmp_path), poll_interval=0.05, max_poll_interval=0.1, idle_scans_to_complete=2
+    )
     started = time.monotonic()
     with pytest.raises(NoMoreData):
         trial.wait_for_steps([3])

@@ -12,8 +12,13 @@ EXAMPLE = ROOT / "examples" / "trials" / "vanishing_gradients"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "container.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "container.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_summary_of_the_bundled_example() -> None:

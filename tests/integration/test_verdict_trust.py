@@ -52,10 +52,10 @@ def test_an_empty_collection_is_an_error(cli: EvaluatorCli) -> None:
     assert "collection_names 'biases'" in rule_entry(run)["details"]
 
 
-@pytest.mark.parametrize("rule", ["TreeDepth", "FeatureImportanceOverweight",
-                                  "CreateXgboostReport"])
-def test_xgboost_rules_on_a_deep_learning_trial_are_an_error(cli: EvaluatorCli,
-                                                             rule: str) -> None:
+@pytest.mark.parametrize(
+    "rule", ["TreeDepth", "FeatureImportanceOverweight", "CreateXgboostReport"]
+)
+def test_xgboost_rules_on_a_deep_learning_trial_are_an_error(cli: EvaluatorCli, rule: str) -> None:
     """XGBoost-only rules on a trial written by PyTorch's hook say they checked nothing."""
     run = cli("--trial-dir", str(HOOK_TRIALS / "pytorch_healthy"), "--rule", rule)
     assert run.returncode == 2, run.describe()
@@ -63,23 +63,42 @@ def test_xgboost_rules_on_a_deep_learning_trial_are_an_error(cli: EvaluatorCli,
     assert "XGBoost" in rule_entry(run)["details"]
 
 
-def test_a_live_trial_that_ends_without_the_tensors_is_an_error(cli: EvaluatorCli,
-                                                                  tmp_path: Path) -> None:
+def test_a_live_trial_that_ends_without_the_tensors_is_an_error(
+    cli: EvaluatorCli, tmp_path: Path
+) -> None:
     """A rule waiting on a live trial says it has checked nothing yet, decides only when the
     trial ends, and then ends in Error (exit 2), not NoIssuesFound."""
     trial = tmp_path / "live"
     writer = TrialWriter(trial)
     writer.write_collections([Collection("losses", tensor_names={"loss"})])
-    invocation = cli.command("--trial-dir", str(trial), "--rule", "DeadRelu",
-                             "--wait_for_training_end", "true", "--poll_interval", "0.2")
-    process = subprocess.Popen([sys.executable, "-m", "container.cli", *invocation.args,
-                                "--output-dir", str(invocation.output_dir)],
-                               cwd=ROOT, env=dict(invocation.env), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    invocation = cli.command(
+        "--trial-dir",
+        str(trial),
+        "--rule",
+        "DeadRelu",
+        "--wait_for_training_end",
+        "true",
+        "--poll_interval",
+        "0.2",
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "container.cli",
+            *invocation.args,
+            "--output-dir",
+            str(invocation.output_dir),
+        ],
+        cwd=ROOT,
+        env=dict(invocation.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for step in range(8):
-            writer.write_step(step, {"loss": np.float32(1.0 / (step + 1))},
-                              mode=ModeKeys.TRAIN)
+            writer.write_step(step, {"loss": np.float32(1.0 / (step + 1))}, mode=ModeKeys.TRAIN)
             time.sleep(0.3)
         time.sleep(1.0)
         assert process.poll() is None, "the rule decided before the trial ended"
@@ -104,8 +123,11 @@ def test_a_firing_says_tensor_value_threshold_mode_and_step(cli: EvaluatorCli) -
     assert (reason["mode"], reason["mode_step"], reason["worker"]) == ("TRAIN", 0, "worker_0")
     assert reason["tensors"][0].endswith("/outputs")
     assert reason["quantity"] == "dead units (%)" and reason["value"] > 50
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold_layer", 50.0, ">")
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold_layer",
+        50.0,
+        ">",
+    )
     assert reason["sentence"].startswith("DeadRelu: ")
     assert result["parameters"]["threshold_layer"] == "50.0"
     fired = [line for line in run.log_lines if line.get("event") == "rule_fired"]
@@ -126,8 +148,9 @@ def test_no_issues_found_says_what_was_checked_and_how_close(cli: EvaluatorCli) 
 
 def test_one_rule_that_checked_nothing_makes_the_run_exit_2(cli: EvaluatorCli) -> None:
     """Two rules, one quiet and one with nothing to check: the run exits 2, each says why."""
-    run = cli("--trial-dir", str(HOOK_TRIALS / "keras_healthy"),
-              "--rule", "ExplodingTensor,TreeDepth")
+    run = cli(
+        "--trial-dir", str(HOOK_TRIALS / "keras_healthy"), "--rule", "ExplodingTensor,TreeDepth"
+    )
     assert run.returncode == 2, run.describe()
     statuses = {r["rule"]: r["status"] for r in run.result["rules"]}
     assert statuses == {"ExplodingTensor": "NoIssuesFound", "TreeDepth": "Error"}

@@ -48,8 +48,11 @@ NOT_APPLICABLE = {
 
 # parameters the table runs a rule with, where its defaults select nothing in these trials
 PARAMETERS: dict[str, dict[str, str]] = {
-    "TensorVariance": {"collection_names": "gradients", "min_threshold": "1e-12",
-                       "max_threshold": "1e6"},
+    "TensorVariance": {
+        "collection_names": "gradients",
+        "min_threshold": "1e-12",
+        "max_threshold": "1e6",
+    },
     "AllZero": {"tensor_regex": ".*relu_output"},
     # These runs save every step; SageMaker's default hook saves every 500, where a patience of
     # 5 saved values spans 2500 steps. 20 saved values here is still far shorter.

@@ -33,7 +33,7 @@ def test_no_rule_fires_on_the_healthy_run(outcomes: dict[str, dict[str, Outcome]
 def test_rules_doc_table_is_the_measured_one(outcomes: dict[str, dict[str, Outcome]]) -> None:
     """docs/rules.md's rule x scenario table holds exactly these outcomes."""
     text = DOC.read_text()
-    text = text[text.index("## Rules on real training runs"):]
+    text = text[text.index("## Rules on real training runs") :]
     for rule, by_scenario in outcomes.items():
         if rule in NOT_APPLICABLE:
             continue

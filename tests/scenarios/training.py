@@ -52,29 +52,58 @@ class Scenario:
 
 
 SCENARIOS = {
-    s.name: s for s in (
-        Scenario("healthy", train_samples=2048, notes="2 ReLU layers, 2048 samples, sensible init and learning rate"),
-        Scenario("vanishing_gradients", activation="sigmoid", hidden=(32,) * 10, lr=0.1,
-                 init_scale=0.5, notes="10 sigmoid layers with small weights"),
-        Scenario("exploding", hidden=(32,) * 6, lr=50.0, init_scale=4.0,
-                 notes="6 ReLU layers, 4x He weights, learning rate 50: values reach inf/NaN"),
+    s.name: s
+    for s in (
+        Scenario(
+            "healthy",
+            train_samples=2048,
+            notes="2 ReLU layers, 2048 samples, sensible init and learning rate",
+        ),
+        Scenario(
+            "vanishing_gradients",
+            activation="sigmoid",
+            hidden=(32,) * 10,
+            lr=0.1,
+            init_scale=0.5,
+            notes="10 sigmoid layers with small weights",
+        ),
+        Scenario(
+            "exploding",
+            hidden=(32,) * 6,
+            lr=50.0,
+            init_scale=4.0,
+            notes="6 ReLU layers, 4x He weights, learning rate 50: values reach inf/NaN",
+        ),
         Scenario("dead_relu", hidden_bias=-20.0, notes="ReLU layers with a -20 bias"),
-        Scenario("saturated_tanh", activation="tanh", input_scale=100.0, init_scale=10.0, lr=0.05,
-                 notes="tanh layers fed unscaled inputs (x100) through 10x Xavier weights"),
+        Scenario(
+            "saturated_tanh",
+            activation="tanh",
+            input_scale=100.0,
+            init_scale=10.0,
+            lr=0.05,
+            notes="tanh layers fed unscaled inputs (x100) through 10x Xavier weights",
+        ),
         Scenario("lr_zero", lr=0.0, notes="learning rate 0: nothing changes"),
-        Scenario("overfit", hidden=(128, 128), train_samples=12, steps=150, lr=0.3,
-                 label_noise=0.3, eval_every=3,
-                 notes="12 noisy training samples, a large network, long training"),
-        Scenario("imbalanced", class_weights=(0.97, 0.03),
-                 notes="97% of the labels are class 0"),
+        Scenario(
+            "overfit",
+            hidden=(128, 128),
+            train_samples=12,
+            steps=150,
+            lr=0.3,
+            label_noise=0.3,
+            eval_every=3,
+            notes="12 noisy training samples, a large network, long training",
+        ),
+        Scenario("imbalanced", class_weights=(0.97, 0.03), notes="97% of the labels are class 0"),
     )
 }
 
 _GRAD_REDUCTIONS = ("mean", "abs_mean", "max", "min", "l2")
 
 
-def _data(s: Scenario, rng: np.random.Generator, n: int,
-          centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _data(
+    s: Scenario, rng: np.random.Generator, n: int, centers: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     classes = len(s.class_weights)
     y = rng.choice(classes, size=n, p=np.array(s.class_weights) / sum(s.class_weights))
     x = centers[y] + rng.normal(0, 0.9, size=(n, 8))
@@ -91,10 +120,14 @@ class _MLP:
         sizes = (n_in, *s.hidden, n_out)
         self.act, self.dact = ACTIVATIONS[s.activation]
         gain = np.sqrt(2.0) if s.activation == "relu" else 1.0
-        self.w = [(rng.normal(0, gain * s.init_scale / np.sqrt(a), (a, b))).astype(np.float32)
-                  for a, b in zip(sizes[:-1], sizes[1:])]
-        self.b = [np.full(b, s.hidden_bias if i < len(sizes) - 2 else 0.0, np.float32)
-                  for i, b in enumerate(sizes[1:])]
+        self.w = [
+            (rng.normal(0, gain * s.init_scale / np.sqrt(a), (a, b))).astype(np.float32)
+            for a, b in zip(sizes[:-1], sizes[1:])
+        ]
+        self.b = [
+            np.full(b, s.hidden_bias if i < len(sizes) - 2 else 0.0, np.float32)
+            for i, b in enumerate(sizes[1:])
+        ]
 
     def forward(self, x: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
         inputs, outputs, a = [], [x], x
@@ -128,9 +161,13 @@ def _collections(s: Scenario) -> list[Collection]:
     return [
         Collection("weights", include_regex=["^weights/"]),
         Collection("biases", include_regex=["^biases/"]),
-        Collection("gradients", include_regex=["^gradients/"],
-                   reduction_config=ReductionConfig(reductions=["mean", "max", "min"],
-                                                    abs_reductions=["mean"], norms=["l2"])),
+        Collection(
+            "gradients",
+            include_regex=["^gradients/"],
+            reduction_config=ReductionConfig(
+                reductions=["mean", "max", "min"], abs_reductions=["mean"], norms=["l2"]
+            ),
+        ),
         Collection("losses", include_regex=["loss"]),
         Collection("relu_output", include_regex=[".*relu_output"]),
         Collection(f"{s.activation}_input", include_regex=[f".*{s.activation}_input"]),
@@ -158,10 +195,16 @@ def train(s: Scenario, root: Path) -> Path:
         if train_step < s.predictions_from:  # a hook save_config starting later
             for name in ("labels", "predictions"):
                 tensors.pop(name)
-        writer.write_step(step, tensors, mode=ModeKeys.TRAIN,
-                          mode_step=train_step,
-                          reductions={f"gradients/layer{i}_weight": compute_reductions(
-                              g, _GRAD_REDUCTIONS) for i, g in enumerate(gw)})
+        writer.write_step(
+            step,
+            tensors,
+            mode=ModeKeys.TRAIN,
+            mode_step=train_step,
+            reductions={
+                f"gradients/layer{i}_weight": compute_reductions(g, _GRAD_REDUCTIONS)
+                for i, g in enumerate(gw)
+            },
+        )
         with np.errstate(all="ignore"):
             for i in range(len(model.w)):
                 model.w[i] = (model.w[i] - s.lr * gw[i]).astype(np.float32)
@@ -169,15 +212,26 @@ def train(s: Scenario, root: Path) -> Path:
         step, train_step = step + 1, train_step + 1
         if train_step % s.eval_every == 0:
             eval_loss, *_ = model.loss_and_grads(x_eval, y_eval)
-            writer.write_step(step, {"loss": np.float32(eval_loss)}, mode=ModeKeys.EVAL,
-                              mode_step=eval_step)
+            writer.write_step(
+                step, {"loss": np.float32(eval_loss)}, mode=ModeKeys.EVAL, mode_step=eval_step
+            )
             step, eval_step = step + 1, eval_step + 1
     writer.end_training()
     return root
 
 
-def _tensors(s: Scenario, model: _MLP, gw: list, gb: list, inputs: list, outputs: list,
-             probs: np.ndarray, loss: float, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+def _tensors(
+    s: Scenario,
+    model: _MLP,
+    gw: list,
+    gb: list,
+    inputs: list,
+    outputs: list,
+    probs: np.ndarray,
+    loss: float,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {"loss": np.float32(loss)}
     for i, (w, b, g) in enumerate(zip(model.w, model.b, gw)):
         out[f"weights/layer{i}_weight"] = w

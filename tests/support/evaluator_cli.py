@@ -85,8 +85,10 @@ class EvaluatorRun:
 
     def describe(self) -> str:
         """Everything about the run, for assertion messages."""
-        return (f"args: {self.args}\nexit code: {self.returncode}\n--- stdout\n{self.stdout}"
-                f"--- stderr\n{self.stderr}--- message\n{self.message}")
+        return (
+            f"args: {self.args}\nexit code: {self.returncode}\n--- stdout\n{self.stdout}"
+            f"--- stderr\n{self.stderr}--- message\n{self.message}"
+        )
 
 
 @dataclass(frozen=True)
@@ -103,14 +105,23 @@ class Invocation:
         """Run ``python -m container.cli *args`` from the repository root; arguments may hold
         non-UTF-8 bytes as surrogate escapes (``os.fsdecode``), which reach it as those bytes."""
         command = [sys.executable, "-m", "container.cli", *self.args]
-        done = subprocess.run(command, capture_output=True, encoding="utf-8", errors="replace",
-                              cwd=ROOT, env=dict(self.env), timeout=self.timeout)
-        return EvaluatorRun(list(self.args), done.returncode, done.stdout, done.stderr,
-                            self.opt_ml, self.output_dir)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            encoding="utf-8",
+            errors="replace",
+            cwd=ROOT,
+            env=dict(self.env),
+            timeout=self.timeout,
+        )
+        return EvaluatorRun(
+            list(self.args), done.returncode, done.stdout, done.stderr, self.opt_ml, self.output_dir
+        )
 
 
-def run_concurrently(invocations: Sequence[Invocation], *,
-                     workers: int = 2) -> list[EvaluatorRun | Exception]:
+def run_concurrently(
+    invocations: Sequence[Invocation], *, workers: int = 2
+) -> list[EvaluatorRun | Exception]:
     """Run independent invocations, ``workers`` at a time. Results in the given order; a run
     that could not finish (a timeout) gives its exception instead."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -132,12 +143,19 @@ class EvaluatorCli:
         # the default output folder, as on SageMaker: <opt_ml>/processing/output/rule
         self.output_dir = self.opt_ml / "processing" / "output" / "rule"
 
-    def env(self, extra: Mapping[str, str] | None = None, *, aws: bool = False,
-            unset: Sequence[str] = ()) -> dict[str, str]:
+    def env(
+        self,
+        extra: Mapping[str, str] | None = None,
+        *,
+        aws: bool = False,
+        unset: Sequence[str] = (),
+    ) -> dict[str, str]:
         """PATH and EVALUATOR_OPT_ML; with ``aws`` the test process's AWS_* variables; then
         ``extra``; minus the names in ``unset``."""
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-               "EVALUATOR_OPT_ML": str(self.opt_ml)}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "EVALUATOR_OPT_ML": str(self.opt_ml),
+        }
         if aws:
             env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
         env.update(extra or {})
@@ -145,14 +163,27 @@ class EvaluatorCli:
             env.pop(name, None)
         return env
 
-    def command(self, *args: str, env: Mapping[str, str] | None = None, aws: bool = False,
-                unset: Sequence[str] = (), timeout: float = RUN_TIMEOUT) -> Invocation:
+    def command(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        aws: bool = False,
+        unset: Sequence[str] = (),
+        timeout: float = RUN_TIMEOUT,
+    ) -> Invocation:
         """The invocation of ``rule-evaluator *args``, not run yet."""
-        return Invocation(tuple(args), self.env(env, aws=aws, unset=unset), self.opt_ml,
-                          self.output_dir, timeout)
+        return Invocation(
+            tuple(args), self.env(env, aws=aws, unset=unset), self.opt_ml, self.output_dir, timeout
+        )
 
-    def __call__(self, *args: str, env: Mapping[str, str] | None = None, aws: bool = False,
-                 unset: Sequence[str] = (), timeout: float = RUN_TIMEOUT) -> EvaluatorRun:
+    def __call__(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        aws: bool = False,
+        unset: Sequence[str] = (),
+        timeout: float = RUN_TIMEOUT,
+    ) -> EvaluatorRun:
         """Run ``rule-evaluator *args`` now."""
         return self.command(*args, env=env, aws=aws, unset=unset, timeout=timeout).run()
 
@@ -193,7 +224,8 @@ def leftover_temporary_files(folders: Sequence[Path]) -> list[str]:
         if not folder.exists():
             continue
         for path in folder.rglob("*"):
-            if path.is_file() and (path.name.endswith((".tmp", "~", ".part", ".partial"))
-                                   or path.name.startswith(".")):
+            if path.is_file() and (
+                path.name.endswith((".tmp", "~", ".part", ".partial")) or path.name.startswith(".")
+            ):
                 found.append(str(path))
     return found

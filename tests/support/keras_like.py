@@ -26,8 +26,14 @@ def hook_trial(name: str) -> Path:
     return path
 
 
-def write_keras_like(root: Path, kind: str = "healthy", *, epochs: int = 6,
-                     train_batches: int = 12, val_batches: int = 3) -> Path:
+def write_keras_like(
+    root: Path,
+    kind: str = "healthy",
+    *,
+    epochs: int = 6,
+    train_batches: int = 12,
+    val_batches: int = 3,
+) -> Path:
     """Write a trial laid out as smdebug's KerasHook writes ``fit(validation_data=...)``.
 
     One global counter; each epoch has ``train_batches`` TRAIN steps then ``val_batches`` EVAL
@@ -39,8 +45,9 @@ def write_keras_like(root: Path, kind: str = "healthy", *, epochs: int = 6,
     8 % above the training epoch mean; the batch loss also falls within an epoch), "flat" (learning rate 0: constant losses, constant weights) or
     "overfit" (training falls, validation rises)."""
     writer = TrialWriter(root)
-    writer.write_collections([Collection("losses", tensor_names={"loss"}),
-                              Collection("weights", tensor_names={WEIGHT})])
+    writer.write_collections(
+        [Collection("losses", tensor_names={"loss"}), Collection("weights", tensor_names={WEIGHT})]
+    )
     rng = np.random.default_rng(0)
     weight = rng.normal(size=(4, 4)).astype(np.float32)
     step, counters = 0, {TRAIN: 0, EVAL: 0}
@@ -48,9 +55,9 @@ def write_keras_like(root: Path, kind: str = "healthy", *, epochs: int = 6,
         if kind == "flat":
             train_level, val_level = 1.2, 1.15
         elif kind == "overfit":
-            train_level, val_level = 1.0 * 0.8 ** epoch, 1.0 * 1.1 ** epoch
+            train_level, val_level = 1.0 * 0.8**epoch, 1.0 * 1.1**epoch
         else:
-            train_level, val_level = 1.0 * 0.85 ** epoch, 0.0  # val_level: set below
+            train_level, val_level = 1.0 * 0.85**epoch, 0.0  # val_level: set below
         batch_losses = []
         for b in range(train_batches):
             noise = 0.0 if kind == "flat" else 0.03 * np.sin(3.0 * b + epoch)
@@ -58,9 +65,12 @@ def write_keras_like(root: Path, kind: str = "healthy", *, epochs: int = 6,
             batch_losses.append(train_level * falling * (1 + noise))
             if kind != "flat":
                 weight = weight + rng.normal(scale=0.01, size=weight.shape).astype(np.float32)
-            writer.write_step(step, {"loss": np.float32(np.mean(batch_losses)),
-                                     WEIGHT: weight},
-                              mode=TRAIN, mode_step=counters[TRAIN])
+            writer.write_step(
+                step,
+                {"loss": np.float32(np.mean(batch_losses)), WEIGHT: weight},
+                mode=TRAIN,
+                mode_step=counters[TRAIN],
+            )
             step, counters[TRAIN] = step + 1, counters[TRAIN] + 1
         train_mean = float(np.mean(batch_losses))
         if kind == "healthy":

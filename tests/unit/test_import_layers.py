@@ -59,9 +59,12 @@ def imports_of(path: Path) -> frozenset[str]:
     return frozenset(m for m in found if m.split(".")[0] in OURS)
 
 
-SOURCES = sorted(p for folder in ("evaluator", "rules_builtin", "container")
-                 for p in (ROOT / folder).rglob("*.py")
-                 if "shim" not in p.parts) + [ROOT / "entrypoint.py"]
+SOURCES = sorted(
+    p
+    for folder in ("evaluator", "rules_builtin", "container")
+    for p in (ROOT / folder).rglob("*.py")
+    if "shim" not in p.parts
+) + [ROOT / "entrypoint.py"]
 MODULES = {module_name(p): p for p in SOURCES}
 
 
@@ -75,8 +78,9 @@ def test_imports_run_downward(module: str) -> None:
     """A module imports nothing from a layer above its own."""
     own = layer_of(module)
     assert own is not None
-    upward = sorted(m for m in imports_of(MODULES[module])
-                    if (layer := layer_of(m)) is not None and layer > own)
+    upward = sorted(
+        m for m in imports_of(MODULES[module]) if (layer := layer_of(m)) is not None and layer > own
+    )
     assert upward == [], f"{module} ({LAYERS[own][0]}) imports upward: {upward}"
 
 

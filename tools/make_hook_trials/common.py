@@ -4,6 +4,7 @@ Nothing here reads tensor values through smdebug: the evidence in labels.json is
 training scripts themselves.  summarize_trial() only lists what the hook wrote (index files and
 the collections file) so that labels.json can say which tensors, modes and steps exist.
 """
+
 import glob
 import json
 import math
@@ -88,14 +89,24 @@ def side_effects(evidence, expected):
     extra = []
     last = evidence["activations_last_saved_train_step"]["layers"]
     dead = [n for n, v in last.items() if v["kind"] == "relu" and v["dead_units_pct"] > 50]
-    sat = [n for n, v in last.items()
-           if v["kind"] != "relu" and isinstance(v["inputs_outside_range_pct"], float)
-           and v["inputs_outside_range_pct"] > 50]
+    sat = [
+        n
+        for n, v in last.items()
+        if v["kind"] != "relu"
+        and isinstance(v["inputs_outside_range_pct"], float)
+        and v["inputs_outside_range_pct"] > 50
+    ]
     if dead and "DeadRelu" not in expected:
-        extra.append({"rule": "DeadRelu", "why": f">50% dead units at the last saved step in {dead}"})
+        extra.append(
+            {"rule": "DeadRelu", "why": f">50% dead units at the last saved step in {dead}"}
+        )
     if sat and not any("Saturat" in e for e in expected):
-        extra.append({"rule": "SaturatedActivation",
-                      "why": f">50% of activation inputs outside range at the last saved step in {sat}"})
+        extra.append(
+            {
+                "rule": "SaturatedActivation",
+                "why": f">50% of activation inputs outside range at the last saved step in {sat}",
+            }
+        )
     if evidence["nan_or_inf_seen"] and "ExplodingTensor" not in expected:
         extra.append({"rule": "ExplodingTensor", "why": "NaN/inf seen"})
     return extra

@@ -10,6 +10,7 @@ $HOOK_TRIALS_VENVS): "tf" (TensorFlow 2.12 Keras + XGBoost 1.7.6) and "torch" (t
 Each trial is written to a scratch directory by the framework script running in its venv, then
 copied to tests/fixtures/hook_trials/<framework>_<scenario>/.  The index README is rewritten.
 """
+
 import argparse
 import json
 import os
@@ -25,12 +26,34 @@ DEST = os.path.join(REPO, "tests", "fixtures", "hook_trials")
 VENVS = {"tf": "requirements-tf.txt", "torch": "requirements-torch.txt"}
 FRAMEWORKS = {
     # prefix: (venv, script, scenarios)
-    "keras": ("tf", "keras_trials.py", ["healthy", "vanishing_gradients", "exploding",
-                                        "dead_relu", "saturated", "poor_init", "flat_loss",
-                                        "overfit"]),
-    "pytorch": ("torch", "pytorch_trials.py", ["healthy", "vanishing_gradients", "exploding",
-                                               "dead_relu", "saturated", "poor_init",
-                                               "flat_loss", "overfit"]),
+    "keras": (
+        "tf",
+        "keras_trials.py",
+        [
+            "healthy",
+            "vanishing_gradients",
+            "exploding",
+            "dead_relu",
+            "saturated",
+            "poor_init",
+            "flat_loss",
+            "overfit",
+        ],
+    ),
+    "pytorch": (
+        "torch",
+        "pytorch_trials.py",
+        [
+            "healthy",
+            "vanishing_gradients",
+            "exploding",
+            "dead_relu",
+            "saturated",
+            "poor_init",
+            "flat_loss",
+            "overfit",
+        ],
+    ),
     "xgboost": ("tf", "xgboost_trials.py", ["healthy", "imbalanced", "deep_trees", "overfit"]),
 }
 
@@ -46,8 +69,7 @@ def ensure_venv(venvs, name, skip_install):
     elif skip_install:
         return py
     # plain pip: torch==2.13.0 resolves to the CPU wheel on this machine's disk
-    subprocess.check_call([py, "-m", "pip", "install", "-q", "-r",
-                           os.path.join(HERE, VENVS[name])])
+    subprocess.check_call([py, "-m", "pip", "install", "-q", "-r", os.path.join(HERE, VENVS[name])])
     return py
 
 
@@ -69,8 +91,10 @@ def write_index():
         size = trial_bytes(os.path.join(DEST, name))
         total += size
         first = lab["description"].split(". ")[0].rstrip(".")
-        rows.append(f"| `{name}` | {size / 1024:.0f} KiB | {', '.join(lab['expected']) or '(none)'} "
-                    f"| {first}. |")
+        rows.append(
+            f"| `{name}` | {size / 1024:.0f} KiB | {', '.join(lab['expected']) or '(none)'} "
+            f"| {first}. |"
+        )
     text = TEMPLATE.format(rows="\n".join(rows), total=total / 1024 / 1024)
     with open(os.path.join(DEST, "README.md"), "w") as fh:
         fh.write(text)
@@ -96,10 +120,15 @@ Total: {total:.2f} MiB (sum of file sizes).
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--venvs", default=os.environ.get(
-        "HOOK_TRIALS_VENVS", os.path.expanduser("~/.cache/hook-trials-venvs")))
-    ap.add_argument("--skip-install", action="store_true",
-                    help="reuse existing venvs without running pip")
+    ap.add_argument(
+        "--venvs",
+        default=os.environ.get(
+            "HOOK_TRIALS_VENVS", os.path.expanduser("~/.cache/hook-trials-venvs")
+        ),
+    )
+    ap.add_argument(
+        "--skip-install", action="store_true", help="reuse existing venvs without running pip"
+    )
     ap.add_argument("--only", nargs="*", help="trial names, e.g. keras_healthy")
     args = ap.parse_args()
     os.makedirs(args.venvs, exist_ok=True)
@@ -118,9 +147,13 @@ def main():
                 env.pop("TRAINING_JOB_NAME", None)  # else the hook skips training_job_end.ts
                 log = os.path.join(tmp, "log.txt")
                 with open(log, "w") as fh:
-                    rc = subprocess.call([pythons[venv], os.path.join(HERE, script),
-                                          "--scenario", sc, "--out", out],
-                                         stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+                    rc = subprocess.call(
+                        [pythons[venv], os.path.join(HERE, script), "--scenario", sc, "--out", out],
+                        stdout=fh,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        cwd=tmp,
+                    )
                 if rc:
                     sys.stdout.write(open(log).read()[-4000:])
                     raise SystemExit(f"{name}: exit {rc}")

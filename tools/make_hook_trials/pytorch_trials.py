@@ -4,6 +4,7 @@ Run inside the "torch" venv:  python pytorch_trials.py --scenario healthy --out 
 The evidence in labels.json is measured here with plain torch forward hooks and autograd, never
 read back through smdebug.
 """
+
 import argparse
 import os
 import sys
@@ -87,8 +88,15 @@ def make_data(n, rng, scale=1.0, noisy=False, margin=0.0):
 
 SCENARIOS = {
     "healthy": dict(
-        model="Net", n_train=2048, n_val=512, batch=128, epochs=3, lr=0.005, opt="adam",
-        save_interval=16, margin=0.5,
+        model="Net",
+        n_train=2048,
+        n_val=512,
+        batch=128,
+        epochs=3,
+        lr=0.005,
+        opt="adam",
+        save_interval=16,
+        margin=0.5,
         description="Net (fc1-relu1-fc2-relu2-fc3-tanh1-fc4-sigmoid1-out, activations as named "
         "attributes), PyTorch default init, standardised inputs, well-separated classes "
         "(teacher margin 0.5), Adam lr=0.005, 3 epochs of 16 train batches of 128, a 4-batch "
@@ -96,50 +104,102 @@ SCENARIOS = {
         "does not overfit; nothing is wrong.",
     ),
     "vanishing_gradients": dict(
-        model="DeepSigmoid", n_train=64, n_val=16, batch=16, epochs=3, lr=0.1, opt="sgd",
-        save_interval=4, init="tiny",
+        model="DeepSigmoid",
+        n_train=64,
+        n_val=16,
+        batch=16,
+        epochs=3,
+        lr=0.1,
+        opt="sgd",
+        save_interval=4,
+        init="tiny",
         description="A bare nn.Sequential of 8 Linear(16)+Sigmoid blocks, weights N(0, 0.01^2), "
         "zero biases, SGD lr=0.1. The gradients of the early layers are many orders of "
         "magnitude below 1e-7 from the first step on.",
     ),
     "exploding": dict(
-        model="Net", n_train=64, n_val=16, batch=16, epochs=4, lr=50.0, opt="sgd",
-        save_interval=2, init="large", input_scale=10.0, loss="mse",
+        model="Net",
+        n_train=64,
+        n_val=16,
+        batch=16,
+        epochs=4,
+        lr=50.0,
+        opt="sgd",
+        save_interval=2,
+        init="large",
+        input_scale=10.0,
+        loss="mse",
         description="Net with weights N(0, 3^2), inputs x10, MSELoss on one-hot targets, SGD "
         "lr=50. Weights, gradients and the loss overflow to inf and NaN within a few steps.",
     ),
     "dead_relu": dict(
-        model="Net", n_train=128, n_val=32, batch=16, epochs=3, lr=0.01, opt="adam",
-        save_interval=6, init="dead",
+        model="Net",
+        n_train=128,
+        n_val=32,
+        batch=16,
+        epochs=3,
+        lr=0.01,
+        opt="adam",
+        save_interval=6,
+        init="dead",
         description="Net with default init except the biases of fc1 and fc2 (which feed relu1 and "
         "relu2) set to -10: almost every unit of relu1/relu2 outputs 0 for every sample and "
         "stays dead (zero gradient). Inputs, optimiser and the rest of the network are normal.",
     ),
     "saturated": dict(
-        model="FeatureNet", n_train=64, n_val=16, batch=16, epochs=3, lr=0.01, opt="adam",
-        save_interval=4, init="saturate", input_scale=50.0,
+        model="FeatureNet",
+        n_train=64,
+        n_val=16,
+        batch=16,
+        epochs=3,
+        lr=0.01,
+        opt="adam",
+        save_interval=4,
+        init="saturate",
+        input_scale=50.0,
         description="FeatureNet (features = nn.Sequential(Linear, Tanh, Linear, ReLU, Linear, "
         "Sigmoid), classifier) fed unscaled inputs (x50) with weights N(0, 1) (N(0, 10^2) for features.4): the inputs of the "
         "Tanh (features.1) and Sigmoid (features.5) lie far outside (-9.5, 9.5) / (-23, 17).",
     ),
     "poor_init": dict(
-        model="Net", n_train=128, n_val=32, batch=16, epochs=3, lr=0.01, opt="sgd",
-        save_interval=6, init="poor",
+        model="Net",
+        n_train=128,
+        n_val=32,
+        batch=16,
+        epochs=3,
+        lr=0.01,
+        opt="sgd",
+        save_interval=6,
+        init="poor",
         description="Net with a poor initialisation: fc1 weights N(0, 10^2), fc2 N(0, 0.01^2), "
         "fc3 all-constant 0.5, fc4 N(0, 5^2); weight variances differ by up to 6 orders of "
         "magnitude, some sigmoid1 inputs saturate, and the loss barely improves over the first "
         "steps (SGD lr=0.01).",
     ),
     "flat_loss": dict(
-        model="Net", n_train=16, n_val=16, batch=16, epochs=12, lr=0.0, opt="sgd",
+        model="Net",
+        n_train=16,
+        n_val=16,
+        batch=16,
+        epochs=12,
+        lr=0.0,
+        opt="sgd",
         save_interval=3,
         description="Net with default init trained with SGD lr=0.0 on one full batch of 16 "
         "samples per epoch (12 epochs, validation each epoch): the training loss is exactly "
         "the same at every step and no weight changes.",
     ),
     "overfit": dict(
-        model="Net", hidden=24, n_train=32, n_val=32, batch=16, epochs=50, lr=0.01, opt="adam",
-        save_interval=40, noisy_train=True,
+        model="Net",
+        hidden=24,
+        n_train=32,
+        n_val=32,
+        batch=16,
+        epochs=50,
+        lr=0.01,
+        opt="adam",
+        save_interval=40,
+        noisy_train=True,
         description="Net with 24 hidden units trained for 50 epochs (Adam lr=0.01) on a tiny "
         "training set of 32 samples with random labels, validated on 32 samples labelled by "
         "the teacher: training loss falls while validation loss rises.",
@@ -237,8 +297,9 @@ def run(scenario, out_dir):
     rng = np.random.RandomState(SEED)
     scale = cfg.get("input_scale", 1.0)
     margin = cfg.get("margin", 0.0)
-    x_train, y_train = make_data(cfg["n_train"], rng, scale, noisy=cfg.get("noisy_train", False),
-                                 margin=margin)
+    x_train, y_train = make_data(
+        cfg["n_train"], rng, scale, noisy=cfg.get("noisy_train", False), margin=margin
+    )
     x_val, y_val = make_data(cfg["n_val"], rng, scale, margin=margin)
 
     model = build_model(cfg)
@@ -315,14 +376,21 @@ def run(scenario, out_dir):
                 vlosses.append(vloss.item())
                 correct += int((out.argmax(1) == yb).sum())
                 eval_records.append(
-                    {"global_step": gstep, "mode_step": len(eval_records),
-                     "loss": common.fnum(vloss.item())}
+                    {
+                        "global_step": gstep,
+                        "mode_step": len(eval_records),
+                        "loss": common.fnum(vloss.item()),
+                    }
                 )
         val_acc = correct / cfg["n_val"]
         hook.save_scalar("val_accuracy", val_acc)
         epochs.append(
-            {"epoch": epoch, "train_loss_mean": common.fnum(np.mean(losses)),
-             "val_loss_mean": common.fnum(np.mean(vlosses)), "val_accuracy": common.fnum(val_acc)}
+            {
+                "epoch": epoch,
+                "train_loss_mean": common.fnum(np.mean(losses)),
+                "val_loss_mean": common.fnum(np.mean(vlosses)),
+                "val_accuracy": common.fnum(val_acc),
+            }
         )
     hook.close()
 
@@ -344,17 +412,22 @@ def run(scenario, out_dir):
     }
     weight_var = {n: common.fnum(initial[n].var()) for n in initial if n.endswith("weight")}
     nan_steps = [
-        r["global_step"] for r in train_records
+        r["global_step"]
+        for r in train_records
         if r["loss"] in ("nan", "inf", "-inf") or r["nonfinite_weights"]
     ]
     evidence = {
         "measured_by": "the training script (torch forward hooks / autograd), not smdebug",
         "dead_relu_definition": "unit dead = output <= 0 for every sample of the batch",
         "saturation_ranges": {"tanh": TANH_RANGE, "sigmoid": SIGMOID_RANGE},
-        "activations_first_saved_train_step": {"global_step": first["global_step"],
-                                               "layers": first["activations"]},
-        "activations_last_saved_train_step": {"global_step": last["global_step"],
-                                              "layers": last["activations"]},
+        "activations_first_saved_train_step": {
+            "global_step": first["global_step"],
+            "layers": first["activations"],
+        },
+        "activations_last_saved_train_step": {
+            "global_step": last["global_step"],
+            "layers": last["activations"],
+        },
         "gradient_mean_abs_per_parameter": grad_means,
         "initial_weight_variance": weight_var,
         "max_abs_weight_change": weight_changes,
@@ -376,14 +449,20 @@ def run(scenario, out_dir):
         "config": {k: v for k, v in cfg.items() if k != "description"},
         "hook": {
             "class": "smdebug.pytorch.Hook",
-            "save_config": {"save_interval": si, "modes": "same for TRAIN and EVAL",
-                            "losses_collection_save_interval": LOSS_SAVE_INTERVAL},
+            "save_config": {
+                "save_interval": si,
+                "modes": "same for TRAIN and EVAL",
+                "losses_collection_save_interval": LOSS_SAVE_INTERVAL,
+            },
             "include_collections": INCLUDE_COLLECTIONS,
             "user_collections": {"layers": {"include_regex": [LAYER_REGEX]}},
-            "calls": ["hook.register_module(model)", f"hook.register_loss(nn.{type(loss_fn).__name__}())",
-                      "hook.set_mode(modes.TRAIN|EVAL) around each loop",
-                      "hook.save_scalar('val_accuracy', ...) after each validation pass",
-                      "hook.close()"],
+            "calls": [
+                "hook.register_module(model)",
+                f"hook.register_loss(nn.{type(loss_fn).__name__}())",
+                "hook.set_mode(modes.TRAIN|EVAL) around each loop",
+                "hook.save_scalar('val_accuracy', ...) after each validation pass",
+                "hook.close()",
+            ],
             "workarounds_needed": "none: torch 2.13.0 CPU works with smdebug 1.0.34 as is",
         },
         "expected": EXPECTED[scenario],

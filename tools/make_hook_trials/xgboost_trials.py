@@ -2,6 +2,7 @@
 xgboost.train).  Run inside the "tf" venv (it holds xgboost 1.7.6 too):
     python xgboost_trials.py --scenario healthy --out DIR
 """
+
 import argparse
 import os
 import sys
@@ -15,42 +16,92 @@ from smdebug.core.save_config import SaveConfig  # noqa: E402
 from smdebug.xgboost import Hook  # noqa: E402
 
 SEED = 1234
-COLLECTIONS = ["hyperparameters", "metrics", "losses", "predictions", "labels",
-               "feature_importance", "average_shap", "trees"]
+COLLECTIONS = [
+    "hyperparameters",
+    "metrics",
+    "losses",
+    "predictions",
+    "labels",
+    "feature_importance",
+    "average_shap",
+    "trees",
+]
 
 SCENARIOS = {
     "healthy": dict(
-        n_train=4000, n_val=1000, n_features=6, pos_rate=0.5, rounds=30, save_interval=5,
-        score_noise=0.1, even_teacher=True,
-        params={"objective": "binary:logistic", "max_depth": 4, "eta": 0.3,
-                "eval_metric": ["logloss", "error", "auc"]},
-        full_shap=True, n_shap=40,
+        n_train=4000,
+        n_val=1000,
+        n_features=6,
+        pos_rate=0.5,
+        rounds=30,
+        save_interval=5,
+        score_noise=0.1,
+        even_teacher=True,
+        params={
+            "objective": "binary:logistic",
+            "max_depth": 4,
+            "eta": 0.3,
+            "eval_metric": ["logloss", "error", "auc"],
+        },
+        full_shap=True,
+        n_shap=40,
         description="Balanced binary classification (50/50) from a linear teacher with little "
         "noise that weighs every feature the same, max_depth=4, eta=0.3, 30 rounds, train and validation evals: the model learns "
         "both classes. Also saves full_shap (on 40 training rows) to show its layout.",
     ),
     "imbalanced": dict(
-        n_train=400, n_val=600, n_features=6, pos_rate=0.05, rounds=12, save_interval=3,
-        params={"objective": "binary:logistic", "max_depth": 3, "eta": 0.3,
-                "eval_metric": ["logloss", "error", "auc"]},
+        n_train=400,
+        n_val=600,
+        n_features=6,
+        pos_rate=0.05,
+        rounds=12,
+        save_interval=3,
+        params={
+            "objective": "binary:logistic",
+            "max_depth": 3,
+            "eta": 0.3,
+            "eval_metric": ["logloss", "error", "auc"],
+        },
         description="About 95% of the labels are class 0 (threshold on a noisy score), "
         "max_depth=3, 12 rounds, 600 validation samples (ClassImbalance waits for 500 labels "
         "by default): ClassImbalance territory.",
     ),
     "deep_trees": dict(
-        n_train=1000, n_val=100, n_features=6, pos_rate=0.5, rounds=6, save_interval=2,
+        n_train=1000,
+        n_val=100,
+        n_features=6,
+        pos_rate=0.5,
+        rounds=6,
+        save_interval=2,
         label_noise=0.4,
-        params={"objective": "binary:logistic", "max_depth": 30, "eta": 0.3,
-                "min_child_weight": 0, "gamma": 0, "lambda": 0,
-                "eval_metric": ["logloss", "error"]},
+        params={
+            "objective": "binary:logistic",
+            "max_depth": 30,
+            "eta": 0.3,
+            "min_child_weight": 0,
+            "gamma": 0,
+            "lambda": 0,
+            "eval_metric": ["logloss", "error"],
+        },
         description="40% label noise on 1000 rows of continuous features, max_depth=30, min_child_weight=0, "
         "lambda=0: trees grow deep (the measured max depth is in the evidence).",
     ),
     "overfit": dict(
-        n_train=60, n_val=200, n_features=6, pos_rate=0.5, rounds=40, save_interval=4,
+        n_train=60,
+        n_val=200,
+        n_features=6,
+        pos_rate=0.5,
+        rounds=40,
+        save_interval=4,
         label_noise=0.35,
-        params={"objective": "binary:logistic", "max_depth": 10, "eta": 0.5,
-                "min_child_weight": 0, "lambda": 0, "eval_metric": ["logloss", "error"]},
+        params={
+            "objective": "binary:logistic",
+            "max_depth": 10,
+            "eta": 0.5,
+            "min_child_weight": 0,
+            "lambda": 0,
+            "eval_metric": ["logloss", "error"],
+        },
         description="60 noisy training rows (35% flipped labels), max_depth=10, eta=0.5, 40 "
         "rounds: train-logloss falls to ~0 while validation-logloss rises.",
     ),
@@ -98,10 +149,18 @@ def run(scenario, out_dir):
     common.seed_everything(SEED)
     rng = np.random.RandomState(SEED)
     noise, even = cfg.get("score_noise", 0.5), cfg.get("even_teacher", False)
-    xt, yt = make_data(cfg["n_train"], cfg["n_features"], cfg["pos_rate"], rng,
-                       cfg.get("label_noise", 0.0), score_noise=noise, even=even)
-    xv, yv = make_data(cfg["n_val"], cfg["n_features"], cfg["pos_rate"], rng,
-                       score_noise=noise, even=even)
+    xt, yt = make_data(
+        cfg["n_train"],
+        cfg["n_features"],
+        cfg["pos_rate"],
+        rng,
+        cfg.get("label_noise", 0.0),
+        score_noise=noise,
+        even=even,
+    )
+    xv, yv = make_data(
+        cfg["n_val"], cfg["n_features"], cfg["pos_rate"], rng, score_noise=noise, even=even
+    )
     dtrain = xgb.DMatrix(xt, label=yt)
     dval = xgb.DMatrix(xv, label=yv)
     params = dict(cfg["params"], seed=SEED, nthread=1)
@@ -112,26 +171,40 @@ def run(scenario, out_dir):
     # average_shap needs train_data; keep the SHAP matrix tiny
     shap_data = xgb.DMatrix(xt[: cfg.get("n_shap", 40)], label=yt[: cfg.get("n_shap", 40)])
     common.fresh_dir(out_dir)
-    hook = Hook(out_dir=out_dir, save_config=SaveConfig(save_interval=cfg["save_interval"]),
-                include_collections=collections, hyperparameters=params,
-                train_data=shap_data, validation_data=dval)
+    hook = Hook(
+        out_dir=out_dir,
+        save_config=SaveConfig(save_interval=cfg["save_interval"]),
+        include_collections=collections,
+        hyperparameters=params,
+        train_data=shap_data,
+        validation_data=dval,
+    )
     evals_result = {}
-    booster = xgb.train(params, dtrain, num_boost_round=cfg["rounds"],
-                        evals=[(dtrain, "train"), (dval, "validation")],
-                        evals_result=evals_result, callbacks=[hook], verbose_eval=False)
+    booster = xgb.train(
+        params,
+        dtrain,
+        num_boost_round=cfg["rounds"],
+        evals=[(dtrain, "train"), (dval, "validation")],
+        evals_result=evals_result,
+        callbacks=[hook],
+        verbose_eval=False,
+    )
     hook.close()
     depths = tree_depths(booster)
     evidence = {
         "measured_by": "the training script (xgboost's own evals_result and tree dump), not smdebug",
-        "train_class_distribution": {str(int(k)): int(v) for k, v in
-                                     zip(*np.unique(yt, return_counts=True))},
-        "validation_class_distribution": {str(int(k)): int(v) for k, v in
-                                          zip(*np.unique(yv, return_counts=True))},
+        "train_class_distribution": {
+            str(int(k)): int(v) for k, v in zip(*np.unique(yt, return_counts=True))
+        },
+        "validation_class_distribution": {
+            str(int(k)): int(v) for k, v in zip(*np.unique(yv, return_counts=True))
+        },
         "train_positive_fraction": common.fnum(yt.mean()),
         "tree_depth_per_round": depths,
         "max_tree_depth": max(depths),
-        "evals_per_round": {f"{ds}-{m}": common.flist(v) for ds, ms in evals_result.items()
-                            for m, v in ms.items()},
+        "evals_per_round": {
+            f"{ds}-{m}": common.flist(v) for ds, ms in evals_result.items() for m, v in ms.items()
+        },
         "final_validation_predictions_mean": common.fnum(booster.predict(dval).mean()),
     }
     labels = {
@@ -146,10 +219,13 @@ def run(scenario, out_dir):
             "save_config": {"save_interval": cfg["save_interval"]},
             "include_collections": collections,
             "arguments": "hyperparameters=params, train_data=<first rows of the training set, "
-                         "for SHAP>, validation_data=<validation DMatrix, for labels and "
-                         "predictions>",
-            "calls": ["xgboost.train(..., evals=[(dtrain,'train'),(dval,'validation')], "
-                      "callbacks=[hook])", "hook.close()"],
+            "for SHAP>, validation_data=<validation DMatrix, for labels and "
+            "predictions>",
+            "calls": [
+                "xgboost.train(..., evals=[(dtrain,'train'),(dval,'validation')], "
+                "callbacks=[hook])",
+                "hook.close()",
+            ],
         },
         "expected": EXPECTED[scenario],
         "evidence": evidence,

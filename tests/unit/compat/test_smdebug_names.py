@@ -38,8 +38,9 @@ def run(code: str, *, env_path: str | None = None, cwd: Path) -> subprocess.Comp
     env = {"PATH": "/usr/bin:/bin"}
     if env_path:
         env["PYTHONPATH"] = env_path
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
 
 
 def test_unchanged_smdebug_script_runs_on_our_implementation(tmp_path: Path) -> None:
@@ -54,8 +55,11 @@ def test_a_real_smdebug_installed_first_is_left_alone(tmp_path: Path) -> None:
     fake = tmp_path / "site" / "smdebug"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("REAL = True\n")
-    result = run("import smdebug; print(getattr(smdebug, 'REAL', False))",
-                 env_path=str(tmp_path / "site"), cwd=tmp_path)
+    result = run(
+        "import smdebug; print(getattr(smdebug, 'REAL', False))",
+        env_path=str(tmp_path / "site"),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
 
@@ -65,16 +69,26 @@ def test_activate_makes_ours_win_inside_one_process(tmp_path: Path) -> None:
     fake = tmp_path / "site" / "smdebug"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("REAL = True\n")
-    code = ("import smdebug; assert getattr(smdebug, 'REAL', False)\n"
-            "import evaluator.compat as c; c.activate()\n"
-            "import smdebug.trials, smdebug; print(c.is_active(), hasattr(smdebug.trials, 'create_trial'))")
+    code = (
+        "import smdebug; assert getattr(smdebug, 'REAL', False)\n"
+        "import evaluator.compat as c; c.activate()\n"
+        "import smdebug.trials, smdebug; print(c.is_active(), hasattr(smdebug.trials, 'create_trial'))"
+    )
     result = run(code, env_path=str(tmp_path / "site"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True True"
 
 
-@pytest.mark.parametrize("module", ["smdebug.trials", "smdebug.exceptions", "smdebug.core.modes",
-                                    "smdebug.core.tensor", "smdebug.analysis.utils"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "smdebug.trials",
+        "smdebug.exceptions",
+        "smdebug.core.modes",
+        "smdebug.core.tensor",
+        "smdebug.analysis.utils",
+    ],
+)
 def test_each_documented_module_imports(module: str, tmp_path: Path) -> None:
     """Each smdebug module the issue names imports from our shim."""
     result = run(f"import {module}", cwd=tmp_path)

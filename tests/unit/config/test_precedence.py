@@ -46,20 +46,23 @@ def closing() -> Iterator[list[Trial]]:
 
 def test_wait_flag_beats_the_idle_scans_variable(trial_folder: Path) -> None:
     """--wait_for_training_end true with EVALUATOR_IDLE_SCANS_TO_COMPLETE set still waits."""
-    config = load_config(WAIT_FLAG, IDLE_VARIABLE, opt_ml_root=trial_folder.parent / "opt_ml",
-                         stdout_is_tty=False)
+    config = load_config(
+        WAIT_FLAG, IDLE_VARIABLE, opt_ml_root=trial_folder.parent / "opt_ml", stdout_is_tty=False
+    )
     assert config.wait_for_training_end is True
     assert config.trial_options.idle_scans_to_complete is None
 
 
 def test_evaluation_opens_the_trial_with_the_config_options(
-        trial_folder: Path, monkeypatch: pytest.MonkeyPatch, closing: list[Trial]) -> None:
+    trial_folder: Path, monkeypatch: pytest.MonkeyPatch, closing: list[Trial]
+) -> None:
     """The trial an evaluation opens gets the configuration's options unchanged, whatever the
     process environment says."""
     for name, value in IDLE_VARIABLE.items():
         monkeypatch.setenv(name, value)
-    config = load_config(WAIT_FLAG, IDLE_VARIABLE, opt_ml_root=trial_folder.parent / "opt_ml",
-                         stdout_is_tty=False)
+    config = load_config(
+        WAIT_FLAG, IDLE_VARIABLE, opt_ml_root=trial_folder.parent / "opt_ml", stdout_is_tty=False
+    )
     reporter: Any = None  # opening a trial reports nothing
     trial = Evaluation(config, reporter, threading.Event())._trial(config.base_trial)
     closing.append(trial)
@@ -68,21 +71,26 @@ def test_evaluation_opens_the_trial_with_the_config_options(
 
 
 def test_evaluation_shortens_the_collection_wait_of_a_local_copy(
-        trial_folder: Path, closing: list[Trial]) -> None:
+    trial_folder: Path, closing: list[Trial]
+) -> None:
     """A trial completed by idle scans does not wait the full collection timeout; its other
     options are the configuration's."""
-    config = load_config(["--rule", "AllZero", "--trial-dir", "trial"], IDLE_VARIABLE,
-                         opt_ml_root=trial_folder.parent / "opt_ml", stdout_is_tty=False)
+    config = load_config(
+        ["--rule", "AllZero", "--trial-dir", "trial"],
+        IDLE_VARIABLE,
+        opt_ml_root=trial_folder.parent / "opt_ml",
+        stdout_is_tty=False,
+    )
     reporter: Any = None
     trial = Evaluation(config, reporter, threading.Event())._trial(config.base_trial)
     closing.append(trial)
-    assert trial.options == config.trial_options.model_copy(
-        update={"collection_wait_timeout": 5.0})
+    assert trial.options == config.trial_options.model_copy(update={"collection_wait_timeout": 5.0})
     assert trial.options.idle_scans_to_complete == 3
 
 
 def test_create_trial_reads_no_environment(
-        trial_folder: Path, monkeypatch: pytest.MonkeyPatch, closing: list[Trial]) -> None:
+    trial_folder: Path, monkeypatch: pytest.MonkeyPatch, closing: list[Trial]
+) -> None:
     """evaluator.trial.create_trial uses the options given, or its arguments over the defaults;
     trial variables are not read (the trial layer never reaches the configuration)."""
     monkeypatch.setenv("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "3")
@@ -97,7 +105,8 @@ def test_create_trial_reads_no_environment(
 
 
 def test_smdebug_create_trial_reads_the_environment_and_arguments_win(
-        trial_folder: Path, monkeypatch: pytest.MonkeyPatch, closing: list[Trial]) -> None:
+    trial_folder: Path, monkeypatch: pytest.MonkeyPatch, closing: list[Trial]
+) -> None:
     """smdebug.trials.create_trial honours the variables, as smdebug's does; its keyword
     arguments (None included) win, and options given are used as they are."""
     activate()
@@ -107,11 +116,15 @@ def test_smdebug_create_trial_reads_the_environment_and_arguments_win(
     monkeypatch.setenv("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "3")
     monkeypatch.setenv("SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW", "7")
     monkeypatch.setenv("EVALUATOR_PREFETCH_STEPS", "5")
-    trial = smdebug_create_trial(str(trial_folder), incomplete_step_window=20,
-                                 idle_scans_to_complete=None)
+    trial = smdebug_create_trial(
+        str(trial_folder), incomplete_step_window=20, idle_scans_to_complete=None
+    )
     closing.append(trial)
-    assert (trial.options.incomplete_step_window, trial.options.idle_scans_to_complete,
-            trial.options.prefetch_steps) == (20, None, 5)
+    assert (
+        trial.options.incomplete_step_window,
+        trial.options.idle_scans_to_complete,
+        trial.options.prefetch_steps,
+    ) == (20, None, 5)
     local = LocalTrial("t", str(trial_folder))
     closing.append(local)
     assert (local.options.incomplete_step_window, local.options.idle_scans_to_complete) == (7, 3)
@@ -137,8 +150,11 @@ def test_an_explicit_none_beats_the_variable() -> None:
 
 def test_a_bad_option_names_where_it_came_from() -> None:
     """A bad value from a variable names the variable; a bad argument names only the option."""
-    with pytest.raises(ConfigurationError, match=r"prefetch_steps \(environment variable "
-                       r"EVALUATOR_PREFETCH_STEPS\)='-1'"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"prefetch_steps \(environment variable "
+        r"EVALUATOR_PREFETCH_STEPS\)='-1'",
+    ):
         trial_options_from_env({"EVALUATOR_PREFETCH_STEPS": "-1"})
     with pytest.raises(ConfigurationError) as info:
         trial_options_from_env({"EVALUATOR_PREFETCH_STEPS": "1"}, prefetch_steps=-1)

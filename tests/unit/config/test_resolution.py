@@ -14,22 +14,27 @@ from evaluator.errors import ConfigurationError
 MIRROR = "processing/input/tensors"
 
 
-def _load(root: Path, env: dict[str, str] | None = None,
-          processing: dict[str, Any] | None = None) -> EvaluatorConfig:
+def _load(
+    root: Path, env: dict[str, str] | None = None, processing: dict[str, Any] | None = None
+) -> EvaluatorConfig:
     if processing is not None:
         path = root / "config" / "processingjobconfig.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(processing))
-    return load_config([], {"rule_to_invoke": "A", **(env or {})}, opt_ml_root=root,
-                       stdout_is_tty=False)
+    return load_config(
+        [], {"rule_to_invoke": "A", **(env or {})}, opt_ml_root=root, stdout_is_tty=False
+    )
 
 
-def _inputs(uri: str, local: str = "/opt/ml/processing/input/tensors",
-            name: str = "input-1") -> dict[str, Any]:
-    return {"ProcessingInputs": [
-        {"InputName": "code", "S3Input": {"S3Uri": "s3://b/code", "LocalPath": "/opt/ml/code"}},
-        {"InputName": name, "S3Input": {"S3Uri": uri, "LocalPath": local}},
-    ]}
+def _inputs(
+    uri: str, local: str = "/opt/ml/processing/input/tensors", name: str = "input-1"
+) -> dict[str, Any]:
+    return {
+        "ProcessingInputs": [
+            {"InputName": "code", "S3Input": {"S3Uri": "s3://b/code", "LocalPath": "/opt/ml/code"}},
+            {"InputName": name, "S3Input": {"S3Uri": uri, "LocalPath": local}},
+        ]
+    }
 
 
 @pytest.fixture
@@ -39,8 +44,11 @@ def root(tmp_path: Path) -> Path:
 
 def test_base_trial_comes_first(root: Path) -> None:
     """base_trial wins over S3_PATH and the processing input."""
-    config = _load(root, {"base_trial": "s3://b/job/debug-output", "S3_PATH": "s3://b/other"},
-                   _inputs("s3://b/input"))
+    config = _load(
+        root,
+        {"base_trial": "s3://b/job/debug-output", "S3_PATH": "s3://b/other"},
+        _inputs("s3://b/input"),
+    )
     assert (config.base_trial, config.trial_source) == ("s3://b/job/debug-output", "base_trial")
 
 
@@ -61,8 +69,9 @@ def test_processing_input_s3_uri_beats_its_local_copy(root: Path) -> None:
 
 def test_processing_input_found_by_name(root: Path) -> None:
     """An input named tensors (or base_trial) counts whatever its LocalPath."""
-    config = _load(root, processing=_inputs("s3://b/t", local="/opt/ml/processing/x",
-                                            name="tensors"))
+    config = _load(
+        root, processing=_inputs("s3://b/t", local="/opt/ml/processing/x", name="tensors")
+    )
     assert config.base_trial == "s3://b/t"
 
 
@@ -78,8 +87,10 @@ def test_local_folder_without_processing_config(root: Path) -> None:
     """A mounted /opt/ml/processing/input/tensors is used when nothing else names a trial."""
     (root / MIRROR).mkdir(parents=True)
     config = _load(root)
-    assert (config.base_trial, config.trial_source) == (str(root / MIRROR),
-                                                        f"folder {root / MIRROR}")
+    assert (config.base_trial, config.trial_source) == (
+        str(root / MIRROR),
+        f"folder {root / MIRROR}",
+    )
 
 
 def test_nothing_found_names_every_place(root: Path) -> None:
@@ -87,8 +98,13 @@ def test_nothing_found_names_every_place(root: Path) -> None:
     with pytest.raises(ConfigurationError) as info:
         _load(root, processing={"ProcessingInputs": []})
     message = str(info.value)
-    for place in ("base_trial", "--trial-dir", "S3_PATH", "processingjobconfig.json",
-                  str(root / MIRROR)):
+    for place in (
+        "base_trial",
+        "--trial-dir",
+        "S3_PATH",
+        "processingjobconfig.json",
+        str(root / MIRROR),
+    ):
         assert place in message
 
 

@@ -15,14 +15,19 @@ WORDS = sorted(TRUE_WORDS | FALSE_WORDS)
 
 
 @pytest.mark.parametrize("word", WORDS)
-def test_settings_and_rule_parameters_read_a_word_alike(word: str, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_and_rule_parameters_read_a_word_alike(
+    word: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """continue_after_fire and a built-in rule's boolean parameter read every word the same."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "trial").mkdir()
     spelled = f" {word.upper()} "
-    config = load_config(["--rule", "A", "--trial-dir", "trial", "--continue-after-fire", spelled],
-                         {}, opt_ml_root=tmp_path / "opt_ml", stdout_is_tty=False)
+    config = load_config(
+        ["--rule", "A", "--trial-dir", "trial", "--continue-after-fire", spelled],
+        {},
+        opt_ml_root=tmp_path / "opt_ml",
+        stdout_is_tty=False,
+    )
     assert config.continue_after_fire is parse_bool("Rule", "flag", spelled) is (word in TRUE_WORDS)
 
 

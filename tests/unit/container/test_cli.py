@@ -9,8 +9,9 @@ import pytest
 import container.cli as cli
 
 
-def test_unexpected_exception_is_an_internal_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_unexpected_exception_is_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A bug of ours ends with exit 3 and SageMaker's InternalServerError text in the files."""
     (tmp_path / "output").mkdir()
     monkeypatch.setenv("EVALUATOR_OPT_ML", str(tmp_path))
@@ -20,7 +21,9 @@ def test_unexpected_exception_is_an_internal_error(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(cli, "evaluate", broken)
     assert cli.main(["--rule", "VanishingGradient"]) == 3
-    assert (tmp_path / "output" / "message").read_text() == "InternalServerError: RuntimeError: boom"
+    assert (
+        tmp_path / "output" / "message"
+    ).read_text() == "InternalServerError: RuntimeError: boom"
     assert "InternalServerError: RuntimeError: boom" in capsys.readouterr().err
 
 

@@ -14,7 +14,10 @@ from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 
-COLLECTIONS = [Collection("weights", include_regex=["^w"]), Collection("losses", tensor_names={"loss"})]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^w"]),
+    Collection("losses", tensor_names={"loss"}),
+]
 
 
 def write_steps(root: Path, steps: Iterable[int], *, ended: bool = True) -> None:
@@ -22,8 +25,11 @@ def write_steps(root: Path, steps: Iterable[int], *, ended: bool = True) -> None
     writer = TrialWriter(root)
     writer.write_collections(COLLECTIONS)
     for s in steps:
-        writer.write_step(s, {"w": np.full((2, 2), s, np.float32), "loss": np.float32(1 / (s + 1))},
-                          mode=ModeKeys.TRAIN)
+        writer.write_step(
+            s,
+            {"w": np.full((2, 2), s, np.float32), "loss": np.float32(1 / (s + 1))},
+            mode=ModeKeys.TRAIN,
+        )
     if ended:
         writer.end_training()
 
@@ -34,7 +40,9 @@ def make_trial(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     the test."""
     opened: list[Any] = []
 
-    def make(steps: Iterable[int], *, ended: bool = True, name: str = "trial", **options: Any) -> Any:
+    def make(
+        steps: Iterable[int], *, ended: bool = True, name: str = "trial", **options: Any
+    ) -> Any:
         root = tmp_path / name
         write_steps(root, steps, ended=ended)
         trial = create_trial(str(root), **options)

@@ -23,8 +23,10 @@ from evaluator.rules import Actions, Rule, Termination, invoke_rule
 from evaluator.rules.actions import SNS_TOPIC, default_region, parse_action_json
 
 REGION = "us-east-1"
-SDK_STYLE = ('[{\\"name\\": \\"StopTraining\\", \\"training_job_prefix\\": \\"My-Job\\"}, '
-             '{\\"endpoint\\": \\"Me@Example.com\\", \\"name\\": \\"email\\"}]')
+SDK_STYLE = (
+    '[{\\"name\\": \\"StopTraining\\", \\"training_job_prefix\\": \\"My-Job\\"}, '
+    '{\\"endpoint\\": \\"Me@Example.com\\", \\"name\\": \\"email\\"}]'
+)
 
 
 @pytest.fixture
@@ -32,9 +34,14 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """In-process moto for SNS, with fake credentials and no endpoint override."""
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SNS", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null",
-                        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_REGION": REGION}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "AWS_REGION": REGION,
+    }.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
         yield
@@ -55,18 +62,25 @@ class StubbedSageMaker:
     """A client factory whose SageMaker client answers from a botocore Stubber."""
 
     def __init__(self) -> None:
-        self.client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="x",
-                                   aws_secret_access_key="y")
+        self.client = boto3.client(
+            "sagemaker", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y"
+        )
         self.stub = Stubber(self.client)
 
     def __call__(self, service: str) -> Any:
         assert service == "sagemaker"
         return self.client
 
-    def lists(self, prefix: str, names: list[str], next_token: str | None = None,
-              after: str | None = None) -> None:
-        expected = {"NameContains": prefix, "StatusEquals": "InProgress", "SortBy": "CreationTime",
-                    "SortOrder": "Descending", "MaxResults": 100}
+    def lists(
+        self, prefix: str, names: list[str], next_token: str | None = None, after: str | None = None
+    ) -> None:
+        expected = {
+            "NameContains": prefix,
+            "StatusEquals": "InProgress",
+            "SortBy": "CreationTime",
+            "SortOrder": "Descending",
+            "MaxResults": 100,
+        }
         if after:
             expected["NextToken"] = after
         response: dict[str, Any] = {"TrainingJobSummaries": [job(n) for n in names]}
@@ -76,9 +90,12 @@ class StubbedSageMaker:
 
 
 def job(name: str) -> dict[str, Any]:
-    return {"TrainingJobName": name, "TrainingJobStatus": "InProgress",
-            "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}",
-            "CreationTime": "2024-01-01T00:00:00Z"}
+    return {
+        "TrainingJobName": name,
+        "TrainingJobStatus": "InProgress",
+        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}",
+        "CreationTime": "2024-01-01T00:00:00Z",
+    }
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -92,10 +109,15 @@ def test_sdk_escaped_list_decodes_and_only_names_are_lowercased() -> None:
     ]
 
 
-@pytest.mark.parametrize("text", ['{"name": "email", "endpoint": "a@b.c"}',
-                                  '[{"name": "email", "endpoint": "a@b.c"}]',
-                                  '{\\"name\\": \\"email\\", \\"endpoint\\": \\"a@b.c\\"}',
-                                  '  {"NAME": "email", "Endpoint": "a@b.c"}  '])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "email", "endpoint": "a@b.c"}',
+        '[{"name": "email", "endpoint": "a@b.c"}]',
+        '{\\"name\\": \\"email\\", \\"endpoint\\": \\"a@b.c\\"}',
+        '  {"NAME": "email", "Endpoint": "a@b.c"}  ',
+    ],
+)
 def test_plain_or_escaped_object_or_list(text: str) -> None:
     """One object or a list of objects, plain or escaped; keys match in any case."""
     assert parse_action_json(text) == [{"name": "email", "endpoint": "a@b.c"}]
@@ -107,14 +129,17 @@ def test_nothing_means_no_actions(text: str | None) -> None:
     assert parse_action_json(text) == []
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("{name: email}", "not valid JSON"),
-    ('[{"name": "email"', "not valid JSON"),
-    ("42", "got a JSON number"),
-    ('"stoptraining"', "got a JSON string"),
-    ('[{"name": "email"}, "sms"]', "non-object item"),
-    ("null", "got null"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{name: email}", "not valid JSON"),
+        ('[{"name": "email"', "not valid JSON"),
+        ("42", "got a JSON number"),
+        ('"stoptraining"', "got a JSON string"),
+        ('[{"name": "email"}, "sms"]', "non-object item"),
+        ("null", "got null"),
+    ],
+)
 def test_bad_action_json_is_a_configuration_error(text: str, says: str) -> None:
     """Invalid JSON or a wrong shape raises ConfigurationError naming action_json and the fault."""
     with pytest.raises(ConfigurationError, match="action_json") as caught:
@@ -129,15 +154,21 @@ def test_non_string_name_or_value_is_a_configuration_error(text: str) -> None:
         Actions(text, "R", client_factory=lambda s: pytest.fail("no client needed"))
 
 
-def test_unknown_name_and_missing_key_are_logged_and_skipped(caplog: pytest.LogCaptureFixture) -> None:
+def test_unknown_name_and_missing_key_are_logged_and_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """An unknown action, a missing key or a missing name is logged and skipped; no client is made."""
-    text = json.dumps([{"name": "page_me"}, {"name": "email"}, {"name": "stoptraining"}, {"endpoint": "x"}])
+    text = json.dumps(
+        [{"name": "page_me"}, {"name": "email"}, {"name": "stoptraining"}, {"endpoint": "x"}]
+    )
     with caplog.at_level(logging.WARNING, logger="evaluator.rules.actions"):
         actions = Actions(text, "R", client_factory=lambda s: pytest.fail("no client needed"))
     assert len(actions) == 0
     messages = " | ".join(r.getMessage() for r in caplog.records)
     assert "'page_me' is not supported" in messages
-    assert "needs the key 'endpoint'" in messages and "needs the key 'training_job_prefix'" in messages
+    assert (
+        "needs the key 'endpoint'" in messages and "needs the key 'training_job_prefix'" in messages
+    )
     assert "has no name" in messages
 
 
@@ -152,17 +183,22 @@ def test_region_defaults_to_aws_region(monkeypatch: pytest.MonkeyPatch) -> None:
 # ------------------------------------------------------------------------------ SNS
 
 
-@pytest.mark.parametrize(("protocol", "endpoint", "attribute"), [
-    ("email", "Me@Example.com", "email"), ("sms", "+12223334444", "phone_num")])
-def test_message_action_subscribes_and_publishes(aws: None, protocol: str, endpoint: str,
-                                                 attribute: str) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "endpoint", "attribute"),
+    [("email", "Me@Example.com", "email"), ("sms", "+12223334444", "phone_num")],
+)
+def test_message_action_subscribes_and_publishes(
+    aws: None, protocol: str, endpoint: str, attribute: str
+) -> None:
     """email/sms subscribe the endpoint to SMDebugRules with a filter policy, then publish the
     rule's message with smdebug's subject and a matching attribute."""
     actions = Actions(json.dumps({"name": protocol, "endpoint": endpoint}), "MyRule")
     [sub] = subscriptions()
     assert (sub["Protocol"], sub["Endpoint"]) == (protocol, endpoint)
     client = boto3.client("sns", region_name=REGION)
-    attributes = client.get_subscription_attributes(SubscriptionArn=sub["SubscriptionArn"])["Attributes"]
+    attributes = client.get_subscription_attributes(SubscriptionArn=sub["SubscriptionArn"])[
+        "Attributes"
+    ]
     assert json.loads(attributes["FilterPolicy"]) == {attribute: [endpoint]}
     actions.invoke("at step 7")
     [(_, message, subject, sent_attributes, _)] = sns_topic().sent_notifications
@@ -186,9 +222,13 @@ def test_explicit_region_wins(aws: None) -> None:
     assert len(subscriptions("eu-west-1")) == 1
 
 
-def test_sns_failure_never_fails_the_rule(make_trial: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_sns_failure_never_fails_the_rule(
+    make_trial: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """A rule whose SNS calls all fail still runs and fires at every step; the errors are logged."""
-    client = boto3.client("sns", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+    client = boto3.client(
+        "sns", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y"
+    )
     stub = Stubber(client)
     for _ in range(4):  # once at creation, then once per firing
         stub.add_client_error("create_topic", "AuthorizationError", "not allowed to CreateTopic")
@@ -199,8 +239,11 @@ def test_sns_failure_never_fails_the_rule(make_trial: Any, caplog: pytest.LogCap
 
     with stub, caplog.at_level(logging.WARNING, logger="evaluator.rules.actions"):
         rule = Always(make_trial([0, 1, 2]))
-        rule._actions = Actions(json.dumps({"name": "sms", "endpoint": "+12223334444"}), "Always",
-                                client_factory=lambda service: client)
+        rule._actions = Actions(
+            json.dumps({"name": "sms", "endpoint": "+12223334444"}),
+            "Always",
+            client_factory=lambda service: client,
+        )
         result = invoke_rule(rule)
     assert result.fired_steps == (0, 1, 2) and result.ended_by == Termination.END_OF_DATA
     assert sum("AuthorizationError" in r.getMessage() for r in caplog.records) == 4
@@ -224,8 +267,9 @@ def test_stoptraining_stops_the_one_matching_job() -> None:
 
 
 @pytest.mark.parametrize("names", [[], ["my-job-a", "my-job-b"]])
-def test_stoptraining_stops_nothing_unless_exactly_one_matches(names: list[str],
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_stoptraining_stops_nothing_unless_exactly_one_matches(
+    names: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
     """With no match or two matches, firing stops nothing and says why."""
     factory = StubbedSageMaker()
     factory.lists("my-job", names)
@@ -239,9 +283,13 @@ def test_stoptraining_stops_nothing_unless_exactly_one_matches(names: list[str],
 def test_stoptraining_failures_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     """A failed listing or a failed stop is logged, never raised."""
     factory = StubbedSageMaker()
-    factory.stub.add_client_error("list_training_jobs", "AccessDeniedException", "no ListTrainingJobs")
+    factory.stub.add_client_error(
+        "list_training_jobs", "AccessDeniedException", "no ListTrainingJobs"
+    )
     factory.lists("my-job", ["my-job-1"])
-    factory.stub.add_client_error("stop_training_job", "ValidationException", "job is not InProgress")
+    factory.stub.add_client_error(
+        "stop_training_job", "ValidationException", "job is not InProgress"
+    )
     text = '{"name": "stoptraining", "training_job_prefix": "my-job"}'
     with factory.stub, caplog.at_level(logging.WARNING, logger="evaluator.rules.actions"):
         denied = Actions(text, "R", client_factory=factory)

@@ -19,8 +19,7 @@ from evaluator.trial import create_trial
 
 class _Selecting(Rule):
     def selection_hints(self) -> list[SelectionHint]:
-        return [SelectionHint("tensor_regex '.*relu_output'", (".*relu_output",),
-                              "tensor_regex")]
+        return [SelectionHint("tensor_regex '.*relu_output'", (".*relu_output",), "tensor_regex")]
 
     def invoke_at_step(self, step: int) -> bool:
         return False
@@ -31,8 +30,12 @@ def keras_like(tmp_path: Path) -> Any:
     """A trial named as Keras names layers: relu1/outputs, dense/outputs, gradients."""
     writer = TrialWriter(tmp_path / "k")
     names = ["relu1/outputs", "relu2/outputs", "dense/outputs", "gradients/dense/kernelGrad"]
-    writer.write_collections([Collection("outputs", tensor_names=set(names[:3])),
-                              Collection("gradients", tensor_names=set(names[3:]))])
+    writer.write_collections(
+        [
+            Collection("outputs", tensor_names=set(names[:3])),
+            Collection("gradients", tensor_names=set(names[3:])),
+        ]
+    )
     writer.write_step(0, {n: np.ones((2, 2), np.float32) for n in names})
     writer.end_training()
     trial = create_trial(str(tmp_path / "k"))
@@ -51,8 +54,10 @@ def test_error_names_selection_holdings_closest_names_and_parameter(keras_like: 
     assert "tensor_regex '.*relu_output' selected no tensor" in text
     assert "gradients (1)" in text and "outputs (3)" in text
     assert "closest tensor names: relu1/outputs, relu2/outputs" in text
-    assert r"set tensor_regex to select the tensors to check (for example " \
-           r"tensor_regex=relu\d+/outputs)" in text
+    assert (
+        r"set tensor_regex to select the tensors to check (for example "
+        r"tensor_regex=relu\d+/outputs)" in text
+    )
 
 
 def test_no_step_in_the_window_is_said(keras_like: Any) -> None:

@@ -34,24 +34,27 @@ def trial(tmp_path: Path) -> Any:
 def test_compare_counts_and_fires_by_the_operator(trial: Any) -> None:
     """compare() returns whether value <op> threshold holds and counts tensors and steps."""
     ev = Evidence("R", trial)
-    assert ev.compare(0, "w", quantity="q", value=5, parameter="p", threshold=3,
-                      fires_when=">")
-    assert not ev.compare(1, "w", quantity="q", value=3, parameter="p", threshold=3,
-                          fires_when=">")
-    assert ev.compare(1, "w", quantity="q", value=3, parameter="p", threshold=3,
-                      fires_when=">=")
-    assert not ev.compare(1, "v", quantity="q", value=math.nan, parameter="p", threshold=3,
-                          fires_when="<")
+    assert ev.compare(0, "w", quantity="q", value=5, parameter="p", threshold=3, fires_when=">")
+    assert not ev.compare(1, "w", quantity="q", value=3, parameter="p", threshold=3, fires_when=">")
+    assert ev.compare(1, "w", quantity="q", value=3, parameter="p", threshold=3, fires_when=">=")
+    assert not ev.compare(
+        1, "v", quantity="q", value=math.nan, parameter="p", threshold=3, fires_when="<"
+    )
     summary = ev.summary()
-    assert (summary["tensors_checked"], summary["steps_checked"], summary["comparisons"],
-            summary["firings"]) == (2, 2, 4, 2)
+    assert (
+        summary["tensors_checked"],
+        summary["steps_checked"],
+        summary["comparisons"],
+        summary["firings"],
+    ) == (2, 2, 4, 2)
 
 
 def test_firing_reason_names_mode_step_worker_and_sentence(trial: Any) -> None:
     """A firing records the global step, the mode and mode step, the worker and a sentence."""
     ev = Evidence("R", trial)
-    ev.compare(2, "w", quantity="mean", value=0.5, parameter="threshold", threshold=1,
-               fires_when="<")
+    ev.compare(
+        2, "w", quantity="mean", value=0.5, parameter="threshold", threshold=1, fires_when="<"
+    )
     (reason,) = ev.summary()["reasons"]
     assert reason["step"] == 2 and reason["mode"] == "EVAL" and reason["mode_step"] == 0
     assert reason["worker"] == "worker_0" and reason["tensors"] == ["w"]
@@ -65,10 +68,12 @@ def test_closest_keeps_the_smallest_margin_per_parameter(trial: Any) -> None:
     """closest holds, per parameter and comparison, the check nearest to firing."""
     ev = Evidence("R", trial)
     for step, value in enumerate([10.0, 4.0, 7.0]):
-        ev.compare(step, "w", quantity="q", value=value, parameter="high", threshold=3,
-                   fires_when=">")
-        ev.compare(step, "w", quantity="q", value=value, parameter="low", threshold=1,
-                   fires_when="<")
+        ev.compare(
+            step, "w", quantity="q", value=value, parameter="high", threshold=3, fires_when=">"
+        )
+        ev.compare(
+            step, "w", quantity="q", value=value, parameter="low", threshold=1, fires_when="<"
+        )
     closest = {c["parameter"]: c for c in ev.summary()["closest"]}
     assert closest["high"]["value"] == 10.0 and closest["high"]["step"] == 0
     assert closest["low"]["value"] == 4.0 and closest["low"]["step"] == 1
@@ -76,8 +81,13 @@ def test_closest_keeps_the_smallest_margin_per_parameter(trial: Any) -> None:
 
 def test_non_finite_numbers_are_json_strings() -> None:
     """NaN and infinities become strings, so the result file stays valid JSON."""
-    assert [json_number(v) for v in (1.5, math.nan, math.inf, -math.inf, None)] == \
-        [1.5, "NaN", "Infinity", "-Infinity", None]
+    assert [json_number(v) for v in (1.5, math.nan, math.inf, -math.inf, None)] == [
+        1.5,
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        None,
+    ]
     check = Check(0, ("w",), "q", math.inf, "p", 1.0, ">")
     json.loads(json.dumps(check.to_dict(), allow_nan=False))
 
@@ -85,8 +95,9 @@ def test_non_finite_numbers_are_json_strings() -> None:
 def test_unknown_operator_is_refused(trial: Any) -> None:
     """fires_when must be one of >, >=, <, <=."""
     with pytest.raises(ValueError, match="fires_when"):
-        Evidence("R", trial).compare(0, "w", quantity="q", value=1, parameter="p",
-                                     threshold=1, fires_when="==")
+        Evidence("R", trial).compare(
+            0, "w", quantity="q", value=1, parameter="p", threshold=1, fires_when="=="
+        )
 
 
 class _Reader(Rule):

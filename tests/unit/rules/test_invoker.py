@@ -31,15 +31,19 @@ SAVED = [0, 2, 3, 5]
 class Body(Rule):
     """invoke_at_step runs ``body(step)`` (False by default) and records the step."""
 
-    def __init__(self, base_trial: Any, body: Callable[[int], Any] = lambda step: False,
-                 needs: Callable[[int], list[tuple[str, list[int]]]] | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        body: Callable[[int], Any] = lambda step: False,
+        needs: Callable[[int], list[tuple[str, list[int]]]] | None = None,
+    ) -> None:
         super().__init__(base_trial)
         self.body = body
         self.needs = needs
         self.visited: list[int] = []
 
     def set_required_tensors(self, step: int) -> None:
-        for name, steps in (self.needs(step) if self.needs else []):
+        for name, steps in self.needs(step) if self.needs else []:
             self.req_tensors.add(name, steps)
 
     def invoke_at_step(self, step: int) -> Any:
@@ -68,6 +72,7 @@ def raise_at(steps: dict[int, Exception]) -> Callable[[int], bool]:
         if step in steps:
             raise steps[step]
         return False
+
     return body
 
 
@@ -80,17 +85,21 @@ def test_visits_saved_steps_then_returns_at_the_end(make_trial: Any) -> None:
     assert result.ended_by == "end_of_data"
 
 
-@pytest.mark.parametrize(("start", "end", "visited", "ended_by"), [
-    (2, 5, [2, 3], Termination.END_STEP),
-    (1, None, [2, 3, 5], Termination.END_OF_DATA),
-    (None, 3, [0, 2], Termination.END_STEP),
-    (0, 6, [0, 2, 3, 5], Termination.END_OF_DATA),
-    (0, 100, [0, 2, 3, 5], Termination.END_OF_DATA),
-    (0, 0, [], Termination.END_STEP),
-    (6, None, [], Termination.END_OF_DATA),
-])
-def test_start_step_inclusive_end_step_exclusive(make_trial: Any, start: int | None, end: int | None,
-                                                 visited: list[int], ended_by: Termination) -> None:
+@pytest.mark.parametrize(
+    ("start", "end", "visited", "ended_by"),
+    [
+        (2, 5, [2, 3], Termination.END_STEP),
+        (1, None, [2, 3, 5], Termination.END_OF_DATA),
+        (None, 3, [0, 2], Termination.END_STEP),
+        (0, 6, [0, 2, 3, 5], Termination.END_OF_DATA),
+        (0, 100, [0, 2, 3, 5], Termination.END_OF_DATA),
+        (0, 0, [], Termination.END_STEP),
+        (6, None, [], Termination.END_OF_DATA),
+    ],
+)
+def test_start_step_inclusive_end_step_exclusive(
+    make_trial: Any, start: int | None, end: int | None, visited: list[int], ended_by: Termination
+) -> None:
     """The first saved step >= start_step is visited first; end_step itself is not visited."""
     rule = Body(make_trial(SAVED))
     result = invoke_rule(rule, start, end)
@@ -107,8 +116,10 @@ def test_end_step_on_a_running_trial_ends_without_waiting(make_trial: Any) -> No
     assert rule.visited == [0, 1] and time.monotonic() - started < 2
 
 
-@pytest.mark.parametrize("error", [TensorUnavailableForStep("w", 2), StepUnavailable(2, ModeKeys.GLOBAL),
-                                   TensorUnavailable("w")])
+@pytest.mark.parametrize(
+    "error",
+    [TensorUnavailableForStep("w", 2), StepUnavailable(2, ModeKeys.GLOBAL), TensorUnavailable("w")],
+)
 def test_missing_data_skips_the_step(make_trial: Any, error: Exception) -> None:
     """TensorUnavailableForStep, StepUnavailable and TensorUnavailable skip the step and go on."""
     log = Log()
@@ -122,6 +133,7 @@ def test_missing_data_skips_the_step(make_trial: Any, error: Exception) -> None:
 def test_required_tensors_missing_skip_and_running_past_the_end_ends(make_trial: Any) -> None:
     """A required tensor or step that is missing skips the step before invoke_at_step; requiring a
     step past the end of an ended trial (NoMoreData) ends the run cleanly."""
+
     def needs(step: int) -> list[tuple[str, list[int]]]:
         return {0: [("w", [1])], 2: [("nope", [2])], 3: [("w", [3])], 5: [("w", [6])]}[step]
 
@@ -129,8 +141,11 @@ def test_required_tensors_missing_skip_and_running_past_the_end_ends(make_trial:
     rule = Body(make_trial(SAVED), needs=needs)
     result = invoke_rule(rule, observer=log)
     assert rule.visited == [3]
-    assert log.calls == [("skipped", 0, "StepUnavailable"), ("skipped", 2, "TensorUnavailable"),
-                         ("evaluated", 3, None)]
+    assert log.calls == [
+        ("skipped", 0, "StepUnavailable"),
+        ("skipped", 2, "TensorUnavailable"),
+        ("evaluated", 3, None),
+    ]
     assert result == InvokeResult(Termination.END_OF_DATA, 1, 2, (), 5)
 
 
@@ -139,7 +154,12 @@ def test_firing_is_logged_and_the_run_goes_on(make_trial: Any) -> None:
     log = Log()
     result = invoke_rule(Body(make_trial(SAVED), lambda s: s in (2, 5)), observer=log)
     assert result.fired_steps == (2, 5) and result.ended_by == Termination.END_OF_DATA
-    assert log.calls == [("evaluated", 0, None), ("met", 2, 2), ("evaluated", 3, None), ("met", 5, 5)]
+    assert log.calls == [
+        ("evaluated", 0, None),
+        ("met", 2, 2),
+        ("evaluated", 3, None),
+        ("met", 5, 5),
+    ]
 
 
 def test_raise_eval_cond_reraises_the_first_firing(make_trial: Any) -> None:
@@ -160,7 +180,9 @@ def test_continue_after_fire_false_ends_at_the_first_firing(make_trial: Any) -> 
 
 def test_end_of_rule_ends_the_run(make_trial: Any) -> None:
     """A RuleEvaluationConditionMet with end_of_rule=True ends the run after it is recorded."""
-    rule = Body(make_trial(SAVED), raise_at({3: RuleEvaluationConditionMet("Body", 3, end_of_rule=True)}))
+    rule = Body(
+        make_trial(SAVED), raise_at({3: RuleEvaluationConditionMet("Body", 3, end_of_rule=True)})
+    )
     result = invoke_rule(rule)
     assert rule.visited == [0, 2, 3]
     assert result == InvokeResult(Termination.END_OF_RULE, 3, 0, (3,), 3)
@@ -199,8 +221,9 @@ def test_wrap_errors_names_the_step(make_trial: Any) -> None:
         invoke_rule(Body(make_trial(SAVED), raise_at({3: error})), wrap_errors=True)
     assert (caught.value.step, caught.value.error, caught.value.__cause__) == (3, error, error)
     with pytest.raises(RuleEvaluationConditionMet):
-        invoke_rule(Body(make_trial(SAVED), lambda step: True), raise_eval_cond=True,
-                    wrap_errors=True)
+        invoke_rule(
+            Body(make_trial(SAVED), lambda step: True), raise_eval_cond=True, wrap_errors=True
+        )
 
 
 def test_stop_ends_a_wait_for_data_within_seconds(make_trial: Any) -> None:
@@ -215,7 +238,9 @@ def test_stop_ends_a_wait_for_data_within_seconds(make_trial: Any) -> None:
     finally:
         timer.cancel()
     assert result.ended_by == Termination.STOPPED and rule.visited == [0, 1]
-    assert time.monotonic() - started < 7  # worst case: one slowest poll (max_poll_interval 4 s) + 1
+    assert (
+        time.monotonic() - started < 7
+    )  # worst case: one slowest poll (max_poll_interval 4 s) + 1
 
 
 def test_stop_already_set_visits_nothing(make_trial: Any) -> None:
@@ -256,7 +281,11 @@ def test_observer_hears_exactly_one_call_per_visited_step(make_trial: Any) -> No
     body = raise_at({3: TensorUnavailableForStep("w", 3)})
     result = invoke_rule(Body(make_trial(SAVED), lambda s: s == 5 or body(s)), observer=log)
     assert [(c[0], c[1]) for c in log.calls] == [
-        ("evaluated", 0), ("evaluated", 2), ("skipped", 3), ("met", 5)]
+        ("evaluated", 0),
+        ("evaluated", 2),
+        ("skipped", 3),
+        ("met", 5),
+    ]
     assert result == InvokeResult(Termination.END_OF_DATA, 3, 1, (5,), 5)
 
 

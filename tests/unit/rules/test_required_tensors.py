@@ -70,7 +70,9 @@ def test_a_trial_the_rule_does_not_have_is_a_key_error(make_trial: Any) -> None:
         req.add("w", [0], trial=make_trial([0], name="stranger"))
 
 
-def spy_on_values(tensor: Any, read: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+def spy_on_values(
+    tensor: Any, read: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = tensor.value
 
     def value(step: int, *args: Any, **kwargs: Any) -> Any:
@@ -80,8 +82,9 @@ def spy_on_values(tensor: Any, read: list[tuple[str, int]], monkeypatch: pytest.
     monkeypatch.setattr(tensor, "value", value)
 
 
-def test_fetch_waits_for_the_union_then_reads_each_value(make_trial: Any,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fetch_waits_for_the_union_then_reads_each_value(
+    make_trial: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fetch waits once per trial for the sorted union of steps, then reads every (name, step)."""
     trial = make_trial([0, 1, 2, 3])
     waited: list[list[int]] = []
@@ -97,7 +100,9 @@ def test_fetch_waits_for_the_union_then_reads_each_value(make_trial: Any,
     assert read == [("w", 3), ("w", 1), ("loss", 1), ("loss", 0)]
 
 
-def test_fetch_with_nothing_required_does_not_wait(make_trial: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fetch_with_nothing_required_does_not_wait(
+    make_trial: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No requirement means no wait at all."""
     trial = make_trial([0])
     monkeypatch.setattr(trial, "wait_for_steps", lambda *a: pytest.fail("waited"))

@@ -55,17 +55,29 @@ class Comparing(Rule):
 class Scripted(Rule):
     """Records what happens during invoke; returns ``answer`` and requires ``needs``."""
 
-    def __init__(self, base_trial: Any, *, answer: Any = False,
-                 needs: list[tuple[str, list[int]]] | None = None, action_str: str | None = None,
-                 other_trials: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_trial: Any,
+        *,
+        answer: Any = False,
+        needs: list[tuple[str, list[int]]] | None = None,
+        action_str: str | None = None,
+        other_trials: list[Any] | None = None,
+    ) -> None:
         super().__init__(base_trial, action_str, other_trials)
         self.answer = answer
         self.needs = needs or []
         self.events: list[Any] = []
 
     def set_required_tensors(self, step: int) -> None:
-        self.events.append(("required", step, list(self.req_tensors.get_names()),
-                            [t.dynamic_refresh for t in self.trials]))
+        self.events.append(
+            (
+                "required",
+                step,
+                list(self.req_tensors.get_names()),
+                [t.dynamic_refresh for t in self.trials],
+            )
+        )
         for name, steps in self.needs:
             self.req_tensors.add(name, steps)
 
@@ -86,8 +98,13 @@ def test_attributes_as_smdebug(make_trial: Any) -> None:
     rule = Never(trial)
     assert rule.base_trial is trial and rule.trials == [trial] and rule.other_trials is None
     assert rule.rule_name == "Never"
-    assert rule.report == {"RuleTriggered": 0, "Violations": 0, "Details": {}, "Datapoints": 0,
-                           "RuleParameters": ""}
+    assert rule.report == {
+        "RuleTriggered": 0,
+        "Violations": 0,
+        "Details": {},
+        "Datapoints": 0,
+        "RuleParameters": "",
+    }
     assert rule.req_tensors.base_trial is trial
     assert rule.logger.name == "evaluator.rules.Never"
 
@@ -114,7 +131,9 @@ def test_invalid_action_json_fails_the_constructor(make_trial: Any) -> None:
         PositionalAction(make_trial([0]), "{not json")
 
 
-def test_invoke_waits_then_runs_without_refresh(make_trial: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_invoke_waits_then_runs_without_refresh(
+    make_trial: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """invoke waits for the step on the base trial, then clears, requires, fetches and evaluates
     with automatic refreshing off on every trial, and restores it afterwards."""
     base, other = make_trial([0, 1], name="a"), make_trial([0, 1], name="b")
@@ -129,7 +148,10 @@ def test_invoke_waits_then_runs_without_refresh(make_trial: Any, monkeypatch: py
     monkeypatch.setattr(base, "wait_for_steps", recording_wait)
     rule.invoke(1)
     assert waited == [[1], [0]]  # the step itself, then the union of required steps
-    assert rule.events == [("required", 1, [], [False, False]), ("invoke_at_step", 1, [False, False])]
+    assert rule.events == [
+        ("required", 1, [], [False, False]),
+        ("invoke_at_step", 1, [False, False]),
+    ]
     assert base.dynamic_refresh and other.dynamic_refresh
     rule.invoke(0)
     assert rule.events[-2][2] == []  # requirements of step 1 were cleared before step 0
@@ -141,9 +163,14 @@ def test_true_result_raises_condition_met(make_trial: Any, answer: Any) -> None:
     rule = Scripted(make_trial([0, 1]), answer=answer)
     with pytest.raises(RuleEvaluationConditionMet) as caught:
         rule.invoke(1)
-    assert (caught.value.rule_name, caught.value.step, caught.value.end_of_rule) == ("Scripted", 1, False)
-    assert str(caught.value) == ("Evaluation of the rule Scripted at step 1 resulted in the "
-                                 "condition being met")
+    assert (caught.value.rule_name, caught.value.step, caught.value.end_of_rule) == (
+        "Scripted",
+        1,
+        False,
+    )
+    assert str(caught.value) == (
+        "Evaluation of the rule Scripted at step 1 resulted in the condition being met"
+    )
 
 
 @pytest.mark.parametrize("answer", [False, None, 0, [], np.False_])
@@ -164,7 +191,9 @@ def test_actions_run_before_the_condition_is_raised(make_trial: Any) -> None:
     rule._actions = Spy()  # type: ignore[assignment]
     with pytest.raises(RuleEvaluationConditionMet):
         rule.invoke(0)
-    assert order == ["Evaluation of the rule Scripted at step 0 resulted in the condition being met"]
+    assert order == [
+        "Evaluation of the rule Scripted at step 0 resulted in the condition being met"
+    ]
 
 
 def test_missing_required_data_raises_before_invoke_at_step(make_trial: Any) -> None:

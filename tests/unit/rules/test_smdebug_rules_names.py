@@ -43,7 +43,13 @@ SCRIPT = textwrap.dedent(f"""
 
 def test_smdebug_rule_script_runs_unchanged(tmp_path: Path) -> None:
     """Rule, invoke_rule, RequiredTensors and Actions import under smdebug's names and work."""
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                            cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "7", "[]"]

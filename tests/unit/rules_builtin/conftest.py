@@ -33,20 +33,28 @@ def make_trial(tmp_path: Path, opened_trials: list[Any]) -> Callable[..., Any]:
     ``TrialWriter.write_step`` takes them) and ``name`` (the trial's). A test module whose
     trials share a layout overrides this fixture with a thin wrapper around it."""
 
-    def make(steps: Mapping[int, Mapping[str, object]], *,
-             collections: Sequence[Collection] = (),
-             modes: Mapping[int, tuple[ModeKeys, int]] | None = None,
-             reductions: Mapping[int, Mapping[str, Mapping[str, object]]] | None = None,
-             shapes: Mapping[int, Mapping[str, tuple[int, ...]]] | None = None,
-             name: str | None = None) -> Any:
+    def make(
+        steps: Mapping[int, Mapping[str, object]],
+        *,
+        collections: Sequence[Collection] = (),
+        modes: Mapping[int, tuple[ModeKeys, int]] | None = None,
+        reductions: Mapping[int, Mapping[str, Mapping[str, object]]] | None = None,
+        shapes: Mapping[int, Mapping[str, tuple[int, ...]]] | None = None,
+        name: str | None = None,
+    ) -> Any:
         root = tmp_path / f"trial{len(opened_trials)}"
         writer = TrialWriter(root)
         writer.write_collections(list(collections))
         for step, tensors in steps.items():
             mode, mode_step = (modes or {}).get(step, (ModeKeys.GLOBAL, step))
-            writer.write_step(step, tensors, mode=mode, mode_step=mode_step,
-                              reductions=(reductions or {}).get(step),
-                              shapes=(shapes or {}).get(step))
+            writer.write_step(
+                step,
+                tensors,
+                mode=mode,
+                mode_step=mode_step,
+                reductions=(reductions or {}).get(step),
+                shapes=(shapes or {}).get(step),
+            )
         writer.end_training()
         opened_trials.append(create_trial(str(root), name=name))
         return opened_trials[-1]

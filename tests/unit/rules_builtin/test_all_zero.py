@@ -22,8 +22,10 @@ from rules_builtin import registry
 from rules_builtin.all_zero import AllZero
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
-COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
-               Collection("gradients", include_regex=["^gradients/"])]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^weights/"]),
+    Collection("gradients", include_regex=["^gradients/"]),
+]
 
 
 @pytest.fixture
@@ -83,37 +85,38 @@ def test_selection_by_collection_and_regex(make_trial: Callable[..., Any]) -> No
 
 def test_empty_and_nan_tensors_are_not_zero(make_trial: Callable[..., Any]) -> None:
     """An empty tensor is skipped and NaN counts as non-zero."""
-    steps = {0: {"weights/empty": np.zeros(0, np.float32),
-                 "weights/nan": arrays(float("nan"), 0)}}
+    steps = {0: {"weights/empty": np.zeros(0, np.float32), "weights/nan": arrays(float("nan"), 0)}}
     assert fired(AllZero(make_trial(steps), collection_names="weights", threshold="60")) == ()
 
 
 def test_integer_and_bool_tensors(make_trial: Callable[..., Any]) -> None:
     """Zero integers and False booleans count as zero."""
-    steps = {0: {"weights/i": np.array([0, 0], np.int32)},
-             1: {"weights/b": np.array([False, False])}}
+    steps = {
+        0: {"weights/i": np.array([0, 0], np.int32)},
+        1: {"weights/b": np.array([False, False])},
+    }
     assert fired(AllZero(make_trial(steps), collection_names="weights")) == (0, 1)
 
 
 def test_reductions_only_tensors_use_a_zero_norm(make_trial: Callable[..., Any]) -> None:
     """A reductions-only tensor whose saved l2 norm is 0 fires at threshold 100; with a lower
     threshold the share of zeros cannot be told and it is skipped."""
-    reductions = {0: {"gradients/w": compute_reductions(arrays(1, 0), ["l2", "mean"])},
-                  1: {"gradients/w": compute_reductions(arrays(0, 0), ["l2", "mean"])}}
+    reductions = {
+        0: {"gradients/w": compute_reductions(arrays(1, 0), ["l2", "mean"])},
+        1: {"gradients/w": compute_reductions(arrays(0, 0), ["l2", "mean"])},
+    }
     trial = make_trial({0: {}, 1: {}}, reductions=reductions)
     assert fired(AllZero(trial, collection_names="gradients")) == (1,)
     assert fired(AllZero(trial, collection_names="gradients", threshold="50")) == ()
 
 
-def test_reductions_without_an_all_zero_witness_are_skipped(
-        make_trial: Callable[..., Any]) -> None:
+def test_reductions_without_an_all_zero_witness_are_skipped(make_trial: Callable[..., Any]) -> None:
     """A plain mean of 0 does not prove all zeros (-1 and 1), so it does not fire."""
     reductions = {0: {"gradients/w": compute_reductions(arrays(-1, 1), ["mean"])}}
     assert fired(AllZero(make_trial({0: {}}, reductions=reductions), tensor_regex=".*")) == ()
 
 
-def test_firing_reason_names_tensor_percent_and_threshold(
-        make_trial: Callable[..., Any]) -> None:
+def test_firing_reason_names_tensor_percent_and_threshold(make_trial: Callable[..., Any]) -> None:
     """The firing reason gives the tensor, its zero percentage and threshold."""
     steps = {s: healthy(s) for s in range(3)}
     steps[1]["gradients/w"] = arrays(0, 0, 0, 1)
@@ -122,8 +125,11 @@ def test_firing_reason_names_tensor_percent_and_threshold(
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (1, ["gradients/w"])
     assert (reason["quantity"], reason["value"]) == ("zero elements (%)", 75)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold", 75, ">=")
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold",
+        75,
+        ">=",
+    )
     assert "75% of gradients/w is zero (>= threshold 75%) at step 1" in reason["sentence"]
 
 
@@ -153,16 +159,27 @@ def test_needs_collection_names_or_tensor_regex(make_trial: Callable[..., Any]) 
         AllZero(trial, collection_names=" , ", tensor_regex="")
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"threshold": "lots"}, "AllZero parameter threshold must be a number, got 'lots'"),
-    ({"threshold": "0"}, "AllZero parameter threshold must be a percentage in (0, 100], got '0'"),
-    ({"threshold": "100.5"},
-     "AllZero parameter threshold must be a percentage in (0, 100], got '100.5'"),
-    ({"tensor_regex": "[a-"},
-     "AllZero parameter tensor_regex has an invalid regular expression '[a-'"),
-])
-def test_parameter_errors(make_trial: Callable[..., Any], kwargs: dict[str, str],
-                          message: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"threshold": "lots"}, "AllZero parameter threshold must be a number, got 'lots'"),
+        (
+            {"threshold": "0"},
+            "AllZero parameter threshold must be a percentage in (0, 100], got '0'",
+        ),
+        (
+            {"threshold": "100.5"},
+            "AllZero parameter threshold must be a percentage in (0, 100], got '100.5'",
+        ),
+        (
+            {"tensor_regex": "[a-"},
+            "AllZero parameter tensor_regex has an invalid regular expression '[a-'",
+        ),
+    ],
+)
+def test_parameter_errors(
+    make_trial: Callable[..., Any], kwargs: dict[str, str], message: str
+) -> None:
     """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
     trial = make_trial({0: healthy(0)})
     with pytest.raises(ConfigurationError, match=re.escape(message)):

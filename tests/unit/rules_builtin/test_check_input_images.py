@@ -99,10 +99,15 @@ def test_firing_reason_names_tensor_mean_and_threshold(make_trial: Callable[...,
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (0, [NAME])
     assert (reason["quantity"], reason["value"]) == ("largest |channel mean|", 0.5)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold_mean", 0.2, ">")
-    assert "over 600 images differ from 0 by more than threshold_mean 0.2 at step 0" \
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold_mean",
+        0.2,
+        ">",
+    )
+    assert (
+        "over 600 images differ from 0 by more than threshold_mean 0.2 at step 0"
         in reason["sentence"]
+    )
 
 
 def test_regex_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
@@ -127,33 +132,47 @@ def test_too_few_images_check_nothing_and_say_so(make_trial: Callable[..., Any])
     assert "lower threshold_samples" in text
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("threshold_mean", "small"), ("threshold_samples", "many"), ("threshold_samples", "0"),
-    ("channel", "first"), ("channel", "1.5"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("threshold_mean", "small"),
+        ("threshold_samples", "many"),
+        ("threshold_samples", "0"),
+        ("channel", "first"),
+        ("channel", "1.5"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial({0: {NAME: raw_images(2)}})
-    with pytest.raises(ConfigurationError,
-                       match=rf"CheckInputImages parameter {parameter} .*'{value}'"):
+    with pytest.raises(
+        ConfigurationError, match=rf"CheckInputImages parameter {parameter} .*'{value}'"
+    ):
         CheckInputImages(trial, **{parameter: value})
 
 
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in CheckInputImages.PARAMETERS}
-    assert declared == {"threshold_mean": "0.2", "threshold_samples": "500",
-                        "regex": DEFAULT_REGEX, "channel": "1"}
+    assert declared == {
+        "threshold_mean": "0.2",
+        "threshold_samples": "500",
+        "regex": DEFAULT_REGEX,
+        "channel": "1",
+    }
 
 
 def test_default_selects_the_pytorch_model_input_not_its_loss(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """PyTorch's root module input (Net_input_0, a 4-d image batch) is checked by default; the
     class-named loss module's 2-d scores (CrossEntropyLoss_input_0) are no images."""
     images = np.full((500, 1, 2, 2), 0.5, np.float32)
     scores = np.full((500, 3), 0.9, np.float32)
-    rule = CheckInputImages(make_trial({0: {"Net_input_0": images,
-                                            "CrossEntropyLoss_input_0": scores}}))
+    rule = CheckInputImages(
+        make_trial({0: {"Net_input_0": images, "CrossEntropyLoss_input_0": scores}})
+    )
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (0,)
     assert [r["tensors"] for r in rule.evidence.summary()["reasons"]] == [["Net_input_0"]]

@@ -34,8 +34,14 @@ def test_registered() -> None:
 def test_2019_vector_fires_at_step_3(make_trial: Callable[..., Any]) -> None:
     """990 zeros and 10 ones saved as labels_0 at step 3 fire at step 3."""
     labels = np.array([0] * 990 + [1] * 10, dtype=np.float32)
-    trial = make_trial({0: {"loss": np.float32(1)}, 1: {"loss": np.float32(1)},
-                        2: {"loss": np.float32(1)}, 3: {"labels_0": labels}})
+    trial = make_trial(
+        {
+            0: {"loss": np.float32(1)},
+            1: {"loss": np.float32(1)},
+            2: {"loss": np.float32(1)},
+            3: {"labels_0": labels},
+        }
+    )
     rule = ClassImbalance(trial, labels_regex="labels_0", predictions_regex="labels_0")
     result = invoke_rule(rule, raise_eval_cond=False)
     assert result.fired_steps == (3,)
@@ -89,10 +95,15 @@ def test_firing_reason_names_tensors_ratio_and_threshold(make_trial: Callable[..
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (2, ["labels"])
     assert (reason["quantity"], reason["value"]) == ("largest / smallest class count ratio", 99)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold_imbalance", 10, ">")
-    assert "class 0 has 990 labels and class 1 10 (ratio 99 > threshold_imbalance 10) at " \
-           "step 2" in reason["sentence"]
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold_imbalance",
+        10,
+        ">",
+    )
+    assert (
+        "class 0 has 990 labels and class 1 10 (ratio 99 > threshold_imbalance 10) at "
+        "step 2" in reason["sentence"]
+    )
 
     labels = minority()
     wrong = np.where(labels == 1, 0, labels)
@@ -122,7 +133,8 @@ def test_too_few_labels_check_nothing_and_say_so(make_trial: Callable[..., Any])
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
     assert rule.evidence.comparisons == 0
     assert "200 labels seen, fewer than samples=500" in str(
-        nothing_checked_error(rule, steps_visited=1))
+        nothing_checked_error(rule, steps_visited=1)
+    )
 
 
 def test_mispredictions_of_balanced_classes_do_not_fire(make_trial: Callable[..., Any]) -> None:
@@ -136,8 +148,12 @@ def test_mispredictions_of_balanced_classes_do_not_fire(make_trial: Callable[...
 def test_mispredictions_accumulate(make_trial: Callable[..., Any]) -> None:
     """One good step then one 100%-wrong step average to 50% wrong: no fire at 0.7."""
     labels = balanced()
-    trial = make_trial({0: {"labels": labels, "predictions": labels},
-                        1: {"labels": labels, "predictions": 1 - labels}})
+    trial = make_trial(
+        {
+            0: {"labels": labels, "predictions": labels},
+            1: {"labels": labels, "predictions": 1 - labels},
+        }
+    )
     assert invoke_rule(ClassImbalance(trial), raise_eval_cond=False).fired_steps == ()
 
 
@@ -146,8 +162,9 @@ def test_argmax_reduces_prediction_scores(make_trial: Callable[..., Any]) -> Non
     labels = minority()
     right = np.eye(2, dtype=np.float32)[labels]
     wrong = np.eye(2, dtype=np.float32)[1 - labels]
-    trial = make_trial({0: {"labels": labels, "predictions": right},
-                        1: {"labels": labels, "predictions": wrong}})
+    trial = make_trial(
+        {0: {"labels": labels, "predictions": right}, 1: {"labels": labels, "predictions": wrong}}
+    )
     rule = ClassImbalance(trial, argmax="true", samples="1200")
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
     trial2 = make_trial({3: {"labels": labels, "predictions": wrong}})
@@ -170,16 +187,19 @@ def test_steps_without_labels_are_skipped(make_trial: Callable[..., Any]) -> Non
     assert (result.steps_skipped, result.fired_steps) == (1, ())
 
 
-@pytest.mark.parametrize("kwargs, name, value", [
-    ({"threshold_imbalance": "ten"}, "threshold_imbalance", "ten"),
-    ({"threshold_misprediction": "most"}, "threshold_misprediction", "most"),
-    ({"samples": "lots"}, "samples", "lots"),
-    ({"samples": "0"}, "samples", "0"),
-    ({"argmax": "maybe"}, "argmax", "maybe"),
-    ({"labels_regex": "(labels"}, "labels_regex", "(labels"),
-    ({"predictions_regex": "[pred"}, "predictions_regex", "[pred"),
-    ({"labels_regex": ""}, "labels_regex", ""),
-])
+@pytest.mark.parametrize(
+    "kwargs, name, value",
+    [
+        ({"threshold_imbalance": "ten"}, "threshold_imbalance", "ten"),
+        ({"threshold_misprediction": "most"}, "threshold_misprediction", "most"),
+        ({"samples": "lots"}, "samples", "lots"),
+        ({"samples": "0"}, "samples", "0"),
+        ({"argmax": "maybe"}, "argmax", "maybe"),
+        ({"labels_regex": "(labels"}, "labels_regex", "(labels"),
+        ({"predictions_regex": "[pred"}, "predictions_regex", "[pred"),
+        ({"labels_regex": ""}, "labels_regex", ""),
+    ],
+)
 def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None:
     """A bad parameter is a ConfigurationError naming the rule, the parameter and the value."""
     with pytest.raises(ConfigurationError) as caught:

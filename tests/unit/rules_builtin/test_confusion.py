@@ -28,8 +28,9 @@ ONE_WRONG = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 0])  # class 9 predicted as 0
 def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """The shared ``make_trial`` (conftest), collections given second."""
 
-    def make(steps: Mapping[int, Mapping[str, object]],
-             collections: Sequence[Collection] = ()) -> Any:
+    def make(
+        steps: Mapping[int, Mapping[str, object]], collections: Sequence[Collection] = ()
+    ) -> Any:
         return make_trial(steps, collections=collections)
 
     return make
@@ -48,8 +49,9 @@ def test_identity_does_not_fire(make_trial: Callable[..., Any]) -> None:
 
 def test_one_wrong_of_ten_classes_fires(make_trial: Callable[..., Any]) -> None:
     """Ten classes with one sample mispredicted fire at that step (2019 vector)."""
-    trial = make_trial({0: {"labels": TEN, "predictions": TEN},
-                        1: {"labels": TEN, "predictions": ONE_WRONG}})
+    trial = make_trial(
+        {0: {"labels": TEN, "predictions": TEN}, 1: {"labels": TEN, "predictions": ONE_WRONG}}
+    )
     result = invoke_rule(Confusion(trial), raise_eval_cond=False)
     assert result.fired_steps == (1,)
     assert result.steps_evaluated == 2
@@ -62,12 +64,15 @@ def test_off_diagonal_bound_alone_fires(make_trial: Callable[..., Any]) -> None:
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (4,)
 
 
-def test_defaults_find_tensors_named_labels_and_predictions(
-        make_trial: Callable[..., Any]) -> None:
+def test_defaults_find_tensors_named_labels_and_predictions(make_trial: Callable[..., Any]) -> None:
     """Without arguments the rule reads tensors named exactly labels/predictions (2019 vector)."""
     labels = np.repeat(np.arange(3), 20)
-    trial = make_trial({0: {"labels": labels, "predictions": labels},
-                        1: {"labels": labels, "predictions": np.roll(labels, 20)}})
+    trial = make_trial(
+        {
+            0: {"labels": labels, "predictions": labels},
+            1: {"labels": labels, "predictions": np.roll(labels, 20)},
+        }
+    )
     result = invoke_rule(Confusion(trial), raise_eval_cond=False)
     assert result.fired_steps == (1,)
 
@@ -81,13 +86,16 @@ def test_recall_just_above_min_diag_does_not_fire(make_trial: Callable[..., Any]
     assert invoke_rule(Confusion(trial), raise_eval_cond=False).fired_steps == ()
 
 
-def test_collections_are_used_when_no_tensor_has_the_name(
-        make_trial: Callable[..., Any]) -> None:
+def test_collections_are_used_when_no_tensor_has_the_name(make_trial: Callable[..., Any]) -> None:
     """Labels and predictions are found through labels_collection / predictions_collection."""
-    collections = [Collection("y", include_regex=["^truth_"]),
-                   Collection("yhat", include_regex=["^guess_"])]
-    trial = make_trial({0: {"truth_0": TEN, "guess_0": TEN},
-                        1: {"truth_0": TEN, "guess_0": ONE_WRONG}}, collections)
+    collections = [
+        Collection("y", include_regex=["^truth_"]),
+        Collection("yhat", include_regex=["^guess_"]),
+    ]
+    trial = make_trial(
+        {0: {"truth_0": TEN, "guess_0": TEN}, 1: {"truth_0": TEN, "guess_0": ONE_WRONG}},
+        collections,
+    )
     rule = Confusion(trial, labels_collection="y", predictions_collection="yhat")
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (1,)
 
@@ -102,8 +110,12 @@ def test_custom_tensor_names(make_trial: Callable[..., Any]) -> None:
 def test_probability_rows_are_reduced_by_argmax(make_trial: Callable[..., Any]) -> None:
     """Predictions of shape (n, classes) count as their argmax class."""
     scores = np.eye(10, dtype=np.float32)[ONE_WRONG]
-    trial = make_trial({0: {"labels": TEN, "predictions": np.eye(10, dtype=np.float32)},
-                        1: {"labels": TEN, "predictions": scores}})
+    trial = make_trial(
+        {
+            0: {"labels": TEN, "predictions": np.eye(10, dtype=np.float32)},
+            1: {"labels": TEN, "predictions": scores},
+        }
+    )
     assert invoke_rule(Confusion(trial), raise_eval_cond=False).fired_steps == (1,)
 
 
@@ -135,8 +147,11 @@ def test_firing_reason_names_tensors_recall_and_min_diag(make_trial: Callable[..
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (4, ["labels", "predictions"])
     assert (reason["quantity"], reason["value"]) == ("recall of class 9", 0)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("min_diag", 0.9, "<")
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "min_diag",
+        0.9,
+        "<",
+    )
     assert "class 9: recall 0 < min_diag 0.9 at step 4" in reason["sentence"]
     assert rule.evidence.comparisons == 2 * 9 + 1
 
@@ -163,13 +178,16 @@ def test_class_ids_round_binary_probabilities() -> None:
     assert class_ids(np.array([0.1, 0.9, 0.4])).tolist() == [0.0, 1.0, 0.0]
 
 
-@pytest.mark.parametrize("kwargs, name, value", [
-    ({"category_no": "many"}, "category_no", "many"),
-    ({"category_no": "2.5"}, "category_no", "2.5"),
-    ({"category_no": "0"}, "category_no", "0"),
-    ({"min_diag": "high"}, "min_diag", "high"),
-    ({"max_off_diag": "x"}, "max_off_diag", "x"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name, value",
+    [
+        ({"category_no": "many"}, "category_no", "many"),
+        ({"category_no": "2.5"}, "category_no", "2.5"),
+        ({"category_no": "0"}, "category_no", "0"),
+        ({"min_diag": "high"}, "min_diag", "high"),
+        ({"max_off_diag": "x"}, "max_off_diag", "x"),
+    ],
+)
 def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None:
     """A bad parameter is a ConfigurationError naming the rule, the parameter and the value."""
     with pytest.raises(ConfigurationError) as caught:
@@ -180,15 +198,21 @@ def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None
 
 def test_only_the_trained_model_is_judged(make_trial: Callable[..., Any]) -> None:
     """An untrained model's predictions at step 0 do not fire; the newest step is judged."""
-    trial = make_trial({0: {"labels": TEN, "predictions": np.zeros(10)},
-                        5: {"labels": TEN, "predictions": TEN}})
+    trial = make_trial(
+        {0: {"labels": TEN, "predictions": np.zeros(10)}, 5: {"labels": TEN, "predictions": TEN}}
+    )
     assert invoke_rule(Confusion(trial)).fired_steps == ()
 
 
 def test_a_bad_trained_model_fires_at_the_step_judged(make_trial: Callable[..., Any]) -> None:
     """When the newest step's matrix breaks a bound, the rule fires at that step."""
-    trial = make_trial({0: {"labels": TEN, "predictions": TEN},
-                        5: {"labels": TEN, "predictions": ONE_WRONG}, 7: {"other": TEN}})
+    trial = make_trial(
+        {
+            0: {"labels": TEN, "predictions": TEN},
+            5: {"labels": TEN, "predictions": ONE_WRONG},
+            7: {"other": TEN},
+        }
+    )
     rule = Confusion(trial)
     assert invoke_rule(rule).fired_steps == (5,)
     assert rule.evidence.summary()["reasons"][0]["step"] == 5
@@ -199,8 +223,7 @@ def test_validation_predictions_are_preferred(tmp_path: Path) -> None:
     writer = TrialWriter(tmp_path / "t")
     writer.write_collections([])
     writer.write_step(0, {"labels": TEN, "predictions": TEN}, mode=ModeKeys.TRAIN, mode_step=0)
-    writer.write_step(1, {"labels": TEN, "predictions": ONE_WRONG}, mode=ModeKeys.EVAL,
-                      mode_step=0)
+    writer.write_step(1, {"labels": TEN, "predictions": ONE_WRONG}, mode=ModeKeys.EVAL, mode_step=0)
     writer.write_step(2, {"labels": TEN, "predictions": TEN}, mode=ModeKeys.TRAIN, mode_step=1)
     writer.end_training()
     trial = create_trial(str(tmp_path / "t"))

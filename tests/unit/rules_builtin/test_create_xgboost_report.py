@@ -18,8 +18,21 @@ from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.create_xgboost_report import CreateXgboostReport
 
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-        "track", "wbr"}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 XGBOOST_COLLECTIONS = [
     Collection("metrics", include_regex=["^(train|validation)-"]),
     Collection("feature_importance", include_regex=["^feature_importance/"]),
@@ -74,8 +87,12 @@ def parse(path: Path) -> WellFormed:
 def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """The shared ``make_trial`` (conftest): TRAIN steps, XGBoost's collections."""
 
-    def make(steps: Mapping[int, Mapping[str, object]], *, name: str | None = None,
-             collections: list[Collection] = XGBOOST_COLLECTIONS) -> Any:
+    def make(
+        steps: Mapping[int, Mapping[str, object]],
+        *,
+        name: str | None = None,
+        collections: list[Collection] = XGBOOST_COLLECTIONS,
+    ) -> Any:
         modes = {step: (ModeKeys.TRAIN, step) for step in steps}
         return make_trial(steps, collections=collections, modes=modes, name=name)
 
@@ -86,12 +103,17 @@ def xgboost_steps(n: int = 11, *, classification: bool = True) -> dict[int, dict
     """What the XGBoost hook saves: metrics every step; importances, labels and predictions
     every 5 steps; hyperparameters at step 0."""
     rng = np.random.default_rng(0)
-    labels = (np.arange(200) % 3).astype(np.float32) if classification \
+    labels = (
+        (np.arange(200) % 3).astype(np.float32)
+        if classification
         else rng.normal(size=200).astype(np.float32)
+    )
     steps: dict[int, dict[str, object]] = {}
     for s in range(n):
-        tensors: dict[str, object] = {"train-rmse": np.float32(1 / (s + 1)),
-                                      "validation-rmse": np.float32(1.2 / (s + 1))}
+        tensors: dict[str, object] = {
+            "train-rmse": np.float32(1 / (s + 1)),
+            "validation-rmse": np.float32(1.2 / (s + 1)),
+        }
         if s % 5 == 0:
             weights = rng.random(8)
             for i, w in enumerate(weights / weights.sum()):
@@ -99,8 +121,11 @@ def xgboost_steps(n: int = 11, *, classification: bool = True) -> dict[int, dict
                 tensors[f"feature_importance/gain/f{i}"] = np.float32(w)
             noise = rng.random(200) < 0.1
             tensors["labels"] = labels
-            tensors["predictions"] = np.where(noise, (labels + 1) % 3, labels) \
-                if classification else labels + rng.normal(scale=0.1, size=200).astype(np.float32)
+            tensors["predictions"] = (
+                np.where(noise, (labels + 1) % 3, labels)
+                if classification
+                else labels + rng.normal(scale=0.1, size=200).astype(np.float32)
+            )
         if s == 0:
             tensors["hyperparameters/max_depth"] = np.int64(5)
             tensors["hyperparameters/objective"] = np.array(["multi:softmax"])
@@ -135,8 +160,7 @@ def test_full_trial_report(make_trial: Callable[..., Any], tmp_path: Path) -> No
     assert "multi:softmax" in text and "recall" in text and "validation" in text
 
 
-def test_partial_trial_says_what_is_missing(make_trial: Callable[..., Any],
-                                            tmp_path: Path) -> None:
+def test_partial_trial_says_what_is_missing(make_trial: Callable[..., Any], tmp_path: Path) -> None:
     """A trial with metrics only still gets a report naming the missing collections."""
     steps = {s: {"train-rmse": np.float32(1.0 / (s + 1))} for s in range(3)}
     trial = make_trial(steps, collections=[])
@@ -156,8 +180,9 @@ def test_trial_without_known_tensors(make_trial: Callable[..., Any], tmp_path: P
     assert report.ids >= {"summary", "missing"} and "metrics" not in report.ids
 
 
-def test_tensors_in_the_report_count_as_checked(make_trial: Callable[..., Any],
-                                               tmp_path: Path) -> None:
+def test_tensors_in_the_report_count_as_checked(
+    make_trial: Callable[..., Any], tmp_path: Path
+) -> None:
     """A report writer has no firing reason: the tensors whose values went into the report are
     recorded as checked at their steps (every one of the 11 steps has metrics)."""
     rule = CreateXgboostReport(make_trial(xgboost_steps()), output_dir=str(tmp_path / "out"))
@@ -169,20 +194,23 @@ def test_tensors_in_the_report_count_as_checked(make_trial: Callable[..., Any],
     assert summary["tensors_checked"] == 2 + 16 + 2 + 2
 
 
-def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any],
-                                            tmp_path: Path) -> None:
+def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any], tmp_path: Path) -> None:
     """A trial with no XGBoost tensor records nothing (the report still lists the gaps); the
     error names the XGBoost collections to save."""
-    trial = make_trial({s: {"loss": np.float32(1), "dense/kernel": np.ones(3, np.float32)}
-                        for s in range(3)}, collections=[])
+    trial = make_trial(
+        {s: {"loss": np.float32(1), "dense/kernel": np.ones(3, np.float32)} for s in range(3)},
+        collections=[],
+    )
     rule = CreateXgboostReport(trial, output_dir=str(tmp_path / "out"))
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == ()
     assert (tmp_path / "out" / "xgboost_report.html").is_file()
     assert not rule.evidence.checked_anything()
     text = str(nothing_checked_error(rule, steps_visited=3))
     assert "XGBoost's tensors (metrics, feature_importance/<type>/<feature>" in text
-    assert "save the metrics, feature_importance, labels, predictions and hyperparameters " \
-           "collections with the XGBoost hook" in text
+    assert (
+        "save the metrics, feature_importance, labels, predictions and hyperparameters "
+        "collections with the XGBoost hook" in text
+    )
 
 
 def test_regression_report(make_trial: Callable[..., Any], tmp_path: Path) -> None:
@@ -200,8 +228,9 @@ def test_names_are_escaped(make_trial: Callable[..., Any], tmp_path: Path) -> No
     assert "<b>job</b> & co" in " ".join(report.text) and "b" not in report.tags
 
 
-def test_written_atomically_without_leftovers(make_trial: Callable[..., Any],
-                                              tmp_path: Path) -> None:
+def test_written_atomically_without_leftovers(
+    make_trial: Callable[..., Any], tmp_path: Path
+) -> None:
     """The temporary file lives in .sagemaker-ignore and is gone after the rename."""
     trial = make_trial(xgboost_steps(3))
     out = tmp_path / "out"
@@ -220,8 +249,7 @@ def test_last_step_is_in_the_report(make_trial: Callable[..., Any], tmp_path: Pa
 def test_default_output_dir() -> None:
     """Without output_dir the report goes under /opt/ml/processing/output/rule."""
     rule = CreateXgboostReport(None)
-    assert rule.report_path == Path(
-        "/opt/ml/processing/output/rule/xgboost_report.html")
+    assert rule.report_path == Path("/opt/ml/processing/output/rule/xgboost_report.html")
 
 
 def test_unwritable_output_dir(make_trial: Callable[..., Any], tmp_path: Path) -> None:
@@ -234,7 +262,8 @@ def test_unwritable_output_dir(make_trial: Callable[..., Any], tmp_path: Path) -
 
 
 def test_finished_trial_is_written_at_first_and_last_step(
-        make_trial: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_trial: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Replaying a finished trial writes the report twice: at the first and the last step."""
     from rules_builtin import create_xgboost_report as module
 

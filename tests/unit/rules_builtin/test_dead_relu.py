@@ -38,8 +38,9 @@ def test_zero_initialised_layer_fires_at_step_0(make_trial: Callable[..., Any]) 
     intended 2019 test)."""
     x = RNG.normal(size=(32, 8)).astype(np.float32)
     out = np.maximum(x @ np.zeros((8, 16), np.float32) + np.zeros(16, np.float32), 0)
-    trial = make_trial({0: {"dense0_relu_output": out},
-                        1: {"dense0_relu_output": relu_output(32, 16, 0)}})
+    trial = make_trial(
+        {0: {"dense0_relu_output": out}, 1: {"dense0_relu_output": relu_output(32, 16, 0)}}
+    )
     assert fired(DeadRelu(trial)) == (0,)
 
 
@@ -50,10 +51,15 @@ def test_healthy_layers_do_not_fire(make_trial: Callable[..., Any]) -> None:
 
 
 def test_fires_only_when_more_than_threshold_layer_units_are_dead(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """10 dead units of 16 (62.5 %) fire; 8 of 16 (exactly 50 %) do not."""
-    trial = make_trial({0: {"l_relu_output": relu_output(64, 16, 8)},
-                        1: {"l_relu_output": relu_output(64, 16, 10)}})
+    trial = make_trial(
+        {
+            0: {"l_relu_output": relu_output(64, 16, 8)},
+            1: {"l_relu_output": relu_output(64, 16, 10)},
+        }
+    )
     assert fired(DeadRelu(trial)) == (1,)
 
 
@@ -79,11 +85,16 @@ def test_tensor_regex_selects_the_layers(make_trial: Callable[..., Any]) -> None
     assert fired(DeadRelu(trial, tensor_regex=".*relu_output,dead_act")) == (0,)
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("threshold_inactivity", "one"), ("threshold_layer", "half"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("threshold_inactivity", "one"),
+        ("threshold_layer", "half"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial({0: {"a_relu_output": relu_output(4, 4, 0)}})
     with pytest.raises(ConfigurationError, match=rf"DeadRelu parameter {parameter} .*'{value}'"):
@@ -100,5 +111,8 @@ def test_bad_tensor_regex_is_a_configuration_error(make_trial: Callable[..., Any
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in DeadRelu.PARAMETERS}
-    assert declared == {"tensor_regex": None, "threshold_inactivity": "1.0",
-                        "threshold_layer": "50.0"}
+    assert declared == {
+        "tensor_regex": None,
+        "threshold_inactivity": "1.0",
+        "threshold_layer": "50.0",
+    }

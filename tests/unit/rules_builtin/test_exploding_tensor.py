@@ -22,8 +22,10 @@ from rules_builtin import registry
 from rules_builtin.exploding_tensor import ExplodingTensor
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
-COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
-               Collection("gradients", include_regex=["^gradients/"])]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^weights/"]),
+    Collection("gradients", include_regex=["^gradients/"]),
+]
 NAN, INF = float("nan"), float("inf")
 
 
@@ -106,9 +108,11 @@ def test_integer_and_shape_only_tensors_are_skipped(make_trial: Callable[..., An
 
 
 def test_reductions_only_tensors_are_judged_by_their_reductions(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """A reductions-only gradient with a NaN mean fires; one with only an infinite max fires
     by default but not with only_nan."""
+
     def saved(*values: float) -> dict[str, Any]:
         return {"gradients/w": compute_reductions(arrays(*values), ["mean", "max"])}
 
@@ -127,10 +131,15 @@ def test_firing_reason_names_tensor_count_and_limit(make_trial: Callable[..., An
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (2, ["gradients/w"])
     assert (reason["quantity"], reason["value"]) == ("NaN or infinite elements", 2)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("non-finite elements allowed", 0, ">")
-    assert "gradients/w holds 2 NaN or infinite elements (1 NaN, 1 inf) at step 2" \
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "non-finite elements allowed",
+        0,
+        ">",
+    )
+    assert (
+        "gradients/w holds 2 NaN or infinite elements (1 NaN, 1 inf) at step 2"
         in reason["sentence"]
+    )
 
 
 def test_skipped_tensors_are_not_counted_as_checked(make_trial: Callable[..., Any]) -> None:
@@ -144,8 +153,9 @@ def test_skipped_tensors_are_not_counted_as_checked(make_trial: Callable[..., An
 
 def test_selection_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
     """A tensor_regex matching no tensor records nothing; the error names tensor_regex."""
-    rule = ExplodingTensor(make_trial({s: healthy(s) for s in range(3)}),
-                           tensor_regex=".*relu_output")
+    rule = ExplodingTensor(
+        make_trial({s: healthy(s) for s in range(3)}), tensor_regex=".*relu_output"
+    )
     assert fired(rule) == ()
     assert not rule.evidence.checked_anything()
     text = str(nothing_checked_error(rule, steps_visited=3))
@@ -163,12 +173,17 @@ def test_exploding_fixture_matches_smdebug() -> None:
 def test_parameter_errors(make_trial: Callable[..., Any]) -> None:
     """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
     trial = make_trial({0: healthy(0)})
-    with pytest.raises(ConfigurationError, match=re.escape(
-            "ExplodingTensor parameter only_nan must be true or false, got 'maybe'")):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape("ExplodingTensor parameter only_nan must be true or false, got 'maybe'"),
+    ):
         ExplodingTensor(trial, only_nan="maybe")
-    with pytest.raises(ConfigurationError, match=re.escape(
-            "ExplodingTensor parameter tensor_regex has an invalid regular expression "
-            "'gradients/('")):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "ExplodingTensor parameter tensor_regex has an invalid regular expression 'gradients/('"
+        ),
+    ):
         ExplodingTensor(trial, tensor_regex="weights, gradients/(")
 
 

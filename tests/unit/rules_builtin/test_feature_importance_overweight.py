@@ -31,8 +31,9 @@ def test_registered() -> None:
 
 def test_fires_at_the_step_importance_concentrates(make_trial: Callable[..., Any]) -> None:
     """Spread importances do not fire; concentrated ones at step 10 do."""
-    trial = make_trial({0: importances(SPREAD), 5: importances(SPREAD),
-                        10: importances(CONCENTRATED)})
+    trial = make_trial(
+        {0: importances(SPREAD), 5: importances(SPREAD), 10: importances(CONCENTRATED)}
+    )
     result = invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False)
     assert result.fired_steps == (10,)
 
@@ -61,15 +62,15 @@ def test_nfeatures_changes_the_share(make_trial: Callable[..., Any]) -> None:
 def test_few_features_fire(make_trial: Callable[..., Any]) -> None:
     """A model that used only nfeatures features has all its importance on them: fires."""
     trial = make_trial({0: importances([0.6, 0.4])})
-    assert invoke_rule(FeatureImportanceOverweight(trial),
-                       raise_eval_cond=False).fired_steps == (0,)
+    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == (
+        0,
+    )
 
 
 def test_only_weight_importances_by_default(make_trial: Callable[..., Any]) -> None:
     """Concentrated gain importances are ignored by the default tensor_regex."""
     trial = make_trial({0: {**importances(SPREAD), **importances(CONCENTRATED, "gain")}})
-    assert invoke_rule(FeatureImportanceOverweight(trial),
-                       raise_eval_cond=False).fired_steps == ()
+    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == ()
     rule = FeatureImportanceOverweight(trial, tensor_regex="feature_importance/gain/")
     assert invoke_rule(rule, raise_eval_cond=False).fired_steps == (0,)
 
@@ -77,8 +78,9 @@ def test_only_weight_importances_by_default(make_trial: Callable[..., Any]) -> N
 def test_vector_of_importances(make_trial: Callable[..., Any]) -> None:
     """One tensor holding all importances counts each element as a feature."""
     trial = make_trial({3: {"feature_importance/weight": np.array(CONCENTRATED)}})
-    assert invoke_rule(FeatureImportanceOverweight(trial),
-                       raise_eval_cond=False).fired_steps == (3,)
+    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == (
+        3,
+    )
 
 
 def test_step_without_importances_is_skipped(make_trial: Callable[..., Any]) -> None:
@@ -97,10 +99,15 @@ def test_firing_reason_names_tensors_share_and_threshold(make_trial: Callable[..
     assert reason["tensors"] == [f"feature_importance/weight/f{i}" for i in range(6)]
     assert reason["quantity"] == "share of the 3 largest feature importances"
     assert reason["value"] == pytest.approx(0.85)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold", 0.8, ">")
-    assert "the 3 largest of 6 feature importances hold 0.85 > threshold 0.8 of the total at " \
-           "step 10" in reason["sentence"]
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold",
+        0.8,
+        ">",
+    )
+    assert (
+        "the 3 largest of 6 feature importances hold 0.85 > threshold 0.8 of the total at "
+        "step 10" in reason["sentence"]
+    )
 
 
 def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any]) -> None:
@@ -115,13 +122,16 @@ def test_deep_learning_trial_checks_nothing(make_trial: Callable[..., Any]) -> N
     assert "set tensor_regex" in text
 
 
-@pytest.mark.parametrize("kwargs, name, value", [
-    ({"threshold": "most"}, "threshold", "most"),
-    ({"nfeatures": "three"}, "nfeatures", "three"),
-    ({"nfeatures": "0"}, "nfeatures", "0"),
-    ({"nfeatures": "2.5"}, "nfeatures", "2.5"),
-    ({"tensor_regex": "(feature"}, "tensor_regex", "(feature"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name, value",
+    [
+        ({"threshold": "most"}, "threshold", "most"),
+        ({"nfeatures": "three"}, "nfeatures", "three"),
+        ({"nfeatures": "0"}, "nfeatures", "0"),
+        ({"nfeatures": "2.5"}, "nfeatures", "2.5"),
+        ({"tensor_regex": "(feature"}, "tensor_regex", "(feature"),
+    ],
+)
 def test_parameter_errors(kwargs: dict[str, str], name: str, value: str) -> None:
     """A bad parameter is a ConfigurationError naming the rule, the parameter and the value."""
     with pytest.raises(ConfigurationError) as caught:
@@ -137,7 +147,10 @@ def test_a_first_tree_using_few_features_is_not_judged(make_trial: Callable[...,
 
 
 def test_a_model_that_keeps_using_few_features_fires_at_the_end(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """A model still using <= nfeatures features when the data ends fires at its newest step."""
     trial = make_trial({0: importances([1.0]), 4: importances([0.7, 0.3]), 8: {"other": 1.0}})
-    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == (4,)
+    assert invoke_rule(FeatureImportanceOverweight(trial), raise_eval_cond=False).fired_steps == (
+        4,
+    )

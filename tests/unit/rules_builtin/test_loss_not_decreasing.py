@@ -31,8 +31,9 @@ Step = tuple[int, ModeKeys, float]  # global step, mode, loss
 def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """``make_trial(steps)``: an ended trial saving ``loss`` at (global step, mode, value)."""
 
-    def make(steps: Sequence[Step], *, name: str = "loss",
-             extra: dict[str, object] | None = None) -> Any:
+    def make(
+        steps: Sequence[Step], *, name: str = "loss", extra: dict[str, object] | None = None
+    ) -> Any:
         tensors, modes, counters = {}, {}, {}
         for step, mode, value in steps:
             mode_step = counters.get(mode, 0) if mode != GLOBAL else step
@@ -93,12 +94,13 @@ def test_vector_2_fires_at_12_and_24_not_first_at_24(make_trial: Callable[..., A
 
 def test_steadily_decreasing_loss_does_not_fire(make_trial: Callable[..., Any]) -> None:
     """A loss falling 5 % per step never fires."""
-    trial = make_trial(global_steps({s: 0.95 ** s for s in range(40)}))
+    trial = make_trial(global_steps({s: 0.95**s for s in range(40)}))
     assert fired(LossNotDecreasing(trial)) == ()
 
 
 def test_evaluates_every_num_steps_against_the_newest_step_num_steps_back(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """Saving every 3 steps with num_steps 10, a flat loss is evaluated (and fires) at steps 12,
     24 and 36: each the first saved step 10 or more after the last evaluation."""
     trial = make_trial(global_steps({s: 1.0 for s in range(0, 40, 3)}))
@@ -113,14 +115,16 @@ def test_a_small_decrease_below_diff_percent_fires(make_trial: Callable[..., Any
 
 
 def test_rising_above_the_best_value_fires_until_back_within_the_threshold(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """After a spike (step 2), a loss going down again still fires while it is more than
     increase_threshold_percent above its lowest value (0.5 at step 1)."""
     values = {0: 1.0, 1: 0.5, 2: 2.0, 3: 1.0, 4: 0.51}
     trial = make_trial(global_steps(values))
     assert fired(LossNotDecreasing(trial, num_steps="1")) == (2, 3)
-    relaxed = LossNotDecreasing(make_trial(global_steps(values)), num_steps="1",
-                                increase_threshold_percent="100")
+    relaxed = LossNotDecreasing(
+        make_trial(global_steps(values)), num_steps="1", increase_threshold_percent="100"
+    )
     assert fired(relaxed) == (2,)
 
 
@@ -158,7 +162,8 @@ def test_explicit_mode_train_ignores_eval(make_trial: Callable[..., Any]) -> Non
 
 
 def test_explicit_mode_global_follows_training_and_never_pools_modes(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """mode=GLOBAL follows the training series in TRAIN mode steps; EVAL values never join it."""
     steps = [(0, TRAIN, 1.0), (1, EVAL, 2.0)]
     assert fired(LossNotDecreasing(make_trial(steps), num_steps="1", mode="GLOBAL")) == ()
@@ -175,8 +180,7 @@ def test_unset_mode_prefers_eval_once_comparable(make_trial: Callable[..., Any])
 # ---------------------------------------------------------------------- selection
 
 
-def test_tensors_outside_the_losses_collection_need_a_regex(
-        make_trial: Callable[..., Any]) -> None:
+def test_tensors_outside_the_losses_collection_need_a_regex(make_trial: Callable[..., Any]) -> None:
     """A flat tensor outside `losses` is checked only when tensor_regex names it."""
     steps = global_steps({0: 0.9, 1: 0.8})
     trial = make_trial(steps, extra={"metric": np.float32(1.0)})
@@ -188,13 +192,15 @@ def test_tensors_outside_the_losses_collection_need_a_regex(
 def test_non_scalar_tensors_are_ignored(make_trial: Callable[..., Any]) -> None:
     """A selected tensor with more than one element is never checked."""
     trial = make_trial(global_steps({0: 1.0, 1: 1.0}), extra={"vec": np.ones(3, np.float32)})
-    rule = LossNotDecreasing(trial, num_steps="1", tensor_regex="vec",
-                             use_losses_collection="false")
+    rule = LossNotDecreasing(
+        trial, num_steps="1", tensor_regex="vec", use_losses_collection="false"
+    )
     assert fired(rule) == ()
 
 
 def test_use_losses_collection_false_without_selection_is_an_error(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """With use_losses_collection false, collection_names or tensor_regex is required."""
     trial = make_trial(global_steps({0: 1.0}))
     with pytest.raises(ConfigurationError, match="collection_names or tensor_regex"):
@@ -204,17 +210,25 @@ def test_use_losses_collection_false_without_selection_is_an_error(
 # ---------------------------------------------------------------------- parameters
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("num_steps", "ten"), ("num_steps", "0"), ("diff_percent", "lots"),
-    ("increase_threshold_percent", "5%"), ("use_losses_collection", "maybe"),
-    ("mode", "TRAINING"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("num_steps", "ten"),
+        ("num_steps", "0"),
+        ("diff_percent", "lots"),
+        ("increase_threshold_percent", "5%"),
+        ("use_losses_collection", "maybe"),
+        ("mode", "TRAINING"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial(global_steps({0: 1.0}))
-    with pytest.raises(ConfigurationError,
-                       match=rf"LossNotDecreasing parameter {parameter} .*'{value}'"):
+    with pytest.raises(
+        ConfigurationError, match=rf"LossNotDecreasing parameter {parameter} .*'{value}'"
+    ):
         LossNotDecreasing(trial, **{parameter: value})
 
 
@@ -228,9 +242,15 @@ def test_bad_tensor_regex_is_a_configuration_error(make_trial: Callable[..., Any
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in LossNotDecreasing.PARAMETERS}
-    assert declared == {"collection_names": None, "tensor_regex": None,
-                        "use_losses_collection": "True", "num_steps": "10",
-                        "diff_percent": "0.1", "increase_threshold_percent": "5", "mode": None}
+    assert declared == {
+        "collection_names": None,
+        "tensor_regex": None,
+        "use_losses_collection": "True",
+        "num_steps": "10",
+        "diff_percent": "0.1",
+        "increase_threshold_percent": "5",
+        "mode": None,
+    }
 
 
 # ---------------------------------------------------------------------- Keras-like and real trials
@@ -260,8 +280,7 @@ def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
     assert reasons[0]["parameter"] == "diff_percent"
 
 
-def test_keras_epoch_end_training_mean_is_not_an_eval_value(
-        keras_like: Callable[..., Any]) -> None:
+def test_keras_epoch_end_training_mean_is_not_an_eval_value(keras_like: Callable[..., Any]) -> None:
     """mode=EVAL never evaluates or compares with the epoch-end step's training mean."""
     trial = keras_like("healthy", epochs=8, train_batches=4, val_batches=3)
     rule = LossNotDecreasing(trial, mode="EVAL", num_steps="3")
@@ -275,8 +294,15 @@ def test_keras_epoch_end_training_mean_is_not_an_eval_value(
 def test_num_steps_counts_mode_steps_not_global_steps(make_trial: Callable[..., Any]) -> None:
     """EVAL steps between TRAIN steps do not stretch the window: TRAIN step 2 is compared with
     TRAIN step 0 at num_steps=2 although they are 6 global steps apart."""
-    steps = [(0, TRAIN, 1.0), (1, EVAL, 3.0), (2, EVAL, 3.0), (3, TRAIN, 1.0), (4, EVAL, 3.0),
-             (5, EVAL, 3.0), (6, TRAIN, 1.0)]
+    steps = [
+        (0, TRAIN, 1.0),
+        (1, EVAL, 3.0),
+        (2, EVAL, 3.0),
+        (3, TRAIN, 1.0),
+        (4, EVAL, 3.0),
+        (5, EVAL, 3.0),
+        (6, TRAIN, 1.0),
+    ]
     rule = LossNotDecreasing(make_trial(steps), num_steps="2", mode="TRAIN")
     assert _run(rule) == (6,)
     assert rule.evidence.summary()["reasons"][0]["mode_step"] == 2
@@ -288,8 +314,10 @@ def test_records_both_conditions_at_every_evaluation(make_trial: Callable[..., A
     assert _run(rule) == ()
     summary = rule.evidence.summary()
     assert summary["comparisons"] == 4
-    assert {c["parameter"] for c in summary["closest"]} == {"diff_percent",
-                                                            "increase_threshold_percent"}
+    assert {c["parameter"] for c in summary["closest"]} == {
+        "diff_percent",
+        "increase_threshold_percent",
+    }
 
 
 def test_selection_hint_names_the_losses_collection(make_trial: Callable[..., Any]) -> None:
@@ -308,10 +336,17 @@ def test_real_keras_trials_with_default_parameters() -> None:
 
 
 def test_eval_loss_is_not_compared_with_the_lowest_train_loss(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """A falling EVAL loss well above the TRAIN loss does not fire: the lowest value is per mode."""
-    steps = [(0, TRAIN, 1.0), (1, EVAL, 2.0), (2, TRAIN, 0.5), (3, EVAL, 1.8), (4, TRAIN, 0.25),
-             (5, EVAL, 1.6)]
+    steps = [
+        (0, TRAIN, 1.0),
+        (1, EVAL, 2.0),
+        (2, TRAIN, 0.5),
+        (3, EVAL, 1.8),
+        (4, TRAIN, 0.25),
+        (5, EVAL, 1.6),
+    ]
     rule = LossNotDecreasing(make_trial(steps), num_steps="1")
     assert _run(rule) == ()
     assert rule.evidence.comparisons == 6
@@ -323,14 +358,16 @@ def test_compares_window_means(make_trial: Callable[..., Any]) -> None:
     rule = LossNotDecreasing(make_trial(global_steps({s: 1.0 for s in range(21)})))
     assert _run(rule) == (10, 20)
     reason = rule.evidence.summary()["reasons"][-1]
-    assert reason["quantity"].startswith("decrease (%) of the mean of the loss over GLOBAL "
-                                         "steps 11..20 from its mean over GLOBAL steps 1..10")
+    assert reason["quantity"].startswith(
+        "decrease (%) of the mean of the loss over GLOBAL "
+        "steps 11..20 from its mean over GLOBAL steps 1..10"
+    )
 
 
 def test_noisy_decreasing_dense_loss_is_quiet(make_trial: Callable[..., Any]) -> None:
     """A loss saved every step, falling 1 % per step with +-10 % batch noise, does not fire once
     the windows are full (from step 19 on), though single values 10 steps apart often rise."""
-    noisy = {s: 0.99 ** s * (1 + 0.1 * np.sin(2.3 * s)) for s in range(80)}
+    noisy = {s: 0.99**s * (1 + 0.1 * np.sin(2.3 * s)) for s in range(80)}
     rule = LossNotDecreasing(make_trial(global_steps(noisy)))
     assert [s for s in _run(rule) if s >= 19] == []
     assert any(noisy[s] >= noisy[s - 10] for s in range(19, 80))

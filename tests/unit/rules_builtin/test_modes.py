@@ -38,7 +38,8 @@ def test_the_writer_reproduces_keras_duplicate_loss_entries(tmp_path: Path) -> N
 
 
 def test_is_epoch_end_log_only_at_eval_steps_with_the_val_counterpart(
-        keras_like: Callable[..., Any]) -> None:
+    keras_like: Callable[..., Any],
+) -> None:
     """Only the last EVAL step of each epoch is an epoch-end log of `loss`, never of `val_loss`."""
     trial = keras_like(epochs=2, train_batches=4, val_batches=2)
     ends = [s for s in trial.steps() if is_epoch_end_log(trial, "loss", s)]
@@ -48,7 +49,8 @@ def test_is_epoch_end_log_only_at_eval_steps_with_the_val_counterpart(
 
 
 def test_value_in_mode_skips_the_epoch_end_log_and_other_modes(
-        keras_like: Callable[..., Any]) -> None:
+    keras_like: Callable[..., Any],
+) -> None:
     """The epoch-end `loss` is neither an EVAL nor a TRAIN value; other modes' values are None."""
     trial = keras_like(epochs=1, train_batches=4, val_batches=2)
     assert value_in_mode(trial, "loss", 0, TRAIN) is not None
@@ -82,9 +84,11 @@ def test_real_keras_trial_epoch_end_steps_match_the_hooks_duplicate_entries() ->
     generator found listing `loss` twice."""
     path = hook_trial("keras_healthy")
     labels = json.loads((path / "labels.json").read_text())
-    duplicates = [d["global_step"] for d in
-                  labels["written_by_hook"]["index_files_with_duplicate_entries"]
-                  if "loss" in d["names"]]
+    duplicates = [
+        d["global_step"]
+        for d in labels["written_by_hook"]["index_files_with_duplicate_entries"]
+        if "loss" in d["names"]
+    ]
     with create_trial(str(path)) as trial:
         ends = [s for s in trial.steps() if is_epoch_end_log(trial, "loss", s)]
         assert ends == duplicates

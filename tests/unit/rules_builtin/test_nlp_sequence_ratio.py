@@ -20,8 +20,9 @@ NAME = "embedding0_input_0"
 
 def sequences(padding: int, unknown: int = 0, total: int = 100) -> np.ndarray:
     """4 sequences of 25 token ids: ``padding`` zeros, ``unknown`` ones, the rest 5..."""
-    ids = np.concatenate([np.zeros(padding), np.ones(unknown),
-                          np.arange(5, 5 + total - padding - unknown)])
+    ids = np.concatenate(
+        [np.zeros(padding), np.ones(unknown), np.arange(5, 5 + total - padding - unknown)]
+    )
     return ids.astype(np.int64).reshape(4, -1)
 
 
@@ -36,8 +37,9 @@ def test_registered() -> None:
 
 def test_mostly_padding_fires_at_that_step(make_trial: Callable[..., Any]) -> None:
     """60 % padding (token 0) exceeds the default 50 % at step 1; 50 % exactly does not."""
-    trial = make_trial({0: {NAME: sequences(50)}, 1: {NAME: sequences(60)},
-                        2: {NAME: sequences(10)}})
+    trial = make_trial(
+        {0: {NAME: sequences(50)}, 1: {NAME: sequences(60)}, 2: {NAME: sequences(10)}}
+    )
     assert fired(NLPSequenceRatio(trial)) == (1,)
 
 
@@ -72,10 +74,15 @@ def test_firing_reason_names_tensor_share_and_threshold(make_trial: Callable[...
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (0, [NAME])
     assert (reason["quantity"], reason["value"]) == ("share of token 0 (%)", 60)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("token_thresholds_percent", 50, ">")
-    assert f"token 0 is 60.0% of {NAME} (> token_thresholds_percent 50%) at step 0" \
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "token_thresholds_percent",
+        50,
+        ">",
+    )
+    assert (
+        f"token 0 is 60.0% of {NAME} (> token_thresholds_percent 50%) at step 0"
         in reason["sentence"]
+    )
 
 
 def test_tensor_regex_matching_nothing_checks_nothing(make_trial: Callable[..., Any]) -> None:
@@ -95,30 +102,48 @@ def test_threshold_count_must_match_the_tokens(make_trial: Callable[..., Any]) -
         NLPSequenceRatio(trial, token_values="0,1,2", token_thresholds_percent="50,50")
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("token_values", "pad"), ("token_values", ""), ("token_thresholds_percent", "half"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("token_values", "pad"),
+        ("token_values", ""),
+        ("token_thresholds_percent", "half"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial({0: {NAME: sequences(0)}})
-    with pytest.raises(ConfigurationError,
-                       match=rf"NLPSequenceRatio parameter {parameter} .*'{value}'"):
+    with pytest.raises(
+        ConfigurationError, match=rf"NLPSequenceRatio parameter {parameter} .*'{value}'"
+    ):
         NLPSequenceRatio(trial, **{parameter: value})
 
 
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in NLPSequenceRatio.PARAMETERS}
-    assert declared == {"tensor_regex": DEFAULT_REGEX, "token_values": "0",
-                        "token_thresholds_percent": "50"}
+    assert declared == {
+        "tensor_regex": DEFAULT_REGEX,
+        "token_values": "0",
+        "token_thresholds_percent": "50",
+    }
 
 
-@pytest.mark.parametrize("name", ["embedding0_input_0", "embedding_input_0",
-                                  "encoder.embed_input_0", "embedding/inputs",
-                                  "embedding_1/inputs"])
-def test_default_finds_embedding_inputs_of_every_hook(make_trial: Callable[..., Any],
-                                                      name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "embedding0_input_0",
+        "embedding_input_0",
+        "encoder.embed_input_0",
+        "embedding/inputs",
+        "embedding_1/inputs",
+    ],
+)
+def test_default_finds_embedding_inputs_of_every_hook(
+    make_trial: Callable[..., Any], name: str
+) -> None:
     """MXNet, PyTorch and Keras names of an embedding layer's input are checked by default."""
     padded = np.zeros((4, 10), np.int64)
     rule = NLPSequenceRatio(make_trial({0: {name: padded, "dense/inputs": padded}}))

@@ -29,9 +29,11 @@ def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """``make_trial(phases)``: an ended trial from ``[(mode, [loss, ...]), ...]``, one global
     step per value, saving ``loss`` (in the losses collection) and ``acc``."""
 
-    def make(phases: Sequence[tuple[ModeKeys, Sequence[float]]], *,
-             collections: Sequence[Collection] = (Collection("losses", include_regex=["loss"]),)
-             ) -> Any:
+    def make(
+        phases: Sequence[tuple[ModeKeys, Sequence[float]]],
+        *,
+        collections: Sequence[Collection] = (Collection("losses", include_regex=["loss"]),),
+    ) -> Any:
         tensors, modes, step, counters = {}, {}, 0, {TRAIN: 0, EVAL: 0}
         for mode, values in phases:
             for value in values:
@@ -48,11 +50,20 @@ def fired(rule: Overfit) -> tuple[int, ...]:
 
 
 # Training phases of 4 steps (means 1.0), then 2 EVAL steps each.
-HEALTHY = [(TRAIN, [1.2, 1.0, 1.0, 0.8]), (EVAL, [1.0, 1.04]),
-           (TRAIN, [0.9, 0.8, 0.8, 0.7]), (EVAL, [0.82, 0.84])]
-OVERFIT = [(TRAIN, [1.2, 1.0, 1.0, 0.8]), (EVAL, [1.0, 1.04]),      # steps 0-5: ratio <= 0.04
-           (TRAIN, [0.6, 0.5, 0.5, 0.4]), (EVAL, [0.9, 0.9]),       # steps 6-11: ratio 0.8
-           (TRAIN, [0.3, 0.3, 0.3, 0.3]), (EVAL, [1.0, 1.2])]       # steps 12-17
+HEALTHY = [
+    (TRAIN, [1.2, 1.0, 1.0, 0.8]),
+    (EVAL, [1.0, 1.04]),
+    (TRAIN, [0.9, 0.8, 0.8, 0.7]),
+    (EVAL, [0.82, 0.84]),
+]
+OVERFIT = [
+    (TRAIN, [1.2, 1.0, 1.0, 0.8]),
+    (EVAL, [1.0, 1.04]),  # steps 0-5: ratio <= 0.04
+    (TRAIN, [0.6, 0.5, 0.5, 0.4]),
+    (EVAL, [0.9, 0.9]),  # steps 6-11: ratio 0.8
+    (TRAIN, [0.3, 0.3, 0.3, 0.3]),
+    (EVAL, [1.0, 1.2]),
+]  # steps 12-17
 
 
 def test_registered() -> None:
@@ -95,17 +106,25 @@ def test_tensor_regex_selects_the_compared_tensors(make_trial: Callable[..., Any
 
 
 def test_without_a_losses_collection_every_scalar_is_compared(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """A trial without a `losses` collection compares every scalar tensor."""
     assert fired(Overfit(make_trial(OVERFIT, collections=[]))) == (12, 17)
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("start_step", "first"), ("start_step", "-1"), ("patience", "1.5"), ("patience", "0"),
-    ("ratio_threshold", "tenth"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("start_step", "first"),
+        ("start_step", "-1"),
+        ("patience", "1.5"),
+        ("patience", "0"),
+        ("ratio_threshold", "tenth"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial(HEALTHY)
     with pytest.raises(ConfigurationError, match=rf"Overfit parameter {parameter} .*'{value}'"):
@@ -121,8 +140,12 @@ def test_bad_tensor_regex_is_a_configuration_error(make_trial: Callable[..., Any
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in Overfit.PARAMETERS}
-    assert declared == {"tensor_regex": None, "start_step": "0", "patience": "1",
-                        "ratio_threshold": "0.1"}
+    assert declared == {
+        "tensor_regex": None,
+        "start_step": "0",
+        "patience": "1",
+        "ratio_threshold": "0.1",
+    }
 
 
 # ---------------------------------------------------------------------- Keras-like and real trials

@@ -34,8 +34,9 @@ def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
             counters[mode] = mode_step + 1
             tensors[step] = {"loss": np.float32(value), "other": np.float32(1.0)}
             modes[step] = (mode, mode_step)
-        return make_trial(tensors, modes=modes,
-                          collections=[Collection("losses", include_regex=["^loss$"])])
+        return make_trial(
+            tensors, modes=modes, collections=[Collection("losses", include_regex=["^loss$"])]
+        )
 
     return make
 
@@ -55,7 +56,7 @@ def test_registered() -> None:
 
 def test_improving_losses_do_not_fire(make_trial: Callable[..., Any]) -> None:
     """Training and validation losses falling 5 % per saved value never fire."""
-    values = [(TRAIN if s % 3 else EVAL, 0.95 ** s) for s in range(60)]
+    values = [(TRAIN if s % 3 else EVAL, 0.95**s) for s in range(60)]
     assert fired(Overtraining(make_trial(values))) == ()
 
 
@@ -68,12 +69,13 @@ def test_train_plateau_fires_after_patience_train_values(make_trial: Callable[..
 
 
 def test_validation_plateau_fires_after_patience_validation_values(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """A rising validation loss fires at its 10th EVAL moving mean after the best; the
     improving training loss in between does not."""
     values: list[tuple[ModeKeys, float]] = []
     for epoch in range(22):
-        values += [(TRAIN, 0.9 ** epoch), (EVAL, 0.5 + 0.01 * epoch)]
+        values += [(TRAIN, 0.9**epoch), (EVAL, 0.5 + 0.01 * epoch)]
     # EVAL values are at odd steps; the first mean of 10 (the best) is at step 19, the 10th
     # after it at step 39.
     assert fired(Overtraining(make_trial(values))) == (39, 41, 43)
@@ -82,10 +84,15 @@ def test_validation_plateau_fires_after_patience_validation_values(
 def test_delta_is_relative_to_the_best(make_trial: Callable[..., Any]) -> None:
     """A 0.6 % improvement per value is no new best with delta 0.01 (1 %), but two of them add
     up to one, so patience 2 is never reached; with delta 0.1 no later value is a new best."""
-    values = train(*(0.994 ** s for s in range(8)))
+    values = train(*(0.994**s for s in range(8)))
     assert fired(Overtraining(make_trial(values), patience_train="2")) == ()
     assert fired(Overtraining(make_trial(values), patience_train="2", delta="0.1")) == (
-        3, 4, 5, 6, 7)
+        3,
+        4,
+        5,
+        6,
+        7,
+    )
 
 
 def test_a_loss_stuck_at_zero_fires(make_trial: Callable[..., Any]) -> None:
@@ -99,16 +106,24 @@ def test_global_steps_count_as_training(make_trial: Callable[..., Any]) -> None:
     assert fired(Overtraining(make_trial(values), patience_train="3")) == (5,)
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("patience_train", "five"), ("patience_train", "0"), ("patience_validation", "2.5"),
-    ("delta", "small"), ("delta", "-0.1"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("patience_train", "five"),
+        ("patience_train", "0"),
+        ("patience_validation", "2.5"),
+        ("delta", "small"),
+        ("delta", "-0.1"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial(train(1.0))
-    with pytest.raises(ConfigurationError,
-                       match=rf"Overtraining parameter {parameter} .*'{value}'"):
+    with pytest.raises(
+        ConfigurationError, match=rf"Overtraining parameter {parameter} .*'{value}'"
+    ):
         Overtraining(trial, **{parameter: value})
 
 
@@ -157,8 +172,7 @@ def test_train_and_eval_values_are_never_pooled(tmp_path: Path) -> None:
     counters = {TRAIN: 0, EVAL: 0}
     values = [(TRAIN, 1.0), (EVAL, 0.1), (TRAIN, 0.9), (EVAL, 0.09), (TRAIN, 0.8), (TRAIN, 0.7)]
     for step, (mode, value) in enumerate(values):
-        writer.write_step(step, {"loss": np.float32(value)}, mode=mode,
-                          mode_step=counters[mode])
+        writer.write_step(step, {"loss": np.float32(value)}, mode=mode, mode_step=counters[mode])
         counters[mode] += 1
     writer.end_training()
     with create_trial(str(tmp_path / "t")) as trial:
@@ -193,7 +207,7 @@ def test_real_pytorch_trials_with_default_parameters() -> None:
 def test_noisy_decreasing_dense_loss_is_quiet(make_trial: Callable[..., Any]) -> None:
     """A per-batch loss falling 1 % per step with +-10 % noise never fires: its moving mean
     keeps improving."""
-    noisy = [0.99 ** i * (1 + 0.1 * np.sin(2.3 * i)) for i in range(60)]
+    noisy = [0.99**i * (1 + 0.1 * np.sin(2.3 * i)) for i in range(60)]
     assert fired(Overtraining(make_trial(train(*noisy)))) == ()
 
 

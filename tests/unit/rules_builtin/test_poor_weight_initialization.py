@@ -19,8 +19,10 @@ from rules_builtin import registry
 from rules_builtin.poor_weight_initialization import PoorWeightInitialization
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
-COLLECTIONS = [Collection("gradients", include_regex=["^gradients/"]),
-               Collection("losses", include_regex=["loss"])]
+COLLECTIONS = [
+    Collection("gradients", include_regex=["^gradients/"]),
+    Collection("losses", include_regex=["loss"]),
+]
 RNG = np.random.default_rng(7)
 
 Steps = dict[int, dict[str, object]]
@@ -40,9 +42,12 @@ def with_variance(variance: float, size: int = 64) -> np.ndarray:
 
 def healthy(step: int) -> dict[str, object]:
     """Activation inputs with variances 1 and 4, spread-out gradients, a falling loss."""
-    return {"layer0_relu_input": with_variance(1.0), "layer1_relu_input": with_variance(4.0),
-            "gradients/layer0": RNG.normal(0, 0.1, 64).astype(np.float32),
-            "loss": np.float32(1.0 / (step + 1))}
+    return {
+        "layer0_relu_input": with_variance(1.0),
+        "layer1_relu_input": with_variance(4.0),
+        "gradients/layer0": RNG.normal(0, 0.1, 64).astype(np.float32),
+        "loss": np.float32(1.0 / (step + 1)),
+    }
 
 
 def fired(rule: PoorWeightInitialization, start_step: int = 0) -> tuple[int, ...]:
@@ -70,17 +75,24 @@ def test_activation_variances_far_apart(make_trial: Callable[..., Any]) -> None:
 
 def test_a_zero_variance_layer_is_an_infinite_ratio(make_trial: Callable[..., Any]) -> None:
     """One layer with variance 0 beside one with variance 1 fires; two zero layers do not."""
-    steps: Steps = {0: {**healthy(0), "layer1_relu_input": np.zeros(8)},
-                    1: {**healthy(1), "layer0_relu_input": np.zeros(8),
-                        "layer1_relu_input": np.zeros(8)}}
+    steps: Steps = {
+        0: {**healthy(0), "layer1_relu_input": np.zeros(8)},
+        1: {**healthy(1), "layer0_relu_input": np.zeros(8), "layer1_relu_input": np.zeros(8)},
+    }
     assert fired(PoorWeightInitialization(make_trial(steps))) == (0,)
 
 
 def test_activation_inputs_regex(make_trial: Callable[..., Any]) -> None:
     """activation_inputs_regex picks the layers compared: tanh inputs far apart fire only when
     selected, and a single selected layer has nothing to compare with."""
-    steps: Steps = {s: {**healthy(s), "l0_tanh_input": with_variance(1.0),
-                        "l1_tanh_input": with_variance(1000.0)} for s in range(2)}
+    steps: Steps = {
+        s: {
+            **healthy(s),
+            "l0_tanh_input": with_variance(1.0),
+            "l1_tanh_input": with_variance(1000.0),
+        }
+        for s in range(2)
+    }
     trial = make_trial(steps)
     assert fired(PoorWeightInitialization(trial)) == ()
     assert fired(PoorWeightInitialization(trial, activation_inputs_regex="tanh_input$")) == (0, 1)
@@ -108,15 +120,19 @@ def test_loss_not_decreasing_within_patience(make_trial: Callable[..., Any]) -> 
 
 
 def test_running_mean_loss_of_a_healthy_keras_epoch_does_not_fire(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """Keras' running mean starts with one low batch, climbs, then falls slowly: the window
     means fall, so nothing fires (the lowest-single-value test fired at step 5)."""
     losses = [1.041, 1.098, 1.126, 1.145, 1.125, 1.107, 1.099, 1.099, 1.097, 1.089]
     steps: Steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
     rule = PoorWeightInitialization(make_trial(steps))
     assert fired(rule) == ()
-    (check,) = [c for c in rule.evidence.summary()["closest"]
-                if c["parameter"] == "loss decrease required (%)"]
+    (check,) = [
+        c
+        for c in rule.evidence.summary()["closest"]
+        if c["parameter"] == "loss decrease required (%)"
+    ]
     assert check["step"] == 9 and check["value"] > 0
 
 
@@ -151,8 +167,7 @@ def test_only_the_first_steps_are_checked(make_trial: Callable[..., Any]) -> Non
 def test_only_training_steps_are_checked(make_trial: Callable[..., Any]) -> None:
     """TRAIN 0-2, EVAL 3-4, TRAIN 5: bad activations at an EVAL step do not fire, and the window
     counts TRAIN steps (TRAIN step 3 is global step 5)."""
-    modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (TRAIN, 2), 3: (EVAL, 0), 4: (EVAL, 1),
-             5: (TRAIN, 3)}
+    modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (TRAIN, 2), 3: (EVAL, 0), 4: (EVAL, 1), 5: (TRAIN, 3)}
     steps: Steps = {s: healthy(s) for s in range(6)}
     steps[3]["layer1_relu_input"] = with_variance(500.0)
     steps[5]["layer1_relu_input"] = with_variance(500.0)
@@ -161,14 +176,22 @@ def test_only_training_steps_are_checked(make_trial: Callable[..., Any]) -> None
     assert fired(PoorWeightInitialization(trial, steps="3")) == ()
 
 
-@pytest.mark.parametrize(("name", "value", "expected"), [
-    ("threshold", "x10", "a number"), ("distribution_range", "narrow", "a number"),
-    ("patience", "5s", "a whole number"), ("patience", "0", "a whole number >= 1"),
-    ("steps", "ten", "a whole number"), ("steps", "-1", "a whole number >= 1"),
-    ("activation_inputs_regex", "relu_input(", "a regular expression"),
-    ("activation_inputs_regex", " ", "a regular expression")])
-def test_parameter_errors(make_trial: Callable[..., Any], name: str, value: str,
-                          expected: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("threshold", "x10", "a number"),
+        ("distribution_range", "narrow", "a number"),
+        ("patience", "5s", "a whole number"),
+        ("patience", "0", "a whole number >= 1"),
+        ("steps", "ten", "a whole number"),
+        ("steps", "-1", "a whole number >= 1"),
+        ("activation_inputs_regex", "relu_input(", "a regular expression"),
+        ("activation_inputs_regex", " ", "a regular expression"),
+    ],
+)
+def test_parameter_errors(
+    make_trial: Callable[..., Any], name: str, value: str, expected: str
+) -> None:
     """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
     trial = make_trial({0: healthy(0)})
     message = f"PoorWeightInitialization parameter {name} must be {expected}, got {value!r}"
@@ -180,5 +203,10 @@ def test_declared_parameters_match_the_constructor() -> None:
     """PARAMETERS holds the documented defaults (test_registry checks it against the
     constructor)."""
     declared = [(p.name, p.default) for p in PoorWeightInitialization.PARAMETERS]
-    assert declared == [("activation_inputs_regex", None), ("threshold", "10.0"),
-                        ("distribution_range", "0.001"), ("patience", "5"), ("steps", "10")]
+    assert declared == [
+        ("activation_inputs_regex", None),
+        ("threshold", "10.0"),
+        ("distribution_range", "0.001"),
+        ("patience", "5"),
+        ("steps", "10"),
+    ]

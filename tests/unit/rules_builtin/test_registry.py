@@ -23,8 +23,11 @@ def test_parameters_match_the_constructor(name: str) -> None:
     with the constructor's default (docs/rules.md is generated from PARAMETERS)."""
     cls = registry.lookup(name)
     signature = inspect.signature(cls.__init__).parameters.values()
-    expected = [(p.name, None if p.default is p.empty else p.default) for p in signature
-                if p.name not in ("self", "base_trial", "action_str")]
+    expected = [
+        (p.name, None if p.default is p.empty else p.default)
+        for p in signature
+        if p.name not in ("self", "base_trial", "action_str")
+    ]
     assert [(p.name, p.default) for p in cls.PARAMETERS] == expected
 
 

@@ -26,8 +26,9 @@ RNG = np.random.default_rng(1)
 def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
     """The shared ``make_trial`` (conftest), collections given second."""
 
-    def make(steps: Mapping[int, Mapping[str, object]],
-             collections: Sequence[Collection] = ()) -> Any:
+    def make(
+        steps: Mapping[int, Mapping[str, object]], collections: Sequence[Collection] = ()
+    ) -> Any:
         return make_trial(steps, collections=collections)
 
     return make
@@ -51,16 +52,24 @@ def test_registered() -> None:
 
 def test_saturated_tanh_layer_fires_at_its_step(make_trial: Callable[..., Any]) -> None:
     """A tanh layer with 12 of 16 units beyond +/-9.4999 fires at that step only."""
-    trial = make_trial({0: {"dense_tanh_input": inputs(64, 16, 0)},
-                        1: {"dense_tanh_input": inputs(64, 16, 12)},
-                        2: {"dense_tanh_input": inputs(64, 16, 4)}})
+    trial = make_trial(
+        {
+            0: {"dense_tanh_input": inputs(64, 16, 0)},
+            1: {"dense_tanh_input": inputs(64, 16, 12)},
+            2: {"dense_tanh_input": inputs(64, 16, 4)},
+        }
+    )
     assert fired(SaturatedActivation(trial)) == (1,)
 
 
 def test_healthy_inputs_do_not_fire(make_trial: Callable[..., Any]) -> None:
     """Inputs around 0 never fire, for tanh or sigmoid."""
-    trial = make_trial({s: {"a_tanh_input": inputs(32, 8, 0), "b_sigmoid_input": inputs(32, 8, 0)}
-                        for s in range(3)})
+    trial = make_trial(
+        {
+            s: {"a_tanh_input": inputs(32, 8, 0), "b_sigmoid_input": inputs(32, 8, 0)}
+            for s in range(3)
+        }
+    )
     assert fired(SaturatedActivation(trial)) == ()
 
 
@@ -90,23 +99,33 @@ def test_the_function_comes_from_the_last_name_in_the_tensor_name() -> None:
 
 def test_collection_names_add_tensors(make_trial: Callable[..., Any]) -> None:
     """A tensor outside the default regex is checked when its collection is named."""
-    trial = make_trial({0: {"act/tanh_pre": inputs(16, 4, 4)}},
-                       collections=[Collection("acts", include_regex=["^act/"])])
+    trial = make_trial(
+        {0: {"act/tanh_pre": inputs(16, 4, 4)}},
+        collections=[Collection("acts", include_regex=["^act/"])],
+    )
     assert fired(SaturatedActivation(trial)) == ()
     assert fired(SaturatedActivation(trial, collection_names="acts")) == (0,)
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("threshold_tanh_min", "low"), ("threshold_tanh_max", "high"),
-    ("threshold_sigmoid_min", "-"), ("threshold_sigmoid_max", "17x"),
-    ("threshold_inactivity", "1%"), ("threshold_layer", "most"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("threshold_tanh_min", "low"),
+        ("threshold_tanh_max", "high"),
+        ("threshold_sigmoid_min", "-"),
+        ("threshold_sigmoid_max", "17x"),
+        ("threshold_inactivity", "1%"),
+        ("threshold_layer", "most"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        make_trial: Callable[..., Any], parameter: str, value: str) -> None:
+    make_trial: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial = make_trial({0: {"a_tanh_input": inputs(4, 4, 0)}})
-    with pytest.raises(ConfigurationError,
-                       match=rf"SaturatedActivation parameter {parameter} .*'{value}'"):
+    with pytest.raises(
+        ConfigurationError, match=rf"SaturatedActivation parameter {parameter} .*'{value}'"
+    ):
         SaturatedActivation(trial, **{parameter: value})
 
 
@@ -121,7 +140,12 @@ def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in SaturatedActivation.PARAMETERS}
     assert declared == {
-        "collection_names": None, "tensor_regex": None,
-        "threshold_tanh_min": "-9.4999", "threshold_tanh_max": "9.4999",
-        "threshold_sigmoid_min": "-23", "threshold_sigmoid_max": "16.99999",
-        "threshold_inactivity": "1.0", "threshold_layer": "50.0"}
+        "collection_names": None,
+        "tensor_regex": None,
+        "threshold_tanh_min": "-9.4999",
+        "threshold_tanh_max": "9.4999",
+        "threshold_sigmoid_min": "-23",
+        "threshold_sigmoid_max": "16.99999",
+        "threshold_inactivity": "1.0",
+        "threshold_layer": "50.0",
+    }

@@ -22,8 +22,10 @@ from rules_builtin import registry
 from rules_builtin.similar_across_runs import SimilarAcrossRuns
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
-COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
-               Collection("losses", include_regex=["loss"])]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^weights/"]),
+    Collection("losses", include_regex=["loss"]),
+]
 
 Steps = Mapping[int, Mapping[str, object]]
 Modes = Mapping[int, tuple[ModeKeys, int]]  # global step -> (mode, mode step)
@@ -37,8 +39,10 @@ def make_trial(make_trial: Callable[..., Any]) -> Callable[..., Any]:
 
 def run(step: int, *, w: float = 1.0, loss: float | None = None) -> dict[str, object]:
     """A step of a run: weights/w = [step, w] and a loss."""
-    return {"weights/w": np.array([step, w], np.float32),
-            "loss": np.float32(1.0 / (step + 1) if loss is None else loss)}
+    return {
+        "weights/w": np.array([step, w], np.float32),
+        "loss": np.float32(1.0 / (step + 1) if loss is None else loss),
+    }
 
 
 def fired(rule: SimilarAcrossRuns, start_step: int = 0) -> tuple[int, ...]:
@@ -95,18 +99,23 @@ def test_steps_are_matched_by_mode_step(make_trial: Callable[..., Any]) -> None:
     base_modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (TRAIN, 2), 3: (EVAL, 0), 4: (EVAL, 1)}
     other_modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (EVAL, 0), 3: (EVAL, 1), 4: (TRAIN, 2)}
     values = {(TRAIN, 0): 1.0, (TRAIN, 1): 2.0, (TRAIN, 2): 3.0, (EVAL, 0): 7.0, (EVAL, 1): 8.0}
-    base = make_trial({g: {"loss": np.float32(values[m])} for g, m in base_modes.items()},
-                      modes=base_modes)
-    other = make_trial({g: {"loss": np.float32(values[m])} for g, m in other_modes.items()},
-                       modes=other_modes)
+    base = make_trial(
+        {g: {"loss": np.float32(values[m])} for g, m in base_modes.items()}, modes=base_modes
+    )
+    other = make_trial(
+        {g: {"loss": np.float32(values[m])} for g, m in other_modes.items()}, modes=other_modes
+    )
     assert fired(SimilarAcrossRuns(base, [other])) == ()
-    changed = make_trial({g: {"loss": np.float32(values[m] + (m == (EVAL, 1)))}
-                          for g, m in other_modes.items()}, modes=other_modes)
+    changed = make_trial(
+        {g: {"loss": np.float32(values[m] + (m == (EVAL, 1)))} for g, m in other_modes.items()},
+        modes=other_modes,
+    )
     assert fired(SimilarAcrossRuns(base, [changed])) == (4,)
 
 
 def test_steps_and_tensors_missing_from_the_other_run_are_not_compared(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """The other run stops at step 2 and never saved extra/x: nothing to compare, no fire."""
     base = make_trial({s: {**run(s), "extra/x": np.float32(s)} for s in range(5)})
     other = make_trial({s: run(s) for s in range(3)})
@@ -134,9 +143,12 @@ def test_selection(make_trial: Callable[..., Any]) -> None:
 
 def test_reductions_only_tensors_compare_their_reductions(make_trial: Callable[..., Any]) -> None:
     """Reductions-only tensors are compared by the reductions both runs saved."""
+
     def saved(values: list[list[float]]) -> dict[int, dict[str, Any]]:
-        return {s: {"weights/w": compute_reductions(np.array(v), ["mean", "max"])}
-                for s, v in enumerate(values)}
+        return {
+            s: {"weights/w": compute_reductions(np.array(v), ["mean", "max"])}
+            for s, v in enumerate(values)
+        }
 
     base = make_trial({0: {}, 1: {}}, reductions=saved([[1, 2], [3, 4]]))
     other = make_trial({0: {}, 1: {}}, reductions=saved([[1, 2], [3, 5]]))
@@ -152,8 +164,11 @@ def test_firing_reason_names_tensor_count_and_limit(make_trial: Callable[..., An
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (1, ["weights/w"])
     assert (reason["quantity"], reason["value"]) == ("elements differing from the other run", 1)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("differing elements allowed", 0, ">")
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "differing elements allowed",
+        0,
+        ">",
+    )
     assert "weights/w at step 1 differs from trial" in reason["sentence"]
     assert "(its step 1): 1 elements differ" in reason["sentence"]
 
@@ -170,8 +185,7 @@ def test_selection_matching_nothing_checks_nothing(make_trial: Callable[..., Any
     assert "set tensor_regex" in text
 
 
-def test_steps_missing_from_the_other_run_are_not_recorded(
-        make_trial: Callable[..., Any]) -> None:
+def test_steps_missing_from_the_other_run_are_not_recorded(make_trial: Callable[..., Any]) -> None:
     """Only steps both runs saved are recorded as compared (0-2 of 0-4, two tensors each)."""
     base = make_trial({s: run(s) for s in range(5)})
     rule = SimilarAcrossRuns(base, [make_trial({s: run(s) for s in range(3)})])
@@ -184,8 +198,9 @@ def test_built_by_the_loader_with_other_trials(make_trial: Callable[..., Any]) -
     """The evaluator's build_rule passes its other trials; with none, ConfigurationError."""
     base = make_trial({s: run(s) for s in range(3)})
     other = make_trial({s: run(s, w=3.0) for s in range(3)})
-    rule = build_rule(SimilarAcrossRuns, base, {"collection_names": "weights"},
-                      other_trials=[other])
+    rule = build_rule(
+        SimilarAcrossRuns, base, {"collection_names": "weights"}, other_trials=[other]
+    )
     assert rule.other_trials == [other] and fired(rule) == (0, 1, 2)
     with pytest.raises(ConfigurationError, match="SimilarAcrossRuns needs other_trials"):
         build_rule(SimilarAcrossRuns, base, {})
@@ -202,9 +217,13 @@ def test_other_trials_required(make_trial: Callable[..., Any], others: Any) -> N
 def test_other_trials_must_be_trials(make_trial: Callable[..., Any]) -> None:
     """A path instead of a Trial is a ConfigurationError naming the parameter and the value."""
     base = make_trial({0: run(0)})
-    with pytest.raises(ConfigurationError, match=re.escape(
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
             "SimilarAcrossRuns parameter other_trials must be a list of trials "
-            "(create_trial(path)), got 's3://bucket/run2'")):
+            "(create_trial(path)), got 's3://bucket/run2'"
+        ),
+    ):
         SimilarAcrossRuns(base, ["s3://bucket/run2"])
 
 
@@ -218,8 +237,12 @@ def test_a_single_trial_is_accepted(make_trial: Callable[..., Any]) -> None:
 def test_invalid_tensor_regex(make_trial: Callable[..., Any]) -> None:
     """A bad tensor_regex is a ConfigurationError naming the rule, parameter and value."""
     base = make_trial({0: run(0)})
-    with pytest.raises(ConfigurationError, match=re.escape(
-            "SimilarAcrossRuns parameter tensor_regex has an invalid regular expression '(('")):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "SimilarAcrossRuns parameter tensor_regex has an invalid regular expression '(('"
+        ),
+    ):
         SimilarAcrossRuns(base, [base], tensor_regex="((")
 
 
@@ -227,5 +250,7 @@ def test_declared_parameters_match_the_constructor() -> None:
     """PARAMETERS holds the documented defaults, other_trials required (test_registry checks
     it against the constructor)."""
     assert [(p.name, p.default, p.required) for p in SimilarAcrossRuns.PARAMETERS] == [
-        ("other_trials", None, True), ("collection_names", None, False),
-        ("tensor_regex", None, False)]
+        ("other_trials", None, True),
+        ("collection_names", None, False),
+        ("tensor_regex", None, False),
+    ]

@@ -153,8 +153,11 @@ def test_firing_reason_names_seconds_waited_and_threshold(live: Callable[..., An
     (reason,) = rule.evidence.summary()["reasons"]
     assert (reason["step"], reason["tensors"]) == (2, [])
     assert (reason["quantity"], reason["value"]) == ("seconds without a new step", 60)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold", 60, ">=")
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold",
+        60,
+        ">=",
+    )
     assert "no step after 2 for 60 s (>= threshold 60 s)" in reason["sentence"]
     assert rule.evidence.comparisons == 61
 
@@ -187,20 +190,27 @@ def test_stop_training_on_fire_stops_the_one_matching_job(live: Callable[..., An
     trial, _ = live(range(1))
     clock = FakeClock()
     sagemaker = StubSageMaker(["my-job-2024", "other-job"])
-    rule = rule_with(trial, clock, threshold="5", stop_training_on_fire="True",
-                     training_job_name_prefix="my-job")
+    rule = rule_with(
+        trial, clock, threshold="5", stop_training_on_fire="True", training_job_name_prefix="my-job"
+    )
     rule.client_factory = lambda service: sagemaker
     assert invoke_rule(rule, continue_after_fire=False).fired_steps == (0,)
     assert sagemaker.stopped == ["my-job-2024"]
 
 
 def test_stop_training_on_fire_stops_nothing_when_several_jobs_match(
-        live: Callable[..., Any]) -> None:
+    live: Callable[..., Any],
+) -> None:
     """Two matching jobs: the rule still fires, but stops no job (safe mode)."""
     trial, _ = live(range(1))
     sagemaker = StubSageMaker(["my-job-a", "my-job-b"])
-    rule = rule_with(trial, FakeClock(), threshold="5", stop_training_on_fire="true",
-                     training_job_name_prefix="my-job")
+    rule = rule_with(
+        trial,
+        FakeClock(),
+        threshold="5",
+        stop_training_on_fire="true",
+        training_job_name_prefix="my-job",
+    )
     rule.client_factory = lambda service: sagemaker
     assert invoke_rule(rule, continue_after_fire=False).fired_steps == (0,)
     assert sagemaker.listed == 1
@@ -211,8 +221,9 @@ def test_no_aws_call_unless_it_fires(live: Callable[..., Any]) -> None:
     """A rule with stop_training_on_fire that never fires never lists training jobs."""
     trial, _ = live(range(3), ended=True)
     sagemaker = StubSageMaker(["my-job"])
-    rule = rule_with(trial, FakeClock(), stop_training_on_fire="True",
-                     training_job_name_prefix="my-job")
+    rule = rule_with(
+        trial, FakeClock(), stop_training_on_fire="True", training_job_name_prefix="my-job"
+    )
     rule.client_factory = lambda service: sagemaker
     assert invoke_rule(rule).fired_steps == ()
     assert sagemaker.listed == 0
@@ -225,21 +236,31 @@ def test_stop_training_on_fire_needs_a_prefix(live: Callable[..., Any]) -> None:
         StalledTrainingRule(trial, stop_training_on_fire="True")
 
 
-@pytest.mark.parametrize(("parameter", "value"), [
-    ("threshold", "soon"), ("threshold", "0"), ("threshold", "-5"),
-    ("stop_training_on_fire", "perhaps"),
-])
+@pytest.mark.parametrize(
+    ("parameter", "value"),
+    [
+        ("threshold", "soon"),
+        ("threshold", "0"),
+        ("threshold", "-5"),
+        ("stop_training_on_fire", "perhaps"),
+    ],
+)
 def test_bad_parameter_values_are_configuration_errors(
-        live: Callable[..., Any], parameter: str, value: str) -> None:
+    live: Callable[..., Any], parameter: str, value: str
+) -> None:
     """A value that does not parse names the rule, the parameter and the value."""
     trial, _ = live(range(1))
-    with pytest.raises(ConfigurationError,
-                       match=rf"StalledTrainingRule parameter {parameter} .*'{value}'"):
+    with pytest.raises(
+        ConfigurationError, match=rf"StalledTrainingRule parameter {parameter} .*'{value}'"
+    ):
         StalledTrainingRule(trial, **{parameter: value})
 
 
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in StalledTrainingRule.PARAMETERS}
-    assert declared == {"threshold": "1800", "stop_training_on_fire": "False",
-                        "training_job_name_prefix": None}
+    assert declared == {
+        "threshold": "1800",
+        "stop_training_on_fire": "False",
+        "training_job_name_prefix": None,
+    }

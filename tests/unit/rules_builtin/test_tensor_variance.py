@@ -18,8 +18,10 @@ from evaluator.testing import compute_reductions
 from rules_builtin import registry
 from rules_builtin.tensor_variance import TensorVariance
 
-COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
-               Collection("gradients", include_regex=["^gradients/"])]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^weights/"]),
+    Collection("gradients", include_regex=["^gradients/"]),
+]
 
 
 @pytest.fixture
@@ -42,8 +44,9 @@ def fired(rule: TensorVariance) -> tuple[int, ...]:
 def trial(make_trial: Callable[..., Any]) -> Any:
     """weights/w with variances 1, 1, 50, 1, 0.001 at steps 0-4; gradients/g always 2."""
     variances = [1, 1, 50, 1, 0.001]
-    return make_trial({s: {"weights/w": spread(v), "gradients/g": spread(2)}
-                       for s, v in enumerate(variances)})
+    return make_trial(
+        {s: {"weights/w": spread(v), "gradients/g": spread(2)} for s, v in enumerate(variances)}
+    )
 
 
 def test_registered() -> None:
@@ -70,25 +73,36 @@ def test_both_bounds(trial: Any) -> None:
 def test_selection(trial: Any) -> None:
     """Only selected tensors count: gradients/g (variance 2) alone fires against max 1.5."""
     assert fired(TensorVariance(trial, collection_names="gradients", max_threshold="1.5")) == (
-        0, 1, 2, 3, 4)
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
     assert fired(TensorVariance(trial, tensor_regex="^weights/", max_threshold="10")) == (2,)
     assert fired(TensorVariance(trial, collection_names="weights", min_threshold="1.5")) == (
-        0, 1, 3, 4)
+        0,
+        1,
+        3,
+        4,
+    )
 
 
 def test_firing_reason_names_tensor_variance_and_bound(trial: Any) -> None:
     """Each side is its own comparison: the reasons give the tensor, variance and the bound
     (max_threshold at step 2, min_threshold at step 4)."""
-    rule = TensorVariance(trial, tensor_regex="^weights/", min_threshold="0.01",
-                          max_threshold="10")
+    rule = TensorVariance(trial, tensor_regex="^weights/", min_threshold="0.01", max_threshold="10")
     assert fired(rule) == (2, 4)
     high, low = rule.evidence.summary()["reasons"]
     assert (high["step"], high["tensors"], high["quantity"]) == (2, ["weights/w"], "variance")
     assert high["value"] == pytest.approx(50)
-    assert (high["parameter"], high["threshold"], high["comparison"]) == \
-        ("max_threshold", 10, ">")
-    assert (low["step"], low["parameter"], low["threshold"], low["comparison"]) == \
-        (4, "min_threshold", 0.01, "<")
+    assert (high["parameter"], high["threshold"], high["comparison"]) == ("max_threshold", 10, ">")
+    assert (low["step"], low["parameter"], low["threshold"], low["comparison"]) == (
+        4,
+        "min_threshold",
+        0.01,
+        "<",
+    )
     assert low["value"] == pytest.approx(0.001)
     assert "variance of weights/w is 50 > max_threshold 10 at step 2" in high["sentence"]
     assert rule.evidence.comparisons == 2 * 5 - 1  # both bounds, but none after max fires
@@ -106,8 +120,9 @@ def test_selection_matching_nothing_checks_nothing(trial: Any) -> None:
 
 def test_saved_variance_is_used(make_trial: Callable[..., Any]) -> None:
     """A reductions-only tensor is judged by its saved variance; a shape-only one is skipped."""
-    reductions = {s: {"weights/w": compute_reductions(spread(v), ["variance"])}
-                  for s, v in enumerate([1, 20])}
+    reductions = {
+        s: {"weights/w": compute_reductions(spread(v), ["variance"])} for s, v in enumerate([1, 20])
+    }
     shapes = {s: {"weights/shape_only": (4,)} for s in range(2)}
     trial = make_trial({0: {}, 1: {}}, reductions=reductions, shapes=shapes)
     assert fired(TensorVariance(trial, max_threshold="10")) == (1,)
@@ -122,8 +137,9 @@ def test_nan_and_string_tensors_are_skipped(make_trial: Callable[..., Any]) -> N
 
 def test_needs_a_bound(trial: Any) -> None:
     """Without max_threshold and min_threshold the rule could never fire: ConfigurationError."""
-    with pytest.raises(ConfigurationError, match="TensorVariance needs max_threshold or "
-                                                 "min_threshold"):
+    with pytest.raises(
+        ConfigurationError, match="TensorVariance needs max_threshold or min_threshold"
+    ):
         TensorVariance(trial)
     with pytest.raises(ConfigurationError, match="TensorVariance needs"):
         TensorVariance(trial, max_threshold="None", min_threshold="")
@@ -131,9 +147,13 @@ def test_needs_a_bound(trial: Any) -> None:
 
 def test_min_above_max_is_an_error(trial: Any) -> None:
     """min_threshold above max_threshold (everything would fire) is a ConfigurationError."""
-    with pytest.raises(ConfigurationError, match=re.escape(
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
             "TensorVariance parameter min_threshold must not exceed max_threshold, got "
-            "min_threshold='5' and max_threshold='1'")):
+            "min_threshold='5' and max_threshold='1'"
+        ),
+    ):
         TensorVariance(trial, max_threshold="1", min_threshold="5")
 
 
@@ -147,8 +167,12 @@ def test_parameter_errors(trial: Any, name: str, value: str) -> None:
 
 def test_invalid_tensor_regex(trial: Any) -> None:
     """A bad tensor_regex is a ConfigurationError naming the rule, parameter and regex."""
-    with pytest.raises(ConfigurationError, match=re.escape(
-            "TensorVariance parameter tensor_regex has an invalid regular expression '(?P<'")):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "TensorVariance parameter tensor_regex has an invalid regular expression '(?P<'"
+        ),
+    ):
         TensorVariance(trial, max_threshold="1", tensor_regex="(?P<")
 
 
@@ -156,5 +180,9 @@ def test_declared_parameters_match_the_constructor() -> None:
     """PARAMETERS holds the documented defaults (test_registry checks it against the
     constructor)."""
     declared = [(p.name, p.default) for p in TensorVariance.PARAMETERS]
-    assert declared == [("collection_names", None), ("tensor_regex", None),
-                        ("max_threshold", None), ("min_threshold", None)]
+    assert declared == [
+        ("collection_names", None),
+        ("tensor_regex", None),
+        ("max_threshold", None),
+        ("min_threshold", None),
+    ]

@@ -17,8 +17,10 @@ from rules_builtin.tree_depth import TreeDepth
 
 def full_tree(depth: int) -> dict[str, object]:
     """The ``trees/Node`` column of a full tree of ``depth`` (ids 0 .. 2**(depth+1) - 2)."""
-    return {"trees/Node": np.arange(2 ** (depth + 1) - 1, dtype=np.int64),
-            "trees/Tree": np.zeros(2 ** (depth + 1) - 1, dtype=np.int64)}
+    return {
+        "trees/Node": np.arange(2 ** (depth + 1) - 1, dtype=np.int64),
+        "trees/Tree": np.zeros(2 ** (depth + 1) - 1, dtype=np.int64),
+    }
 
 
 def test_registered() -> None:
@@ -40,8 +42,9 @@ def test_fires_at_the_step_of_a_deeper_tree(make_trial: Callable[..., Any]) -> N
 
 def test_smallest_id_of_the_next_level_fires(make_trial: Callable[..., Any]) -> None:
     """Node id 31 is the first id at depth 5; node id 30 is the last at depth 4."""
-    trial = make_trial({0: {"trees/Node": np.array([0, 1, 2, 30])},
-                        1: {"trees/Node": np.array([0, 1, 2, 31])}})
+    trial = make_trial(
+        {0: {"trees/Node": np.array([0, 1, 2, 30])}, 1: {"trees/Node": np.array([0, 1, 2, 31])}}
+    )
     assert invoke_rule(TreeDepth(trial), raise_eval_cond=False).fired_steps == (1,)
 
 

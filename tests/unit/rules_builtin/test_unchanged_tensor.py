@@ -24,8 +24,10 @@ from tests.support.keras_like import hook_trial
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
-COLLECTIONS = [Collection("weights", include_regex=["^weights/"]),
-               Collection("losses", include_regex=["loss"])]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^weights/"]),
+    Collection("losses", include_regex=["loss"]),
+]
 
 Modes = Mapping[int, tuple[ModeKeys, int]]  # global step -> (mode, mode step)
 
@@ -40,8 +42,9 @@ def arrays(*values: float) -> np.ndarray:
     return np.array(values, dtype=np.float32)
 
 
-def fired(rule: UnchangedTensor, start_step: int = 0,
-          end_step: int | None = None) -> tuple[int, ...]:
+def fired(
+    rule: UnchangedTensor, start_step: int = 0, end_step: int | None = None
+) -> tuple[int, ...]:
     return invoke_rule(rule, start_step, end_step, raise_eval_cond=False).fired_steps
 
 
@@ -64,8 +67,9 @@ def test_registered() -> None:
     assert registry.lookup("unchangedtensor") is UnchangedTensor
 
 
-@pytest.mark.parametrize(("start", "end", "expected"), [
-    (0, 2, ()), (0, 3, (2,)), (2, 3, (2,)), (3, 6, ())])
+@pytest.mark.parametrize(
+    ("start", "end", "expected"), [(0, 2, ()), (0, 3, (2,)), (2, 3, (2,)), (3, 6, ())]
+)
 def test_2019_vectors(vector_2019: Any, start: int, end: int, expected: tuple[int, ...]) -> None:
     """2019 vectors: [0,2) has two equal steps only, [0,3) and [2,3) fire at step 2 (the steps
     before the window count), [3,6) sees boo_* once only."""
@@ -124,23 +128,31 @@ def test_steps_are_counted_within_a_mode(make_trial: Callable[..., Any]) -> None
     modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (EVAL, 0), 3: (EVAL, 1), 4: (TRAIN, 2)}
     weights = [arrays(1), arrays(2), arrays(3), arrays(3), arrays(3)]
     losses = [0.5, 0.5, 0.9, 0.8, 0.5]
-    trial = make_trial({s: {"weights/w": weights[s], "loss": arrays(losses[s])} for s in range(5)},
-                       modes=modes)
+    trial = make_trial(
+        {s: {"weights/w": weights[s], "loss": arrays(losses[s])} for s in range(5)}, modes=modes
+    )
     assert fired(UnchangedTensor(trial, collection_names="losses")) == (4,)
     assert fired(UnchangedTensor(trial, collection_names="weights")) == ()
 
 
 def test_shapes_must_match(make_trial: Callable[..., Any]) -> None:
     """Zeros of shape (1,) then (3,) are not the same value, though numpy would broadcast."""
-    trial = make_trial({0: {"weights/w": arrays(0)}, 1: {"weights/w": arrays(0, 0, 0)},
-                        2: {"weights/w": arrays(0, 0, 0)}, 3: {"weights/w": arrays(0, 0, 0)}})
+    trial = make_trial(
+        {
+            0: {"weights/w": arrays(0)},
+            1: {"weights/w": arrays(0, 0, 0)},
+            2: {"weights/w": arrays(0, 0, 0)},
+            3: {"weights/w": arrays(0, 0, 0)},
+        }
+    )
     assert fired(UnchangedTensor(trial)) == (3,)
 
 
 def test_integer_and_bool_tensors(make_trial: Callable[..., Any]) -> None:
     """Integer tensors compare by value and boolean ones exactly."""
-    steps = {s: {"labels": np.array([1, 2], np.uint8), "mask": np.array([True, s > 5])}
-             for s in range(3)}
+    steps = {
+        s: {"labels": np.array([1, 2], np.uint8), "mask": np.array([True, s > 5])} for s in range(3)
+    }
     trial = make_trial(steps)
     assert fired(UnchangedTensor(trial, tensor_regex="labels")) == (2,)
     assert fired(UnchangedTensor(trial, tensor_regex="mask")) == (2,)
@@ -197,12 +209,21 @@ def test_loss_flat_fixture_counts_steps_within_a_mode() -> None:
         assert fired(UnchangedTensor(trial, tensor_regex=".*")) == (16, 17, 18, 21, 22, 23, 24, 25)
 
 
-@pytest.mark.parametrize(("name", "value", "expected"), [
-    ("num_steps", "three", "a whole number"), ("num_steps", "1", "a whole number >= 2"),
-    ("rtol", "tight", "a number"), ("rtol", "-1", "a number >= 0"), ("atol", "1e-x", "a number"),
-    ("atol", "-0.1", "a number >= 0"), ("equal_nan", "sometimes", "true or false")])
-def test_parameter_errors(make_trial: Callable[..., Any], name: str, value: str,
-                          expected: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("num_steps", "three", "a whole number"),
+        ("num_steps", "1", "a whole number >= 2"),
+        ("rtol", "tight", "a number"),
+        ("rtol", "-1", "a number >= 0"),
+        ("atol", "1e-x", "a number"),
+        ("atol", "-0.1", "a number >= 0"),
+        ("equal_nan", "sometimes", "true or false"),
+    ],
+)
+def test_parameter_errors(
+    make_trial: Callable[..., Any], name: str, value: str, expected: str
+) -> None:
     """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
     trial = make_trial(sequence([1]))
     message = f"UnchangedTensor parameter {name} must be {expected}, got {value!r}"
@@ -212,8 +233,12 @@ def test_parameter_errors(make_trial: Callable[..., Any], name: str, value: str,
 
 def test_invalid_tensor_regex(make_trial: Callable[..., Any]) -> None:
     """A bad tensor_regex is a ConfigurationError naming the rule, parameter and regex."""
-    with pytest.raises(ConfigurationError, match=re.escape(
-            "UnchangedTensor parameter tensor_regex has an invalid regular expression '*'")):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "UnchangedTensor parameter tensor_regex has an invalid regular expression '*'"
+        ),
+    ):
         UnchangedTensor(make_trial(sequence([1])), tensor_regex="*")
 
 
@@ -221,8 +246,14 @@ def test_declared_parameters_match_the_constructor() -> None:
     """PARAMETERS holds the documented defaults (test_registry checks it against the
     constructor)."""
     declared = [(p.name, p.default) for p in UnchangedTensor.PARAMETERS]
-    assert declared == [("collection_names", None), ("tensor_regex", None), ("num_steps", "3"),
-                        ("rtol", "1e-05"), ("atol", "1e-08"), ("equal_nan", "False")]
+    assert declared == [
+        ("collection_names", None),
+        ("tensor_regex", None),
+        ("num_steps", "3"),
+        ("rtol", "1e-05"),
+        ("atol", "1e-08"),
+        ("equal_nan", "False"),
+    ]
 
 
 # ---------------------------------------------------------------------- Keras-like and real trials
@@ -277,12 +308,23 @@ def test_default_selection_is_the_tensors_that_must_change(tmp_path: Path) -> No
     """Without a selection, a constant hyperparameter and batch index are not checked; a
     constant loss (losses collection, by include_regex) and weight (by tensor name) are."""
     writer = TrialWriter(tmp_path / "t")
-    writer.write_collections([Collection("losses", include_regex=["loss"]),
-                              Collection("weights", tensor_names={"w"}),
-                              Collection("hyperparameters", include_regex=["^hyper"])])
+    writer.write_collections(
+        [
+            Collection("losses", include_regex=["loss"]),
+            Collection("weights", tensor_names={"w"}),
+            Collection("hyperparameters", include_regex=["^hyper"]),
+        ]
+    )
     for step in range(3):
-        writer.write_step(step, {"train-loss": arrays(0.5 - 0.1 * step), "w": arrays(1.0),
-                                 "hyperparameters/eta": arrays(0.3), "batch": arrays(1.0)})
+        writer.write_step(
+            step,
+            {
+                "train-loss": arrays(0.5 - 0.1 * step),
+                "w": arrays(1.0),
+                "hyperparameters/eta": arrays(0.3),
+                "batch": arrays(1.0),
+            },
+        )
     writer.end_training()
     with create_trial(str(tmp_path / "t")) as trial:
         rule = UnchangedTensor(trial)

@@ -49,8 +49,9 @@ def test_registered() -> None:
 def test_fires_where_a_gradient_vanishes(make_trial: Callable[..., Any]) -> None:
     """A gradient whose mean |g| drops to 1e-9 at steps 3 and 4 fires there only."""
     means = [1e-3, 1e-3, 1e-3, 1e-9, 1e-9, 1e-3]
-    steps = {s: {"gradients/a": gradient(m), "gradients/b": gradient(1e-2)}
-             for s, m in enumerate(means)}
+    steps = {
+        s: {"gradients/a": gradient(m), "gradients/b": gradient(1e-2)} for s, m in enumerate(means)
+    }
     assert fired(VanishingGradient(make_trial(steps))) == (3, 4)
 
 
@@ -75,8 +76,10 @@ def test_only_the_gradients_collection(make_trial: Callable[..., Any]) -> None:
 
 def test_saved_reductions_are_used(make_trial: Callable[..., Any]) -> None:
     """A reductions-only gradient (its saved abs mean has shape (1,)) fires at step 2."""
-    reductions = {s: {"gradients/a": compute_reductions(gradient(m), ["abs_mean", "mean"])}
-                  for s, m in enumerate([1e-3, 1e-3, 1e-8])}
+    reductions = {
+        s: {"gradients/a": compute_reductions(gradient(m), ["abs_mean", "mean"])}
+        for s, m in enumerate([1e-3, 1e-3, 1e-8])
+    }
     trial = make_trial({s: {} for s in range(3)}, reductions=reductions)
     assert fired(VanishingGradient(trial)) == (2,)
 
@@ -87,12 +90,15 @@ def test_nan_mean_does_not_fire(make_trial: Callable[..., Any]) -> None:
     assert fired(VanishingGradient(trial)) == ()
 
 
-def test_no_gradients_collection_checks_nothing(make_trial: Callable[..., Any],
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_no_gradients_collection_checks_nothing(
+    make_trial: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
     """A trial without a gradients collection never fires, warns nothing and records no
     comparison; the checked-nothing error names the gradients collection and how to save it."""
-    trial = make_trial({s: {"g": gradient(0.0)} for s in range(4)},
-                       collections=[Collection("other", include_regex=["g"])])
+    trial = make_trial(
+        {s: {"g": gradient(0.0)} for s in range(4)},
+        collections=[Collection("other", include_regex=["g"])],
+    )
     rule = VanishingGradient(trial)
     with caplog.at_level(logging.WARNING):
         assert fired(rule) == ()
@@ -105,7 +111,8 @@ def test_no_gradients_collection_checks_nothing(make_trial: Callable[..., Any],
 
 
 def test_firing_reason_names_tensor_value_parameter_threshold(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """The firing reason gives the gradient, its mean |g|, threshold and its value."""
     trial = make_trial({s: {"gradients/a": gradient(m)} for s, m in enumerate([1, 1, 1e-9])})
     rule = VanishingGradient(trial)
@@ -114,8 +121,11 @@ def test_firing_reason_names_tensor_value_parameter_threshold(
     assert reason["tensors"] == ["gradients/a"] and reason["step"] == 2
     assert reason["quantity"] == "mean |gradient|"
     assert reason["value"] == pytest.approx(1e-9)
-    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == \
-        ("threshold", 1e-7, "<")
+    assert (reason["parameter"], reason["threshold"], reason["comparison"]) == (
+        "threshold",
+        1e-7,
+        "<",
+    )
     assert "gradients/a" in reason["sentence"] and "1e-09" in reason["sentence"]
 
 
@@ -143,8 +153,10 @@ def test_reductions_fixture_reads_saved_reductions() -> None:
 def test_parameter_error(make_trial: Callable[..., Any]) -> None:
     """A bad threshold is a ConfigurationError naming the rule, parameter and value."""
     trial = make_trial({0: {"gradients/a": gradient(1.0)}})
-    with pytest.raises(ConfigurationError, match=re.escape(
-            "VanishingGradient parameter threshold must be a number, got '1e-7f'")):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape("VanishingGradient parameter threshold must be a number, got '1e-7f'"),
+    ):
         VanishingGradient(trial, threshold="1e-7f")
 
 

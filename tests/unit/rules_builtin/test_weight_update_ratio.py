@@ -83,8 +83,9 @@ def test_ratio_formula_and_thresholds(make_trial: Callable[..., Any]) -> None:
 def test_epsilon_keeps_zero_weights_finite(make_trial: Callable[..., Any]) -> None:
     """Zero weights then an update of 0.001: 0.002 / epsilon is huge and fires; with epsilon
     1 the ratio is 0.002 and does not."""
-    trial = make_trial({0: {"weights/w": np.zeros(4, np.float32)},
-                        1: {"weights/w": np.full(4, 0.001, np.float32)}})
+    trial = make_trial(
+        {0: {"weights/w": np.zeros(4, np.float32)}, 1: {"weights/w": np.full(4, 0.001, np.float32)}}
+    )
     assert fired(WeightUpdateRatio(trial)) == (1,)
     assert fired(WeightUpdateRatio(trial, epsilon="1")) == ()
 
@@ -98,7 +99,8 @@ def test_compares_with_the_previous_saved_step(make_trial: Callable[..., Any]) -
 
 
 def test_num_steps_compares_with_the_oldest_step_in_the_window(
-        make_trial: Callable[..., Any]) -> None:
+    make_trial: Callable[..., Any],
+) -> None:
     """With num_steps 3, step s is compared with s-3: ratios 0.1, 0.2, 0.3, 0.3/1.1, 0.3/1.2 at
     steps 1-5, so large_threshold 0.26 fires at 3 and 4; without num_steps nothing fires."""
     trial = make_trial({s: {"weights/w": linear(s)} for s in range(6)})
@@ -119,10 +121,24 @@ def test_num_steps_window_without_a_saved_step(make_trial: Callable[..., Any]) -
 def test_eval_steps_are_not_evaluated(make_trial: Callable[..., Any]) -> None:
     """TRAIN 0-2, EVAL 3-4 (weights unchanged), TRAIN 5-6: EVAL steps never fire, and TRAIN
     step 5 is compared with TRAIN step 2."""
-    modes = {0: (TRAIN, 0), 1: (TRAIN, 1), 2: (TRAIN, 2), 3: (EVAL, 0), 4: (EVAL, 1),
-             5: (TRAIN, 3), 6: (TRAIN, 4)}
-    values = {0: linear(0), 1: linear(1), 2: linear(2), 3: linear(3), 4: linear(3),
-              5: linear(3), 6: linear(4)}
+    modes = {
+        0: (TRAIN, 0),
+        1: (TRAIN, 1),
+        2: (TRAIN, 2),
+        3: (EVAL, 0),
+        4: (EVAL, 1),
+        5: (TRAIN, 3),
+        6: (TRAIN, 4),
+    }
+    values = {
+        0: linear(0),
+        1: linear(1),
+        2: linear(2),
+        3: linear(3),
+        4: linear(3),
+        5: linear(3),
+        6: linear(4),
+    }
     trial = make_trial({s: {"weights/w": v} for s, v in values.items()}, modes=modes)
     assert fired(WeightUpdateRatio(trial)) == ()
     # TRAIN step 5 equal to TRAIN step 2 fires (it is compared with 2, not with EVAL 4).
@@ -149,8 +165,10 @@ def test_only_the_weights_collection(make_trial: Callable[..., Any]) -> None:
 def test_no_weights_collection_checks_nothing(make_trial: Callable[..., Any]) -> None:
     """A trial without a weights collection never fires and records no comparison, so the
     evaluator ends the run with its checked-nothing error instead of NoIssuesFound."""
-    trial = make_trial({s: {"w": np.ones(2, np.float32)} for s in range(3)},
-                       collections=[Collection("other", include_regex=["w"])])
+    trial = make_trial(
+        {s: {"w": np.ones(2, np.float32)} for s in range(3)},
+        collections=[Collection("other", include_regex=["w"])],
+    )
     rule = WeightUpdateRatio(trial)
     assert fired(rule) == ()
     assert not rule.evidence.checked_anything(reads_count=False)
@@ -181,12 +199,20 @@ def test_loss_flat_fixture_ignores_eval_passes() -> None:
         assert fired(WeightUpdateRatio(trial)) == ()
 
 
-@pytest.mark.parametrize(("name", "value", "expected"), [
-    ("num_steps", "few", "a whole number"), ("num_steps", "0", "a whole number >= 1"),
-    ("num_steps", "2.5", "a whole number"), ("large_threshold", "ten", "a number"),
-    ("small_threshold", "tiny", "a number"), ("epsilon", "eps", "a number")])
-def test_parameter_errors(make_trial: Callable[..., Any], name: str, value: str,
-                          expected: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("num_steps", "few", "a whole number"),
+        ("num_steps", "0", "a whole number >= 1"),
+        ("num_steps", "2.5", "a whole number"),
+        ("large_threshold", "ten", "a number"),
+        ("small_threshold", "tiny", "a number"),
+        ("epsilon", "eps", "a number"),
+    ],
+)
+def test_parameter_errors(
+    make_trial: Callable[..., Any], name: str, value: str, expected: str
+) -> None:
     """A bad parameter value is a ConfigurationError naming the rule, parameter and value."""
     trial = make_trial({0: {"weights/w": linear(0)}})
     message = f"WeightUpdateRatio parameter {name} must be {expected}, got {value!r}"
@@ -205,8 +231,12 @@ def test_declared_parameters_match_the_constructor() -> None:
     """PARAMETERS holds the documented defaults (test_registry checks it against the
     constructor)."""
     declared = [(p.name, p.default) for p in WeightUpdateRatio.PARAMETERS]
-    assert declared == [("num_steps", None), ("large_threshold", "10.0"),
-                        ("small_threshold", "0.00000001"), ("epsilon", "0.000000001")]
+    assert declared == [
+        ("num_steps", None),
+        ("large_threshold", "10.0"),
+        ("small_threshold", "0.00000001"),
+        ("epsilon", "0.000000001"),
+    ]
 
 
 # ---------------------------------------------------------------------- Keras-like and real trials
@@ -242,8 +272,7 @@ def test_records_both_thresholds_per_compared_weight(keras_like: Callable[..., A
     _run(rule)
     summary = rule.evidence.summary()
     assert summary["comparisons"] == 4  # TRAIN steps 1 and 2, two conditions each
-    assert {c["parameter"] for c in summary["closest"]} == {"large_threshold",
-                                                            "small_threshold"}
+    assert {c["parameter"] for c in summary["closest"]} == {"large_threshold", "small_threshold"}
 
 
 def test_selection_hint_has_no_parameter(make_trial: Callable[..., Any]) -> None:

@@ -22,8 +22,9 @@ def test_message_folder_missing_is_skipped(tmp_path: Path) -> None:
     assert not (tmp_path / "absent").exists()
 
 
-def test_message_folder_not_writable_is_skipped(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_message_folder_not_writable_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A folder the process may not write to is skipped silently."""
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     assert not write_status_files(tmp_path, "ClientError: x")
@@ -55,8 +56,7 @@ def test_message_files_are_cut_to_one_kilobyte(tmp_path: Path) -> None:
 
 
 def _failed_record(error: BaseException) -> RuleRecord:
-    record = RuleRecord("RatioRule", "ratio", {}, started_at=START, finished_at=START,
-                        last_step=3)
+    record = RuleRecord("RatioRule", "ratio", {}, started_at=START, finished_at=START, last_step=3)
     record.outcome = RuleOutcome.from_error(record.name, error, step=record.last_step)
     return record
 
@@ -69,35 +69,64 @@ def _raise_and_wrap(wrap: type[RuleCodeError] | type[BuiltinRuleError]) -> BaseE
 
 def test_rule_code_error_document() -> None:
     """A user's rule that raised: exit 2, the rule's exception type, its traceback, the words."""
-    doc = result_document([_failed_record(_raise_and_wrap(RuleCodeError))], trial="t",
-                          started_at=START, finished_at=START, exit_code=2)
+    doc = result_document(
+        [_failed_record(_raise_and_wrap(RuleCodeError))],
+        trial="t",
+        started_at=START,
+        finished_at=START,
+        exit_code=2,
+    )
     rule = doc["rules"][0]
     assert (rule["status"], rule["exit_code"], rule["error_type"]) == (
-        "Error", 2, "ZeroDivisionError")
-    assert rule["details"] == doc["details"] == (
-        "ClientError: rule RatioRule raised ZeroDivisionError: division by zero at step 3 "
-        "(my_rule.py, line 9)")
+        "Error",
+        2,
+        "ZeroDivisionError",
+    )
+    assert (
+        rule["details"]
+        == doc["details"]
+        == (
+            "ClientError: rule RatioRule raised ZeroDivisionError: division by zero at step 3 "
+            "(my_rule.py, line 9)"
+        )
+    )
     assert "1 / 0" in rule["traceback"] and "ZeroDivisionError" in rule["traceback"]
     assert (doc["status"], doc["message"], doc["started_at"]) == (
-        "Error", rule["details"], "2024-05-01T12:00:00.000Z")
+        "Error",
+        rule["details"],
+        "2024-05-01T12:00:00.000Z",
+    )
 
 
 def test_builtin_rule_error_document() -> None:
     """A built-in rule that raised is our bug: exit 3, InternalServerError, same words."""
-    rule = result_document([_failed_record(_raise_and_wrap(BuiltinRuleError))], trial="t",
-                           started_at=START, finished_at=START, exit_code=3)["rules"][0]
+    rule = result_document(
+        [_failed_record(_raise_and_wrap(BuiltinRuleError))],
+        trial="t",
+        started_at=START,
+        finished_at=START,
+        exit_code=3,
+    )["rules"][0]
     assert (rule["exit_code"], rule["error_type"]) == (3, "ZeroDivisionError")
-    assert rule["details"].startswith("InternalServerError: rule RatioRule raised "
-                                      "ZeroDivisionError: division by zero at step 3")
+    assert rule["details"].startswith(
+        "InternalServerError: rule RatioRule raised ZeroDivisionError: division by zero at step 3"
+    )
 
 
 def test_checked_nothing_document() -> None:
     """A ClientError given smdebug's type name reports that name, without a traceback."""
-    error = ClientError("Insufficient information to invoke rule R: nothing matched",
-                        error_type="InsufficientInformationForRuleInvocation")
-    rule = result_document([_failed_record(error)], trial=None, started_at=START,
-                           finished_at=None, exit_code=None)["rules"][0]
+    error = ClientError(
+        "Insufficient information to invoke rule R: nothing matched",
+        error_type="InsufficientInformationForRuleInvocation",
+    )
+    rule = result_document(
+        [_failed_record(error)], trial=None, started_at=START, finished_at=None, exit_code=None
+    )["rules"][0]
     assert (rule["exit_code"], rule["error_type"], rule["traceback"]) == (
-        2, "InsufficientInformationForRuleInvocation", None)
+        2,
+        "InsufficientInformationForRuleInvocation",
+        None,
+    )
     assert rule["details"] == (
-        "ClientError: Insufficient information to invoke rule R: nothing matched")
+        "ClientError: Insufficient information to invoke rule R: nothing matched"
+    )

@@ -41,8 +41,11 @@ def test_status_lines_are_json(tmp_path: Path) -> None:
     """Every line is one JSON object; status lines carry rule, status, step, message, time."""
     stream = io.StringIO()
     configure_logging(stream=stream)
-    reporter = StatusReporter([RuleSpec(name="Overfit", configuration_name="Overfit")],
-                              output_dir=tmp_path, message_dir=None)
+    reporter = StatusReporter(
+        [RuleSpec(name="Overfit", configuration_name="Overfit")],
+        output_dir=tmp_path,
+        message_dir=None,
+    )
     reporter.start("Overfit")
     reporter.fired("Overfit", 7200)
     reporter.finish("Overfit")
@@ -50,9 +53,12 @@ def test_status_lines_are_json(tmp_path: Path) -> None:
     lines = _lines(stream)
     status = [line for line in lines if line["event"] == "rule_status"]
     assert [(s["rule"], s["status"], s["step"]) for s in status] == [
-        ("Overfit", "InProgress", None), ("Overfit", "IssuesFound", 7200)]
-    assert status[1]["message"].startswith("RuleEvaluationConditionMet: Evaluation of the rule "
-                                           "Overfit at step 7200")
+        ("Overfit", "InProgress", None),
+        ("Overfit", "IssuesFound", 7200),
+    ]
+    assert status[1]["message"].startswith(
+        "RuleEvaluationConditionMet: Evaluation of the rule Overfit at step 7200"
+    )
     assert all(line["timestamp"].endswith("Z") and line["level"] for line in lines)
     assert lines[-1]["event"] == "evaluation_finished" and lines[-1]["exit_code"] == 1
 
@@ -79,7 +85,10 @@ def test_stdlib_logging_is_routed(tmp_path: Path) -> None:
     logging.getLogger("evaluator.trial").warning("waiting for %s", "collections")
     [line] = _lines(stream)
     assert (line["event"], line["level"], line["logger"]) == (
-        "waiting for collections", "warning", "evaluator.trial")
+        "waiting for collections",
+        "warning",
+        "evaluator.trial",
+    )
 
 
 def test_aws_loggers_stay_at_info_under_debug() -> None:

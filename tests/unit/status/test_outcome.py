@@ -28,7 +28,8 @@ def test_condition_met_text_is_exact() -> None:
     """IssuesFound carries SageMaker's observed StatusDetails text, newline included."""
     assert condition_met_message("VanishingGradient", 500) == (
         "RuleEvaluationConditionMet: Evaluation of the rule VanishingGradient at step 500 "
-        "resulted in the condition being met\n")
+        "resulted in the condition being met\n"
+    )
 
 
 def test_error_prefixes_are_exact() -> None:
@@ -41,33 +42,61 @@ def test_error_prefixes_are_exact() -> None:
 def test_status_values() -> None:
     """The status strings are SageMaker's RuleEvaluationStatus values."""
     assert [s.value for s in RuleStatus] == [
-        "InProgress", "IssuesFound", "NoIssuesFound", "Error", "Stopped"]
+        "InProgress",
+        "IssuesFound",
+        "NoIssuesFound",
+        "Error",
+        "Stopped",
+    ]
 
 
 def test_finished_outcomes() -> None:
     """A rule that fired ends IssuesFound at its first firing step; otherwise NoIssuesFound."""
     fired = RuleOutcome.finished("Overfit", [7200, 7300])
     assert (fired.status, fired.exit_code, fired.step, fired.fired_steps) == (
-        RuleStatus.ISSUES_FOUND, 1, 7200, (7200, 7300))
+        RuleStatus.ISSUES_FOUND,
+        1,
+        7200,
+        (7200, 7300),
+    )
     assert fired.message == condition_met_message("Overfit", 7200)
     quiet = RuleOutcome.finished("Overfit", [], last_step=99)
     assert (quiet.status, quiet.exit_code, quiet.step, quiet.message) == (
-        RuleStatus.NO_ISSUES_FOUND, 0, 99, None)
+        RuleStatus.NO_ISSUES_FOUND,
+        0,
+        99,
+        None,
+    )
 
 
-@pytest.mark.parametrize(("error", "client", "code", "message"), [
-    (ConfigurationError("start_step must be ..."), None, 2,
-     "ClientError: start_step must be ..."),
-    (InternalServerError("cache broke"), None, 3, "InternalServerError: cache broke"),
-    (MissingCollectionFiles(), None, 2, "ClientError: MissingCollectionFiles: Training job has "
-     "ended. All the collection files could not be loaded"),
-    (KeyError("x"), None, 3, "InternalServerError: KeyError: 'x'"),
-    (ValueError("could not convert string to float: 'a'"), True, 2,
-     "ClientError: ValueError: could not convert string to float: 'a'"),
-    (RuntimeError(), True, 2, "ClientError: RuntimeError"),
-])
-def test_error_outcomes(error: BaseException, client: bool | None, code: int,
-                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("error", "client", "code", "message"),
+    [
+        (
+            ConfigurationError("start_step must be ..."),
+            None,
+            2,
+            "ClientError: start_step must be ...",
+        ),
+        (InternalServerError("cache broke"), None, 3, "InternalServerError: cache broke"),
+        (
+            MissingCollectionFiles(),
+            None,
+            2,
+            "ClientError: MissingCollectionFiles: Training job has "
+            "ended. All the collection files could not be loaded",
+        ),
+        (KeyError("x"), None, 3, "InternalServerError: KeyError: 'x'"),
+        (
+            ValueError("could not convert string to float: 'a'"),
+            True,
+            2,
+            "ClientError: ValueError: could not convert string to float: 'a'",
+        ),
+        (RuntimeError(), True, 2, "ClientError: RuntimeError"),
+    ],
+)
+def test_error_outcomes(error: BaseException, client: bool | None, code: int, message: str) -> None:
     """Our errors carry their category; smdebug's are the data's; others ours unless told."""
     outcome = RuleOutcome.from_error("R", error, client=client)
     assert (outcome.status, outcome.exit_code, outcome.message) == (RuleStatus.ERROR, code, message)
@@ -111,15 +140,18 @@ INTERNAL = RuleOutcome.from_error("d", InternalServerError("bug"))
 STOPPED = RuleOutcome.stopped("e", signal.SIGTERM)
 
 
-@pytest.mark.parametrize(("outcomes", "code", "status"), [
-    ([], 0, RuleStatus.NO_ISSUES_FOUND),
-    ([NO, NO], 0, RuleStatus.NO_ISSUES_FOUND),
-    ([NO, FIRED], 1, RuleStatus.ISSUES_FOUND),
-    ([FIRED, CLIENT], 2, RuleStatus.ERROR),
-    ([CLIENT, INTERNAL, FIRED], 3, RuleStatus.ERROR),
-    ([INTERNAL, STOPPED, FIRED], 143, RuleStatus.STOPPED),
-    ([NO, RuleOutcome.stopped("e", signal.SIGINT)], 130, RuleStatus.STOPPED),
-])
+@pytest.mark.parametrize(
+    ("outcomes", "code", "status"),
+    [
+        ([], 0, RuleStatus.NO_ISSUES_FOUND),
+        ([NO, NO], 0, RuleStatus.NO_ISSUES_FOUND),
+        ([NO, FIRED], 1, RuleStatus.ISSUES_FOUND),
+        ([FIRED, CLIENT], 2, RuleStatus.ERROR),
+        ([CLIENT, INTERNAL, FIRED], 3, RuleStatus.ERROR),
+        ([INTERNAL, STOPPED, FIRED], 143, RuleStatus.STOPPED),
+        ([NO, RuleOutcome.stopped("e", signal.SIGINT)], 130, RuleStatus.STOPPED),
+    ],
+)
 def test_overall_exit_code(outcomes: list[RuleOutcome], code: int, status: RuleStatus) -> None:
     """Most severe wins: signal stop > internal > client > issues found > no issues."""
     assert overall_exit_code(outcomes) == code

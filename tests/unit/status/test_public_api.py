@@ -16,25 +16,52 @@ def test_every_public_name_exists() -> None:
     for name in status.__all__:
         assert hasattr(status, name), name
     assert set(status.__all__) >= {
-        "EXIT_CLIENT_ERROR", "EXIT_INTERNAL_ERROR", "EXIT_ISSUES_FOUND", "EXIT_NO_ISSUES",
-        "EXIT_SIGINT", "EXIT_SIGTERM", "MESSAGE_LIMIT", "RESULT_FILE_NAME", "STOPPED_MESSAGE",
-        "ExitCode", "RuleOutcome", "RuleStatus", "StatusReporter", "client_error_message",
-        "combined_message", "condition_met_message", "configure_logging",
-        "internal_error_message", "overall_exit_code", "overall_status", "truncate_utf8",
-        "write_status_files"}
+        "EXIT_CLIENT_ERROR",
+        "EXIT_INTERNAL_ERROR",
+        "EXIT_ISSUES_FOUND",
+        "EXIT_NO_ISSUES",
+        "EXIT_SIGINT",
+        "EXIT_SIGTERM",
+        "MESSAGE_LIMIT",
+        "RESULT_FILE_NAME",
+        "STOPPED_MESSAGE",
+        "ExitCode",
+        "RuleOutcome",
+        "RuleStatus",
+        "StatusReporter",
+        "client_error_message",
+        "combined_message",
+        "condition_met_message",
+        "configure_logging",
+        "internal_error_message",
+        "overall_exit_code",
+        "overall_status",
+        "truncate_utf8",
+        "write_status_files",
+    }
 
 
 def test_exit_names_are_the_exit_code_members() -> None:
     """The EXIT_* names are ExitCode's members, not a second set of numbers."""
-    assert [status.EXIT_NO_ISSUES, status.EXIT_ISSUES_FOUND, status.EXIT_CLIENT_ERROR,
-            status.EXIT_INTERNAL_ERROR, status.EXIT_SIGINT, status.EXIT_SIGTERM] == list(ExitCode)
+    assert [
+        status.EXIT_NO_ISSUES,
+        status.EXIT_ISSUES_FOUND,
+        status.EXIT_CLIENT_ERROR,
+        status.EXIT_INTERNAL_ERROR,
+        status.EXIT_SIGINT,
+        status.EXIT_SIGTERM,
+    ] == list(ExitCode)
 
 
 def _siblings_imported(module: str) -> set[str]:
     tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
-    return {node.module.rsplit(".", 1)[1] for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module
-            and node.module.startswith("evaluator.status.")}
+    return {
+        node.module.rsplit(".", 1)[1]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("evaluator.status.")
+    }
 
 
 def test_modules_import_one_way() -> None:

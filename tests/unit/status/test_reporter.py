@@ -46,10 +46,16 @@ def logs() -> Iterator[list[dict[str, Any]]]:
         yield captured
 
 
-def _reporter(dirs: tuple[Path, Path], rules: list[RuleSpec | str] | None = None,
-              **kwargs: Any) -> StatusReporter:
-    return StatusReporter(rules or ["VanishingGradient"], output_dir=dirs[0],
-                          message_dir=dirs[1], trial="s3://b/job/debug-output", **kwargs)
+def _reporter(
+    dirs: tuple[Path, Path], rules: list[RuleSpec | str] | None = None, **kwargs: Any
+) -> StatusReporter:
+    return StatusReporter(
+        rules or ["VanishingGradient"],
+        output_dir=dirs[0],
+        message_dir=dirs[1],
+        trial="s3://b/job/debug-output",
+        **kwargs,
+    )
 
 
 def _result(dirs: tuple[Path, Path]) -> dict[str, Any]:
@@ -74,8 +80,11 @@ def test_issues_found_run(dirs: tuple[Path, Path], logs: list[dict[str, Any]]) -
 
 def test_result_file_of_one_rule(dirs: tuple[Path, Path]) -> None:
     """The result file holds the rule's fields at the top level and in ``rules``."""
-    spec = RuleSpec(name="VanishingGradient", configuration_name="vg",
-                    parameters={"threshold": "0.1", "api_token": "s3cr3t"})
+    spec = RuleSpec(
+        name="VanishingGradient",
+        configuration_name="vg",
+        parameters={"threshold": "0.1", "api_token": "s3cr3t"},
+    )
     reporter = _reporter(dirs, [spec])
     reporter.start("vg")
     reporter.step_evaluated("vg", 0)
@@ -86,13 +95,21 @@ def test_result_file_of_one_rule(dirs: tuple[Path, Path]) -> None:
     doc = _result(dirs)
     assert doc["version"] == 1
     assert (doc["status"], doc["exit_code"], doc["rule"], doc["step"], doc["fired_steps"]) == (
-        "IssuesFound", 1, "VanishingGradient", 5, [5])
+        "IssuesFound",
+        1,
+        "VanishingGradient",
+        5,
+        [5],
+    )
     assert doc["details"] == doc["message"] == condition_met_message("VanishingGradient", 5)
     assert doc["parameters"] == {"threshold": "0.1", "api_token": "***"}
     assert doc["trial"] == "s3://b/job/debug-output"
     rule = doc["rules"][0]
     assert (rule["configuration_name"], rule["steps_evaluated"], rule["error_type"]) == (
-        "vg", 2, None)
+        "vg",
+        2,
+        None,
+    )
     assert rule["started_at"].endswith("Z") and rule["finished_at"].endswith("Z")
     assert "s3cr3t" not in (dirs[0] / RESULT_FILE_NAME).read_text()
 
@@ -107,7 +124,11 @@ def test_no_issues_writes_no_message(dirs: tuple[Path, Path]) -> None:
     assert list(dirs[1].iterdir()) == []
     doc = _result(dirs)
     assert (doc["status"], doc["step"], doc["message"], doc["details"]) == (
-        "NoIssuesFound", 9, None, None)
+        "NoIssuesFound",
+        9,
+        None,
+        None,
+    )
 
 
 def test_client_error(dirs: tuple[Path, Path], logs: list[dict[str, Any]]) -> None:
@@ -122,8 +143,9 @@ def test_client_error(dirs: tuple[Path, Path], logs: list[dict[str, Any]]) -> No
     assert event["log_level"] == "error" and "exc_info" not in event
 
 
-def test_rule_code_error_keeps_traceback(dirs: tuple[Path, Path],
-                                         logs: list[dict[str, Any]]) -> None:
+def test_rule_code_error_keeps_traceback(
+    dirs: tuple[Path, Path], logs: list[dict[str, Any]]
+) -> None:
     """An exception from a user's rule is a client error whose traceback is logged and saved."""
     reporter = _reporter(dirs)
     reporter.start("VanishingGradient")
@@ -132,7 +154,7 @@ def test_rule_code_error_keeps_traceback(dirs: tuple[Path, Path],
     except ValueError as e:
         reporter.fail("VanishingGradient", e, client=True)
     assert reporter.close() == 2
-    assert "float(\"abc\")" in _result(dirs)["rules"][0]["traceback"]
+    assert 'float("abc")' in _result(dirs)["rules"][0]["traceback"]
     assert any(isinstance(e.get("exc_info"), ValueError) for e in logs)
 
 
@@ -163,14 +185,19 @@ def test_several_rules_result_file(dirs: tuple[Path, Path]) -> None:
     doc = _result(dirs)
     assert "rule" not in doc and "step" not in doc
     assert [(r["rule"], r["status"], r["exit_code"]) for r in doc["rules"]] == [
-        ("A", "IssuesFound", 1), ("B", "Error", 2), ("C", "NoIssuesFound", 0)]
+        ("A", "IssuesFound", 1),
+        ("B", "Error", 2),
+        ("C", "NoIssuesFound", 0),
+    ]
     assert (doc["status"], doc["exit_code"]) == ("Error", 2)
     assert (dirs[1] / "message").read_text() == (
-        "ClientError: no collection named foo\n" + condition_met_message("A", 4))
+        "ClientError: no collection named foo\n" + condition_met_message("A", 4)
+    )
 
 
-def test_continue_after_fire_reports_every_step(dirs: tuple[Path, Path],
-                                                logs: list[dict[str, Any]]) -> None:
+def test_continue_after_fire_reports_every_step(
+    dirs: tuple[Path, Path], logs: list[dict[str, Any]]
+) -> None:
     """Each fire is logged; the status names the first step, the result file lists all."""
     reporter = _reporter(dirs)
     reporter.start("VanishingGradient")
@@ -192,9 +219,9 @@ def test_result_file_in_progress(dirs: tuple[Path, Path]) -> None:
     assert doc["rules"][0]["status"] == "InProgress"
 
 
-def test_result_file_is_replaced_atomically(dirs: tuple[Path, Path],
-                                            monkeypatch: pytest.MonkeyPatch,
-                                            logs: list[dict[str, Any]]) -> None:
+def test_result_file_is_replaced_atomically(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, logs: list[dict[str, Any]]
+) -> None:
     """A failed write leaves the previous file whole and no temporary file behind."""
     reporter = _reporter(dirs)
     reporter.start("VanishingGradient")
@@ -227,12 +254,16 @@ def test_unfinished_rule_is_an_internal_error(dirs: tuple[Path, Path]) -> None:
     reporter.start("VanishingGradient")
     assert reporter.close() == 3
     assert reporter.close() == 3
-    assert (dirs[1] / "message").read_text().startswith("InternalServerError: RuntimeError: the "
-                                                        "evaluation ended before rule")
+    assert (
+        (dirs[1] / "message")
+        .read_text()
+        .startswith("InternalServerError: RuntimeError: the evaluation ended before rule")
+    )
 
 
-def test_progress_lines_are_rate_limited(dirs: tuple[Path, Path],
-                                         logs: list[dict[str, Any]]) -> None:
+def test_progress_lines_are_rate_limited(
+    dirs: tuple[Path, Path], logs: list[dict[str, Any]]
+) -> None:
     """At most one progress line per interval, with the recent rate and the lag."""
     clock = FakeClock()
     reporter = _reporter(dirs, clock=clock, progress_interval=10.0)
@@ -242,8 +273,15 @@ def test_progress_lines_are_rate_limited(dirs: tuple[Path, Path],
         reporter.step_evaluated("VanishingGradient", step, newest_step=step + 3)
     lines = [e for e in logs if e["event"] == "rule_progress"]
     assert len(lines) == 1
-    assert lines[0] == {"event": "rule_progress", "log_level": "info", "rule": "VanishingGradient",
-                        "step": 19, "steps_evaluated": 20, "steps_per_sec": 2.0, "lag_steps": 3}
+    assert lines[0] == {
+        "event": "rule_progress",
+        "log_level": "info",
+        "rule": "VanishingGradient",
+        "step": 19,
+        "steps_evaluated": 20,
+        "steps_per_sec": 2.0,
+        "lag_steps": 3,
+    }
 
 
 def test_console_progress_line(dirs: tuple[Path, Path], logs: list[dict[str, Any]]) -> None:
@@ -262,8 +300,9 @@ def test_console_progress_line(dirs: tuple[Path, Path], logs: list[dict[str, Any
     assert stream.getvalue().endswith("\r\x1b[K")  # cleared before the status line
 
 
-def test_listeners_receive_status_events(dirs: tuple[Path, Path],
-                                         logs: list[dict[str, Any]]) -> None:
+def test_listeners_receive_status_events(
+    dirs: tuple[Path, Path], logs: list[dict[str, Any]]
+) -> None:
     """Every status change reaches the listeners; a failing listener changes nothing."""
     seen: list[dict[str, Any]] = []
 
@@ -275,7 +314,9 @@ def test_listeners_receive_status_events(dirs: tuple[Path, Path],
     reporter.finish("VanishingGradient")
     assert reporter.close() == 0
     assert [(e["event"], e["status"]) for e in seen] == [
-        ("rule_status", "InProgress"), ("rule_status", "NoIssuesFound")]
+        ("rule_status", "InProgress"),
+        ("rule_status", "NoIssuesFound"),
+    ]
     assert all(e["timestamp"].endswith("Z") for e in seen)
     assert [e["event"] for e in logs].count("status_listener_failed") == 2
 
@@ -285,8 +326,12 @@ def test_from_config(tmp_path: Path) -> None:
     from evaluator.config import load_config
 
     (tmp_path / "t").mkdir()
-    config = load_config(["--trial-dir", str(tmp_path / "t"), "--rule", "A,B"], {},
-                         opt_ml_root=tmp_path / "opt_ml", stdout_is_tty=False)
+    config = load_config(
+        ["--trial-dir", str(tmp_path / "t"), "--rule", "A,B"],
+        {},
+        opt_ml_root=tmp_path / "opt_ml",
+        stdout_is_tty=False,
+    )
     reporter = StatusReporter.from_config(config, logger=structlog.get_logger())
     for name in ("A", "B"):
         reporter.start(name)

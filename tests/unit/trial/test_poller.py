@@ -177,8 +177,9 @@ class HideOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
 
-    async def list_after(self, prefix: str,
-                         start_after: str | None = None) -> AsyncIterator[ObjectInfo]:
+    async def list_after(
+        self, prefix: str, start_after: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
         hidden, self._hidden = self._hidden, ""
         async for info in self._storage.list_after(prefix, start_after):
             if info.key != hidden:
@@ -194,8 +195,8 @@ class Failing:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
 
-    async def list_after(self, prefix: str,
-                         start_after: str | None = None) -> AsyncIterator[ObjectInfo]:
+    async def list_after(
+        self, prefix: str, start_after: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
         raise OSError("listing failed")
         yield  # pragma: no cover
-

@@ -66,7 +66,8 @@ def test_an_event_file_that_never_comes_names_the_read_value(engine: Any) -> Non
 
 
 def test_walking_the_steps_in_order_fetches_the_next_files_ahead(
-        engine: Any, wait_until: Any) -> None:
+    engine: Any, wait_until: Any
+) -> None:
     """Once two reads show a walk through the steps, the next prefetch_steps event files are
     fetched unasked, and every file of the walk is still read only once."""
     e = engine(prefetch_steps=2)

@@ -14,8 +14,14 @@ TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 A, NA, U = StepState.AVAILABLE, StepState.NOT_YET_AVAILABLE, StepState.UNAVAILABLE
 
 
-def index(step: int, worker: str, mode: ModeKeys = GLOBAL, mode_step: int | None = None,
-          names: tuple[str, ...] = ("w",), shapes: tuple[str, ...] = ()) -> IndexFile:
+def index(
+    step: int,
+    worker: str,
+    mode: ModeKeys = GLOBAL,
+    mode_step: int | None = None,
+    names: tuple[str, ...] = ("w",),
+    shapes: tuple[str, ...] = (),
+) -> IndexFile:
     event = f"events/{step:012d}/{step:012d}_{worker}.tfevents"
     return IndexFile(
         meta=IndexMeta(mode, step if mode_step is None else mode_step, event if names else None),
@@ -57,8 +63,9 @@ def test_partially_written_steps_of_three_workers() -> None:
 
 def test_incomplete_step_window_declares_half_a_window_complete() -> None:
     """Window 10, three workers, only worker_0 writes 0-19: the watermark goes 4, 9, then stays."""
-    state = TrialState(num_workers=3, workers={"worker_0", "worker_1", "worker_2"},
-                       incomplete_step_window=10)
+    state = TrialState(
+        num_workers=3, workers={"worker_0", "worker_1", "worker_2"}, incomplete_step_window=10
+    )
     scan(state, [(s, "worker_0") for s in range(20)])
     assert state.last_complete_step == 4
     assert state.last_index_token == index_key(4, "worker_2")
@@ -103,22 +110,29 @@ def test_shape_and_raw_value_in_one_file_are_both_kept() -> None:
 def test_reduction_tensors_are_attached_to_their_tensor() -> None:
     """``smdebug/reductions/abs_l1/w`` is stored as reduction (l1, abs) of tensor ``w``."""
     state = TrialState(num_workers=1, workers={"worker_0"})
-    state.apply_index_file(0, "worker_0", index(0, "worker_0", names=(
-        "smdebug/reductions/abs_l1/w", "smdebug/reductions/max/w")))
+    state.apply_index_file(
+        0,
+        "worker_0",
+        index(0, "worker_0", names=("smdebug/reductions/abs_l1/w", "smdebug/reductions/max/w")),
+    )
     assert state.names == {"w"}
     entry = state.record("w").entries(GLOBAL, 0)["worker_0"]
     assert set(entry.reductions) == {("l1", True), ("max", False)}
     assert entry.location is None
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("smdebug/reductions/abs_l1/w", ("w", "l1", True)),
-    # Where the two parsers differed: smdebug finds the prefix anywhere in the name.
-    ("tower_0/smdebug/reductions/max/w", ("w", "max", False)),
-    ("smdebug/reductions/mean/dense/kernel:0", ("dense/kernel:0", "mean", False)),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("smdebug/reductions/abs_l1/w", ("w", "l1", True)),
+        # Where the two parsers differed: smdebug finds the prefix anywhere in the name.
+        ("tower_0/smdebug/reductions/max/w", ("w", "max", False)),
+        ("smdebug/reductions/mean/dense/kernel:0", ("dense/kernel:0", "mean", False)),
+    ],
+)
 def test_a_reduction_name_is_read_alike_by_the_index_and_the_key_parser(
-        name: str, expected: tuple[str, str, bool]) -> None:
+    name: str, expected: tuple[str, str, bool]
+) -> None:
     """The trial files a saved reduction where ``parse_reduction_tensor_name`` (smdebug's
     ``reverse_reduction_tensor_name``) says, even with a scope before the prefix."""
     assert parse_reduction_tensor_name(name) == expected

@@ -27,17 +27,24 @@ from evaluator.trial import create_trial
 from evaluator.trial.refresh import no_refresh
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
-COLLECTIONS = [Collection("weights", include_regex=["^w"]), Collection("losses", tensor_names={"loss"})]
+COLLECTIONS = [
+    Collection("weights", include_regex=["^w"]),
+    Collection("losses", tensor_names={"loss"}),
+]
 
 
-def make_trial(root: Path, steps: range, *, workers: int = 1, ended: bool = True,
-               mode: ModeKeys = TRAIN) -> None:
+def make_trial(
+    root: Path, steps: range, *, workers: int = 1, ended: bool = True, mode: ModeKeys = TRAIN
+) -> None:
     for w in range(workers):
         writer = TrialWriter(root, worker=f"worker_{w}")
         writer.write_collections(COLLECTIONS, num_workers=workers)
         for s in steps:
-            writer.write_step(s, {"w": np.full((2, 3), s + w, np.float32),
-                                  "loss": np.float32(1.0 / (s + 1))}, mode=mode)
+            writer.write_step(
+                s,
+                {"w": np.full((2, 3), s + w, np.float32), "loss": np.float32(1.0 / (s + 1))},
+                mode=mode,
+            )
     if ended:
         TrialWriter(root).end_training()
 
@@ -101,7 +108,9 @@ def test_step_errors_on_an_ended_trial(tmp_path: Path) -> None:
 def test_multiworker_completeness_while_running(tmp_path: Path) -> None:
     """A step written by only some workers is incomplete until training ends."""
     make_trial(tmp_path, range(3), workers=2, ended=False)
-    TrialWriter(tmp_path, worker="worker_0").write_step(3, {"w": np.zeros((2, 3), np.float32)}, mode=TRAIN)
+    TrialWriter(tmp_path, worker="worker_0").write_step(
+        3, {"w": np.zeros((2, 3), np.float32)}, mode=TRAIN
+    )
     trial = create_trial(str(tmp_path))
     assert trial.steps() == [0, 1, 2]
     assert trial.steps(show_incomplete_steps=True) == [0, 1, 2, 3]
@@ -128,8 +137,10 @@ def test_wait_for_steps_returns_when_the_step_lands(tmp_path: Path) -> None:
     """wait_for_steps blocks until a concurrently written step appears."""
     make_trial(tmp_path, range(1), ended=False)
     trial = create_trial(str(tmp_path), poll_interval=0.05)
-    writer = threading.Timer(0.3, lambda: TrialWriter(tmp_path).write_step(
-        1, {"w": np.ones((2, 3), np.float32)}, mode=TRAIN))
+    writer = threading.Timer(
+        0.3,
+        lambda: TrialWriter(tmp_path).write_step(1, {"w": np.ones((2, 3), np.float32)}, mode=TRAIN),
+    )
     writer.start()
     started = time.monotonic()
     trial.wait_for_steps([1])
@@ -161,7 +172,9 @@ def test_corrupt_record_names_file_and_offset(tmp_path: Path) -> None:
     data[9] ^= 0xFF  # inside the first record's length CRC
     event.write_bytes(bytes(data))
     trial = create_trial(str(tmp_path))
-    with pytest.raises(CorruptRecordError, match=r"000000000000_worker_0\.tfevents at byte offset 0"):
+    with pytest.raises(
+        CorruptRecordError, match=r"000000000000_worker_0\.tfevents at byte offset 0"
+    ):
         trial.tensor("w").value(0)  # "w" is the file's first record
 
 
@@ -202,8 +215,12 @@ def test_next_step_waits_for_a_step_still_being_written(tmp_path: Path) -> None:
     """While training runs, next_step waits for the next step; a stop event ends the wait."""
     make_trial(tmp_path, range(1), ended=False)
     trial = create_trial(str(tmp_path), poll_interval=0.05, max_poll_interval=0.1)
-    threading.Timer(0.2, lambda: TrialWriter(tmp_path).write_step(
-        1, {"w": np.zeros((2, 3), np.float32)}, mode=TRAIN)).start()
+    threading.Timer(
+        0.2,
+        lambda: TrialWriter(tmp_path).write_step(
+            1, {"w": np.zeros((2, 3), np.float32)}, mode=TRAIN
+        ),
+    ).start()
     assert trial.next_step(0) == 1
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()

@@ -16,8 +16,13 @@ from evaluator.trial import create_trial as _create_trial
 __all__ = ["LocalTrial", "S3Trial", "Trial", "create_trial"]
 
 
-def create_trial(path: str, name: str | None = None, profiler: bool = False,
-                 output_dir: str = "/opt/ml/processing/outputs/", **kwargs: Any) -> Trial:
+def create_trial(
+    path: str,
+    name: str | None = None,
+    profiler: bool = False,
+    output_dir: str = "/opt/ml/processing/outputs/",
+    **kwargs: Any,
+) -> Trial:
     """smdebug's ``create_trial``: ``evaluator.trial.create_trial`` with the options of the
     environment, keyword arguments winning (``options=`` given: used as they are)."""
     if kwargs.get("options") is None:
