@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,6 +10,7 @@ from datetime import datetime
 import numpy as np
 
 from rules_builtin._labels import class_ids, confusion_matrix
+from rules_builtin._svg_charts import bar_chart, escape, line_chart, number
 
 __all__ = ["METRIC_NAME", "ReportData", "render_report"]
 
@@ -19,18 +19,6 @@ METRIC_NAME = re.compile(r"^[^/\s]+-[^/\s]+$")  # XGBoost's "<data set>-<metric>
 _MAX_CLASSES = 50
 _TOP_FEATURES = 20
 _IMPORTANCE_ORDER = ("weight", "gain", "cover", "total_gain", "total_cover")
-_PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:2px 8px;
 text-align:right}th{background:#f4f4f4}td.name,th.name{text-align:left}code{background:#f4f4f4}
@@ -56,14 +44,6 @@ class ReportData:
     unreadable: list[str] = field(default_factory=list)
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _num(value: float) -> str:
-    return f"{value:.4g}"
-
-
 def render_report(data: ReportData, *, generated: datetime) -> str:
     """The whole report as an HTML document."""
     body = [
@@ -77,7 +57,7 @@ def render_report(data: ReportData, *, generated: datetime) -> str:
     title = f"XGBoost training report: {data.trial_name}"
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         + "\n".join(part for part in body if part)
         + "\n</body>\n</html>\n"
     )
@@ -91,11 +71,11 @@ def _header(data: ReportData, generated: datetime) -> str:
         else "none yet"
     )
     rows = [
-        ("trial", f"<code>{_e(data.trial_name)}</code>"),
-        ("path", f"<code>{_e(data.trial_path)}</code>"),
-        ("steps read", _e(steps)),
+        ("trial", f"<code>{escape(data.trial_name)}</code>"),
+        ("path", f"<code>{escape(data.trial_path)}</code>"),
+        ("steps read", escape(steps)),
         ("training ended", ended),
-        ("generated", _e(generated.isoformat(timespec="seconds"))),
+        ("generated", escape(generated.isoformat(timespec="seconds"))),
     ]
     table = "".join(f'<tr><th class="name">{k}</th><td class="name">{v}</td></tr>' for k, v in rows)
     return (
@@ -128,7 +108,7 @@ def _missing(data: ReportData) -> str:
         )
     if not data.hyperparameters:
         gaps.append("hyperparameters: save the <code>hyperparameters</code> collection")
-    gaps += [f"unreadable: {_e(text)}" for text in data.unreadable]
+    gaps += [f"unreadable: {escape(text)}" for text in data.unreadable]
     if not gaps:
         return ""
     items = "".join(f"<li>{g}</li>" for g in gaps)
@@ -144,15 +124,15 @@ def _metrics_section(data: ReportData) -> str:
         groups.setdefault(metric, {})[dataset if metric != name else name] = points
     parts = ['<section id="metrics">\n<h2>Metrics over steps</h2>']
     for metric, series in groups.items():
-        parts.append(f"<h3>{_e(metric)}</h3>")
-        parts.append(_line_chart(series, title=metric))
+        parts.append(f"<h3>{escape(metric)}</h3>")
+        parts.append(line_chart(series, title=metric))
     rows = []
     for name, points in sorted(data.metrics.items()):
         low = _lowest(points)
         rows.append(
-            f'<tr><td class="name">{_e(name)}</td><td>{len(points)}</td>'
-            f"<td>{_num(points[0][1])}</td><td>{_num(points[-1][1])}</td>"
-            f"<td>{_e(low)}</td></tr>"
+            f'<tr><td class="name">{escape(name)}</td><td>{len(points)}</td>'
+            f"<td>{number(points[0][1])}</td><td>{number(points[-1][1])}</td>"
+            f"<td>{escape(low)}</td></tr>"
         )
     parts.append(
         '<table><tr><th class="name">metric</th><th>steps</th><th>first</th>'
@@ -166,7 +146,7 @@ def _lowest(points: list[tuple[int, float]]) -> str:
     if not finite:
         return "n/a"
     value, step = min(finite)
-    return f"{_num(value)} (step {step})"
+    return f"{number(value)} (step {step})"
 
 
 def _importance_section(data: ReportData) -> str:
@@ -182,8 +162,8 @@ def _importance_section(data: ReportData) -> str:
         scores = sorted(data.importance[kind].items(), key=lambda kv: (-kv[1], kv[0]))
         shown = scores[:_TOP_FEATURES]
         note = f" (the largest {len(shown)} of {len(scores)})" if len(scores) > len(shown) else ""
-        parts.append(f"<h3>{_e(kind)}{_e(note)}</h3>")
-        parts.append(_bar_chart(shown, title=f"feature importance: {kind}"))
+        parts.append(f"<h3>{escape(kind)}{escape(note)}</h3>")
+        parts.append(bar_chart(shown, title=f"feature importance: {kind}"))
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -228,7 +208,7 @@ def _classification(labels: list[np.ndarray], predictions: list[np.ndarray]) -> 
     classes, counts = np.unique(y[np.isfinite(y)].astype(np.int64), return_counts=True)
     parts = [
         "<h3>Class distribution</h3>",
-        _bar_chart(
+        bar_chart(
             [(f"class {c}", float(n)) for c, n in zip(classes, counts)],
             title="labels per class",
             integer=True,
@@ -263,7 +243,7 @@ def _matrix_table(matrix: np.ndarray) -> str:
                 f'<td style="background:rgba(31,119,180,{share:.2f});color:{color}">'
                 f"{int(matrix[i, j])}</td>"
             )
-        recall = _num(matrix[i, i] / total) if total else "n/a"
+        recall = number(matrix[i, i] / total) if total else "n/a"
         rows.append(f"<tr><th>{i}</th>{''.join(cells)}<td>{total}</td><td>{recall}</td></tr>")
     return (
         '<table class="matrix"><tr><th>true \\ predicted</th>'
@@ -284,10 +264,10 @@ def _regression(labels: list[np.ndarray], predictions: list[np.ndarray]) -> str:
     for name, values in stats:
         v = values[np.isfinite(values)]
         cells = [len(v)] + (
-            [_num(f(v)) for f in (np.mean, np.std, np.min, np.max)] if v.size else ["n/a"] * 4
+            [number(f(v)) for f in (np.mean, np.std, np.min, np.max)] if v.size else ["n/a"] * 4
         )
         rows.append(
-            f'<tr><td class="name">{_e(name)}</td>'
+            f'<tr><td class="name">{escape(name)}</td>'
             + "".join(f"<td>{c}</td>" for c in cells)
             + "</tr>"
         )
@@ -300,16 +280,16 @@ def _regression(labels: list[np.ndarray], predictions: list[np.ndarray]) -> str:
         if residuals.size:
             rmse = float(np.sqrt(np.mean(residuals**2)))
             parts.append(
-                f"<p>RMSE {_num(rmse)}, mean absolute error "
-                f"{_num(float(np.mean(np.abs(residuals))))}</p>"
+                f"<p>RMSE {number(rmse)}, mean absolute error "
+                f"{number(float(np.mean(np.abs(residuals))))}</p>"
             )
             counts, edges = np.histogram(residuals, bins=20)
             bins = [
-                (f"{_num(edges[k])} to {_num(edges[k + 1])}", float(counts[k]))
+                (f"{number(edges[k])} to {number(edges[k + 1])}", float(counts[k]))
                 for k in range(len(counts))
             ]
             parts.append("<h3>Residuals</h3>")
-            parts.append(_bar_chart(bins, title="residual histogram", integer=True))
+            parts.append(bar_chart(bins, title="residual histogram", integer=True))
     elif p is not None:
         parts.append(f'<p class="note">{p.size} predictions for {y.size} labels: no residuals.</p>')
     return "\n".join(parts)
@@ -319,7 +299,7 @@ def _hyperparameters_section(data: ReportData) -> str:
     if not data.hyperparameters:
         return ""
     rows = "".join(
-        f'<tr><td class="name">{_e(k)}</td><td class="name">{_e(v)}</td></tr>'
+        f'<tr><td class="name">{escape(k)}</td><td class="name">{escape(v)}</td></tr>'
         for k, v in sorted(data.hyperparameters.items())
     )
     return (
@@ -330,108 +310,3 @@ def _hyperparameters_section(data: ReportData) -> str:
 
 
 # -------------------------------------------------------------------- SVG charts
-
-
-def _span(low: float, high: float) -> tuple[float, float]:
-    if high > low:
-        return low, high
-    pad = abs(low) * 0.05 or 1.0
-    return low - pad, high + pad
-
-
-def _line_chart(series: dict[str, list[tuple[int, float]]], *, title: str) -> str:
-    """Lines of ``{name: [(step, value), ...]}`` on shared axes, with a legend."""
-    finite = {k: [(s, v) for s, v in pts if np.isfinite(v)] for k, pts in series.items()}
-    points = [pt for pts in finite.values() for pt in pts]
-    if not points:
-        return '<p class="note">No finite values to plot.</p>'
-    width, height, left, right, top, bottom = 640, 300, 70, 20, 15, 45
-    legend = 18 * len(finite)
-    x0, x1 = _span(min(s for s, _ in points), max(s for s, _ in points))
-    y0, y1 = _span(min(v for _, v in points), max(v for _, v in points))
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def xy(step: float, value: float) -> tuple[float, float]:
-        return (
-            left + (step - x0) / (x1 - x0) * plot_w,
-            top + (1 - (value - y0) / (y1 - y0)) * plot_h,
-        )
-
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(title)}" '
-        f'viewBox="0 0 {width} {height + legend}" width="{width}">',
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
-        'fill="none" stroke="#999"/>',
-    ]
-    for k in range(5):
-        value = y0 + (y1 - y0) * k / 4
-        _, y = xy(x0, value)
-        out.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
-        )
-        out.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" '
-            f'text-anchor="end">{_e(_num(value))}</text>'
-        )
-    for step in sorted({round(x0 + (x1 - x0) * k / 4) for k in range(5)}):  # whole steps
-        x, _ = xy(step, y0)
-        out.append(
-            f'<text x="{x:.1f}" y="{top + plot_h + 16}" font-size="11" '
-            f'text-anchor="middle">{step}</text>'
-        )
-    out.append(
-        f'<text x="{left + plot_w / 2:.1f}" y="{top + plot_h + 34}" font-size="12" '
-        'text-anchor="middle">step</text>'
-    )
-    for n, (name, pts) in enumerate(finite.items()):
-        color = _PALETTE[n % len(_PALETTE)]
-        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(s, v) for s, v in pts))
-        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
-        if len(pts) <= 60:
-            for s, v in pts:
-                x, y = xy(s, v)
-                out.append(
-                    f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}">'
-                    f"<title>{_e(name)} step {s}: {_e(_num(v))}</title></circle>"
-                )
-        ly = height + 18 * n + 4
-        out.append(f'<rect x="{left}" y="{ly}" width="12" height="12" fill="{color}"/>')
-        out.append(f'<text x="{left + 18}" y="{ly + 11}" font-size="12">{_e(name)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def _bar_chart(items: list[tuple[str, float]], *, title: str, integer: bool = False) -> str:
-    """Horizontal bars, one per ``(label, value)``, values written after the bars."""
-    if not items:
-        return '<p class="note">Nothing to plot.</p>'
-    width, label_w, value_w, bar_h, gap = 640, 170, 70, 16, 6
-    bar_area = width - label_w - value_w
-    largest = max((v for _, v in items if np.isfinite(v)), default=0.0)
-    height = len(items) * (bar_h + gap) + gap
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(title)}" '
-        f'viewBox="0 0 {width} {height}" width="{width}">'
-    ]
-    for n, (label, value) in enumerate(items):
-        y = gap + n * (bar_h + gap)
-        length = bar_area * value / largest if largest > 0 and np.isfinite(value) else 0.0
-        short = label if len(label) <= 24 else label[:23] + "\u2026"
-        text = str(int(value)) if integer and np.isfinite(value) else _num(value)
-        out.append(
-            f'<text x="{label_w - 6}" y="{y + 12}" font-size="12" '
-            f'text-anchor="end"><title>{_e(label)}</title>{_e(short)}</text>'
-        )
-        out.append(
-            f'<rect x="{label_w}" y="{y}" width="{max(length, 0.0):.1f}" '
-            f'height="{bar_h}" fill="{_PALETTE[0]}"/>'
-        )
-        out.append(
-            f'<text x="{label_w + max(length, 0.0) + 4:.1f}" y="{y + 12}" '
-            f'font-size="12">{_e(text)}</text>'
-        )
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-# -------------------------------------------------------------------- writing

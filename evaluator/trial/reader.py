@@ -23,10 +23,10 @@ from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
+from evaluator.trial.entries import Location
 from evaluator.trial.reductions import compute_reduction
 from evaluator.trial.runner import BackgroundLoop
 from evaluator.trial.source import TrialSource
-from evaluator.trial.state import Location
 
 __all__ = ["Reading", "ValueReader"]
 

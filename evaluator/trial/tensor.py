@@ -17,8 +17,8 @@ from evaluator.errors import (
     TensorUnavailableForStep,
 )
 from evaluator.modes import ModeKeys, StepState
+from evaluator.trial.entries import FileIndex, StepEntry, TensorRecord
 from evaluator.trial.reads import note_read
-from evaluator.trial.state import FileIndex, StepEntry, TensorRecord
 from evaluator.trial.view import TrialView
 
 if TYPE_CHECKING:
