@@ -1,7 +1,8 @@
 """Write docs/rules.md from the built-in rules themselves and from measured scenario outcomes.
 
 Each rule's class docstring says what it detects, its ``PARAMETERS`` give names, defaults and
-types, and the rule x scenario table is computed by training the scenario models and running
+types (rendered by rules_builtin/_describe.py, which ``rule-evaluator rules NAME`` shares), and
+the rule x scenario table is computed by training the scenario models and running
 every rule on them (tests/scenarios). Run from the repository root:
 
     .venv/bin/python tools/gen_rules_doc.py            # rewrite docs/rules.md
@@ -11,8 +12,6 @@ every rule on them (tests/scenarios). Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import inspect
-import json
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rules_builtin import registry  # noqa: E402
+from rules_builtin._describe import markdown_section  # noqa: E402
 from tests.hook_trials.outcomes import FAULTS as HOOK_FAULTS  # noqa: E402
 from tests.hook_trials.outcomes import TRIALS as HOOK_TRIALS  # noqa: E402
 from tests.hook_trials.outcomes import run_all as run_hook_trials  # noqa: E402
@@ -45,23 +45,8 @@ edit by hand._
 
 
 def rule_section(name: str) -> str:
-    cls = registry.lookup(name)
-    assert cls is not None
-    doc = inspect.cleandoc(cls.__doc__ or "").strip()
-    params = getattr(cls, "PARAMETERS", ())
-    lines = [f"## {name}", "", doc, ""]
-    if params:
-        lines += ["| parameter | default | type | meaning |", "|---|---|---|---|"]
-        for p in params:
-            default = (
-                "required" if p.required else ("none" if p.default is None else f"`{p.default}`")
-            )
-            lines.append(f"| `{p.name}` | {default} | {p.kind} | {p.doc} |")
-        lines.append("")
-    example = {"rule_to_invoke": name}
-    example.update({p.name: p.default for p in params if p.default is not None and not p.required})
-    lines += ["Example `RuleParameters`:", "", "```json", json.dumps(example, indent=2), "```", ""]
-    return "\n".join(lines)
+    """The rule's section (tests/scenarios checks docs/rules.md holds each one)."""
+    return markdown_section(name)
 
 
 def scenario_table() -> str:

@@ -1,0 +1,116 @@
+"""What a built-in rule is, in words: one source for docs/rules.md and ``rule-evaluator rules``.
+
+Everything comes from the rule itself: the one-line summary is its module docstring's first line
+(``"VanishingGradient: gradients whose ..."``), the description its class docstring, the
+parameters its ``PARAMETERS``. ``markdown_section`` renders a rule for tools/gen_rules_doc.py,
+``text_section`` for the terminal, from the same ``parameters`` and ``default_text``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+
+from rules_builtin import registry
+from rules_builtin._params import Param
+
+__all__ = [
+    "default_text",
+    "description",
+    "example_parameters",
+    "markdown_section",
+    "parameters",
+    "rule_class",
+    "summary",
+    "text_section",
+]
+
+
+def rule_class(name: str) -> type:
+    """The built-in rule class named ``name`` (any case); KeyError if there is none."""
+    cls = registry.lookup(name)
+    if cls is None:
+        raise KeyError(name)
+    return cls
+
+
+def summary(cls: type) -> str:
+    """What the rule detects, in one line: its module docstring's first line, name removed."""
+    module = sys.modules[cls.__module__]
+    first = (module.__doc__ or cls.__doc__ or "").strip().splitlines()[0].strip()
+    prefix = f"{cls.__name__}:"
+    return first[len(prefix) :].strip() if first.startswith(prefix) else first
+
+
+def description(cls: type) -> str:
+    """The class docstring, dedented."""
+    return inspect.cleandoc(cls.__doc__ or "").strip()
+
+
+def parameters(cls: type) -> Sequence[Param]:
+    params: Sequence[Param] = getattr(cls, "PARAMETERS", ())
+    return params
+
+
+def default_text(param: Param, *, code: str = "") -> str:
+    """The default as shown: required, none (not set), or the string SageMaker would send,
+    wrapped in ``code`` (a backquote for Markdown)."""
+    if param.required:
+        return "required"
+    return "none" if param.default is None else f"{code}{param.default}{code}"
+
+
+def example_parameters(cls: type) -> dict[str, str]:
+    """``RuleParameters`` that run the rule with its defaults spelled out."""
+    example = {"rule_to_invoke": cls.__name__}
+    example.update(
+        {p.name: p.default for p in parameters(cls) if p.default is not None and not p.required}
+    )
+    return example
+
+
+def markdown_section(name: str) -> str:
+    """The rule's section of docs/rules.md."""
+    cls = rule_class(name)
+    lines = [f"## {name}", "", description(cls), ""]
+    params = parameters(cls)
+    if params:
+        lines += ["| parameter | default | type | meaning |", "|---|---|---|---|"]
+        for p in params:
+            lines.append(f"| `{p.name}` | {default_text(p, code='`')} | {p.kind} | {p.doc} |")
+        lines.append("")
+    example = json.dumps(example_parameters(cls), indent=2)
+    lines += ["Example `RuleParameters`:", "", "```json", example, "```", ""]
+    return "\n".join(lines)
+
+
+def text_section(name: str, *, program: str = "rule-evaluator") -> str:
+    """The rule for a terminal: summary, description, parameters, an example command."""
+    cls = rule_class(name)
+    rule = cls.__name__
+    lines = [f"{rule}: {summary(cls)}", "", description(cls), ""]
+    params = parameters(cls)
+    if params:
+        width = max(len(p.name) for p in params) + 2
+        lines.append("Parameters (every value is a string, as SageMaker sends it):")
+        for p in params:
+            lines.append(f"  --{p.name.ljust(width)}{p.kind}, default {default_text(p)}")
+            lines.append(f"    {p.doc}")
+    else:
+        lines.append("Parameters: none.")
+    flags = " ".join(
+        f"--{k} {shlex.quote(v)}"
+        for k, v in example_parameters(cls).items()
+        if k != "rule_to_invoke"
+    )
+    lines += [
+        "",
+        "Example:",
+        f"  {program} --trial-dir PATH_OR_S3_URI --rule {rule}" + (f" {flags}" if flags else ""),
+        "",
+        f"More: docs/rules.md#{rule.lower()}",
+    ]
+    return "\n".join(lines)
