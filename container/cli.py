@@ -3,6 +3,8 @@
 ``rule-evaluator [--key value ...]`` evaluates rules: parameters come from
 ``/opt/ml/config/processingjobconfig.json``, the environment, a JSON file (``--config``) and the
 flags (see README, "Parameters"). ``rule-evaluator summary PATH`` prints what a trial holds.
+``--help``, ``--version``, ``rules [NAME]`` and ``--rule NAME --help`` are answered by
+``container.help`` without running anything.
 
 Exit codes: 0 no issues, 1 a rule fired, 2 something to fix (ClientError), 3 our bug,
 143 / 130 stopped by SIGTERM / SIGINT.
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import structlog
 
+from container.help import answer
 from container.signals import StopRequested, StopSignals
 from evaluator.errors import ClientError, ConfigurationError, ExitCode, SMDebugError
 
@@ -32,9 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args[:1] == ["summary"]:
             return _summary(args[1:])
-        if args[:1] in (["-h"], ["--help"], ["help"]):
-            print(__doc__)
-            return 0
+        answered = answer(args)  # --help, --version, rules [NAME], --rule NAME --help
+        if answered is not None:
+            return answered
         return evaluate(args, os.environ, opt_ml_root=os.environ.get("EVALUATOR_OPT_ML", OPT_ML))
     except BrokenPipeError:  # e.g. piped into head: not an error
         sys.stderr.close()

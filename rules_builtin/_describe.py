@@ -42,7 +42,8 @@ def summary(cls: type) -> str:
     module = sys.modules[cls.__module__]
     first = (module.__doc__ or cls.__doc__ or "").strip().splitlines()[0].strip()
     prefix = f"{cls.__name__}:"
-    return first[len(prefix) :].strip() if first.startswith(prefix) else first
+    first = first[len(prefix) :].strip() if first.startswith(prefix) else first
+    return first.replace("``", "")
 
 
 def description(cls: type) -> str:

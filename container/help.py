@@ -1,0 +1,322 @@
+"""The command's front: ``--help``, ``--version``, ``rules [NAME]`` and ``--rule NAME --help``.
+
+argparse is used here, and only here, for what it does well: grouped, wrapped help text and the
+small fixed grammar of the ``rules`` subcommand. It does not parse a run's flags, which stay with
+``evaluator.config.sources.parse_argv``: they are open-ended (any unknown ``--key`` is a rule
+parameter, ``--<Rule>.<key>`` one rule's), ``-`` and ``_`` are the same, an abbreviation must
+never be completed (argparse would read ``--out`` as ``--output-dir``), and they merge with the
+environment and the config file in one order. The flag list is generated from the keys the
+configuration knows (``KNOWN_KEYS``, ``ALIASES``) and the defaults of its models; a key without
+a line in ``_KEY_HELP`` still appears, marked, and the tests fail on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import textwrap
+from collections.abc import Sequence
+
+__all__ = ["answer", "flag_names", "main_help", "rules_command", "version"]
+
+PROG = "rule-evaluator"
+_GROUPS = {
+    "trial": "the training job's debug output to read",
+    "rule": "which rule runs, on which steps, and what happens when it fires",
+    "parameters": "rule parameters: every other --key is one, passed to the rule as a string",
+    "output": "where the result file goes",
+    "logging": "what is printed",
+    "waiting": "reading a trial that is still being written",
+}
+_HELP_FLAGS = ("--help", "-h")
+
+
+def _defaults() -> dict[str, str]:
+    """Defaults read from the configuration's own models, so the help cannot drift from them."""
+    from evaluator.config import EvaluatorConfig, RuleSpec, TrialOptions
+
+    run, rule, trial = (
+        EvaluatorConfig.model_fields,
+        RuleSpec.model_fields,
+        TrialOptions.model_fields,
+    )
+    return {
+        "start_step": str(rule["start_step"].default),
+        "continue_after_fire": str(run["continue_after_fire"].default).lower(),
+        "progress_interval": f"{run['progress_interval'].default:g} s",
+        "log_level": str(run["log_level"].default),
+        "poll_interval": f"{trial['poll_interval'].default:g} s",
+    }
+
+
+# canonical key -> (group, metavar, meaning, default when it is not read from a model)
+_KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
+    "base_trial": (
+        "trial",
+        "PATH_OR_S3_URI",
+        "the trial: a folder, file://... or s3://bucket/prefix",
+        "S3_PATH, else the processing input /opt/ml/processing/input/tensors",
+    ),
+    "s3_path": ("trial", "S3_URI", "the trial when base_trial is not given (SageMaker's)", None),
+    "other_trials": ("trial", "A,B", "more trials, for rules that compare runs", None),
+    "other_trial": ("trial", "TRIAL", "one more trial", None),
+    "other_trials_paths": ("trial", "A;B", "more trials, separated by ';'", None),
+    "rule_to_invoke": (
+        "rule",
+        "NAME[,NAME]",
+        "the rule: a built-in name (any case; see 'rule-evaluator rules') or the class in "
+        "source_s3_uri; A,B runs several",
+        None,
+    ),
+    "source_s3_uri": (
+        "rule",
+        "URI",
+        "your rule's code: an S3 .py object or prefix, a local file or folder, file://...",
+        None,
+    ),
+    "start_step": ("rule", "STEP", "first global step evaluated (inclusive)", None),
+    "end_step": ("rule", "STEP", "global step to stop before (exclusive)", "the end of training"),
+    "action_json": (
+        "rule",
+        "JSON",
+        "actions when the rule fires: stoptraining, email, sms",
+        None,
+    ),
+    "continue_after_fire": (
+        "rule",
+        "BOOL",
+        "keep evaluating after a firing and report every firing step",
+        None,
+    ),
+    "rule_config_file": (
+        "parameters",
+        "FILE",
+        "a JSON file: RuleParameters, a DebugRuleConfiguration, or a list of them",
+        None,
+    ),
+    "output_dir": (
+        "output",
+        "FOLDER",
+        "where rule_evaluation_result.json goes",
+        "/opt/ml/processing/output/rule on SageMaker (README, Statuses)",
+    ),
+    "log_format": (
+        "logging",
+        "json|console",
+        "JSON lines, or readable lines",
+        "console on a terminal, else json",
+    ),
+    "log_level": ("logging", "LEVEL", "DEBUG, INFO, WARNING, ERROR or CRITICAL", None),
+    "progress_interval": ("logging", "SECONDS", "seconds between progress lines", None),
+    "wait_for_training_end": (
+        "waiting",
+        "BOOL",
+        "wait for training_job_end.ts; when false, a trial is complete after two idle scans",
+        "true for S3 trials, false for a local folder",
+    ),
+    "poll_interval": ("waiting", "SECONDS", "seconds between scans for new data", None),
+}
+
+
+def flag_names(key: str) -> list[str]:
+    """Every flag spelling of a known key: its own and its aliases in the ``-`` form, then the
+    aliases matched exactly (``--local_path``)."""
+    from evaluator.config.keys import ALIASES, ENV_ALIASES
+
+    aliases = sorted(a for a, k in ALIASES.items() if k == key)
+    exact = sorted(a for a, k in ENV_ALIASES.items() if k == key and a.islower())
+    return ["--" + n.replace("_", "-") for n in [key, *aliases]] + ["--" + a for a in exact]
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; an option's metavar once, after all its spellings."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        metavar = self._metavar_formatter(action, action.dest)(1)[0]
+        return f"{', '.join(action.option_strings)} {metavar}"
+
+
+def _key_line(key: str, defaults: dict[str, str]) -> tuple[str, str, str]:
+    from evaluator.config.keys import BOOL_KEYS
+
+    group, metavar, meaning, default = _KEY_HELP.get(
+        key, ("parameters", "VALUE", "(no description: add one to container/help.py)", None)
+    )
+    default = defaults.get(key, default)
+    if key in BOOL_KEYS:
+        meaning += "; the flag alone means true"
+    text = f"{meaning} (environment {key.upper()}" + (f"; default: {default})" if default else ")")
+    return group, metavar, text.replace("%", "%%")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from evaluator.config.keys import KNOWN_KEYS
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage=(
+            f"{PROG} [--key VALUE | --key=VALUE ...]\n"
+            f"       {PROG} rules [NAME]\n"
+            f"       {PROG} summary PATH [--json]\n"
+            f"       {PROG} --rule NAME --help | --help | --version"
+        ),
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=_Formatter,
+        add_help=False,
+    )
+    groups = {name: parser.add_argument_group(name, text) for name, text in _GROUPS.items()}
+    defaults = _defaults()
+    ordered = [k for k in _KEY_HELP if k in KNOWN_KEYS] + sorted(KNOWN_KEYS - _KEY_HELP.keys())
+    for key in ordered:
+        group, metavar, text = _key_line(key, defaults)
+        groups[group].add_argument(*flag_names(key), metavar=metavar, help=text)
+    groups["trial"].add_argument(
+        "--other-trial-<i>", metavar="TRIAL", help="more trials, by number (environment too)"
+    )
+    groups["parameters"].add_argument(
+        "--<key>",
+        metavar="VALUE",
+        help="a parameter of the rule(s), e.g. --threshold 1e-6 (see 'rule-evaluator rules NAME')",
+    )
+    groups["parameters"].add_argument(
+        "--<Rule>.<key>",
+        metavar="VALUE",
+        help="a parameter for that rule only, e.g. --VanishingGradient.threshold 1e-6",
+    )
+    groups["waiting"].description = _GROUPS["waiting"] + _trial_environment()
+    other = parser.add_argument_group("other")
+    other.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    other.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def _trial_environment() -> str:
+    """The waiting options that are environment variables only, with their defaults."""
+    from evaluator.config import TRIAL_ENVIRONMENT, TrialOptions
+
+    fields = TrialOptions.model_fields
+    lines = ["; also these environment variables:"]
+    for var, name in TRIAL_ENVIRONMENT.items():
+        default = fields[name].default
+        text = f"{var} (default {'none' if default is None else default}): "
+        text += str(fields[name].description)
+        lines += textwrap.wrap(text, 94, initial_indent="  ", subsequent_indent="      ")
+    return "\n".join(lines).replace("%", "%%")
+
+
+_DESCRIPTION = textwrap.fill(
+    "Evaluate SageMaker Debugger rules on a training job's debug output. Each setting below is "
+    "a flag, an environment variable or a key of the --config file (later ones win: the "
+    "processing job config < the environment < the file < flags); '-' and '_' are the same in "
+    "flags. Exit codes: 0 no issues, 1 a rule fired, 2 something to fix, 3 our bug, 143/130 "
+    "stopped.",
+    96,
+)
+_EPILOG = f"""commands:
+  {PROG} rules           the built-in rules, one line each on what they detect
+  {PROG} rules NAME      a rule's parameters, types, defaults and an example
+  {PROG} summary PATH    what a trial holds (steps, collections, tensors)
+
+documentation:
+  README.md          "Running rules", "Parameters", statuses and the result file
+  docs/rules.md      every built-in rule, its parameters and measured behaviour
+  docs/container.md  the container image, SageMaker and docker run
+"""
+
+
+def main_help() -> str:
+    """The text of ``rule-evaluator --help``."""
+    return _parser().format_help()
+
+
+def version() -> str:
+    from evaluator import __version__
+
+    return f"{PROG} {__version__}"
+
+
+def answer(argv: Sequence[str]) -> int | None:
+    """Answer ``argv`` when it asks for help, the version or the rules (the exit code), else
+    None: a run, for ``evaluate``."""
+    args = list(argv)
+    if args[:1] == ["rules"]:
+        return rules_command(args[1:])
+    if args == ["--version"]:
+        print(version())
+        return 0
+    if args[:1] == ["help"] or any(a in _HELP_FLAGS for a in args):
+        rest = [a for a in args[1:] if a not in _HELP_FLAGS] if args[:1] == ["help"] else args
+        return _help_for([a for a in rest if a not in _HELP_FLAGS])
+    return None
+
+
+def _help_for(rest: Sequence[str]) -> int:
+    """The help of the rule(s) ``rest`` names (``--rule NAME``), else the command's."""
+    from evaluator.config.sources import parse_argv
+    from evaluator.errors import ConfigurationError
+
+    try:
+        flags, _ = parse_argv(rest)
+    except ConfigurationError:
+        flags = {}
+    names = [n.strip() for n in flags.get("rule_to_invoke", "").split(",") if n.strip()]
+    if not names:
+        print(main_help(), end="")
+        return 0
+    if "source_s3_uri" in flags:
+        print(
+            f"{', '.join(names)}: your rule (source_s3_uri); its parameters are its "
+            "constructor's arguments, given as --key VALUE.\n"
+        )
+        print(main_help(), end="")
+        return 0
+    codes = [_describe_rule(name) for name in names]
+    return max(codes)
+
+
+def rules_command(argv: Sequence[str]) -> int:
+    """``rules``: every built-in rule in one line; ``rules NAME``: one rule in full."""
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} rules",
+        description="The built-in rules: what each detects; with NAME, its parameters.",
+    )
+    parser.add_argument("name", nargs="?", help="a built-in rule (any case)")
+    args = parser.parse_args(argv)
+    if args.name:
+        return _describe_rule(args.name)
+    from rules_builtin import registry
+    from rules_builtin._describe import rule_class, summary
+
+    names = registry.names()
+    width = max(len(n) for n in names) + 2
+    for name in names:
+        print(f"{name.ljust(width)}{summary(rule_class(name))}")
+    print(f"\n{PROG} rules NAME: a rule's parameters. Details: docs/rules.md")
+    return 0
+
+
+def _describe_rule(name: str) -> int:
+    from evaluator.errors import ExitCode
+    from rules_builtin import registry
+    from rules_builtin._describe import text_section
+
+    if registry.lookup(name) is None:
+        names = registry.names()
+        by_lower = {n.lower(): n for n in names}
+        wanted = name.strip().lower()
+        close = [n for n in by_lower if n.startswith(wanted)] or difflib.get_close_matches(
+            wanted, list(by_lower), n=3, cutoff=0.6
+        )
+        hint = f"; did you mean {' or '.join(by_lower[c] for c in close)}?" if close else "."
+        print(
+            f"ClientError: no built-in rule named {name!r}{hint} '{PROG} rules' lists them all; "
+            "your own rule needs --source_s3_uri.",
+            file=sys.stderr,
+        )
+        return int(ExitCode.CLIENT_ERROR)
+    print(text_section(name, program=PROG))
+    return 0
