@@ -1,0 +1,103 @@
+"""The command explains itself: ``--help``, ``--version``, ``rules [NAME]``, ``--rule NAME --help``,
+run as a user runs them (a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import evaluator
+from evaluator.config.keys import ALIASES, KNOWN_KEYS
+from rules_builtin import registry
+from tests.support.evaluator_cli import ROOT, EvaluatorCli
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> EvaluatorCli:
+    return EvaluatorCli(tmp_path)
+
+
+def test_help_names_every_flag_by_group(cli: EvaluatorCli) -> None:
+    """--help lists every known key and alias as a flag, under the six groups, with the commands
+    and where the docs are."""
+    run = cli("--help")
+    assert run.returncode == 0, run.describe()
+    flags = [f"--{k.replace('_', '-')}" for k in (*KNOWN_KEYS, *ALIASES)]
+    assert [f for f in flags if f not in run.stdout] == []
+    for group in ("trial:", "rule:", "parameters:", "output:", "logging:", "waiting:"):
+        assert f"\n{group}\n" in run.stdout
+    for text in ("rules NAME", "summary PATH", "README.md", "docs/rules.md", "docs/container.md"):
+        assert text in run.stdout
+    assert "no description" not in run.stdout
+
+
+def test_help_shows_defaults_from_the_configuration(cli: EvaluatorCli) -> None:
+    """--help gives the defaults the configuration uses (poll 1 s, progress 10 s, INFO)."""
+    out = " ".join(cli("--help").stdout.split())
+    assert "POLL_INTERVAL; default: 1 s" in out
+    assert "PROGRESS_INTERVAL; default: 10 s" in out
+    assert "LOG_LEVEL; default: INFO" in out
+
+
+def test_short_help_is_the_same_as_help(cli: EvaluatorCli) -> None:
+    """-h prints exactly what --help prints."""
+    assert cli("-h").stdout == cli("--help").stdout
+
+
+def test_version_prints_the_package_version(cli: EvaluatorCli) -> None:
+    """--version prints evaluator.__version__ and exits 0."""
+    run = cli("--version")
+    assert (run.returncode, run.stdout) == (0, f"rule-evaluator {evaluator.__version__}\n")
+
+
+def test_installed_console_script_answers_version() -> None:
+    """The installed rule-evaluator script (the venv's) answers --version too."""
+    script = Path(sys.executable).parent / "rule-evaluator"
+    if not script.exists():
+        pytest.skip("rule-evaluator is not installed next to this Python")
+    done = subprocess.run(
+        [str(script), "--version"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, f"rule-evaluator {evaluator.__version__}\n")
+
+
+def test_rules_lists_each_builtin_rule_in_one_line(cli: EvaluatorCli) -> None:
+    """`rules` prints one line per built-in rule: its name, then what it detects."""
+    run = cli("rules")
+    assert run.returncode == 0, run.describe()
+    lines = {line.split()[0]: line for line in run.stdout.splitlines() if line.strip()}
+    assert [n for n in registry.names() if n not in lines] == []
+    assert "mean absolute value falls below a threshold" in lines["VanishingGradient"]
+
+
+def test_rules_name_shows_parameters_and_an_example(cli: EvaluatorCli) -> None:
+    """`rules vanishinggradient` (any case) gives its parameter's type, default and meaning, and
+    an example command."""
+    run = cli("rules", "vanishinggradient")
+    assert run.returncode == 0, run.describe()
+    assert "--threshold" in run.stdout and "float, default 0.0000001" in run.stdout
+    assert "Fire when a gradient's mean absolute value is below this." in run.stdout
+    assert "rule-evaluator --trial-dir PATH_OR_S3_URI --rule VanishingGradient" in run.stdout
+
+
+def test_rule_flag_with_help_is_rules_name(cli: EvaluatorCli) -> None:
+    """`--rule VanishingGradient --help` prints what `rules VanishingGradient` prints."""
+    run = cli("--rule", "VanishingGradient", "--threshold", "1e-6", "--help")
+    assert run.returncode == 0, run.describe()
+    assert run.stdout == cli("rules", "VanishingGradient").stdout
+
+
+@pytest.mark.parametrize(
+    "args", [("rules", "VanishingGradiant"), ("--rule", "VanishingGradiant", "--help")]
+)
+def test_unknown_rule_name_exits_2_with_did_you_mean(
+    cli: EvaluatorCli, args: tuple[str, ...]
+) -> None:
+    """An unknown rule name exits 2 and suggests the nearest built-in rule."""
+    run = cli(*args)
+    assert run.returncode == 2, run.describe()
+    assert "did you mean VanishingGradient?" in run.stderr
+    assert run.stdout == ""
