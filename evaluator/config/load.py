@@ -14,6 +14,7 @@ from evaluator.config.models import EvaluatorConfig, RuleSpec
 from evaluator.config.resolution import (
     check_rule_flags,
     check_unique,
+    default_output_dir,
     other_trials,
     resolve_base_trial,
     resolve_trial_options,
@@ -35,7 +36,6 @@ from evaluator.errors import ConfigurationError
 
 __all__ = ["load_config"]
 
-_DEFAULT_OUTPUT = "processing/output/rule"
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -151,7 +151,7 @@ def _build(
 
 def _output_dir(params: Mapping[str, str], root: Path) -> Path:
     output = params.get("output_dir", "").strip()
-    output_dir = Path(output) if output else root / _DEFAULT_OUTPUT
+    output_dir = Path(output) if output else default_output_dir(root)
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigurationError(
             f"output_dir {str(output_dir)!r} is a file: give a folder for "

@@ -25,6 +25,7 @@ __all__ = [
     "TENSORS_INPUT",
     "check_rule_flags",
     "check_unique",
+    "default_output_dir",
     "other_trials",
     "resolve_base_trial",
     "resolve_trial_options",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 TENSORS_INPUT = "processing/input/tensors"
+SAGEMAKER_OUTPUT = "processing/output/rule"
+LOCAL_OUTPUT = "rule-output"
 _SAGEMAKER_TENSORS = "/opt/ml/" + TENSORS_INPUT
 _DISPLAY = {"s3_path": "S3_PATH"}
 
@@ -40,6 +43,15 @@ _RULE_WANTED = (
     "set rule_to_invoke (environment variable rule_to_invoke or RULE_TO_INVOKE, flag "
     "--rule-name, or RuleParameters in a --config file) to a rule name such as VanishingGradient"
 )
+
+
+def default_output_dir(root: Path) -> Path:
+    """Where the result file goes when no output_dir is given: under SageMaker (a
+    ``<opt_ml>/processing`` folder exists) ``<opt_ml>/processing/output/rule``, as the closed
+    evaluator; elsewhere ``./rule-output``, never a folder under /opt that a user cannot write."""
+    if (root / "processing").is_dir():
+        return root / SAGEMAKER_OUTPUT
+    return Path(LOCAL_OUTPUT)
 
 
 # ---- trials -----------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """``configure_logging``: structlog and stdlib logging through one handler on stdout, JSON lines
-or the console rendering; the AWS and HTTP libraries never log below INFO."""
+or the console rendering. The AWS and HTTP libraries never log below INFO, and only their
+warnings pass unless the level is DEBUG; the verdict (``VERDICT_LOGGER``) passes at every
+level."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["configure_logging"]
+__all__ = ["VERDICT_LOGGER", "configure_logging"]
+
+# The run's final line is the verdict, not debug output: it passes whatever the level.
+VERDICT_LOGGER = "evaluator.verdict"
 
 # At DEBUG botocore logs request headers, credentials included: never below INFO.
 _CLAMPED_LOGGERS = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
@@ -31,7 +36,9 @@ def configure_logging(
 ) -> logging.Handler:
     """Route structlog and stdlib logging through one handler on ``stream`` (stdout): one JSON
     object per line, or structlog's console rendering. Replaces the handler an earlier call
-    installed. botocore, aiobotocore, boto3, urllib3 and s3transfer never log below INFO."""
+    installed. botocore, aiobotocore, boto3, urllib3 and s3transfer never log below INFO, and
+    below WARNING only at DEBUG ("Found credentials in environment variables" is not news).
+    ``VERDICT_LOGGER`` logs at INFO whatever ``level`` is."""
     numeric = level if isinstance(level, int) else logging.getLevelName(str(level).upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
@@ -74,6 +81,8 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(numeric)
+    library_level = logging.INFO if numeric <= logging.DEBUG else max(numeric, logging.WARNING)
     for name in _CLAMPED_LOGGERS:
-        logging.getLogger(name).setLevel(max(numeric, logging.INFO))
+        logging.getLogger(name).setLevel(library_level)
+    logging.getLogger(VERDICT_LOGGER).setLevel(logging.INFO)
     return handler

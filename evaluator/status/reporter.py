@@ -16,6 +16,7 @@ import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
 from evaluator.status.files import (
+    RESULT_FILE_NAME,
     EvidenceSource,
     RuleRecord,
     iso,
@@ -34,6 +35,7 @@ from evaluator.status.outcome import (
 
 __all__ = ["StatusReporter"]
 
+_VERDICT = "evaluator.verdict"  # status.logging.VERDICT_LOGGER (reporter does not import it)
 _REDRAW_SECONDS = 0.2  # the console progress line, at most this often
 
 
@@ -84,6 +86,8 @@ class StatusReporter:
         self._console = console
         self._stream = stream if stream is not None else sys.stdout
         self._log = logger if logger is not None else structlog.get_logger("evaluator.status")
+        # The verdict passes at every log level (configure_logging keeps its logger at INFO).
+        self._verdict_log = logger if logger is not None else structlog.get_logger(_VERDICT)
         self._listeners = tuple(listeners)
         self._clock = clock
         self._now = now
@@ -223,7 +227,7 @@ class StatusReporter:
                 write_status_files(self._message_dir, message)
             self._write_result()
             self._clear_line()
-            self._log.info(
+            self._verdict_log.info(
                 "evaluation_finished",
                 status=overall_status(outcomes).value,
                 exit_code=self._exit_code,
@@ -232,6 +236,7 @@ class StatusReporter:
                     for s in self._rules.values()
                     if s.outcome is not None
                 },
+                result_file=self._result_path(),
             )
             return self._exit_code
 
@@ -317,6 +322,12 @@ class StatusReporter:
             self._stream.write("\r\x1b[K")
             self._stream.flush()
             self._drawn_at = None
+
+    def _result_path(self) -> str | None:
+        """The result file's path as written (absolute); None when there is none."""
+        if self._output_dir is None or self._result_write_failed:
+            return None
+        return str((self._output_dir / RESULT_FILE_NAME).absolute())
 
     def _write_result(self) -> None:
         if self._output_dir is None:

@@ -140,7 +140,9 @@ class EvaluatorCli:
         self.root = root
         self.opt_ml = root / "opt_ml"
         (self.opt_ml / "output").mkdir(parents=True, exist_ok=True)
-        # the default output folder, as on SageMaker: <opt_ml>/processing/output/rule
+        # <opt_ml>/processing exists, as on SageMaker: the default output folder is
+        # <opt_ml>/processing/output/rule (elsewhere it would be ./rule-output)
+        (self.opt_ml / "processing").mkdir(exist_ok=True)
         self.output_dir = self.opt_ml / "processing" / "output" / "rule"
 
     def env(

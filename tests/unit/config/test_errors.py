@@ -200,5 +200,5 @@ def test_config_redacted_masks_rule_parameters(tmp_path: Path) -> None:
     config = load_config(["--webhook-token", "abc", "--threshold", "1"], OK, opt_ml_root=tmp_path)
     data = config.redacted()
     assert data["rules"][0]["parameters"] == {"webhook_token": "***", "threshold": "1"}
-    assert data["output_dir"] == str(tmp_path / "processing" / "output" / "rule")
+    assert data["output_dir"] == "rule-output"  # no <opt_ml>/processing: not on SageMaker
     assert config.rules[0].parameters["webhook_token"] == "abc"

@@ -290,8 +290,15 @@ def test_wait_for_training_end(
     assert config.trial_options.idle_scans_to_complete == idle
 
 
+def test_output_dir_outside_sagemaker(load: Load) -> None:
+    """Without an /opt/ml/processing folder the default output folder is ./rule-output."""
+    assert load(env=BASE).output_dir == Path("rule-output")
+
+
 def test_options_and_defaults(load: Load, opt_ml: Path) -> None:
-    """Defaults: output under /opt/ml/processing/output/rule, JSON logs, INFO, no continuing."""
+    """Defaults under SageMaker: output under /opt/ml/processing/output/rule, JSON logs, INFO,
+    no continuing."""
+    (opt_ml / "processing").mkdir(parents=True)
     config = load(env=BASE)
     assert config.output_dir == opt_ml / "processing" / "output" / "rule"
     assert config.message_dir == opt_ml / "output"

@@ -326,6 +326,7 @@ def test_from_config(tmp_path: Path) -> None:
     from evaluator.config import load_config
 
     (tmp_path / "t").mkdir()
+    (tmp_path / "opt_ml" / "processing").mkdir(parents=True)  # as on SageMaker
     config = load_config(
         ["--trial-dir", str(tmp_path / "t"), "--rule", "A,B"],
         {},
