@@ -33,8 +33,10 @@ _HELP_FLAGS = ("--help", "-h")
 
 
 def _defaults() -> dict[str, str]:
-    """Defaults read from the configuration's own models, so the help cannot drift from them."""
+    """Defaults read from the configuration's own models and constants, so the help cannot
+    drift from them."""
     from evaluator.config import EvaluatorConfig, RuleSpec, TrialOptions
+    from evaluator.config.resolution import LOCAL_OUTPUT, SAGEMAKER_OUTPUT
 
     run, rule, trial = (
         EvaluatorConfig.model_fields,
@@ -47,6 +49,8 @@ def _defaults() -> dict[str, str]:
         "progress_interval": f"{run['progress_interval'].default:g} s",
         "log_level": str(run["log_level"].default),
         "poll_interval": f"{trial['poll_interval'].default:g} s",
+        "output_dir": f"/opt/ml/{SAGEMAKER_OUTPUT} under SageMaker (a /opt/ml/processing "
+        f"folder exists), else ./{LOCAL_OUTPUT}",
     }
 
 
@@ -99,7 +103,7 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "output",
         "FOLDER",
         "where rule_evaluation_result.json goes",
-        "/opt/ml/processing/output/rule on SageMaker (README, Statuses)",
+        None,
     ),
     "log_format": (
         "logging",

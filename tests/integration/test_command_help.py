@@ -35,8 +35,10 @@ def test_help_names_every_flag_by_group(cli: EvaluatorCli) -> None:
 
 
 def test_help_shows_defaults_from_the_configuration(cli: EvaluatorCli) -> None:
-    """--help gives the defaults the configuration uses (poll 1 s, progress 10 s, INFO)."""
+    """--help gives the defaults the configuration uses (poll 1 s, progress 10 s, INFO, the
+    output folder in and out of SageMaker)."""
     out = " ".join(cli("--help").stdout.split())
+    assert "/opt/ml/processing/output/rule under SageMaker" in out and "./rule-output" in out
     assert "POLL_INTERVAL; default: 1 s" in out
     assert "PROGRESS_INTERVAL; default: 10 s" in out
     assert "LOG_LEVEL; default: INFO" in out
