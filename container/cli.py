@@ -124,12 +124,14 @@ def _summary(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(argv)
     from evaluator.config import trial_options_from_env
+    from evaluator.storage.local import check_local_folder
     from evaluator.summary import format_summary, summarize
     from evaluator.trial import create_trial
 
     wait = args.collection_wait_timeout
     try:
         # the trial-option variables, then the flag when given
+        check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
         options = trial_options_from_env(
             os.environ, **({} if wait is None else {"collection_wait_timeout": wait})
         )

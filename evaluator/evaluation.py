@@ -17,6 +17,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from evaluator.config import EvaluatorConfig, RuleSpec
 from evaluator.errors import (
     BuiltinRuleError,
@@ -35,6 +37,7 @@ from evaluator.rules.invoker import NullObserver, invoke_rule
 from evaluator.rules.loader import build_rule, load_rule_class
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
+from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial
 from rules_builtin import registry
 
@@ -64,6 +67,7 @@ class Evaluation:
     def run(self) -> None:
         """Open the trials and build the rules (the caller may interrupt this), then run."""
         names = [spec.configuration_name for spec in self.config.rules]
+        self._say_start()
         for name in names:
             self.reporter.start(name)
         try:
@@ -89,6 +93,25 @@ class Evaluation:
                 if rule is not None:
                     self._start_thread(spec, rule)
             self.wait()
+
+    def _say_start(self) -> None:
+        """One line: which trial is read, where it came from, what ends the run, and where the
+        result file goes."""
+        config = self.config
+        options = config.trial_options
+        if config.wait_for_training_end:
+            waits = "the end marker training_job_end.ts"
+        else:
+            waits = f"{options.idle_scans_to_complete} idle scans (no end marker expected)"
+        if options.stop_signal_file:
+            waits += f", or the stop signal {options.stop_signal_file}"
+        structlog.get_logger("evaluator.evaluation").info(
+            "evaluation_started",
+            trial=config.base_trial,
+            trial_source=config.trial_source,
+            waits_for=waits,
+            output_dir=str(Path(config.output_dir).absolute()),
+        )
 
     def wait(self) -> None:
         """Wait for every rule thread; after a stop request, give them a few seconds at most."""
@@ -121,7 +144,7 @@ class Evaluation:
     # ---------------------------------------------------------------- setup
 
     def _open_base_trial(self) -> Trial:
-        _check_local_folder(self.config.base_trial, "base_trial")
+        check_local_folder(self.config.base_trial, "base_trial")
         trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
         trial.start_polling()
         return trial
@@ -184,7 +207,7 @@ class Evaluation:
                 # Report writers (CreateXgboostReport) write into the rule's output folder.
                 parameters.setdefault("output_dir", str(self.config.output_dir))
             for path in self.config.other_trials:
-                _check_local_folder(path, "other_trials")
+                check_local_folder(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
             rule = build_rule(
                 cls,
@@ -311,21 +334,6 @@ def _constructor_arguments(cls: type) -> set[str]:
         return set(inspect.signature(cls.__init__).parameters)  # type: ignore[misc]
     except (TypeError, ValueError):
         return set()
-
-
-def _check_local_folder(location: str, key: str) -> None:
-    """A local trial that does not exist is a typo or a missing mount, not a job still
-    starting: say so at once (the evaluator reads local folders that were written already)."""
-    if location.startswith("s3://"):
-        return
-    path = Path(location.removeprefix("file://")).expanduser()
-    if not path.is_dir():
-        what = "is not a folder" if path.exists() else "does not exist"
-        raise ConfigurationError(
-            f"the trial folder {location} ({key}) {what}: give the folder holding the "
-            "training job's debug output (collections/, index/, events/), or an s3:// URI; "
-            "with docker run, check the -v mount"
-        )
 
 
 def _rule_failure(spec: RuleSpec, error: BaseException) -> BaseException:

@@ -47,6 +47,7 @@ TRIAL_ENVIRONMENT = {
     "rule_stop_grace_time_secs": "stop_grace_seconds",
     "EVALUATOR_VALUE_CACHE_MB": "value_cache_mb",
     "EVALUATOR_RAW_CACHE_MB": "raw_cache_mb",
+    "EVALUATOR_WAIT_LOG_INTERVAL": "wait_log_interval",
 }
 
 # Lower-case variables that are the machine's, never a rule's.

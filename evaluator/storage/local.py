@@ -21,10 +21,10 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 
-from evaluator.errors import AccessDenied, ObjectNotFound, StorageError
+from evaluator.errors import AccessDenied, ConfigurationError, ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
 
-__all__ = ["LocalStorage"]
+__all__ = ["LocalStorage", "check_local_folder"]
 
 _TEMPORARY_SUFFIX = ".tmp"  # smdebug writes <name>.tmp and renames it when complete
 _CHUNK = 8 << 20
@@ -146,6 +146,21 @@ class LocalStorage:
             return None
         # Plain concatenation: os.path.join costs more than the read itself on the hot path.
         return f"{self._root}/{key}" if os.sep == "/" else os.path.join(self._root, *parts)
+
+
+def check_local_folder(location: str, key: str) -> None:
+    """A local trial that does not exist is a typo or a missing mount, not a job still
+    starting: say so at once (``ConfigurationError``, naming ``key``). S3 URIs pass."""
+    if location.startswith("s3://"):
+        return
+    path = os.path.expanduser(location.removeprefix("file://"))
+    if not os.path.isdir(path):
+        what = "is not a folder" if os.path.exists(path) else "does not exist"
+        raise ConfigurationError(
+            f"the trial folder {location} ({key}) {what}: give the folder holding the "
+            "training job's debug output (collections/, index/, events/), or an s3:// URI; "
+            "with docker run, check the -v mount"
+        )
 
 
 def _translated(error: OSError, path: str) -> StorageError:

@@ -80,6 +80,12 @@ class TrialOptions(BaseModel):
         16.0, ge=0, description="Largest single read that fetches all records of one event file."
     )
     index_read_concurrency: int = Field(64, ge=1, description="Index files read at once.")
+    wait_log_interval: float = Field(
+        30.0,
+        gt=0,
+        description="While waiting for collection files or steps, a log line says what is "
+        "awaited and for how long so far, at most this often.",
+    )
 
 
 def validated_options(

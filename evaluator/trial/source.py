@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import cast
 
+import structlog
+
 from evaluator.errors import CollectionFilesTimeout, MissingCollectionFiles, ObjectNotFound
 from evaluator.formats.collections_file import CollectionsFile, parse_collections_file
 from evaluator.formats.index_file import IndexFile, parse_index_file
@@ -27,8 +29,11 @@ from evaluator.formats.keys import (
 )
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.gcpause import gc_paused
+from evaluator.trial.waits import WaitNotice
 
 __all__ = ["IndexScan", "LoadedCollections", "ParsedIndex", "TrialSource"]
+
+log = structlog.get_logger("evaluator.trial")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,17 +81,34 @@ class TrialSource:
             if is_collections_key(o.key)
         ]
 
-    async def load_collections(self, *, timeout: float, poll_interval: float) -> LoadedCollections:
+    async def load_collections(
+        self, *, timeout: float, poll_interval: float, wait_log_interval: float = 30.0
+    ) -> LoadedCollections:
         """Wait until the collection files of every worker exist, then parse the first one.
 
         Ends with ``MissingCollectionFiles`` as soon as training has ended without them, and
-        with ``CollectionFilesTimeout`` after ``timeout`` seconds.
+        with ``CollectionFilesTimeout`` after ``timeout`` seconds. While waiting, says so every
+        ``wait_log_interval`` seconds, and once at the start when the location is empty.
         """
         deadline = time.monotonic() + timeout
         needed = 1
         manifest: CollectionsFile | None = None
+        notice: WaitNotice | None = None
         while True:
             keys = await self.collection_keys()
+            if notice is None and not keys:
+                notice = WaitNotice(
+                    "collection files", self.storage.uri, interval=wait_log_interval
+                )
+                if await self._is_empty():
+                    log.info(
+                        "trial_empty",
+                        trial=self.storage.uri,
+                        awaited="collection files",
+                        timeout_seconds=timeout,
+                    )
+            elif notice is not None:
+                notice.tick(f"collection files of {needed} worker(s), {len(keys)} found")
             if keys and manifest is None:
                 manifest = parse_collections_file(await self.storage.read(keys[0]))
                 needed = manifest.num_workers
@@ -98,6 +120,14 @@ class TrialSource:
             if time.monotonic() >= deadline:
                 raise CollectionFilesTimeout(self.storage.uri, timeout, len(keys), needed)
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    async def _is_empty(self) -> bool:
+        """Whether the trial location holds no object at all (one listing, first key only)."""
+        pages = cast(AsyncGenerator[ObjectInfo, None], self.storage.list_after(""))
+        async with contextlib.aclosing(pages) as listing:
+            async for _ in listing:
+                return False
+        return True
 
     # ------------------------------------------------------------------ index files
 

@@ -34,6 +34,7 @@ from evaluator.trial.source import TrialSource
 from evaluator.trial.state import TrialState
 from evaluator.trial.tensor import Tensor
 from evaluator.trial.view import TrialView
+from evaluator.trial.waits import WaitNotice
 
 __all__ = ["Trial"]
 
@@ -67,11 +68,17 @@ class Trial:
         self._source = TrialSource(storage, index_read_concurrency=options.index_read_concurrency)
         self._tensor_objects: dict[str, Tensor] = {}
         self._closed = False
-        loaded = self._run(
-            self._source.load_collections(
-                timeout=options.collection_wait_timeout, poll_interval=options.poll_interval
+        try:
+            loaded = self._run(
+                self._source.load_collections(
+                    timeout=options.collection_wait_timeout,
+                    poll_interval=options.poll_interval,
+                    wait_log_interval=options.wait_log_interval,
+                )
             )
-        )
+        except BaseException:  # a failure or a stop before the trial exists: nobody else
+            self._release_storage()  # would close its connections (aiohttp's "Unclosed ...")
+            raise
         self.collection_manager = loaded.manifest
         self._collections: dict[str, Collection] = dict(loaded.manifest.collections)
         state = TrialState(
@@ -91,6 +98,12 @@ class Trial:
 
     def _run(self, coro: Any) -> Any:
         return self._loop.run(coro)
+
+    def _release_storage(self) -> None:
+        try:
+            self._loop.run(self._storage.aclose(), timeout=5)
+        except Exception:  # closing must not hide why the trial could not be opened
+            log.debug("closing the storage of %s failed", self.path, exc_info=True)
 
     def close(self) -> None:
         """Release the storage's connections and the caches. The trial is unusable afterwards."""
@@ -303,6 +316,7 @@ class Trial:
         ``NoMoreData`` past the end of an ended job. Unlike smdebug, automatic refreshing stays
         as it was afterwards."""
         for step in required_steps:
+            notice: WaitNotice | None = None
             while True:
                 with self._cache.lock:
                     state = self._state.has_passed_step(step, mode)
@@ -310,7 +324,9 @@ class Trial:
                     break
                 if state == StepState.UNAVAILABLE:
                     raise self._unavailable(step, mode)
+                notice = notice or self._notice(f"step {step} ({mode.name})")
                 self._wait_for_news()
+                notice.tick()
 
     def next_step(
         self, after: int | None, *, end_step: int | None = None, stop: threading.Event | None = None
@@ -321,7 +337,11 @@ class Trial:
 
         This is how the evaluator visits saved steps directly, instead of trying every integer
         as smdebug's ``invoke_rule`` does."""
+        awaited = "the first step" if after is None else f"a step after {after}"
+        notice: WaitNotice | None = None
         while stop is None or not stop.is_set():
+            if notice is not None:
+                notice.tick()
             with self._cache.lock:
                 steps = self._state.all_steps(ModeKeys.GLOBAL)
                 i = 0 if after is None else bisect.bisect_right(steps, after)
@@ -334,9 +354,13 @@ class Trial:
                         return candidate
                 elif self._state.loaded_all_steps:
                     return None
+            notice = notice or self._notice(awaited)
             # With a stop event, wake often enough to end within half a second of it.
             self._wait_for_news(0.5 if stop is not None else None)
         return None
+
+    def _notice(self, awaited: str) -> WaitNotice:
+        return WaitNotice(awaited, self.path, interval=self.options.wait_log_interval)
 
     def _wait_for_news(self, timeout: float | None = None) -> None:
         """Sleep until the background poller applies a scan (starting it if needed)."""
