@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluator.redaction import redact_parameters
 from evaluator.trial.options import TrialOptions
 
 __all__ = ["EvaluatorConfig", "LogFormat", "LogLevel", "RuleSpec", "redact_parameters"]
 
 LogFormat = Literal["json", "console"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
-
-_SECRET_WORDS = ("secret", "token", "password", "key")
-
-
-def redact_parameters(parameters: Mapping[str, str]) -> dict[str, str]:
-    """A copy for logs and result files: values of keys naming a secret, token, password or key
-    are masked."""
-    return {
-        k: "***" if any(w in k.lower() for w in _SECRET_WORDS) else v for k, v in parameters.items()
-    }
-
 
 class RuleSpec(BaseModel):
     """One rule to run: its name as given, where its code lives, and its string parameters."""

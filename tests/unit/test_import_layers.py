@@ -15,7 +15,16 @@ ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. A module may import modules of its own layer and of the layers before it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # compat only points smdebug.* names at its shim (shim modules sit above everything)
-    ("base", ("evaluator.errors", "evaluator.modes", "evaluator.fileio", "evaluator.compat")),
+    (
+        "base",
+        (
+            "evaluator.errors",
+            "evaluator.modes",
+            "evaluator.fileio",
+            "evaluator.redaction",
+            "evaluator.compat",
+        ),
+    ),
     ("formats", ("evaluator.formats", "evaluator.testing")),
     ("storage", ("evaluator.storage",)),
     ("trial", ("evaluator.trial", "evaluator.summary")),
