@@ -15,6 +15,7 @@ __all__ = ["EvaluatorConfig", "LogFormat", "LogLevel", "RuleSpec", "redact_param
 LogFormat = Literal["json", "console"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
+
 class RuleSpec(BaseModel):
     """One rule to run: its name as given, where its code lives, and its string parameters."""
 
