@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -34,7 +33,7 @@ from evaluator.errors import (
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import NullObserver, invoke_rule
-from evaluator.rules.loader import build_rule, load_rule_class
+from evaluator.rules.loader import build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
 from evaluator.storage.local import check_local_folder
@@ -76,9 +75,9 @@ class Evaluation:
             for name in names:
                 self.reporter.fail(name, _trial_error(e, self.config.base_trial))
             return
-        with tempfile.TemporaryDirectory(prefix="rule-source-", dir=self._scratch()) as workdir:
+        with source_folder(self._scratch()) as workdir:  # stale ones from killed runs go
             specs = self.config.rules
-            classes = {s.configuration_name: self._load_class(s, Path(workdir)) for s in specs}
+            classes = {s.configuration_name: self._load_class(s, workdir) for s in specs}
             routed = route_parameters(specs, classes)  # once every rule's signature is known
             rules = [
                 (
