@@ -40,6 +40,7 @@ except ImportError:  # not POSIX: stale folders without a lock file are still re
 from evaluator import compat
 from evaluator.config import RESERVED_KEYS
 from evaluator.errors import ConfigurationError, StorageError
+from evaluator.redaction import redact_parameters, scrub, secret_values
 from evaluator.rules.parameters import check_parameters
 
 __all__ = [
@@ -360,14 +361,13 @@ def build_rule(
     except ConfigurationError:
         raise  # already says what to fix (a rule's parameter check, a bad action_json)
     except (Exception, SystemExit) as e:
-        shown = (
-            ", ".join(
-                f"{k}={v!r}" for k, v in kwargs.items() if isinstance(v, str) and k != "action_str"
-            )
-            or "none"
-        )
+        # Secrets masked (evaluator.redaction): in the list, and where the rule's own message
+        # quotes them. The message reaches the logs, the result file and StatusDetails.
+        given = {k: v for k, v in kwargs.items() if isinstance(v, str) and k != "action_str"}
+        shown = ", ".join(f"{k}={v!r}" for k, v in redact_parameters(given).items()) or "none"
+        said = scrub(str(e), secret_values({**parameters, **given}))
         raise ConfigurationError(
-            f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {e} "
+            f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {said} "
             f"(parameters given: {shown}); check the values in RuleParameters"
         ) from e
 
