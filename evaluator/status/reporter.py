@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
+from evaluator.redaction import scrub, secret_values
 from evaluator.status.files import (
     RESULT_FILE_NAME,
     EvidenceSource,
@@ -48,6 +49,7 @@ class _RuleState(RuleRecord):
     """A rule's record, and what its progress lines are measured from."""
 
     newest_step: int | None = None
+    secrets: frozenset[str] = frozenset()  # parameter values no text may show
     started_clock: float = 0.0
     window_start: float = 0.0  # a progress line's rate is measured since the previous line
     window_count: int = 0
@@ -117,7 +119,12 @@ class StatusReporter:
     def _state(rule: RuleSpec | str) -> _RuleState:
         if isinstance(rule, str):
             return _RuleState(rule, rule, {})
-        return _RuleState(rule.name, rule.configuration_name, rule.redacted_parameters())
+        return _RuleState(
+            rule.name,
+            rule.configuration_name,
+            rule.redacted_parameters(),
+            secrets=secret_values(rule.parameters),
+        )
 
     # ---- the rule's life ------------------------------------------------------------------
 
@@ -194,7 +201,9 @@ class StatusReporter:
         """The parameters the rule was built with (defaults included) replace the given ones
         in the result file, secrets masked."""
         with self._lock:
-            self._rules[rule].parameters = redact_parameters(parameters)  # type: ignore[arg-type]
+            state = self._rules[rule]
+            state.parameters = redact_parameters(parameters)  # type: ignore[arg-type]
+            state.secrets = state.secrets | secret_values(parameters)
             self._write_result()
 
     def stop(self, signum: int) -> None:
@@ -250,9 +259,16 @@ class StatusReporter:
         self, state: _RuleState, outcome: RuleOutcome, error: BaseException | None = None
     ) -> RuleOutcome:
         if state.outcome is None:
-            state.outcome = outcome
+            # A rule's exception may quote a secret parameter: no message or trace shows it.
+            clean = replace(
+                outcome,
+                message=scrub(outcome.message, state.secrets) if outcome.message else None,
+                traceback=scrub(outcome.traceback, state.secrets) if outcome.traceback else None,
+            )
+            state.outcome = clean
             state.finished_at = self._now()
-            self._status_changed(state, error)
+            # The exception itself is logged only when its text holds nothing to hide.
+            self._status_changed(state, error if clean.traceback == outcome.traceback else None)
         return state.outcome
 
     def _status_changed(self, state: _RuleState, error: BaseException | None = None) -> None:
@@ -273,8 +289,11 @@ class StatusReporter:
             fields["error_type"] = outcome.error_type
         self._clear_line()
         log = self._log.error if outcome and outcome.status is RuleStatus.ERROR else self._log.info
-        if error is not None and outcome is not None and outcome.traceback:
-            log("rule_status", **fields, exc_info=error)  # a rule's own bug: show where
+        if outcome is not None and outcome.traceback:  # a rule's own bug: show where
+            if error is not None:
+                log("rule_status", **fields, exc_info=error)
+            else:  # the trace as the result file has it, secrets masked
+                log("rule_status", **fields, exception=outcome.traceback)
         else:
             log("rule_status", **fields)
         for listener in self._listeners:
