@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluator.errors import ConfigurationError
+from evaluator.redaction import mask_endpoint
 
 __all__ = [
     "ALLOWED_ACTIONS",
@@ -109,7 +110,9 @@ def _decode(text: str) -> Any:
             return json.loads(candidate)
         except json.JSONDecodeError as e:
             error = error or e
-    raise ConfigurationError(f"action_json is not valid JSON ({error}): {text[:200]!r}")
+    # Where it is wrong, never what it holds (it may hold e-mail addresses or phone numbers).
+    where = f"{error.msg} at line {error.lineno} column {error.colno}" if error else "empty"
+    raise ConfigurationError(f"action_json is not valid JSON: {where} (its text is not shown)")
 
 
 def _unescape(text: str) -> str | None:
@@ -231,7 +234,11 @@ class MessageAction:
                 )
         except Exception as e:
             _log_failure(
-                self.rule_name, f"subscribing {self.name} endpoint to SNS topic {SNS_TOPIC}", e
+                self.rule_name,
+                f"subscribing {self.name} endpoint {mask_endpoint(self.endpoint)} to SNS topic "
+                f"{SNS_TOPIC}",
+                e,
+                endpoint=self.endpoint,
             )
             return None
         log.info("rule %s: %s action subscribed to %s", self.rule_name, self.name, arn)
@@ -263,16 +270,25 @@ class MessageAction:
                 },
             )
         except Exception as e:
-            _log_failure(self.rule_name, f"publishing to SNS topic {SNS_TOPIC}", e)
+            _log_failure(
+                self.rule_name, f"publishing to SNS topic {SNS_TOPIC}", e, endpoint=self.endpoint
+            )
 
 
-def _log_failure(rule_name: str, what: str, error: Exception) -> None:
+def _log_failure(
+    rule_name: str, what: str, error: Exception, *, endpoint: str | None = None
+) -> None:
+    """Log an action's failure; an e-mail address or phone number in the error's text is
+    masked (``a***@example.com``)."""
+    text = str(error)
+    if endpoint:
+        text = text.replace(endpoint, mask_endpoint(endpoint))
     log.warning(
         "rule %s: action failed while %s: %s: %s (the rule goes on)",
         rule_name,
         what,
         type(error).__name__,
-        error,
+        text,
     )
 
 
@@ -304,10 +320,16 @@ class Actions:
     def _build(self, spec: dict[str, Any]) -> StopTrainingAction | MessageAction | None:
         name = spec.get("name")
         if name is None:
-            log.warning("rule %s: action %s has no name; skipped", self.rule_name, spec)
+            log.warning(
+                "rule %s: an action has no name (its keys: %s); skipped",
+                self.rule_name,
+                ", ".join(sorted(map(str, spec))),
+            )
             return None
         if not isinstance(name, str):
-            raise ConfigurationError(f"action_json: action name must be a string, got {name!r}")
+            raise ConfigurationError(
+                f"action_json: action name must be a string, got {type(name).__name__}"
+            )
         name = name.lower()
         if name not in ALLOWED_ACTIONS:
             log.warning(
@@ -324,7 +346,8 @@ class Actions:
             return None
         if not isinstance(value, str):
             raise ConfigurationError(
-                f"action_json: {key} of action {name!r} must be a string, got {value!r}"
+                f"action_json: {key} of action {name!r} must be a string, got "
+                f"{type(value).__name__}"
             )
         if name == "stoptraining":
             return StopTrainingAction(self.rule_name, value, self._clients)

@@ -304,3 +304,26 @@ def test_action_json_must_be_text() -> None:
     """An already-decoded object is refused with a ConfigurationError, not an AttributeError."""
     with pytest.raises(ConfigurationError, match="action_json must be a string"):
         parse_action_json({"name": "email"})  # type: ignore[arg-type]
+
+
+def test_invalid_action_json_is_not_echoed() -> None:
+    """The error says where action_json is wrong, never what it holds (it may hold addresses)."""
+    with pytest.raises(ConfigurationError) as caught:
+        parse_action_json('[{"name": "email", "endpoint": "someone@example.com"')
+    assert "someone" not in str(caught.value) and "line 1 column" in str(caught.value)
+
+
+def test_endpoints_are_masked_in_failure_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """An SNS error that quotes the phone number is logged with the number masked."""
+    client = boto3.client(
+        "sns", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y"
+    )
+    stub = Stubber(client)
+    stub.add_client_error("create_topic", "InvalidParameter", "bad endpoint +12223334444")
+    with stub, caplog.at_level(logging.WARNING, logger="evaluator.rules.actions"):
+        Actions(
+            json.dumps({"name": "sms", "endpoint": "+12223334444"}),
+            "R",
+            client_factory=lambda service: client,
+        )
+    assert "+12223334444" not in caplog.text and "InvalidParameter" in caplog.text
