@@ -22,6 +22,7 @@ from evaluator.errors import SMDebugTypeError, SMDebugValueError, UnsupportedDty
 from evaluator.formats.proto import tensor_pb2, tensor_shape_pb2, types_pb2
 
 __all__ = [
+    "MAX_FILLED_ELEMENTS",
     "decode_tensor_content",
     "decode_tensor_proto",
     "encode_tensor_proto",
@@ -171,6 +172,11 @@ def _decode_strings(tensor: TensorProto) -> np.ndarray:
     return _fill(flat, _shape(tensor), flat.dtype, zero="")
 
 
+# TensorFlow lets one value (or none) fill a whole shape; smdebug's writer always saves every
+# value, so a record claiming more filled elements than this is hostile or broken.
+MAX_FILLED_ELEMENTS = 1 << 24
+
+
 def _fill(
     flat: np.ndarray, shape: tuple[int, ...], dtype: np.dtype[Any], zero: object
 ) -> np.ndarray:
@@ -178,6 +184,12 @@ def _fill(
     size = _size(shape)
     if flat.size == size:
         return flat.reshape(shape)
+    if size > MAX_FILLED_ELEMENTS:
+        # A few bytes must not become gigabytes: real writers save every value.
+        raise SMDebugValueError(
+            f"tensor of shape {shape} would be filled from {flat.size} value(s) to {size} "
+            f"elements, over the limit of {MAX_FILLED_ELEMENTS}"
+        )
     if flat.size == 1:
         return np.full(shape, flat[0], dtype=dtype)
     if flat.size == 0:

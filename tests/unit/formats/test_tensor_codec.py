@@ -350,3 +350,19 @@ def test_unsupported_numpy_dtypes_are_refused(dtype: np.dtype) -> None:
     """Numpy dtypes smdebug's writer does not map raise SMDebugTypeError."""
     with pytest.raises(SMDebugTypeError, match="not supported"):
         proto_dtype_of(dtype)
+
+
+def test_a_huge_filled_shape_is_refused_before_allocating() -> None:
+    """One float claiming a 250,000,000-element shape is refused, not expanded to 1 GB."""
+    from evaluator.formats.proto.tensor_pb2 import TensorProto
+    from evaluator.formats.proto.tensor_shape_pb2 import TensorShapeProto
+    from evaluator.formats.proto.types_pb2 import DT_FLOAT
+    from evaluator.formats.tensor_codec import MAX_FILLED_ELEMENTS, decode_tensor_proto
+
+    tensor = TensorProto(dtype=DT_FLOAT, float_val=[1.0])
+    tensor.tensor_shape.CopyFrom(TensorShapeProto(dim=[TensorShapeProto.Dim(size=250_000_000)]))
+    with pytest.raises(SMDebugValueError, match=f"over the limit of {MAX_FILLED_ELEMENTS}"):
+        decode_tensor_proto(tensor)
+    small = TensorProto(dtype=DT_FLOAT, float_val=[2.0])
+    small.tensor_shape.CopyFrom(TensorShapeProto(dim=[TensorShapeProto.Dim(size=3)]))
+    assert decode_tensor_proto(small).tolist() == [2.0, 2.0, 2.0]
