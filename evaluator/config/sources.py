@@ -83,6 +83,8 @@ def read_processing_config(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ConfigurationError(f"the processing job config {path} is nested too deeply") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ConfigurationError(f"cannot read the processing job config {path}: {e}") from None
     if not isinstance(data, dict):
@@ -193,6 +195,8 @@ def read_rule_file(path: str) -> tuple[list[Entry], bool]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigurationError(f"rule config file {path} does not exist") from None
+    except RecursionError:
+        raise ConfigurationError(f"rule config file {path} is nested too deeply") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ConfigurationError(f"cannot read rule config file {path}: {e}") from None
     if isinstance(data, dict) and "rules" in data:

@@ -295,6 +295,8 @@ def _load_json(data: bytes | str) -> dict[str, Any]:
         raise SMDebugValueError("collections file is empty")
     try:
         document = json.loads(data)
+    except RecursionError:
+        raise SMDebugValueError("collections file is nested too deeply") from None
     except ValueError as e:
         raise SMDebugValueError(f"collections file is not valid JSON: {e}") from None
     if not isinstance(document, dict):

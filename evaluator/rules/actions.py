@@ -108,6 +108,8 @@ def _decode(text: str) -> Any:
             continue
         try:
             return json.loads(candidate)
+        except RecursionError:
+            raise ConfigurationError("action_json is nested too deeply") from None
         except json.JSONDecodeError as e:
             error = error or e
     # Where it is wrong, never what it holds (it may hold e-mail addresses or phone numbers).
