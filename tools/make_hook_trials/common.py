@@ -187,3 +187,14 @@ def write_labels(path, labels):
     claim = os.path.join(path, "claim.smd")
     if os.path.exists(claim):
         os.remove(claim)
+
+
+def scenario_main(scenarios, run):
+    """The command line of a framework's script: ``--scenario NAME --out DIR``."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", required=True, choices=sorted(scenarios))
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    run(args.scenario, args.out)

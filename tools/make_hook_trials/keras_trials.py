@@ -11,7 +11,6 @@ runs eagerly, hence compile(run_eagerly=True).  The evidence in labels.json is m
 inside train_step, never read back through smdebug.
 """
 
-import argparse
 import os
 import sys
 
@@ -480,8 +479,4 @@ def run(scenario, out_dir):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    run(a.scenario, a.out)
+    common.scenario_main(SCENARIOS, run)

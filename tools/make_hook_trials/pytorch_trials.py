@@ -5,7 +5,6 @@ The evidence in labels.json is measured here with plain torch forward hooks and 
 read back through smdebug.
 """
 
-import argparse
 import os
 import sys
 
@@ -473,8 +472,4 @@ def run(scenario, out_dir):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    run(a.scenario, a.out)
+    common.scenario_main(SCENARIOS, run)

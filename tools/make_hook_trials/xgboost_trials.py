@@ -3,7 +3,6 @@ xgboost.train).  Run inside the "tf" venv (it holds xgboost 1.7.6 too):
     python xgboost_trials.py --scenario healthy --out DIR
 """
 
-import argparse
 import os
 import sys
 
@@ -234,8 +233,4 @@ def run(scenario, out_dir):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    run(a.scenario, a.out)
+    common.scenario_main(SCENARIOS, run)
