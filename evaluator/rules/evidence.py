@@ -72,18 +72,6 @@ class Check:
     worker: str | None = None
     sentence: str | None = None
 
-    @property
-    def fired(self) -> bool:
-        return _OPS[self.fires_when](self.value, self.threshold)
-
-    @property
-    def margin(self) -> float:
-        """How far the value is from meeting the condition (<= 0 when it is met); NaN when it
-        cannot be said."""
-        if self.fires_when in (">", ">="):
-            return self.threshold - self.value
-        return self.value - self.threshold
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "step": self.step,
@@ -164,6 +152,7 @@ class Evidence:
         self._comparisons += 1
         self._tensors.update(names)
         self._steps.add(step)
+        # How far from meeting the condition (<= 0 when met; NaN when it cannot be said).
         margin = threshold - value if fires_when[0] == ">" else value - threshold
         key = (parameter, fires_when)
         if not fired and not margin < self._closest_margin.get(key, math.inf):
