@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
-from rules_builtin._select import scalar
+from rules_builtin._select import scalar_at
 
 __all__ = [
     "TRAINING",
@@ -67,13 +66,7 @@ def is_epoch_end_log(trial: Any, name: str, step: int) -> bool:
 
 
 def _scalar(trial: Any, name: str, step: int, not_scalar: set[str] | None) -> float | None:
-    try:
-        value = scalar(trial.tensor(name).value(step))
-    except TensorUnavailableForStep:
-        return None
-    if value is None and not_scalar is not None:
-        not_scalar.add(name)
-    return value
+    return scalar_at(trial, name, step, not_scalar=set() if not_scalar is None else not_scalar)
 
 
 def value_in_mode(
