@@ -8,6 +8,7 @@ default: all tensors, or a default collection.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -19,7 +20,7 @@ from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from rules_builtin._params import parse_list
 
-__all__ = ["TensorSelection", "listed", "scalar", "scalar_at"]
+__all__ = ["TensorSelection", "listed", "percent_of", "scalar", "scalar_at"]
 
 
 def scalar(value: Any) -> float | None:
@@ -40,6 +41,16 @@ def scalar_at(
     if value is None:
         not_scalar.add(name)
     return value
+
+
+def percent_of(difference: float, base: float) -> float:
+    """``100 * difference / |base|``; +-inf (or 0 for no difference) when ``base`` is 0, NaN
+    for a NaN difference."""
+    if base == 0:
+        if difference == 0 or math.isnan(difference):
+            return 0.0 if difference == 0 else math.nan
+        return math.copysign(math.inf, difference)
+    return 100.0 * difference / abs(base)
 
 
 def listed(names: list[str], most: int = 5) -> str:

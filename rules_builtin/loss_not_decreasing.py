@@ -13,7 +13,7 @@ from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._modes import as_training, is_epoch_end_log
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_list, parse_mode
-from rules_builtin._select import TensorSelection, scalar
+from rules_builtin._select import TensorSelection, percent_of, scalar
 from rules_builtin.registry import register
 
 __all__ = ["LossNotDecreasing"]
@@ -321,7 +321,7 @@ class LossNotDecreasing(Rule):
         where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
         now = _span(m, current)
         before = _span(m, previous)
-        decrease = _percent(prev - cur, prev)
+        decrease = percent_of(prev - cur, prev)
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
         not_decreasing = self.evidence.compare(
@@ -339,7 +339,7 @@ class LossNotDecreasing(Rule):
                 f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"
             ),
         )
-        rise = _percent(cur - best, best)
+        rise = percent_of(cur - best, best)
         risen = self.evidence.compare(
             step,
             name,
@@ -364,15 +364,6 @@ def _span(mode: str, window: tuple[float, int, int]) -> str:
     """ "mode steps a..b" (or "mode step a" for a window of one saved step)."""
     _, first, last = window
     return f"{mode} step {first}" if first == last else f"{mode} steps {first}..{last}"
-
-
-def _percent(difference: float, base: float) -> float:
-    """``100 * difference / |base|``; +-inf (or 0) when ``base`` is 0."""
-    if base == 0:
-        if difference == 0 or math.isnan(difference):
-            return 0.0 if difference == 0 else math.nan
-        return math.copysign(math.inf, difference)
-    return 100.0 * difference / abs(base)
 
 
 def _lowest(a: float | None, b: float) -> float:

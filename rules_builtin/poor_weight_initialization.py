@@ -14,7 +14,7 @@ from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
 from rules_builtin._params import Param, parse_float, parse_int, parse_regex
-from rules_builtin._select import TensorSelection, listed
+from rules_builtin._select import TensorSelection, listed, percent_of
 from rules_builtin.registry import register
 
 _TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
@@ -261,9 +261,7 @@ def _decrease_percent(before: float, now: float) -> float:
         return -math.inf
     if math.isnan(before):
         return math.inf
-    if before == 0:
-        return 0.0 if now == 0 else math.copysign(math.inf, -now)
-    return 100.0 * (before - now) / abs(before)
+    return percent_of(before - now, before)
 
 
 def _variance(tensor: Any, step: int) -> float | None:
