@@ -171,6 +171,10 @@ class StatusReporter:
                 message=condition_met_message(state.name, step).rstrip("\n"),
                 **extra,
             )
+            self._write_result()
+            self._notify(
+                "rule_fired", {"rule": state.key, "step": step, "result_file": self._result_path()}
+            )
 
     def finish(self, rule: str) -> RuleOutcome:
         """The rule ended normally: IssuesFound if it fired, else NoIssuesFound."""
@@ -247,6 +251,10 @@ class StatusReporter:
                 },
                 result_file=self._result_path(),
             )
+            self._notify(
+                "evaluation_finished",
+                {"exit_code": self._exit_code, "result_file": self._result_path()},
+            )
             return self._exit_code
 
     @property
@@ -296,12 +304,17 @@ class StatusReporter:
                 log("rule_status", **fields, exception=outcome.traceback)
         else:
             log("rule_status", **fields)
+        self._notify("rule_status", fields)
+        self._write_result()
+
+    def _notify(self, event: str, fields: Mapping[str, Any]) -> None:
+        """Pass ``event`` to the listeners (status changes before the result file is rewritten;
+        firings and the end after it, with ``result_file``)."""
         for listener in self._listeners:
             try:
-                listener({"event": "rule_status", "timestamp": iso(self._now()), **fields})
+                listener({"event": event, "timestamp": iso(self._now()), **fields})
             except Exception:  # a sink must never change the verdict
                 self._log.warning("status_listener_failed", exc_info=True)
-        self._write_result()
 
     @staticmethod
     def _progress_fields(state: _RuleState, rate: float) -> dict[str, Any]:

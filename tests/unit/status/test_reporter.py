@@ -303,22 +303,34 @@ def test_console_progress_line(dirs: tuple[Path, Path], logs: list[dict[str, Any
 def test_listeners_receive_status_events(
     dirs: tuple[Path, Path], logs: list[dict[str, Any]]
 ) -> None:
-    """Every status change reaches the listeners; a failing listener changes nothing."""
+    """Status changes, firings and the end reach the listeners (firings and the end once the
+    result file holds them); a failing listener changes nothing."""
     seen: list[dict[str, Any]] = []
+    result = dirs[0] / "rule_evaluation_result.json"
 
     def broken(event: Any) -> None:
         raise RuntimeError("sink down")
 
-    reporter = _reporter(dirs, listeners=[broken, lambda e: seen.append(dict(e))])
+    def record(event: Any) -> None:
+        seen.append(dict(event))
+        if event["event"] == "rule_fired":
+            assert json.loads(result.read_text())["rules"][0]["fired_steps"] == [7]
+
+    reporter = _reporter(dirs, listeners=[broken, record])
     reporter.start("VanishingGradient")
+    reporter.fired("VanishingGradient", 7)
     reporter.finish("VanishingGradient")
-    assert reporter.close() == 0
-    assert [(e["event"], e["status"]) for e in seen] == [
+    assert reporter.close() == 1
+    assert [(e["event"], e.get("status")) for e in seen] == [
         ("rule_status", "InProgress"),
-        ("rule_status", "NoIssuesFound"),
+        ("rule_fired", None),
+        ("rule_status", "IssuesFound"),
+        ("evaluation_finished", None),
     ]
+    assert seen[1]["result_file"] == seen[3]["result_file"] == str(result.absolute())
+    assert seen[3]["exit_code"] == 1
     assert all(e["timestamp"].endswith("Z") for e in seen)
-    assert [e["event"] for e in logs].count("status_listener_failed") == 2
+    assert [e["event"] for e in logs].count("status_listener_failed") == 4
 
 
 def test_from_config(tmp_path: Path) -> None:
