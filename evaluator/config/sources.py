@@ -48,6 +48,11 @@ TRIAL_ENVIRONMENT = {
     "EVALUATOR_VALUE_CACHE_MB": "value_cache_mb",
     "EVALUATOR_RAW_CACHE_MB": "raw_cache_mb",
     "EVALUATOR_WAIT_LOG_INTERVAL": "wait_log_interval",
+    "EVALUATOR_MAX_REGEX_LENGTH": "max_regex_length",
+    "EVALUATOR_REGEX_FALLBACK_TIMEOUT": "regex_fallback_timeout",
+    "EVALUATOR_MAX_INDEX_ENTRIES": "max_index_entries",
+    "EVALUATOR_MAX_INDEX_FILE_MB": "max_index_file_mb",
+    "EVALUATOR_MAX_COLLECTIONS_FILE_MB": "max_collections_file_mb",
 }
 
 # Lower-case variables that are the machine's, never a rule's.

@@ -80,6 +80,30 @@ class TrialOptions(BaseModel):
         16.0, ge=0, description="Largest single read that fetches all records of one event file."
     )
     index_read_concurrency: int = Field(64, ge=1, description="Index files read at once.")
+    max_regex_length: int = Field(
+        4096,
+        ge=1,
+        description="Longest regular expression over tensor names accepted from a user "
+        "(tensor_names(regex=...), a collection's include_regex), in characters.",
+    )
+    regex_fallback_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds one batch of tensor names may take against a pattern RE2 "
+        "cannot run (lookarounds, backreferences), matched by Python's re in a child process.",
+    )
+    max_index_entries: int = Field(
+        200_000,
+        ge=1,
+        description="Most tensor and shape entries one index file may list; more is refused "
+        "as bad data before any entry is built.",
+    )
+    max_index_file_mb: float = Field(
+        64.0, gt=0, description="Largest index file read, in MiB; a larger one is bad data."
+    )
+    max_collections_file_mb: float = Field(
+        64.0, gt=0, description="Largest collections file read, in MiB; a larger one is bad data."
+    )
     wait_log_interval: float = Field(
         30.0,
         gt=0,

@@ -27,6 +27,7 @@ from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.options import TrialOptions
+from evaluator.trial.patterns import compile_pattern, matching_names
 from evaluator.trial.poller import Poller
 from evaluator.trial.reader import ValueReader
 from evaluator.trial.runner import BackgroundLoop, get_loop
@@ -193,7 +194,7 @@ class Trial:
         if collection is not None:
             matched = self._names_in_collection(collection) & names
         else:
-            matched = _matching(names, _flatten([regex]))
+            matched = self._matching(names, _flatten([regex]), "tensor_names(regex=...)")
         if not matched:
             log.warning(
                 "tensor_names: no tensor matches regex=%r collection=%r", regex, _cname(collection)
@@ -221,7 +222,19 @@ class Trial:
             raise TypeError(f"Invalid argument type for collection {collection.__class__}")
         with self._cache.lock:
             known = set(self._state.names)
-        return (set(coll.tensor_names) & known) | _matching(known, list(coll.include_regex or []))
+        where = f"include_regex of collection {coll.name!r}"
+        found = self._matching(known, list(coll.include_regex or []), where)
+        return (set(coll.tensor_names) & known) | found
+
+    def _matching(self, names: Iterable[str], patterns: list[Any], what: str) -> set[str]:
+        """The names any of the user's ``patterns`` finds (``re.search``), in linear time
+        where RE2 can answer (``evaluator.trial.patterns``)."""
+        limit, seconds = self.options.max_regex_length, self.options.regex_fallback_timeout
+        compiled = [
+            compile_pattern(p, what=what, max_length=limit, fallback_seconds=seconds)
+            for p in patterns
+        ]
+        return matching_names(names, compiled)
 
     def tensor(self, tname: str) -> Tensor:
         """The ``Tensor`` named ``tname``; ``TensorUnavailable`` if it was never saved."""
@@ -400,11 +413,6 @@ def _flatten(items: list[Any]) -> list[str]:
         else:
             out.append(item)
     return out
-
-
-def _matching(names: Iterable[str], patterns: list[str]) -> set[str]:
-    compiled = [re.compile(p) for p in patterns]
-    return {n for n in names if any(c.search(n) for c in compiled)}
 
 
 def _cname(collection: object) -> object:
