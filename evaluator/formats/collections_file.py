@@ -260,8 +260,16 @@ class CollectionsFile:
     num_workers: int = 1
 
 
-def parse_collections_file(data: bytes | str) -> CollectionsFile:
-    """Parse a collections file's content."""
+def parse_collections_file(
+    data: bytes | str, *, max_bytes: int | None = None, source: str = "collections file"
+) -> CollectionsFile:
+    """Parse a collections file's content; one over ``max_bytes`` bytes is refused unparsed,
+    the error naming ``source`` and the limit."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise SMDebugValueError(
+            f"{source} is {len(data)} bytes, over the limit of {max_bytes} "
+            "(max_collections_file_mb): refused as bad data"
+        )
     document = _load_json(data)
     if any(key not in _TOP_LEVEL_KEYS for key in document):
         raise SMDebugValueError(

@@ -72,8 +72,22 @@ class IndexFile:
     shapes: tuple[ShapeEntry, ...] = ()
 
 
-def parse_index_file(data: bytes | str) -> IndexFile:
-    """Parse an index file's content."""
+def parse_index_file(
+    data: bytes | str,
+    *,
+    max_entries: int | None = None,
+    max_bytes: int | None = None,
+    source: str = "index file",
+) -> IndexFile:
+    """Parse an index file's content.
+
+    Bad data that would cost unbounded memory is refused, naming ``source`` and the limit:
+    more than ``max_bytes`` bytes (before parsing), more than ``max_entries`` tensor and shape
+    entries together (before any entry is built)."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise IndexReaderException(
+            f"{source} is {len(data)} bytes, over the limit of {max_bytes} (max_index_file_mb)"
+        )
     try:
         document = orjson.loads(data)  # about twice as fast as json on index files
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
@@ -87,8 +101,16 @@ def parse_index_file(data: bytes | str) -> IndexFile:
         raise IndexReaderException("meta section is empty")
     if "tensor_payload" not in document and "shape_payload" not in document:
         raise IndexReaderException("neither tensor_payload nor shape_payload sections are present")
-    tensors = _tensor_entries(_entries(document, "tensor_payload"))
-    shapes = tuple(_shape_entry(e) for e in _entries(document, "shape_payload"))
+    tensor_list = _entries(document, "tensor_payload")
+    shape_list = _entries(document, "shape_payload")
+    count = len(tensor_list) + len(shape_list)
+    if max_entries is not None and count > max_entries:
+        raise IndexReaderException(
+            f"{source} lists {count} entries, over the limit of {max_entries} "
+            "(max_index_entries): refused as bad data"
+        )
+    tensors = _tensor_entries(tensor_list)
+    shapes = tuple(_shape_entry(e) for e in shape_list)
     parsed_meta = _meta(meta)
     if tensors and parsed_meta.event_file_name is None:
         raise IndexReaderException("index file lists tensors but its meta has no event_file_name")

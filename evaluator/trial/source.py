@@ -15,7 +15,13 @@ from typing import cast
 
 import structlog
 
-from evaluator.errors import CollectionFilesTimeout, MissingCollectionFiles, ObjectNotFound
+from evaluator.errors import (
+    CollectionFilesTimeout,
+    IndexReaderException,
+    MissingCollectionFiles,
+    ObjectNotFound,
+    SMDebugValueError,
+)
 from evaluator.formats.collections_file import CollectionsFile, parse_collections_file
 from evaluator.formats.index_file import IndexFile, parse_index_file
 from evaluator.formats.keys import (
@@ -29,6 +35,7 @@ from evaluator.formats.keys import (
 )
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.gcpause import gc_paused
+from evaluator.trial.options import TrialOptions
 from evaluator.trial.waits import WaitNotice
 
 __all__ = ["IndexScan", "LoadedCollections", "ParsedIndex", "TrialSource"]
@@ -62,12 +69,20 @@ class LoadedCollections:
     keys: list[str]
 
 
-class TrialSource:
-    """Reads one trial's files through a ``Storage``."""
+MiB = 1024 * 1024
 
-    def __init__(self, storage: Storage, *, index_read_concurrency: int = 64) -> None:
+
+class TrialSource:
+    """Reads one trial's files through a ``Storage``, refusing files over ``options``' limits
+    (``max_index_file_mb``, ``max_index_entries``, ``max_collections_file_mb``,
+    ``max_regex_length``) as bad data, with errors that name the file and the limit."""
+
+    def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         self.storage = storage
-        self._concurrency = index_read_concurrency
+        self.options = options = options or TrialOptions()
+        self._concurrency = options.index_read_concurrency
+        self._max_index_bytes = int(options.max_index_file_mb * MiB)
+        self._max_collections_bytes = int(options.max_collections_file_mb * MiB)
 
     async def training_ended(self) -> bool:
         return await self.storage.exists(END_OF_JOB_KEY)
@@ -75,8 +90,11 @@ class TrialSource:
     # ------------------------------------------------------------------ collections
 
     async def collection_keys(self) -> list[str]:
+        return [o.key for o in await self._collection_objects()]
+
+    async def _collection_objects(self) -> list[ObjectInfo]:
         return [
-            o.key
+            o
             async for o in self.storage.list_after(COLLECTIONS_PREFIX)
             if is_collections_key(o.key)
         ]
@@ -95,7 +113,8 @@ class TrialSource:
         manifest: CollectionsFile | None = None
         notice: WaitNotice | None = None
         while True:
-            keys = await self.collection_keys()
+            listed = await self._collection_objects()
+            keys = [o.key for o in listed]
             if notice is None and not keys:
                 notice = WaitNotice(
                     "collection files", self.storage.uri, interval=wait_log_interval
@@ -110,7 +129,7 @@ class TrialSource:
             elif notice is not None:
                 notice.tick(f"collection files of {needed} worker(s), {len(keys)} found")
             if keys and manifest is None:
-                manifest = parse_collections_file(await self.storage.read(keys[0]))
+                manifest = await self._read_collections(listed[0])
                 needed = manifest.num_workers
             if manifest is not None and len(keys) >= needed:
                 workers = {worker_from_collections_key(k) for k in keys}
@@ -120,6 +139,29 @@ class TrialSource:
             if time.monotonic() >= deadline:
                 raise CollectionFilesTimeout(self.storage.uri, timeout, len(keys), needed)
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    async def _read_collections(self, obj: ObjectInfo) -> CollectionsFile:
+        """One collections file, refused unread when the listing says it is too large, and
+        refused when a collection's include_regex is longer than ``max_regex_length``."""
+        where = f"collections file {self.storage.uri.rstrip('/')}/{obj.key}"
+        limit = self._max_collections_bytes
+        if obj.size > limit:
+            raise SMDebugValueError(
+                f"{where} is {obj.size} bytes, over the limit of {limit} "
+                "(max_collections_file_mb): refused as bad data"
+            )
+        data = await self.storage.read(obj.key)
+        manifest = parse_collections_file(data, max_bytes=limit, source=where)
+        longest = self.options.max_regex_length
+        for collection in manifest.collections.values():
+            for pattern in collection.include_regex:
+                if len(pattern) > longest:
+                    raise SMDebugValueError(
+                        f"{where}: include_regex of collection {collection.name!r} is "
+                        f"{len(pattern)} characters long, over the limit of {longest} "
+                        "(max_regex_length)"
+                    )
+        return manifest
 
     async def _is_empty(self) -> bool:
         """Whether the trial location holds no object at all (one listing, first key only)."""
@@ -172,6 +214,11 @@ class TrialSource:
                 step, worker = parse_index_key(key)
                 if range_steps is not None and not _in_range(step, range_steps):
                     continue
+                if obj.size > self._max_index_bytes:  # refused before it is read
+                    raise IndexReaderException(
+                        f"index file {self._where(key)} is {obj.size} bytes, over the limit "
+                        f"of {self._max_index_bytes} (max_index_file_mb): refused as bad data"
+                    )
                 wanted.append((key, step, worker))
         return IndexScan(await self._read_index_files(wanted), last_key, end_marker, other_keys)
 
@@ -182,15 +229,25 @@ class TrialSource:
         costs far less than a task per file."""
         results: list[ParsedIndex | None] = [None] * len(wanted)
         items = iter(enumerate(wanted))
+        max_entries, max_bytes = self.options.max_index_entries, self._max_index_bytes
 
         async def worker() -> None:
             for i, (key, step, worker_name) in items:
                 blob = await self.storage.read(key)
-                results[i] = ParsedIndex(key, step, worker_name, parse_index_file(blob))
+                index = parse_index_file(
+                    blob,
+                    max_entries=max_entries,
+                    max_bytes=max_bytes,
+                    source=f"index file {self._where(key)}",
+                )
+                results[i] = ParsedIndex(key, step, worker_name, index)
 
         with gc_paused():
             await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(wanted)))))
         return results  # type: ignore[return-value]
+
+    def _where(self, key: str) -> str:
+        return f"{self.storage.uri.rstrip('/')}/{key}"
 
     async def read_optional(self, key: str) -> bytes | None:
         try:

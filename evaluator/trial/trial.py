@@ -66,7 +66,7 @@ class Trial:
         self.dynamic_refresh = True
         self._storage = storage
         self._loop = loop or get_loop()
-        self._source = TrialSource(storage, index_read_concurrency=options.index_read_concurrency)
+        self._source = TrialSource(storage, options=options)
         self._tensor_objects: dict[str, Tensor] = {}
         self._closed = False
         try:

@@ -216,3 +216,10 @@ def test_serialize_sorts_tensor_names() -> None:
     exported = json.loads(serialize_collections_file(document))
     assert exported["collections"]["c"]["tensor_names"] == ["a", "b"]
     assert exported["_meta"] == {"num_workers": 4}
+
+
+def test_a_collections_file_over_the_byte_limit_is_refused_before_parsing() -> None:
+    """A collections file larger than ``max_bytes`` is refused without being parsed, the
+    error naming the file and the limit."""
+    with pytest.raises(SMDebugValueError, match=r"c\.json is 101 bytes.*limit of 100"):
+        parse_collections_file(b"[" * 101, max_bytes=100, source="c.json")

@@ -154,3 +154,19 @@ def test_records_are_frozen() -> None:
     index = parse_index_file(SPEC_EXAMPLE)
     with pytest.raises(AttributeError):
         index.meta.mode_step = 4  # type: ignore[misc]
+
+
+def test_more_entries_than_the_limit_are_refused_naming_file_and_limit() -> None:
+    """An index file listing more tensor and shape entries than ``max_entries`` is refused as
+    bad data, the error naming the file and the limit."""
+    document = json.loads(SPEC_EXAMPLE)
+    document["shape_payload"] = json.loads(SHAPE_ONLY)["shape_payload"]
+    with pytest.raises(IndexReaderException, match=r"index/x\.json lists 4 entries.*limit of 3"):
+        parse_index_file(json.dumps(document), max_entries=3, source="index/x.json")
+    assert len(parse_index_file(SPEC_EXAMPLE, max_entries=2).tensors) == 2
+
+
+def test_a_file_over_the_byte_limit_is_refused_before_parsing() -> None:
+    """An index file larger than ``max_bytes`` is refused without being parsed."""
+    with pytest.raises(IndexReaderException, match=r"index/x\.json is \d+ bytes.*limit of 100"):
+        parse_index_file(b"{" * 101, max_bytes=100, source="index/x.json")

@@ -55,7 +55,7 @@ class Engine:
         self.sync()
         self.state = TrialState(num_workers=1, workers={"worker_0"})
         self.cache = TrialCache(self.state, self.options, uri=self.storage.uri)
-        self.source = TrialSource(self.storage)
+        self.source = TrialSource(self.storage, options=self.options)
         self.sleeps: list[float] = []
         self.on_sleep: Callable[[int], None] = lambda count: None
         self.poller = Poller(self.cache, self.source, self.options, None, sleep=self._sleep)
