@@ -33,6 +33,7 @@ TRIAL_KEYS = frozenset(
         "continue_after_fire",
         "poll_interval",
         "progress_interval",
+        "rule_step_timeout",
         "log_format",
         "log_level",
     }

@@ -69,6 +69,11 @@ class EvaluatorConfig(BaseModel):
     continue_after_fire: bool = False
     poll_interval: float
     progress_interval: float = Field(10.0, gt=0, description="Seconds between progress lines.")
+    rule_step_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds one rule step may take (rule_step_timeout); None: no limit.",
+    )
     log_format: LogFormat = "json"
     log_level: LogLevel = "INFO"
     on_sagemaker: bool = Field(False, description="processingjobconfig.json was found.")
