@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.lru import SharedBytes, ValueCache, shared_bytes
 from evaluator.trial.options import TrialOptions
+from evaluator.trial.problems import DataProblems
 from evaluator.trial.source import ParsedIndex
 from evaluator.trial.state import TrialState
 
@@ -45,6 +46,7 @@ class TrialCache:
             shared_bytes(int(options.raw_cache_mb * MiB)), f"{uri}#{next(_generations)}"
         )  # a reopened path starts afresh
         self.read_keys: set[str] = set()
+        self.problems = DataProblems()  # event files that could not give their records
         self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
         self._idle_scans = 0
         self._last_idle_at = 0.0

@@ -4,7 +4,8 @@
 event file are fetched in one read and kept in the trial cache's byte-bounded LRU; a local
 folder is read in the calling thread, other storage through the background loop; the files of
 the next steps are fetched ahead while a rule walks the steps in order; a missing or still
-growing event file is waited for (``missing_event_file_timeout``).
+growing event file is waited for (``missing_event_file_timeout``, ended as soon as the trial is
+complete); one that never comes whole is recorded in ``cache.problems`` and the step skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from evaluator.modes import ModeKeys
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.entries import Location
+from evaluator.trial.problems import Problem
 from evaluator.trial.reductions import compute_reduction
 from evaluator.trial.runner import BackgroundLoop
 from evaluator.trial.source import TrialSource
@@ -114,9 +116,42 @@ class ValueReader:
         if data is None:  # not readable in this thread, or not (completely) there yet
             data = self.loop.run(self._fetch(event_key, lo, hi))
         if data is None or len(data) < end - lo:
-            raise TensorUnavailableForStep(*what)
+            raise self._unreadable(event_key, lo, end, data, what)
         self._prefetch_after(event_key)
         return memoryview(data)[start - lo : end - lo]
+
+    def _unreadable(
+        self, event_key: str, lo: int, end: int, data: bytes | None, what: Reading
+    ) -> TensorUnavailableForStep:
+        """Record why the event file did not give the record (``cache.problems``, once per
+        file, logged at WARNING), and the error that makes the rule skip the step."""
+        problem: Problem = "truncated"
+        if not data:
+            problem = self.loop.run(self.source.event_file_problem(event_key))
+        if problem == "truncated":
+            have = (
+                f"the file ends at byte {lo + len(data)}"
+                if data
+                else f"the file ends before byte {lo}"
+            )
+            detail = f"the index file promises bytes up to {end}; {have}"
+        elif problem == "empty":
+            detail = "the event file has no bytes"
+        else:
+            detail = "the event file named by the index file does not exist"
+        step, worker = parse_index_key(event_key)
+        tensor, _, mode = what
+        self.cache.problems.note(
+            file=f"{self._root}/{event_key}",
+            step=step,
+            worker=worker,
+            problem=problem,
+            tensor=tensor,
+            mode=mode.name,
+            detail=detail,
+            trial_complete=self.cache.state.loaded_all_steps,
+        )
+        return TensorUnavailableForStep(*what)
 
     def _first_use_of_prefetched(self, event_key: str) -> None:
         """A file fetched ahead is being read: fetch further ahead, keeping the lead."""
@@ -158,10 +193,14 @@ class ValueReader:
             hi,
             wait=self.cache.options.missing_event_file_timeout,
             poll_interval=self.cache.options.poll_interval,
+            complete=self._trial_complete,
         )
         if data is not None and len(data) >= hi - lo:
             self.cache.raw.put(event_key, (lo, data))
         return data
+
+    def _trial_complete(self) -> bool:
+        return self.cache.state.loaded_all_steps
 
     def _prefetch_after(self, event_key: str) -> None:
         """Fetch the event files of this worker's next saved steps in the background, when the

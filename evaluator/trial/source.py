@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 import structlog
 
@@ -258,10 +258,19 @@ class TrialSource:
     # ------------------------------------------------------------------ event files
 
     async def read_event_bytes(
-        self, key: str, start: int, end: int, *, wait: float, poll_interval: float
+        self,
+        key: str,
+        start: int,
+        end: int,
+        *,
+        wait: float,
+        poll_interval: float,
+        complete: Callable[[], bool] | None = None,
     ) -> bytes | None:
-        """Bytes ``[start, end)`` of an event file; None if it never appeared within ``wait``
-        seconds or training ended without it."""
+        """Bytes ``[start, end)`` of an event file, waiting up to ``wait`` seconds for a missing
+        or short file to fill. The wait ends at once when training has ended or ``complete()``
+        says the trial is complete (idle scans): nothing more will be written. Then what is
+        there is returned: fewer bytes than asked (``b""`` included), or None if no file."""
         deadline = time.monotonic() + wait
         while True:
             try:
@@ -270,9 +279,21 @@ class TrialSource:
                 data = None
             if data is not None and len(data) >= end - start:
                 return data
-            if await self.training_ended() or time.monotonic() >= deadline:
-                return data if data else None
+            if (
+                (complete is not None and complete())
+                or time.monotonic() >= deadline
+                or await self.training_ended()
+            ):
+                return data
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    async def event_file_problem(self, key: str) -> Literal["missing", "empty", "truncated"]:
+        """Why an event file did not give the bytes an index file promised."""
+        try:
+            first = await self.storage.read_range(key, 0, 1)
+        except ObjectNotFound:
+            return "missing"
+        return "truncated" if first else "empty"
 
 
 def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:

@@ -149,6 +149,21 @@ class Trial:
     def last_index_token(self) -> str | None:
         return self._state.last_index_token
 
+    @property
+    def data_problems(self) -> list[dict[str, Any]]:
+        """Event files that could not give the records their index files promise, each met
+        once, the first 100 in the order met (``data_problem_count`` counts them all): dicts
+        of ``file`` (full URI), ``step`` (global), ``worker``, ``problem`` (``"missing"``,
+        ``"empty"`` or ``"truncated"``), ``tensor`` and ``mode`` of the first read that met
+        it, ``detail`` (a sentence) and ``trial_complete`` (whether the trial was complete
+        then, or the wait for the file merely ran out). The steps were skipped."""
+        return self._cache.problems.listed()
+
+    @property
+    def data_problem_count(self) -> int:
+        """How many event files could not give their records (see ``data_problems``)."""
+        return self._cache.problems.count
+
     # ---------------------------------------------------------------- refreshing
 
     def refresh_data(self) -> None:

@@ -1,0 +1,80 @@
+"""``DataProblems``: the event files a trial could not give, said once each and counted.
+
+A step whose event file is missing, empty or torn is skipped by the rule (the read raises
+``TensorUnavailableForStep``, as smdebug's). Skipping quietly would let a run with broken data
+end ``NoIssuesFound`` as if every step had been checked, so each such file is logged once at
+WARNING, counted, and listed (the first ``keep`` of them) for the result file.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Literal
+
+import structlog
+
+__all__ = ["DataProblems", "Problem"]
+
+log = structlog.get_logger("evaluator.trial")
+
+Problem = Literal["missing", "empty", "truncated"]
+
+
+class DataProblems:
+    """Thread-safe record of one trial's unreadable event files."""
+
+    def __init__(self, *, keep: int = 100, remember: int = 10_000) -> None:
+        self._lock = threading.Lock()
+        self._keep = keep
+        self._remember = remember  # files already reported, so one file is counted once
+        self._listed: list[dict[str, Any]] = []
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._count = 0
+
+    def note(
+        self,
+        *,
+        file: str,
+        step: int,
+        worker: str,
+        problem: Problem,
+        tensor: str,
+        mode: str,
+        detail: str,
+        trial_complete: bool,
+    ) -> bool:
+        """Record one unreadable event file; False (and nothing logged) if already recorded."""
+        entry = {
+            "file": file,
+            "step": step,
+            "worker": worker,
+            "problem": problem,
+            "tensor": tensor,
+            "mode": mode,
+            "detail": detail,
+            "trial_complete": trial_complete,
+        }
+        with self._lock:
+            if file in self._seen:
+                self._seen.move_to_end(file)
+                return False
+            self._seen[file] = None
+            if len(self._seen) > self._remember:
+                self._seen.popitem(last=False)
+            self._count += 1
+            if len(self._listed) < self._keep:
+                self._listed.append(entry)
+        log.warning("data_problem", **entry, action="step skipped")
+        return True
+
+    @property
+    def count(self) -> int:
+        """Unreadable event files met so far (each counted once)."""
+        with self._lock:
+            return self._count
+
+    def listed(self) -> list[dict[str, Any]]:
+        """Copies of the first ``keep`` problems, in the order met."""
+        with self._lock:
+            return [dict(e) for e in self._listed]
