@@ -21,21 +21,37 @@ Built-in rules call ``compare`` for every comparison they make::
                              fires_when=">",
                              sentence=lambda: f"{dead:.1f}% of {name}'s units are dead"):
         fired = True
+
+**Series.** Every ``compare`` also adds the value to the series of its tensor(s), quantity,
+parameter and comparison, the history the rule report (``evaluator.report``) charts. A custom
+rule charts a quantity it does not test with ``record``::
+
+    self.evidence.record(step, name, quantity="mean |weight|", value=mean)
+
+A series is bounded whatever the run's length: it keeps the lowest and the highest value of
+each of at most ``SERIES_BUCKETS`` runs of consecutive steps (so a spike survives), and its
+firing points and closest approach exactly. A rule keeps at most ``MAX_SERIES`` series.
+``Evidence.series()`` returns them; ``live_evidence(series_id)`` finds a rule's ``Evidence``
+from the ``series_id`` its summary (the result file) names, while the run lasts.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import operator
+import os
+import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluator.modes import ModeKeys
 
-__all__ = ["Check", "Evidence", "SelectionHint", "json_number"]
+__all__ = ["Check", "Evidence", "SelectionHint", "Series", "json_number", "live_evidence"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
@@ -44,6 +60,21 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
 }
 MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
+MAX_SERIES = 200  # series kept per rule (the count of those left out goes on)
+SERIES_BUCKETS = 1024  # a series keeps at most 2 points per bucket, plus its marks
+MAX_MARKS = 1000  # firing points kept exactly per series (the count goes on)
+_QUANTITY_CACHE = 4096  # quantities remembered with their step-free label
+
+_LIVE: weakref.WeakValueDictionary[str, Evidence] = weakref.WeakValueDictionary()
+_IDS = itertools.count(1)
+# "TRAIN steps 3..9", "step 12": a window named in a quantity moves with the step; the series
+# is the same one.
+_STEP_SPAN = re.compile(r"\b(steps?) \d+(?:\.\.\d+)?|\b\d+\.\.\d+\b")
+
+
+def live_evidence(series_id: str) -> Evidence | None:
+    """The ``Evidence`` whose summary names ``series_id``, while something still holds it."""
+    return _LIVE.get(series_id)
 
 
 def json_number(value: float | None) -> float | str | None:
@@ -98,6 +129,163 @@ class SelectionHint:
     advice: str | None = None  # what else to do, e.g. "save the gradients collection"
 
 
+Point = tuple[int, float]
+
+
+def _lower(a: Point, b: Point) -> Point:
+    """The point of lower value; a NaN value loses to any other."""
+    return b if math.isnan(a[1]) or b[1] < a[1] else a
+
+
+def _higher(a: Point, b: Point) -> Point:
+    return b if math.isnan(a[1]) or b[1] > a[1] else a
+
+
+class Series:
+    """One quantity of one tensor (or group of tensors) over the steps a rule evaluated.
+
+    Bounded: values fall into buckets of ``width`` consecutive points, each keeping its lowest
+    and highest point; when ``SERIES_BUCKETS`` are full, neighbours merge and ``width``
+    doubles. Firing points (up to ``MAX_MARKS``) and the closest approach are kept exactly.
+    Written by the rule's thread under the owning ``Evidence``'s lock, read under it."""
+
+    __slots__ = (
+        "_buckets",
+        "_closest",
+        "_margin",
+        "_open",
+        "_open_count",
+        "count",
+        "fires_when",
+        "firing_count",
+        "firings",
+        "parameter",
+        "quantity",
+        "tensors",
+        "threshold",
+        "threshold_changes",
+        "width",
+    )
+
+    def __init__(
+        self,
+        tensors: tuple[str, ...],
+        quantity: str,
+        parameter: str | None,
+        fires_when: str | None,
+        threshold: float | None,
+    ) -> None:
+        self.tensors = tensors
+        self.quantity = quantity
+        self.parameter = parameter
+        self.fires_when = fires_when
+        self.threshold = threshold
+        self.threshold_changes: list[Point] = []  # (step, new threshold) when it moves
+        self.count = 0
+        self.width = 1
+        self._buckets: list[tuple[Point, Point]] = []
+        self._open: tuple[Point, Point] | None = None
+        self._open_count = 0
+        self.firings: list[Point] = []
+        self.firing_count = 0
+        self._closest: Point | None = None
+        self._margin = math.inf
+
+    def add(
+        self,
+        step: int,
+        value: float,
+        *,
+        threshold: float | None = None,
+        fired: bool = False,
+        margin: float = math.nan,
+    ) -> None:
+        point = (step, value)
+        self.count += 1
+        if threshold is not None and threshold != self.threshold:
+            if len(self.threshold_changes) < MAX_MARKS:
+                self.threshold_changes.append((step, threshold))
+            self.threshold = threshold
+        if fired:
+            self.firing_count += 1
+            if len(self.firings) < MAX_MARKS:
+                self.firings.append(point)
+        if margin < self._margin:
+            self._margin, self._closest = margin, point
+        low_high = self._open
+        self._open = (
+            (point, point)
+            if low_high is None
+            else (_lower(low_high[0], point), _higher(low_high[1], point))
+        )
+        self._open_count += 1
+        if self._open_count >= self.width:
+            self._buckets.append(self._open)
+            self._open, self._open_count = None, 0
+            if len(self._buckets) >= SERIES_BUCKETS:
+                self._merge()
+
+    def _merge(self) -> None:
+        b = self._buckets
+        self._buckets = [
+            (_lower(b[i][0], b[i + 1][0]), _higher(b[i][1], b[i + 1][1]))
+            for i in range(0, len(b) - 1, 2)
+        ] + ([b[-1]] if len(b) % 2 else [])
+        self.width *= 2
+
+    def points(self, limit: int | None = None) -> list[Point]:
+        """The kept points in step order, marks included; at most about ``limit`` besides
+        the marks when given (lowest and highest of each of ``limit // 2`` runs)."""
+        kept = [p for bucket in self._buckets for p in bucket]
+        if self._open is not None:
+            kept.extend(self._open)
+        kept = sorted(set(kept), key=lambda p: p[0])
+        if limit is not None and len(kept) > limit:
+            kept = _decimate(kept, max(1, limit // 2))
+        marks = self.firings + ([self._closest] if self._closest is not None else [])
+        return sorted(set(kept) | set(marks), key=lambda p: p[0])
+
+    @property
+    def closest(self) -> Point | None:
+        return self._closest
+
+    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
+        def pts(points: list[Point]) -> list[list[Any]]:
+            return [[s, json_number(v)] for s, v in points]
+
+        return {
+            "tensors": list(self.tensors),
+            "quantity": self.quantity,
+            "parameter": self.parameter,
+            "comparison": self.fires_when,
+            "threshold": json_number(self.threshold),
+            "threshold_changes": pts(self.threshold_changes),
+            "count": self.count,
+            "points": pts(self.points(limit)),
+            "firings": pts(self.firings),
+            "firing_count": self.firing_count,
+            "closest": pts([self._closest])[0] if self._closest is not None else None,
+        }
+
+
+def _decimate(points: list[Point], runs: int) -> list[Point]:
+    """The lowest and highest point of each of ``runs`` equal runs of ``points``."""
+    out: list[Point] = []
+    size = len(points) / runs
+    for i in range(runs):
+        chunk = points[int(i * size) : int((i + 1) * size)]
+        if chunk:
+            low, high = chunk[0], chunk[0]
+            for p in chunk[1:]:
+                low, high = _lower(low, p), _higher(high, p)
+            out.extend(sorted({low, high}, key=lambda p: p[0]))
+    return out
+
+
+def _series_label(quantity: str) -> str:
+    return _STEP_SPAN.sub(lambda m: f"{m.group(1)} …" if m.group(1) else "…", quantity)
+
+
 class Evidence:
     """The comparisons and reads of one rule. Thread-safe: the evaluator reads it while the
     rule's thread writes it."""
@@ -117,6 +305,11 @@ class Evidence:
         self._firings: list[Check] = []
         self._firing_count = 0
         self._mode_cache: tuple[int, ModeKeys | None, int | None] | None = None
+        self._series: dict[tuple[Any, ...], Series] = {}
+        self._series_left_out = 0
+        self._labels: dict[str, str] = {}
+        self.series_id = f"{os.getpid()}-{next(_IDS)}"
+        _LIVE[self.series_id] = self
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
@@ -154,6 +347,9 @@ class Evidence:
         self._steps.add(step)
         # How far from meeting the condition (<= 0 when met; NaN when it cannot be said).
         margin = threshold - value if fires_when[0] == ">" else value - threshold
+        self._add_point(
+            names, quantity, parameter, fires_when, step, value, threshold, fired, margin
+        )
         key = (parameter, fires_when)
         if not fired and not margin < self._closest_margin.get(key, math.inf):
             return False  # neither a firing nor nearer than before (or NaN): nothing to keep
@@ -177,6 +373,42 @@ class Evidence:
                 self._closest_margin[key] = margin
                 self._closest[key] = check
         return fired
+
+    def record(
+        self, step: int, tensors: str | Iterable[str], *, quantity: str, value: float
+    ) -> None:
+        """Add ``value`` of ``quantity`` at global ``step`` to the series the rule report
+        charts, for a quantity the rule watches but does not compare with a threshold (what
+        it compares, ``compare`` records itself). Optional; it counts as no check."""
+        names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
+        self._add_point(names, quantity, None, None, step, float(value), None, False, math.nan)
+
+    def _add_point(
+        self,
+        names: tuple[str, ...],
+        quantity: str,
+        parameter: str | None,
+        fires_when: str | None,
+        step: int,
+        value: float,
+        threshold: float | None,
+        fired: bool,
+        margin: float,
+    ) -> None:
+        label = self._labels.get(quantity)
+        if label is None:
+            label = _series_label(quantity)
+            if len(self._labels) < _QUANTITY_CACHE:
+                self._labels[quantity] = label
+        key = (names, label, parameter, fires_when)
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                if len(self._series) >= MAX_SERIES:
+                    self._series_left_out += 1
+                    return
+                series = self._series[key] = Series(names, label, parameter, fires_when, threshold)
+            series.add(step, value, threshold=threshold, fired=fired, margin=margin)
 
     def checked(self, step: int, tensors: str | Iterable[str]) -> None:
         """Record that ``tensors`` were checked at ``step`` by a test with no threshold."""
@@ -255,8 +487,18 @@ class Evidence:
         with self._lock:
             return [c for c in self._firings if c.step == step]
 
+    def series(self, *, limit: int | None = None) -> dict[str, Any]:
+        """Every series as JSON-ready dicts (``Series.to_dict``), each cut to about ``limit``
+        points besides its marks, and how many comparisons fell outside ``MAX_SERIES``."""
+        with self._lock:
+            return {
+                "series": [s.to_dict(limit) for s in self._series.values()],
+                "points_left_out": self._series_left_out,
+            }
+
     def summary(self) -> dict[str, Any]:
-        """The result file's ``evidence`` object (see ``evaluator.status.files``)."""
+        """The result file's ``evidence`` object (see ``evaluator.status.files``), with the
+        ``series_id`` that finds this object (``live_evidence``) while the run lasts."""
         with self._lock:
             closest = sorted(self._closest.values(), key=lambda c: (c.parameter, c.fires_when))
             return {
@@ -268,6 +510,8 @@ class Evidence:
                 "firings": self._firing_count,
                 "reasons": [c.to_dict() for c in self._firings],
                 "closest": [c.to_dict() for c in closest],
+                "series_id": self.series_id,
+                "series": len(self._series),
             }
 
 

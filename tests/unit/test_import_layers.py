@@ -30,6 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trial", ("evaluator.trial", "evaluator.summary")),
     ("config", ("evaluator.config",)),
     ("rules", ("evaluator.rules",)),
+    # the rule report: below the built-in rules, whose CreateXgboostReport draws with it
+    ("report", ("evaluator.report",)),
     ("rules_builtin", ("rules_builtin",)),
     ("status", ("evaluator.status",)),
     ("evaluation", ("evaluator.evaluation",)),

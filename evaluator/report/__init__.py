@@ -1,0 +1,15 @@
+"""The rule report: one self-contained HTML page beside the result file that shows each
+rule's verdict, the history of what it tested (charts), and, after an Error, what to fix and
+what the trial holds.
+
+``ReportWriter`` is the ``StatusReporter`` listener that writes it during a run;
+``write_report`` writes it from an output folder (``rule-evaluator report``). Modules:
+``data`` (the data file the series are kept in), ``charts`` (matplotlib), ``page`` (the look),
+``sections`` (one rule), ``render`` (the page), ``writer`` (files and the listener)."""
+
+from __future__ import annotations
+
+from evaluator.report.data import DATA_FILE_NAME
+from evaluator.report.writer import REPORT_FILE_NAME, ReportWriter, write_report
+
+__all__ = ["DATA_FILE_NAME", "REPORT_FILE_NAME", "ReportWriter", "write_report"]

@@ -1,0 +1,127 @@
+"""The report's data file, ``rule_report_data.json``, beside the result file: what the rules
+recorded that the result file does not hold (it stays lean), so that ``rule-evaluator report``
+can draw the report again after the run. Schema, version 1::
+
+    {
+      "version": 1,
+      "rules": {
+        "<configuration name>": {
+          "series": [{                       # evaluator.rules.evidence.Series.to_dict
+            "tensors": ["gradients/dense/kernelGrad"], "quantity": "mean |gradient|",
+            "parameter": "threshold", "comparison": "<", "threshold": 1e-07,
+            "threshold_changes": [],         # [step, threshold] where it moved
+            "count": 2000,                   # values recorded
+            "points": [[0, 0.012], ...],     # downsampled; firings and closest kept exactly
+            "firings": [[500, 3.1e-09]], "firing_count": 1,
+            "closest": [500, 3.1e-09]        # the value nearest to (or past) the threshold
+          }],
+          "points_left_out": 0,              # comparisons beyond the series a rule keeps
+          "trial_summary": null              # evaluator.summary.TrialSummary, for an Error
+        }
+      }
+    }
+
+Values JSON cannot hold are the strings "NaN", "Infinity", "-Infinity", as in the result
+file. A rule found in the result file but not here (a run that recorded nothing, or a custom
+rule) has a report with its verdict and reason only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evaluator.fileio import write_atomically
+from evaluator.rules.evidence import Evidence, live_evidence
+from evaluator.summary import summarize
+
+__all__ = ["DATA_FILE_NAME", "IGNORED_DIR", "collect", "read_data", "write_data"]
+
+DATA_FILE_NAME = "rule_report_data.json"
+IGNORED_DIR = ".sagemaker-ignore"  # temporary files; SageMaker does not upload this folder
+POINT_BUDGET = 100_000  # points in the whole file; each series gets its share (>= 500)
+MAX_SUMMARY_TENSORS = 500
+
+
+def read_data(output_dir: Path) -> dict[str, Any]:
+    """The data file of ``output_dir``; an empty one when there is none (or it is unreadable:
+    the report then shows verdicts and reasons only)."""
+    try:
+        data = json.loads((output_dir / DATA_FILE_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"version": 1, "rules": {}}
+    return (
+        data
+        if isinstance(data, dict) and isinstance(data.get("rules"), dict)
+        else {
+            "version": 1,
+            "rules": {},
+        }
+    )
+
+
+def write_data(output_dir: Path, data: Mapping[str, Any]) -> Path:
+    path = output_dir / DATA_FILE_NAME
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    write_atomically(path, text.encode("ascii"), tmp_dir=output_dir / IGNORED_DIR)
+    return path
+
+
+def collect(result: Mapping[str, Any], previous: Mapping[str, Any]) -> dict[str, Any]:
+    """The data file for ``result`` (the result file's document): each rule's series taken
+    from its live ``Evidence`` (found by the ``series_id`` the result names), else kept from
+    ``previous``; for a rule in Error, the trial's summary."""
+    rules = [r for r in result.get("rules", []) if isinstance(r, Mapping)]
+    live = {_key(r): _live(r) for r in rules}
+    counts = [_series_count(r) for r in rules if live[_key(r)] is not None]
+    limit = max(500, POINT_BUDGET // max(1, sum(counts)))
+    old = previous.get("rules", {})
+    out: dict[str, Any] = {}
+    for rule in rules:
+        key = _key(rule)
+        evidence = live[key]
+        entry = dict(old.get(key, {})) if evidence is None else dict(evidence.series(limit=limit))
+        if rule.get("status") == "Error" and not entry.get("trial_summary"):
+            trial = _trial_of(evidence, live.values())
+            entry["trial_summary"] = _summary(trial) if trial is not None else None
+        out[key] = entry
+    return {"version": 1, "rules": out}
+
+
+def _key(rule: Mapping[str, Any]) -> str:
+    return str(rule.get("configuration_name") or rule.get("rule"))
+
+
+def _series_count(rule: Mapping[str, Any]) -> int:
+    evidence = rule.get("evidence")
+    count = evidence.get("series") if isinstance(evidence, Mapping) else None
+    return count if isinstance(count, int) else 0
+
+
+def _live(rule: Mapping[str, Any]) -> Evidence | None:
+    evidence = rule.get("evidence")
+    series_id = evidence.get("series_id") if isinstance(evidence, Mapping) else None
+    return live_evidence(series_id) if isinstance(series_id, str) else None
+
+
+def _trial_of(own: Evidence | None, others: Any) -> Any:
+    """The base trial the rule read: its own, else another rule's of the same run (a rule that
+    was never built has none)."""
+    for evidence in [own, *others]:
+        if evidence is not None and evidence.trial is not None:
+            return evidence.trial
+    return None
+
+
+def _summary(trial: Any) -> dict[str, Any]:
+    try:
+        summary = summarize(trial).to_dict()
+    except Exception as e:  # a summary is a help; never fail the report over it
+        return {"error": f"{type(e).__name__}: {e}"}
+    tensors = summary.get("tensors", {})
+    if len(tensors) > MAX_SUMMARY_TENSORS:
+        summary["tensors"] = dict(list(tensors.items())[:MAX_SUMMARY_TENSORS])
+        summary["tensors_left_out"] = len(tensors) - MAX_SUMMARY_TENSORS
+    return summary

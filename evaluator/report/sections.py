@@ -1,0 +1,291 @@
+"""One rule's part of the report: the verdict with its reason, the charts of what the rule
+tested, what to fix after an Error with the trial's summary, the parameters and the timings.
+Everything comes from the result file's entry for the rule and its data file entry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from evaluator.report.charts import as_float, series_chart
+from evaluator.report.page import badge, escape, key_values, number, table
+
+__all__ = ["MAX_CHARTS", "anchor", "rule_section"]
+
+MAX_CHARTS = 8
+MAX_REASONS = 20
+
+# What to do about an Error, by error type (the message itself names the thing to fix).
+_ADVICE = {
+    "InsufficientInformationForRuleInvocation": (
+        "The rule found nothing to check. Compare its tensor selection (regex or collection "
+        "parameters) with the collections and tensors the trial holds, below; or save the "
+        "collection it needs with the debugger hook."
+    ),
+    "ConfigurationError": "Fix the parameter the message names, then run the rule again.",
+    "RuleCodeError": "The rule's own code raised: the traceback below shows where.",
+    "MissingCollectionFiles": (
+        "The training job saved no debugging data at this path: check the debugger hook's "
+        "configuration (its output path or out_dir) and the trial path given to the rule."
+    ),
+    "CollectionFilesTimeout": (
+        "No collection files appeared in time: check that the training job is writing to "
+        "this path, or raise collection_wait_timeout."
+    ),
+}
+_DEFAULT_ADVICE = "The message above names what to fix; the trial's summary is below."
+
+
+def anchor(key: str) -> str:
+    return "rule-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in key)
+
+
+def rule_section(rule: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    """The HTML section of one rule (an entry of the result file's ``rules``)."""
+    key = str(rule.get("configuration_name") or rule.get("rule"))
+    evidence = rule.get("evidence") if isinstance(rule.get("evidence"), Mapping) else {}
+    status = str(rule.get("status") or "")
+    parts = [
+        f'<section id="{anchor(key)}">',
+        f"<h2>{escape(key)} {badge(status)}</h2>",
+        _verdict(rule, evidence or {}),
+        _charts(status, evidence or {}, data.get("series") or []),
+    ]
+    if status == "Error":
+        parts.append(_error(rule, data.get("trial_summary")))
+    parts += [_parameters(rule), _timings(rule, evidence or {}), "</section>"]
+    return "\n".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------- verdict
+
+
+def _verdict(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
+    status = str(rule.get("status") or "InProgress")
+    reasons = [r for r in evidence.get("reasons") or [] if isinstance(r, Mapping)]
+    lines = [
+        f"<p>{badge(status)} <strong>{escape(rule.get('rule'))}</strong> {_headline(rule)}</p>"
+    ]
+    if status == "IssuesFound" and reasons:
+        lines.append(f"<p>{escape(reasons[0].get('sentence') or '')}</p>")
+    elif status == "Error" and rule.get("details"):
+        lines.append(f"<pre>{escape(str(rule['details']).strip())}</pre>")
+    elif rule.get("details"):
+        lines.append(f"<p>{escape(str(rule['details']).strip())}</p>")
+    body = f'<div class="verdict {escape(status)}">{"".join(lines)}</div>'
+    if reasons:
+        body += "<h3>Why it fired</h3>" + _checks_table(reasons[:MAX_REASONS])
+        more = int(evidence.get("firings") or 0) - min(len(reasons), MAX_REASONS)
+        if more > 0:
+            body += f'<p class="note">and {more} more firing comparison(s).</p>'
+    elif status == "NoIssuesFound" and evidence.get("closest"):
+        body += (
+            "<h3>Closest approach</h3><p>The comparison that came nearest to firing, per "
+            "parameter:</p>" + _checks_table(evidence["closest"])
+        )
+    return body
+
+
+def _headline(rule: Mapping[str, Any]) -> str:
+    status = rule.get("status")
+    fired = rule.get("fired_steps") or []
+    if status == "IssuesFound" and fired:
+        shown = ", ".join(str(s) for s in fired[:10]) + (" …" if len(fired) > 10 else "")
+        return f"fired at step{'s' if len(fired) > 1 else ''} {escape(shown)}."
+    if status == "NoIssuesFound":
+        return f"did not fire in {escape(rule.get('steps_evaluated'))} evaluated steps."
+    if status == "Error":
+        return "ended with an error."
+    if status == "InProgress":
+        return f"is running (step {escape(rule.get('step'))})."
+    return f"ended {escape(status)}."
+
+
+def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for c in checks:
+        mode = c.get("mode")
+        where = (
+            f"{escape(c.get('step'))} ({escape(mode)} {escape(c.get('mode_step'))})"
+            if mode not in (None, "GLOBAL")
+            else escape(c.get("step"))
+        )
+        rows.append(
+            [
+                where,
+                "<br>".join(f"<code>{escape(t)}</code>" for t in c.get("tensors") or []),
+                escape(c.get("quantity")),
+                escape(number(as_float(c.get("value")))),
+                escape(f"{c.get('comparison')} {c.get('parameter')} = ")
+                + escape(number(as_float(c.get("threshold")))),
+            ]
+        )
+    return table(["step", "tensor", "quantity", "value", "fires when"], rows, numeric=[3])
+
+
+# ---------------------------------------------------------------- charts
+
+
+def _charts(status: str, evidence: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str:
+    if not series:
+        if status in ("IssuesFound", "NoIssuesFound"):
+            return '<p class="note">The rule recorded no series to chart.</p>'
+        return ""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for s in series:
+        groups.setdefault((s.get("quantity"), s.get("parameter"), s.get("comparison")), []).append(
+            s
+        )
+    closest = {
+        (c.get("parameter"), c.get("comparison")): c
+        for c in evidence.get("closest") or []
+        if isinstance(c, Mapping)
+    }
+    chosen = _choose(groups, closest, fired=status == "IssuesFound")
+    parts = ["<h3>What the rule tested</h3>"]
+    for group_key in chosen[:MAX_CHARTS]:
+        members = groups[group_key]
+        quantity, parameter, comparison = group_key
+        near = closest.get((parameter, comparison))
+        highlight = _highlight(members, near)
+        title = f"{quantity}" + (f" — fires when {comparison} {parameter}" if parameter else "")
+        mark = None
+        if near is not None and highlight:
+            mark = [near.get("step"), near.get("value")]
+        parts.append(series_chart(members, highlight=highlight, title=title, closest=mark))
+    if len(chosen) > MAX_CHARTS:
+        parts.append(f'<p class="note">{len(chosen) - MAX_CHARTS} more quantities not charted.</p>')
+    return "\n".join(parts)
+
+
+def _choose(
+    groups: Mapping[tuple[Any, ...], Sequence[Mapping[str, Any]]],
+    closest: Mapping[tuple[Any, Any], Mapping[str, Any]],
+    *,
+    fired: bool,
+) -> list[tuple[Any, ...]]:
+    """The quantities to chart: those that fired (for a firing), else those holding a closest
+    approach, else (series recorded without a threshold) all of them."""
+    firing = [k for k, m in groups.items() if any(s.get("firing_count") for s in m)]
+    if fired and firing:
+        return sorted(firing, key=lambda k: _first_firing(groups[k]))
+    near = [k for k, m in groups.items() if any(_holds(s, closest.get((k[1], k[2]))) for s in m)]
+    return near or list(groups)
+
+
+def _first_firing(members: Sequence[Mapping[str, Any]]) -> float:
+    steps = [f[0] for s in members for f in s.get("firings") or []]
+    return min(steps) if steps else float("inf")
+
+
+def _holds(s: Mapping[str, Any], check: Mapping[str, Any] | None) -> bool:
+    return check is not None and list(s.get("tensors") or []) == list(check.get("tensors") or [])
+
+
+def _highlight(members: Sequence[Mapping[str, Any]], near: Mapping[str, Any] | None) -> list[int]:
+    """Indices of the series to draw in colour: those that fired, else the closest one's;
+    a single series is always in colour."""
+    fired = [i for i, s in enumerate(members) if s.get("firing_count")]
+    if fired:
+        return fired
+    held = [i for i, s in enumerate(members) if _holds(s, near)]
+    return held or ([0] if len(members) == 1 else [])
+
+
+# ---------------------------------------------------------------- error
+
+
+def _error(rule: Mapping[str, Any], summary: Mapping[str, Any] | None) -> str:
+    error_type = str(rule.get("error_type") or "")
+    parts = [
+        "<h3>What to fix</h3>",
+        f"<p>{escape(_ADVICE.get(error_type, _DEFAULT_ADVICE))}</p>",
+    ]
+    if rule.get("traceback"):
+        parts.append(
+            f"<details><summary>Traceback</summary><pre>{escape(rule['traceback'])}</pre></details>"
+        )
+    parts.append("<h3>What the trial holds</h3>")
+    parts.append(trial_summary(summary))
+    return "\n".join(parts)
+
+
+def trial_summary(summary: Mapping[str, Any] | None) -> str:
+    """The trial's collections, tensors and steps per mode (``evaluator.summary``)."""
+    if not summary:
+        return '<p class="note">No summary: the trial could not be read by this run.</p>'
+    if "error" in summary:
+        return f'<p class="note">No summary: {escape(summary["error"])}</p>'
+    per_mode = summary.get("steps_per_mode") or {}
+    collections = summary.get("collections") or {}
+    tensors = summary.get("tensors") or {}
+    first, last = summary.get("first_step"), summary.get("last_step")
+    rows = [
+        ("path", f"<code>{escape(summary.get('path'))}</code>"),
+        ("training ended", "yes" if summary.get("training_ended") else "no (or no end marker)"),
+        ("workers", escape(summary.get("num_workers"))),
+        ("steps", f"{escape(summary.get('steps'))} (global steps {escape(first)}..{escape(last)})"),
+        ("steps per mode", escape(", ".join(f"{m} {n}" for m, n in per_mode.items()) or "none")),
+    ]
+    out = key_values(rows)
+    out += "<h3>Collections</h3>" + (
+        table(
+            ["collection", "tensors"],
+            [[f"<code>{escape(c)}</code>", escape(n)] for c, n in collections.items()],
+            numeric=[1],
+        )
+        if collections
+        else '<p class="note">none</p>'
+    )
+    left = summary.get("tensors_left_out")
+    out += f"<h3>Tensors ({len(tensors) + int(left or 0)})</h3>" + (
+        table(
+            ["tensor", "steps saved"],
+            [[f"<code>{escape(t)}</code>", escape(n)] for t, n in tensors.items()],
+            numeric=[1],
+        )
+        if tensors
+        else '<p class="note">none</p>'
+    )
+    if left:
+        out += f'<p class="note">and {escape(left)} more tensors.</p>'
+    return out
+
+
+# ---------------------------------------------------------------- parameters and timings
+
+
+def _parameters(rule: Mapping[str, Any]) -> str:
+    params = rule.get("parameters") or {}
+    if not params:
+        return ""
+    rows = [[f"<code>{escape(k)}</code>", f"<code>{escape(v)}</code>"] for k, v in params.items()]
+    return "<h3>Parameters</h3>" + table(["parameter", "effective value"], rows)
+
+
+def _timings(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
+    started, finished = rule.get("started_at"), rule.get("finished_at")
+    rows = [
+        ("started", escape(started or "not started")),
+        ("finished", escape(finished or "running")),
+        ("duration", escape(_duration(started, finished))),
+        ("steps evaluated", escape(rule.get("steps_evaluated"))),
+    ]
+    for label, field in (
+        ("comparisons", "comparisons"),
+        ("tensors checked", "tensors_checked"),
+        ("tensor values read", "tensor_values_read"),
+    ):
+        if field in evidence:
+            rows.append((label, escape(evidence[field])))
+    return "<h3>Run</h3>" + key_values(rows)
+
+
+def _duration(started: Any, finished: Any) -> str:
+    try:
+        a = datetime.fromisoformat(str(started).replace("Z", "+00:00"))
+        b = datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
+    except ValueError:
+        return "n/a"
+    return f"{(b - a).total_seconds():.1f} s"

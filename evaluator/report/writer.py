@@ -1,0 +1,85 @@
+"""Writing the report: ``write_report`` (from a result file, with whatever the run's rules
+recorded) and ``ReportWriter``, the ``StatusReporter`` listener that keeps the report current
+during a run: at each firing (at most every ``min_interval`` seconds) and at the end."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from evaluator.fileio import write_atomically
+from evaluator.report.data import IGNORED_DIR, collect, read_data, write_data
+from evaluator.report.render import render_report
+
+__all__ = ["REPORT_FILE_NAME", "ReportWriter", "write_report"]
+
+REPORT_FILE_NAME = "rule_report.html"
+
+
+def write_report(result_file: Path, *, live: bool = True) -> Path:
+    """Write ``rule_report.html`` beside ``result_file`` and return its path. With ``live``,
+    the data file is first brought up to date from the rules still in memory (a run);
+    without, the report is drawn from the data file alone (``rule-evaluator report``).
+    Raises ``OSError`` when a file cannot be read or written, ``ValueError`` for a result
+    file that is not JSON."""
+    output_dir = result_file.parent
+    result = json.loads(result_file.read_text(encoding="utf-8"))
+    if not isinstance(result, dict):
+        raise ValueError(f"{result_file} does not hold a result document")
+    data = read_data(output_dir)
+    if live:
+        data = collect(result, data)
+        write_data(output_dir, data)
+    page = render_report(result, data).encode("utf-8")
+    path = output_dir / REPORT_FILE_NAME
+    write_atomically(path, page, tmp_dir=output_dir / IGNORED_DIR)
+    return path
+
+
+class ReportWriter:
+    """A ``StatusReporter`` listener: on ``rule_fired`` and ``evaluation_finished`` events
+    (which come after the result file is rewritten, and name it) it writes the report beside
+    the result file. Firings closer than ``min_interval`` seconds to the last report are
+    skipped (the end always writes). A failure is logged and never raised: the report is a
+    help, never the verdict."""
+
+    def __init__(
+        self,
+        *,
+        min_interval: float = 5.0,
+        logger: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._min_interval = min_interval
+        self._log = logger if logger is not None else structlog.get_logger("evaluator.report")
+        self._clock = clock
+        self._last: float | None = None
+        self._lock = threading.Lock()
+        self.path: Path | None = None
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        kind, result_file = event.get("event"), event.get("result_file")
+        if kind not in ("rule_fired", "evaluation_finished") or not result_file:
+            return
+        with self._lock:
+            now = self._clock()
+            if (
+                kind == "rule_fired"
+                and self._last is not None
+                and now - self._last < self._min_interval
+            ):
+                return
+            try:
+                self.path = write_report(Path(result_file))
+            except (OSError, ValueError) as e:
+                self._log.warning("rule_report_not_written", error=str(e))
+                return
+            finally:
+                self._last = self._clock()
+            self._log.info("rule_report_written", report=str(self.path.absolute()))

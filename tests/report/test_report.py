@@ -1,0 +1,171 @@
+"""The rule report of a run: written beside the result file at the end (and at firings), what
+each verdict shows, the data file it is drawn from, and ``rule-evaluator report``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from container.report_command import main as report_main
+from evaluator.report import DATA_FILE_NAME, REPORT_FILE_NAME, ReportWriter, write_report
+from tests.report.conftest import SHORT_VANISHES_AT
+from tests.report.harness import ReportRun
+from tests.report.trials import VANISHING_TENSOR
+
+RESULT = "rule_evaluation_result.json"
+
+
+def _html(run: ReportRun) -> str:
+    return (run.output_dir / REPORT_FILE_NAME).read_text(encoding="utf-8")
+
+
+def _data(run: ReportRun) -> dict[str, Any]:
+    return json.loads((run.output_dir / DATA_FILE_NAME).read_text())
+
+
+def test_report_is_written_beside_the_result_file(firing_run: ReportRun) -> None:
+    """A run writes rule_report.html and its data file next to rule_evaluation_result.json."""
+    assert firing_run.exit_code == 1
+    assert firing_run.report == firing_run.output_dir / REPORT_FILE_NAME
+    assert (firing_run.output_dir / RESULT).is_file()
+    assert (firing_run.output_dir / DATA_FILE_NAME).is_file()
+
+
+def test_report_path_is_logged(firing_run: ReportRun) -> None:
+    """The evaluation logs where it wrote the report, each time it writes it."""
+    lines = [e for e in firing_run.log if e["event"] == "rule_report_written"]
+    assert len(lines) == 2  # at the firing and at the end
+    assert {e["report"] for e in lines} == {str(firing_run.output_dir / REPORT_FILE_NAME)}
+
+
+def test_firing_report_names_tensor_step_value_and_threshold(firing_run: ReportRun) -> None:
+    """The verdict of a firing names the status, the tensor, the firing step and the threshold."""
+    html = _html(firing_run)
+    assert "IssuesFound" in html and VANISHING_TENSOR in html
+    assert f"fired at step {SHORT_VANISHES_AT}." in html
+    assert "threshold = 1e-07" in html and "5e-08" in html
+
+
+def test_report_is_self_contained(firing_run: ReportRun) -> None:
+    """No script, and nothing fetched: every image is embedded, no http(s) or // address."""
+    html = _html(firing_run)
+    assert "<script" not in html
+    assert "http://" not in html and "https://" not in html and 'src="//' not in html
+    assert html.count("<img") >= 1 and html.count('src="data:image/png;base64,') == html.count(
+        "<img"
+    )
+
+
+def test_firing_series_holds_the_firing_value_at_the_firing_step(firing_run: ReportRun) -> None:
+    """The data file holds the tested quantity per tensor, the firing point exactly."""
+    (series,) = [
+        s
+        for s in _data(firing_run)["rules"]["VanishingGradient"]["series"]
+        if s["tensors"] == [VANISHING_TENSOR]
+    ]
+    assert [SHORT_VANISHES_AT, pytest.approx(5e-8)] in series["points"]
+    assert series["firings"] == [[SHORT_VANISHES_AT, pytest.approx(5e-8)]]
+    assert series["threshold"] == 1e-7 and series["comparison"] == "<"
+    assert len(_data(firing_run)["rules"]["VanishingGradient"]["series"]) == 6
+
+
+def test_result_file_stays_lean(firing_run: ReportRun) -> None:
+    """The series live in the data file; the result file names only their id and count."""
+    result = json.loads((firing_run.output_dir / RESULT).read_text())
+    assert "points" not in json.dumps(result)
+    assert result["evidence"]["series"] == 6 and isinstance(result["evidence"]["series_id"], str)
+
+
+def test_quiet_report_shows_the_closest_approach(quiet_run: ReportRun) -> None:
+    """NoIssuesFound: the closest approach (tensor, value, step) and its chart."""
+    html = _html(quiet_run)
+    assert quiet_run.exit_code == 0 and "NoIssuesFound" in html
+    assert "Closest approach" in html and VANISHING_TENSOR in html
+    assert "closest: 5e-08 at step 50" in html  # the chart's alt text names nothing else
+    assert "<img" in html
+
+
+def test_error_report_shows_the_message_what_to_fix_and_the_trial(error_run: ReportRun) -> None:
+    """Error: the ClientError text, what to fix, and the trial's collections and tensors."""
+    html = _html(error_run)
+    assert error_run.exit_code == 2 and "Error" in html
+    assert "ClientError: Insufficient information to invoke rule AllZero" in html
+    assert "What to fix" in html and "relu_out.*" in html
+    assert "What the trial holds" in html and "gradients/dense_5/kernelGrad" in html
+    assert "TRAIN 80" in html  # steps per mode
+    summary = _data(error_run)["rules"]["AllZero"]["trial_summary"]
+    assert summary["collections"] == {"gradients": 6}
+
+
+def test_several_rules_get_one_page_with_an_index(several_run: ReportRun) -> None:
+    """Several rules: one page, an index linking each rule's section."""
+    html = _html(several_run)
+    for rule in ("VanishingGradient", "ExplodingTensor"):
+        assert f'<a href="#rule-{rule}">{rule}</a>' in html
+        assert f'<section id="rule-{rule}">' in html
+
+
+def test_report_command_redraws_from_the_output_folder(
+    several_run: ReportRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rule-evaluator report OUTPUT_DIR writes the same page again and prints its path."""
+    before = _html(several_run)
+    (several_run.output_dir / REPORT_FILE_NAME).unlink()
+    assert report_main([str(several_run.output_dir)]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert Path(printed) == (several_run.output_dir / REPORT_FILE_NAME).absolute()
+    assert _html(several_run) == before
+
+
+def test_report_command_on_a_folder_without_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder without a result file: exit 2 and a ClientError naming what to give."""
+    assert report_main([str(tmp_path)]) == 2
+    assert "no rule_evaluation_result.json" in capsys.readouterr().err
+
+
+def test_report_without_a_data_file_shows_the_verdict(
+    firing_run: ReportRun, tmp_path: Path
+) -> None:
+    """A result file alone (e.g. a custom rule that recorded nothing): verdict and reason."""
+    (tmp_path / RESULT).write_bytes((firing_run.output_dir / RESULT).read_bytes())
+    html = write_report(tmp_path / RESULT, live=False).read_text()
+    assert VANISHING_TENSOR in html and "recorded no series" in html
+
+
+def test_writer_skips_firings_within_its_interval_but_never_the_end(
+    firing_run: ReportRun, tmp_path: Path
+) -> None:
+    """Firings closer than min_interval write no report; the end always does."""
+    result = tmp_path / RESULT
+    result.write_bytes((firing_run.output_dir / RESULT).read_bytes())
+    now = [0.0]
+    writer = ReportWriter(min_interval=5.0, clock=lambda: now[0])
+    writer({"event": "rule_fired", "result_file": str(result)})
+    (tmp_path / REPORT_FILE_NAME).unlink()
+    now[0] = 1.0
+    writer({"event": "rule_fired", "result_file": str(result)})
+    assert not (tmp_path / REPORT_FILE_NAME).exists()
+    writer({"event": "evaluation_finished", "result_file": str(result)})
+    assert (tmp_path / REPORT_FILE_NAME).exists()
+
+
+def test_writer_never_raises(tmp_path: Path) -> None:
+    """A result file that cannot be read is logged, not raised: the verdict stands."""
+    logged: list[str] = []
+
+    class Log:
+        def warning(self, event: str, **_: Any) -> None:
+            logged.append(event)
+
+        def info(self, event: str, **_: Any) -> None:
+            logged.append(event)
+
+    writer = ReportWriter(logger=Log())
+    writer({"event": "evaluation_finished", "result_file": str(tmp_path / "missing.json")})
+    writer({"event": "rule_status", "result_file": str(tmp_path / "missing.json")})
+    assert logged == ["rule_report_not_written"]
