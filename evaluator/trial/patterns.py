@@ -4,16 +4,19 @@ Every pattern a user hands us — ``trial.tensor_names(regex=...)``, a collectio
 ``include_regex`` from a collections file — goes through ``compile_pattern``. The answer is the
 one Python's ``re.search`` (or ``re.match``) gives, as smdebug's; what changes is the cost:
 
-* the pattern is first compiled by Python's ``re`` (so an invalid one fails as it always did),
-  and refused when longer than ``max_length`` characters;
+* a pattern longer than ``max_length`` characters is refused; the others are compiled by
+  Python's ``re`` first, so an invalid one fails as it always did;
 * where RE2 means exactly what Python means, RE2 answers, in time linear in the name:
   ``^(a+)+$`` against a long name returns at once instead of backtracking for ever;
 * RE2 cannot express backreferences, lookarounds, ``\\Z``, possessive or atomic groups, and
   reads a few spellings differently (``x{,3}``, ``[[:alpha:]]``, ``\\12``, Unicode ``\\w``/``\\d``
   on non-ASCII names). Those patterns and names are matched by Python's ``re`` in a child
   process killed after ``fallback_seconds`` — Python's matcher cannot be interrupted in-process
-  — and the answers are remembered, so the names of each new step cost nothing the second time.
-  A match that runs out of time raises ``SMDebugValueError`` naming the pattern and the limit.
+  — and a match that runs out of time raises ``SMDebugValueError`` naming the pattern and the
+  limit.
+
+Answers are remembered per pattern and name, whichever engine gave them: a rule asking about the
+same names at every step pays for matching once.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
@@ -40,7 +45,7 @@ __all__ = [
 
 DEFAULT_MAX_PATTERN_LENGTH = 4096
 DEFAULT_FALLBACK_SECONDS = 10.0
-_MEMO_LIMIT = 100_000  # fallback answers remembered per pattern before the memo starts afresh
+_MEMO_LIMIT = 50_000  # answers remembered per pattern (and way of matching) before starting afresh
 
 _PASSED_FLAGS = re.IGNORECASE | re.MULTILINE | re.DOTALL
 # Spellings both engines accept but read differently: "{,n}" (Python: {0,n}; RE2: literal),
@@ -63,7 +68,17 @@ _CHILD = (
 class NamePattern:
     """One compiled user pattern. ``search``/``match`` answer as ``re.search``/``re.match``."""
 
-    __slots__ = ("text", "flags", "what", "engine", "_re2", "_fallback_seconds", "_memo")
+    __slots__ = (
+        "text",
+        "flags",
+        "what",
+        "engine",
+        "_re2",
+        "_fallback_seconds",
+        "_lock",
+        "_seen",
+        "_hits",
+    )
 
     def __init__(self, text: str, flags: int, *, what: str, fallback_seconds: float) -> None:
         compiled = re.compile(text, flags)  # invalid patterns fail here, as they always did
@@ -71,7 +86,10 @@ class NamePattern:
         self.flags = flags
         self.what = what
         self._fallback_seconds = fallback_seconds
-        self._memo: dict[tuple[str, bool], bool] = {}
+        self._lock = threading.Lock()
+        # Names answered, and those found, for search [0] and match [1].
+        self._seen: tuple[set[str], set[str]] = (set(), set())
+        self._hits: tuple[set[str], set[str]] = (set(), set())
         self._re2 = _re2_equivalent(text, compiled.flags)
         self.engine = "re2" if self._re2 is not None else "re"
 
@@ -85,27 +103,43 @@ class NamePattern:
         return name in self.matching([name], anchored=True)
 
     def matching(self, names: Iterable[str], *, anchored: bool = False) -> set[str]:
-        """The names the pattern finds (``re.search``; ``re.match`` when ``anchored``)."""
-        found: set[str] = set()
-        rest: list[str] = []
-        fast = self._re2
-        test = None if fast is None else (fast.match if anchored else fast.search)
-        memo = self._memo
-        for name in names:
-            if test is not None and _plain(name):
-                if test(name) is not None:
-                    found.add(name)
-                continue
-            known = memo.get((name, anchored))
-            if known is None:
-                rest.append(name)
-            elif known:
-                found.add(name)
-        if rest:
-            found.update(n for n, hit in zip(rest, self._fallback(rest, anchored)) if hit)
-        return found
+        """The names the pattern finds (``re.search``; ``re.match`` when ``anchored``).
 
-    def _fallback(self, names: list[str], anchored: bool) -> list[bool]:
+        Answers are remembered per name: a rule asking at every step about the same names
+        pays for matching once (RE2's Python binding costs a few microseconds a call), and
+        then set operations answer."""
+        wanted: AbstractSet[str] = names if isinstance(names, (set, frozenset)) else set(names)
+        with self._lock:
+            seen, hits = self._seen[anchored], self._hits[anchored]
+            unknown = wanted - seen
+            if not unknown:
+                return hits & wanted
+            answers = self._answers(list(unknown), anchored)
+            if len(seen) + len(answers) > _MEMO_LIMIT:
+                seen.clear()
+                hits.clear()
+            new_hits = {n for n, hit in answers.items() if hit}
+            seen.update(answers)
+            hits.update(new_hits)
+            return (hits & wanted) | new_hits
+
+    def _answers(self, names: list[str], anchored: bool) -> dict[str, bool]:
+        answers: dict[str, bool] = {}
+        rest: list[str] = names
+        fast = self._re2
+        if fast is not None:
+            test = fast.match if anchored else fast.search
+            rest = []
+            for name in names:
+                if _plain(name):
+                    answers[name] = test(name) is not None
+                else:
+                    rest.append(name)
+        if rest:
+            answers.update(self._fallback(rest, anchored))
+        return answers
+
+    def _fallback(self, names: list[str], anchored: bool) -> dict[str, bool]:
         """Python's answers for ``names``, from a child process given ``fallback_seconds``."""
         unique = list(dict.fromkeys(names))
         request = {"pattern": self.text, "flags": self.flags, "anchored": anchored}
@@ -133,10 +167,7 @@ class NamePattern:
                 f"its child process (exit {done.returncode}): {done.stderr.strip()[-500:]}"
             )
         answers: list[bool] = json.loads(done.stdout)
-        if len(self._memo) + len(unique) > _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo.update(((n, anchored), hit) for n, hit in zip(unique, answers))
-        return [self._memo.get((n, anchored), False) for n in names]
+        return dict(zip(unique, answers))
 
 
 def compile_pattern(
@@ -164,7 +195,7 @@ def compile_pattern(
     return _compiled(text, flags, what, fallback_seconds)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _compiled(text: str, flags: int, what: str, fallback_seconds: float) -> NamePattern:
     # Cached: a rule asking tensor_names(regex=...) at every step reuses one pattern and its memo.
     return NamePattern(text, flags, what=what, fallback_seconds=fallback_seconds)
@@ -174,12 +205,12 @@ def matching_names(
     names: Iterable[str], patterns: Iterable[NamePattern], *, anchored: bool = False
 ) -> set[str]:
     """The names any of ``patterns`` finds."""
-    remaining = set(names)
+    remaining: AbstractSet[str] = names if isinstance(names, (set, frozenset)) else set(names)
     found: set[str] = set()
     for pattern in patterns:
         hits = pattern.matching(remaining, anchored=anchored)
         found |= hits
-        remaining -= hits
+        remaining = remaining - hits
     return found
 
 
