@@ -1,0 +1,283 @@
+"""S3 deadlines and outages: a black-holed endpoint is given up in bounded time, an outage of an
+endpoint that answered before is ridden out (with a log line while it lasts), and both say what
+was tried. Real sockets on 127.0.0.1; the deadlines are set short so that the tests stay quick,
+and the only time checks are generous "gave up, did not hang" bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from botocore.retries.standard import ExponentialBackoff
+
+from evaluator.errors import StorageError
+from evaluator.formats import Collection
+from evaluator.formats.keys import END_OF_JOB_KEY
+from evaluator.modes import ModeKeys
+from evaluator.storage import S3Storage
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from tests.support import collect, run_with
+from tests.support.s3server import MotoS3
+
+HUNG = 30.0  # far above every budget below: failing this bound means "hung", not "slow"
+SHORT = {"connect_timeout": 0.3, "read_timeout": 0.3, "request_deadline": 1.0}
+
+
+class BlackHole:
+    """Accepts TCP connections on 127.0.0.1 and never answers (nor closes) them."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.1)
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            self._held.append(connection)
+
+    def __enter__(self) -> BlackHole:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for connection in [self._listener, *self._held]:
+            connection.close()
+
+
+class Switch:
+    """A TCP forwarder to ``upstream`` that can go silent: while down it drops the connections it
+    carried and holds new ones without a byte (a black hole), as an outage of S3 looks."""
+
+    def __init__(self, upstream: str) -> None:
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self._upstream = (host, int(port))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._up = True
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.endpoint = ""
+
+    def __enter__(self) -> Switch:
+        self._thread.start()
+        server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
+        ).result(timeout=10)
+        self._server = server
+        self.endpoint = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        async def shutdown() -> None:
+            self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def down(self) -> None:
+        def cut() -> None:
+            self._up = False
+            for writer in list(self._writers):
+                writer.transport.abort()
+
+        self._loop.call_soon_threadsafe(cut)
+
+    def up(self) -> None:
+        self._loop.call_soon_threadsafe(setattr, self, "_up", True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            if not self._up:
+                await asyncio.sleep(3600)  # held silently until the test ends
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+            self._writers.add(up_writer)
+            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+            self._writers.discard(writer)
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore waits up to 1, 2, 4 ... s between attempts; these tests bound the whole request
+    by its deadline, and a short back-off lets several attempts fit in it."""
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.01)
+
+
+@pytest.fixture
+def trial(s3_server: MotoS3, s3_bucket: str) -> str:
+    """A bucket with two small objects; returns the trial's URI."""
+    s3_server.put_objects(s3_bucket, {"a.json": b"{}", "b.json": b"[]"}, prefix="run/")
+    return f"s3://{s3_bucket}/run"
+
+
+@pytest.fixture
+def switch(s3_server: MotoS3) -> Iterator[Switch]:
+    """A ``Switch`` in front of the moto server."""
+    with Switch(s3_server.endpoint) as forwarder:
+        yield forwarder
+
+
+def _timed_failure(storage: S3Storage, body: Any) -> tuple[StorageError, float]:
+    started = time.monotonic()
+    with pytest.raises(StorageError) as error:
+        run_with(storage, body, timeout=HUNG * 2)
+    return error.value, time.monotonic() - started
+
+
+@pytest.mark.parametrize("operation", ["read", "list", "exists"])
+def test_a_black_holed_endpoint_is_given_up_naming_endpoint_attempts_and_time(
+    trial: str, operation: str
+) -> None:
+    """An endpoint that accepts connections and never answers fails within the deadline, in a
+    ClientError that names the endpoint, the attempts, the time and the per-attempt timeouts."""
+    calls = {
+        "read": lambda s: s.read("a.json"),
+        "list": lambda s: collect(s, ""),
+        "exists": lambda s: s.exists("a.json"),
+    }
+    with BlackHole() as hole:
+        storage = S3Storage(trial, endpoint_url=hole.endpoint, count_requests=True, **SHORT)
+        error, seconds = _timed_failure(storage, calls[operation])
+    text = str(error)
+    assert seconds < HUNG
+    assert "cannot reach S3" in text and hole.endpoint in text and trial in text
+    assert "attempts in" in text and "read timeout 0.3 s" in text and "within 1 s" in text
+    assert sum(storage.request_counts.values()) >= 2  # retried before giving up
+
+
+def test_the_deadline_not_the_attempt_count_bounds_the_time(trial: str) -> None:
+    """With a hundred attempts allowed, the per-request deadline still ends the request."""
+    with BlackHole() as hole:
+        storage = S3Storage(
+            trial, endpoint_url=hole.endpoint, max_attempts=100, count_requests=True, **SHORT
+        )
+        error, seconds = _timed_failure(storage, lambda s: s.read("a.json"))
+    assert seconds < HUNG
+    assert storage.request_counts["GetObject"] < 100
+    assert "at most 100 attempts within 1 s per request" in str(error)
+
+
+def test_a_black_hole_from_the_start_is_not_waited_out_as_an_outage(trial: str) -> None:
+    """The outage tolerance applies only once the endpoint has answered: a long tolerance does
+    not keep a run waiting on an endpoint that never answered."""
+    with BlackHole() as hole:
+        storage = S3Storage(trial, endpoint_url=hole.endpoint, outage_tolerance=3600, **SHORT)
+        error, seconds = _timed_failure(storage, lambda s: s.read("a.json"))
+    assert seconds < HUNG and "gave up after" in str(error)
+
+
+def test_an_outage_after_answers_is_ridden_out_with_log_lines(
+    trial: str, switch: Switch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """S3 going silent after it answered is waited out: a log line while it lasts, one when it
+    answers again, and the read returns the object."""
+    caplog.set_level(logging.WARNING, logger="evaluator.storage.s3")
+    storage = S3Storage(
+        trial, endpoint_url=switch.endpoint, outage_tolerance=20, outage_log_interval=0.5, **SHORT
+    )
+
+    async def body(s: S3Storage) -> bytes:
+        assert await s.read("a.json") == b"{}"
+        switch.down()
+        threading.Timer(2.5, switch.up).start()
+        return await s.read("b.json")
+
+    started = time.monotonic()
+    assert run_with(storage, body, timeout=HUNG * 2) == b"[]"
+    assert time.monotonic() - started < HUNG
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("not answering for" in m and switch.endpoint in m for m in messages), messages
+    assert any("answers again" in m for m in messages), messages
+
+
+def test_an_outage_longer_than_the_tolerance_fails_saying_so(trial: str, switch: Switch) -> None:
+    """An outage that outlasts ``outage_tolerance`` ends in a ClientError naming the endpoint,
+    how long S3 was silent and the tolerance."""
+    storage = S3Storage(trial, endpoint_url=switch.endpoint, outage_tolerance=2.0, **SHORT)
+
+    async def body(s: S3Storage) -> bytes:
+        await s.read("a.json")
+        switch.down()
+        return await s.read("b.json")
+
+    error, seconds = _timed_failure(storage, body)
+    assert seconds < HUNG
+    text = str(error)
+    assert switch.endpoint in text and "has not answered for" in text and "2 s" in text
+
+
+def test_a_live_trial_rides_out_an_outage(
+    s3_server: MotoS3, s3_bucket: str, switch: Switch, tmp_path: Path
+) -> None:
+    """A running trial whose S3 goes silent for a few seconds sees the steps written meanwhile
+    once S3 is back, and ends normally at the end marker."""
+    local = tmp_path / "job"
+    writer = TrialWriter(local)
+    writer.write_collections([Collection("weights", include_regex=["^w"])])
+    for step in range(6):
+        writer.write_step(step, {"w": np.full(4, step, np.float32)}, mode=ModeKeys.TRAIN)
+    files = {
+        p.relative_to(local).as_posix(): p.read_bytes() for p in local.rglob("*") if p.is_file()
+    }
+    early = {k: v for k, v in files.items() if "000000000003" not in k and "000000000004" not in k}
+    early = {k: v for k, v in early.items() if "000000000005" not in k}
+    s3_server.put_objects(s3_bucket, early, prefix="live/")
+    storage = S3Storage(
+        f"s3://{s3_bucket}/live", endpoint_url=switch.endpoint, outage_tolerance=30, **SHORT
+    )
+    trial = create_trial(
+        f"s3://{s3_bucket}/live", storage=storage, poll_interval=0.05, max_poll_interval=0.2
+    )
+    try:
+        trial.wait_for_steps([2])
+        switch.down()
+
+        def recover() -> None:
+            s3_server.put_objects(s3_bucket, files, prefix="live/")
+            s3_server.put_objects(s3_bucket, {END_OF_JOB_KEY: b""}, prefix="live/")
+            switch.up()
+
+        threading.Timer(2.0, recover).start()
+        started = time.monotonic()
+        trial.wait_for_steps([5])
+        assert time.monotonic() - started < HUNG
+        np.testing.assert_array_equal(trial.tensor("w").value(5), np.full(4, 5, np.float32))
+    finally:
+        trial.close()
