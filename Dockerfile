@@ -69,15 +69,18 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
-# Not root by default. SageMaker runs the image's USER, and the folders it creates under /opt/ml
-# belong to root (aws/sagemaker-python-sdk#4764): build the image pushed for RuleEvaluatorImage
-# with --build-arg RUNTIME_USER=0:0, and one for SDK local mode with your uid:gid
-# (docs/container.md).
-ARG RUNTIME_USER=10001:10001
-USER ${RUNTIME_USER}
+# SageMaker starts processing containers as root and creates /opt/ml's folders owned by root
+# (aws/sagemaker-python-sdk#4764). So the image starts as root, and the command's supervisor
+# gives the output folders to EVALUATOR_RUN_AS and runs the evaluation, rule code included, as
+# that unprivileged user (container/privileges.py). Started with --user (docker run, SDK local
+# mode, Kubernetes runAsUser/runAsNonRoot), it runs as that user and changes nothing.
+ENV EVALUATOR_RUN_AS=10001:10001
+# hadolint ignore=DL3002
+USER 0:0
 
-# Exec form: the evaluator is PID 1 and receives SIGTERM (docker stop, Kubernetes) and SIGINT
-# (SageMaker's StopProcessingJob) itself; it exits 143 / 130 after writing Stopped.
+# Exec form: the command is PID 1 and receives SIGTERM (docker stop, Kubernetes) and SIGINT
+# (SageMaker's StopProcessingJob) itself: it forwards them to the evaluation, reaps orphans
+# (no --init needed) and exits 143 / 130 after Stopped is written.
 # The console script runs container.cli:main, the same code path as `rule-evaluator` outside.
 ENTRYPOINT ["/opt/venv/bin/rule-evaluator"]
 

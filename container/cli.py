@@ -12,60 +12,132 @@ Exit codes: 0 no issues, 1 a rule fired, 2 something to fix (ClientError), 3 our
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-import structlog
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # nothing more before the supervisor's signal handlers are in (mypy only)
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+    from typing import Any, TextIO
 
-from container.help import answer
-from container.signals import StopRequested, StopSignals
-from evaluator.errors import ClientError, ConfigurationError, ExitCode, SMDebugError
+    from container.link import ChildLink
+    from container.signals import StopSignals
+    from evaluator.errors import ClientError
 
-__all__ = ["evaluate", "main"]
+__all__ = ["evaluate", "main", "run"]
 
 OPT_ML = "/opt/ml"
 
+_own_stderr: TextIO | None = None  # our last words, once rule output owns file descriptor 2
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    """The ``rule-evaluator`` command: the supervisor, which runs ``run`` in a child process
+    (``container.supervisor``)."""
+    from container.supervisor import main as supervise
+
+    return supervise(argv)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    signals: StopSignals | None = None,
+    link: ChildLink | None = None,
+) -> int:
+    """The command in this process: ``summary``, the answers of ``container.help``, or an
+    evaluation. ``signals`` are the stop handlers already installed (the child's); ``link``
+    the pipe to the supervisor, when there is one."""
+    from container.signals import StopRequested, StopSignals
+
+    args = list(argv)
+    opt_ml = os.environ.get("EVALUATOR_OPT_ML", OPT_ML)
+    own = signals is None
+    signals = StopSignals() if signals is None else signals
+    if own:
+        signals.__enter__()
     try:
         if args[:1] == ["summary"]:
+            signals.raise_in_main = True  # waits for collection files: a stop ends it
             return _summary(args[1:])
+        from container.help import answer
+
         answered = answer(args)  # --help, --version, rules [NAME], --rule NAME --help
         if answered is not None:
             return answered
-        return evaluate(args, os.environ, opt_ml_root=os.environ.get("EVALUATOR_OPT_ML", OPT_ML))
+        return evaluate(args, os.environ, opt_ml_root=opt_ml, signals=signals, link=link)
+    except StopRequested as stop:
+        return 128 + stop.signum
     except BrokenPipeError:  # e.g. piped into head: not an error
         sys.stderr.close()
         return 0
     except Exception as e:  # our bug: never exit 1, which means "a rule fired"
-        return _internal_error(e, os.environ.get("EVALUATOR_OPT_ML", OPT_ML))
+        return _internal_error(e, opt_ml)
+    finally:
+        if own:
+            signals.__exit__(None, None, None)
 
 
-def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: str = OPT_ML) -> int:
-    """Run the configured rules; the exit code of the most severe outcome."""
+def evaluate(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    opt_ml_root: str = OPT_ML,
+    signals: StopSignals | None = None,
+    link: ChildLink | None = None,
+) -> int:
+    """Run the configured rules; the exit code of the most severe outcome. A stop signal
+    while the configuration is read is answered once it is read, with every rule Stopped."""
+    from contextlib import nullcontext
+
+    from container.signals import StopRequested, StopSignals
     from evaluator.config import load_config
+    from evaluator.errors import ClientError, ConfigurationError
 
-    with StopSignals() as signals:
+    with nullcontext(signals) if signals is not None else StopSignals() as signals:
+        signals.raise_in_main = False
         try:
             config = load_config(argv, environ, opt_ml_root=opt_ml_root)
         except ConfigurationError as e:
+            if signals.signum is not None:  # the stop is the news, not the configuration
+                return _stopped_early(signals.signum, opt_ml_root)
             return _configuration_failed(e, opt_ml_root)
-        except StopRequested as stop:
-            return ExitCode.stopped_by(stop.signum)
+        if link is not None:
+            link.send(
+                "outputs",
+                result_dir=os.path.abspath(config.output_dir),
+                message_dir=None if config.message_dir is None else str(config.message_dir),
+                log_format=config.log_format,
+                step_timeout=getattr(config, "rule_step_timeout", None),
+            )
+        from container.privileges import drop_privileges
+
+        try:
+            run_as = drop_privileges(config, environ)
+        except ClientError as e:
+            return _configuration_failed(e, opt_ml_root)
+        log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
-        from evaluator.evaluation import Evaluation
         from evaluator.status import StatusReporter, configure_logging
 
-        configure_logging(level=config.log_level, log_format=config.log_format)
+        configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
         reporter = StatusReporter.from_config(
-            config, console=config.log_format == "console" and sys.stdout.isatty()
+            config,
+            console=config.log_format == "console" and log_stream.isatty(),
+            stream=log_stream,
         )
-        evaluation = Evaluation(config, reporter, signals.stop)
+        if run_as is not None:
+            import structlog
+
+            structlog.get_logger("evaluator.privileges").info("running_as", user=run_as)
+        if signals.signum is not None:  # stopped while the configuration was read
+            reporter.stop(signals.signum)
+            return reporter.close()
+        from evaluator.evaluation import Evaluation
+
+        evaluation = Evaluation(config, reporter, signals.stop, watch=_step_watch(link, config))
+        signals.raise_in_main = True
         try:
             evaluation.run()
         except StopRequested:
@@ -79,9 +151,56 @@ def evaluate(argv: Sequence[str], environ: Mapping[str, str], *, opt_ml_root: st
         return code
 
 
-def _configuration_failed(error: ConfigurationError, opt_ml_root: str) -> int:
+def _capture_output(link: ChildLink) -> TextIO:
+    """From here on, what anything prints on stdout/stderr goes to the supervisor as rule
+    output; the log keeps the real stdout. Returns the log's stream."""
+    global _own_stderr
+    log_fd, err_fd = link.capture_output()
+    log_stream = open(  # noqa: SIM115 - lives as long as the process
+        log_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=True
+    )
+    _own_stderr = open(  # noqa: SIM115
+        err_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=True
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.stdout, sys.stderr = (
+        open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        for fd in (1, 2)
+    )
+    return log_stream
+
+
+def _step_watch(link: ChildLink | None, config: Any) -> Any:
+    """Tells the supervisor when each rule starts and ends its work on a step, when a step
+    time limit is set (``rule_step_timeout``); None otherwise."""
+    if link is None or getattr(config, "rule_step_timeout", None) is None:
+        return None
+    from container.link import StepWatch
+
+    return StepWatch(link)
+
+
+def _message_dir(opt_ml_root: str) -> Path:
+    from pathlib import Path
+
+    return Path(opt_ml_root) / "output"
+
+
+def _stopped_early(signum: int, opt_ml_root: str) -> int:
+    """Stopped before there was a configuration: the message files say so."""
+    from evaluator.errors import ExitCode
+    from evaluator.status import STOPPED_MESSAGE, write_status_files
+
+    write_status_files(_message_dir(opt_ml_root), STOPPED_MESSAGE)
+    return ExitCode.stopped_by(signum)
+
+
+def _configuration_failed(error: ClientError, opt_ml_root: str) -> int:
     """No configuration, so no reporter: say what to fix on stderr, in the log, and in the
     message files SageMaker shows."""
+    import structlog
+
     from evaluator.status import client_error_message, configure_logging, write_status_files
 
     configure_logging()
@@ -89,7 +208,7 @@ def _configuration_failed(error: ConfigurationError, opt_ml_root: str) -> int:
     structlog.get_logger("evaluator.status").error(
         "rule_status", status="Error", message=text.strip(), exit_code=int(error.exit_code)
     )
-    write_status_files(Path(opt_ml_root) / "output", text)
+    write_status_files(_message_dir(opt_ml_root), text)
     print(text.rstrip("\n"), file=sys.stderr)
     return error.exit_code
 
@@ -98,16 +217,23 @@ def _internal_error(error: Exception, opt_ml_root: str) -> int:
     """Exit 3 with SageMaker's InternalServerError text, the traceback on stderr."""
     import traceback
 
+    from evaluator.errors import ExitCode
     from evaluator.status import internal_error_message, write_status_files
 
     text = internal_error_message(f"{type(error).__name__}: {error}")
-    traceback.print_exception(error, file=sys.stderr)
-    write_status_files(Path(opt_ml_root) / "output", text)
-    print(text.rstrip("\n"), file=sys.stderr)
+    stderr = _own_stderr or sys.stderr
+    traceback.print_exception(error, file=stderr)
+    write_status_files(_message_dir(opt_ml_root), text)
+    print(text.rstrip("\n"), file=stderr)
     return ExitCode.INTERNAL_ERROR
 
 
 def _summary(argv: Sequence[str]) -> int:
+    import argparse
+    import json
+
+    from evaluator.errors import ClientError, ExitCode, SMDebugError
+
     parser = argparse.ArgumentParser(
         prog="rule-evaluator summary", description="Print what a trial holds."
     )

@@ -120,6 +120,12 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "true for S3 trials, false for a local folder",
     ),
     "poll_interval": ("waiting", "SECONDS", "seconds between scans for new data", None),
+    "rule_step_timeout": (
+        "parameters",
+        "SECONDS",
+        "end the run (ClientError, exit 2) when a rule spends longer than this on one step",
+        "no limit",
+    ),
 }
 
 

@@ -14,24 +14,18 @@ import threading
 from types import FrameType
 from typing import Any
 
+from evaluator.errors import StopRequested
+
 __all__ = ["StopRequested", "StopSignals"]
-
-
-class StopRequested(BaseException):
-    """Raised in the main thread by a stop signal that arrives during setup."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class StopSignals:
     """Context manager installing the handlers; ``stop`` is set when a signal arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, raise_in_main: bool = True) -> None:
         self.stop = threading.Event()
         self.signum: int | None = None
-        self.raise_in_main = True
+        self.raise_in_main = raise_in_main
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -29,6 +29,7 @@ from evaluator.errors import (
     RuleEvaluationConditionMet,
     RuleFailed,
     SMDebugError,
+    StopRequested,
 )
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.evidence import Evidence
@@ -40,7 +41,7 @@ from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial
 from rules_builtin import registry
 
-__all__ = ["Evaluation"]
+__all__ = ["Evaluation", "StepWatch"]
 
 log = logging.getLogger("evaluator.evaluation")
 
@@ -49,15 +50,30 @@ _NOTHING_YET_STEPS = 5  # rules that need history (LossNotDecreasing) check noth
 _NOTHING_YET_SECONDS = 300.0  # "checked nothing yet" is repeated at most this often
 
 
+class StepWatch(Protocol):
+    """Told when a rule's code starts and ends its work on a step (``None``: the end-of-data
+    judgement), e.g. to enforce ``rule_step_timeout`` from outside the process."""
+
+    def begin(self, rule: str, step: int | None) -> None: ...
+
+    def end(self, rule: str) -> None: ...
+
+
 class Evaluation:
     """Runs the configured rules over the base trial and reports through ``reporter``."""
 
     def __init__(
-        self, config: EvaluatorConfig, reporter: StatusReporter, stop: threading.Event
+        self,
+        config: EvaluatorConfig,
+        reporter: StatusReporter,
+        stop: threading.Event,
+        *,
+        watch: StepWatch | None = None,
     ) -> None:
         self.config = config
         self.reporter = reporter
         self.stop = stop
+        self.watch = watch
         self._trials: dict[str, Trial] = {}
         self._threads: list[threading.Thread] = []
 
@@ -182,6 +198,8 @@ class Evaluation:
             return load_rule_class(
                 spec.name, spec.source, workdir=workdir / spec.configuration_name, builtins=registry
             )
+        except StopRequested:
+            raise
         except Exception as e:
             self.reporter.fail(spec.configuration_name, e)
             return None
@@ -216,6 +234,8 @@ class Evaluation:
                 action_json=spec.action_json,
                 fallback=spec.environment_parameters,
             )
+        except StopRequested:
+            raise
         except Exception as e:
             self.reporter.fail(name, e)
             return None
@@ -242,7 +262,7 @@ class Evaluation:
         evidence = found if isinstance(found, Evidence) else None
         if evidence is not None:
             self.reporter.attach_evidence(name, evidence)
-        observer = _Progress(self.reporter, name, rule, evidence)
+        observer = _Progress(self.reporter, name, rule, evidence, self.watch)
         try:
             result = invoke_rule(
                 rule,
@@ -256,10 +276,13 @@ class Evaluation:
             )
             end = getattr(rule, "on_evaluation_end", None)
             if callable(end) and not self.stop.is_set():
+                observer.on_step_start(None)
                 end()  # e.g. a report writer's final report
-        except (Exception, SystemExit) as e:  # a rule calling sys.exit() is still a failure
+        except BaseException as e:  # sys.exit(), KeyboardInterrupt...: still the rule's failure
             self.reporter.fail(name, _rule_failure(spec, e))
             return
+        finally:
+            observer.idle()
         if self.stop.is_set():
             return
         if checked_nothing(rule, result):
@@ -278,10 +301,17 @@ class _Progress(NullObserver):
     so once, then every ``_NOTHING_YET_SECONDS``."""
 
     def __init__(
-        self, reporter: StatusReporter, name: str, rule: Any, evidence: Evidence | None
+        self,
+        reporter: StatusReporter,
+        name: str,
+        rule: Any,
+        evidence: Evidence | None,
+        watch: StepWatch | None = None,
     ) -> None:
         self.reporter = reporter
         self.name = name
+        self.watch = watch
+        self._busy = False
         self.trial = rule.base_trial
         self.evidence = evidence
         self.records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
@@ -289,18 +319,32 @@ class _Progress(NullObserver):
         self._visited = 0
         self._last_step: int | None = None
 
+    def on_step_start(self, step: int | None) -> None:
+        if self.watch is not None:
+            self.watch.begin(self.name, step)
+            self._busy = True
+
+    def idle(self) -> None:
+        """The rule's code is not running (between steps, waiting for data, or ended)."""
+        if self._busy and self.watch is not None:
+            self.watch.end(self.name)
+            self._busy = False
+
     def on_step_evaluated(self, step: int) -> None:
+        self.idle()
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
         self._visited += 1
         self._last_step = step
         self._nothing_yet(step)
 
     def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
+        self.idle()
         self._visited += 1
         self._last_step = step
         self._nothing_yet(step)
 
     def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
+        self.idle()
         if self._last_step is None or step > self._last_step:
             # A step's own firing; an end-of-data judgement names a step already counted.
             self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())

@@ -41,7 +41,8 @@ Two families live here:
 
 Two are not errors for users: ``IncompleteRecord`` says "the last record is still being written,
 come back later from the same offset"; ``RuleFailed`` carries the step at which a rule raised
-from ``invoke_rule`` to the evaluation, which reports the rule's own exception.
+from ``invoke_rule`` to the evaluation, which reports the rule's own exception; and
+``StopRequested`` (a ``BaseException``) carries a stop signal out of setup code.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from evaluator.errors.evaluator_tree import (
     ObjectNotFound,
     RuleCodeError,
     RuleFailed,
+    StopRequested,
     StorageError,
 )
 from evaluator.errors.smdebug_tree import (
@@ -115,6 +117,7 @@ __all__ = [
     "SMDebugRuntimeError",
     "SMDebugTypeError",
     "SMDebugValueError",
+    "StopRequested",
     "ShapeUnavailableForStep",
     "StepNotYetAvailable",
     "StepUnavailable",

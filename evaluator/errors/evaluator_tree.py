@@ -112,10 +112,20 @@ class RuleFailed(Exception):
     """Raised by ``invoke_rule(..., wrap_errors=True)``: the rule raised ``error`` (also the
     ``__cause__``) when invoked at ``step``. The evaluation reports ``error`` itself."""
 
-    def __init__(self, step: int, error: Exception) -> None:
+    def __init__(self, step: int, error: BaseException) -> None:
         super().__init__(step, error)
         self.step = step
         self.error = error
 
     def __str__(self) -> str:
         return f"the rule raised {type(self.error).__name__} at step {self.step}: {self.error}"
+
+
+class StopRequested(BaseException):
+    """Raised in the main thread by a stop signal (SIGTERM/SIGINT) that arrives while nothing
+    polls the stop flag (reading the configuration, opening the trial, building the rules).
+    Not an error: code that reports what a rule raised lets it pass."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

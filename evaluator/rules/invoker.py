@@ -63,7 +63,10 @@ class Termination(str, enum.Enum):
 
 
 class RuleObserver(Protocol):
-    """Told about every step ``invoke_rule`` visits: exactly one call per step."""
+    """Told about every step ``invoke_rule`` visits: exactly one of these calls per step (none
+    when the rule raised). An observer may also have ``on_step_start(step)``, called before the
+    rule's code runs at a step, and with ``None`` before the end-of-data judgement
+    (``NullObserver`` has it)."""
 
     def on_step_evaluated(self, step: int) -> None:
         """The rule ran at ``step`` and its condition was not met."""
@@ -78,6 +81,9 @@ class RuleObserver(Protocol):
 class NullObserver:
     """A ``RuleObserver`` that ignores everything; subclass it to override only some calls."""
 
+    def on_step_start(self, step: int | None) -> None:
+        pass
+
     def on_step_evaluated(self, step: int) -> None:
         pass
 
@@ -86,6 +92,22 @@ class NullObserver:
 
     def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
         pass
+
+
+class _Starts(NullObserver):
+    """An observer without ``on_step_start``, given one that does nothing."""
+
+    def __init__(self, observer: RuleObserver) -> None:
+        self.observer = observer
+
+    def on_step_evaluated(self, step: int) -> None:
+        self.observer.on_step_evaluated(step)
+
+    def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
+        self.observer.on_step_skipped(step, exc)
+
+    def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
+        self.observer.on_condition_met(step, exc)
 
 
 @dataclass(frozen=True)
@@ -131,6 +153,8 @@ def invoke_rule(
     rule raises at a step escapes as ``RuleFailed`` (the step, and the exception as cause)."""
     trial = rule_obj.base_trial
     watcher: RuleObserver = observer if observer is not None else NullObserver()
+    if not callable(getattr(watcher, "on_step_start", None)):
+        watcher = _Starts(watcher)
     tally = _Tally()
     start = start_step or 0
     step = trial.next_step(start - 1 if start > 0 else None, end_step=end_step, stop=stop)
@@ -142,7 +166,9 @@ def invoke_rule(
             ended = _invoke_at(rule_obj, step, tally, watcher, raise_eval_cond, continue_after_fire)
         except RuleEvaluationConditionMet:
             raise  # raise_eval_cond: the firing itself, not a failure
-        except Exception as e:
+        except BaseException as e:
+            # With wrap_errors, whatever the rule raised (SystemExit, KeyboardInterrupt and
+            # GeneratorExit included) is the rule's failure, never the process's.
             if wrap_errors:
                 raise RuleFailed(step, e) from e
             raise  # smdebug's behaviour: the rule's exception as it is
@@ -151,7 +177,14 @@ def invoke_rule(
         step = trial.next_step(step, end_step=end_step, stop=stop)
     ended_by = _why_no_step(trial, end_step, stop)
     if ended_by in (Termination.END_OF_DATA, Termination.END_STEP):
-        _finish(rule_obj, tally, watcher, raise_eval_cond)
+        try:
+            _finish(rule_obj, tally, watcher, raise_eval_cond)
+        except RuleEvaluationConditionMet:
+            raise
+        except BaseException as e:
+            if wrap_errors and tally.last_step is not None:
+                raise RuleFailed(tally.last_step, e) from e
+            raise
     return tally.result(ended_by)
 
 
@@ -161,6 +194,7 @@ def _finish(rule_obj: Any, tally: _Tally, watcher: RuleObserver, raise_eval_cond
     finish = getattr(rule_obj, "finish", None)
     if not callable(finish):
         return
+    watcher.on_step_start(None)  # type: ignore[attr-defined]
     try:
         finish()
     except RuleEvaluationConditionMet as e:
@@ -180,6 +214,7 @@ def _invoke_at(
     continue_after_fire: bool,
 ) -> Termination | None:
     """Invoke the rule at one step; the reason to stop, or None to go on."""
+    watcher.on_step_start(step)  # type: ignore[attr-defined]
     try:
         rule_obj.invoke(step)
     except SKIPPING as e:

@@ -39,7 +39,7 @@ except ImportError:  # not POSIX: stale folders without a lock file are still re
 
 from evaluator import compat
 from evaluator.config import RESERVED_KEYS
-from evaluator.errors import ConfigurationError, StorageError
+from evaluator.errors import ConfigurationError, StopRequested, StorageError
 from evaluator.redaction import redact_parameters, scrub, secret_values
 from evaluator.rules.parameters import check_parameters
 
@@ -157,9 +157,9 @@ def _import(path: Path, *, base: Path, source: str) -> ModuleType:
     try:
         spec.loader.exec_module(module)
     except BaseException as e:  # the user's code: report anything it raises on import,
-        del sys.modules[module_name]  # sys.exit() included (argparse at module level, say)
-        if isinstance(e, KeyboardInterrupt):
-            raise
+        del sys.modules[module_name]  # sys.exit() and KeyboardInterrupt included
+        if isinstance(e, StopRequested):
+            raise  # our stop signal, not the rule's doing
         where = _user_frames(e, path)
         raise ConfigurationError(
             f"rule file {path.name} from {source} failed to import: {type(e).__name__}: {e}{where}"
@@ -358,18 +358,29 @@ def build_rule(
     )
     try:
         return cls(base_trial, **kwargs)
-    except ConfigurationError:
+    except (ConfigurationError, StopRequested):
         raise  # already says what to fix (a rule's parameter check, a bad action_json)
-    except (Exception, SystemExit) as e:
+    except BaseException as e:  # whatever the constructor raised, KeyboardInterrupt included
         # Secrets masked (evaluator.redaction): in the list, and where the rule's own message
         # quotes them. The message reaches the logs, the result file and StatusDetails.
         given = {k: v for k, v in kwargs.items() if isinstance(v, str) and k != "action_str"}
         shown = ", ".join(f"{k}={v!r}" for k, v in redact_parameters(given).items()) or "none"
         said = scrub(str(e), secret_values({**parameters, **given}))
         raise ConfigurationError(
-            f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {said} "
-            f"(parameters given: {shown}); check the values in RuleParameters"
+            f"rule {cls.__name__} rejected its parameters: {type(e).__name__}: {said}"
+            f"{_constructor_frame(e, cls)} (parameters given: {shown}); check the values in "
+            "RuleParameters"
         ) from e
+
+
+def _constructor_frame(error: BaseException, cls: type) -> str:
+    """`` (file.py, line N)``: the innermost frame of the raise in the rule's own file."""
+    try:
+        source = inspect.getsourcefile(cls)
+    except TypeError:
+        return ""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == source]
+    return f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})" if frames else ""
 
 
 def _bind(

@@ -4,7 +4,11 @@
   one exit code and status of several rules;
 * ``files``: the message files and the result file, whose schema its docstring gives;
 * ``reporter``: ``StatusReporter``, which follows a run and keeps logs and files current;
-* ``logging``: ``configure_logging``.
+* ``logging``: ``configure_logging``;
+* ``final``: the supervisor's last word when the evaluation ended without its own.
+
+``StatusReporter`` and ``configure_logging`` (structlog, the configuration models) are imported
+when first used, so the supervisor can write status files without loading them.
 
 The exit codes are ``evaluator.errors.ExitCode``; the ``EXIT_*`` names are its members under
 their earlier names.
@@ -12,13 +16,14 @@ their earlier names.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from evaluator.errors import ExitCode
 from evaluator.status.files import (
     RESULT_FILE_NAME,
     EvidenceSource,
     write_status_files,
 )
-from evaluator.status.logging import configure_logging
 from evaluator.status.outcome import (
     MESSAGE_LIMIT,
     STOPPED_MESSAGE,
@@ -32,7 +37,10 @@ from evaluator.status.outcome import (
     overall_status,
     truncate_utf8,
 )
-from evaluator.status.reporter import StatusReporter
+
+if TYPE_CHECKING:
+    from evaluator.status.logging import configure_logging
+    from evaluator.status.reporter import StatusReporter
 
 __all__ = [
     "EXIT_CLIENT_ERROR",
@@ -66,3 +74,16 @@ EXIT_CLIENT_ERROR = ExitCode.CLIENT_ERROR
 EXIT_INTERNAL_ERROR = ExitCode.INTERNAL_ERROR
 EXIT_SIGINT = ExitCode.SIGINT
 EXIT_SIGTERM = ExitCode.SIGTERM
+
+
+def __getattr__(name: str) -> Any:
+    """``StatusReporter`` and ``configure_logging``, imported on first use."""
+    if name == "StatusReporter":
+        from evaluator.status.reporter import StatusReporter
+
+        return StatusReporter
+    if name == "configure_logging":
+        from evaluator.status.logging import configure_logging
+
+        return configure_logging
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""The command's last line of defence: our own bugs exit 3, never 1 (which means "fired")."""
+"""The command in one process (`container.cli.run`, what the supervised child runs): our own
+bugs exit 3, never 1 (which means "fired")."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_unexpected_exception_is_an_internal_error(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(cli, "evaluate", broken)
-    assert cli.main(["--rule", "VanishingGradient"]) == 3
+    assert cli.run(["--rule", "VanishingGradient"]) == 3
     assert (
         tmp_path / "output" / "message"
     ).read_text() == "InternalServerError: RuntimeError: boom"
@@ -29,5 +30,5 @@ def test_unexpected_exception_is_an_internal_error(
 
 def test_help_prints_usage_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     """--help describes the command and its exit codes."""
-    assert cli.main(["--help"]) == 0
+    assert cli.run(["--help"]) == 0
     assert "Exit codes" in capsys.readouterr().out

@@ -1,0 +1,106 @@
+"""The pipe between the supervisor (``container.supervisor``) and the evaluation it runs.
+
+The child writes one JSON object per line on the control pipe; the parent reads them:
+
+==========  ==================================================================================
+message     meaning
+==========  ==================================================================================
+ready       the child handles SIGTERM/SIGINT itself: the parent may forward them
+outputs     where the run's files go (``result_dir``, ``message_dir``), the log format, and
+            ``step_timeout`` (seconds a rule may spend on one step; null: no limit)
+step        rule ``rule`` started its work at ``step`` (sent only when a limit is set)
+idle        rule ``rule`` finished that work
+verdict     the run is over and its status files are written; ``exit_code`` is the run's
+==========  ==================================================================================
+
+The child's ends of three pipes arrive as inherited file descriptors named in the environment
+variable ``EVALUATOR_SUPERVISOR_FDS`` (``control,stdout,stderr``): the child's log goes to the
+stdout it inherited, and its own stdout and stderr (whatever rule code prints) become the other
+two pipes, which the parent turns into ``rule_output`` log lines. Standard library only: the
+parent imports this before anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+
+__all__ = ["ENV_FDS", "ChildLink", "StepWatch", "parse_messages"]
+
+ENV_FDS = "EVALUATOR_SUPERVISOR_FDS"
+
+
+class ChildLink:
+    """The child's end of the control pipe. Sending never raises: a parent that is gone (the
+    pipe closed) makes every later message a no-op."""
+
+    def __init__(self, control_fd: int, stdout_fd: int, stderr_fd: int) -> None:
+        self.control_fd = control_fd
+        self.stdout_fd = stdout_fd
+        self.stderr_fd = stderr_fd
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def from_environ(cls, environ: Any = None) -> ChildLink | None:
+        """The link the supervisor set up for this process, or None (not supervised)."""
+        value = (os.environ if environ is None else environ).get(ENV_FDS, "")
+        try:
+            control, out, err = (int(part) for part in value.split(","))
+        except ValueError:
+            return None
+        return cls(control, out, err)
+
+    def send(self, message: str, **fields: Any) -> None:
+        data = (json.dumps({"m": message, **fields}, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                os.write(self.control_fd, data)  # short lines: one write, never interleaved
+            except OSError:
+                self._closed = True
+
+    def capture_output(self) -> tuple[int, int]:
+        """Point file descriptors 1 and 2 at the output pipes; returns duplicates of the
+        stdout and stderr they had, for the log and for our own last words."""
+        log_fd, err_fd = os.dup(1), os.dup(2)
+        os.dup2(self.stdout_fd, 1)
+        os.dup2(self.stderr_fd, 2)
+        for fd in (self.stdout_fd, self.stderr_fd):
+            os.close(fd)
+        return log_fd, err_fd
+
+
+class StepWatch:
+    """Tells the supervisor when a rule starts and ends its work on a step, so it can end a run
+    whose rule overran ``rule_step_timeout`` (the evaluation's ``watch``)."""
+
+    def __init__(self, link: ChildLink) -> None:
+        self.link = link
+
+    def begin(self, rule: str, step: int | None) -> None:
+        self.link.send("step", rule=rule, step=step)
+
+    def end(self, rule: str) -> None:
+        self.link.send("idle", rule=rule)
+
+
+def parse_messages(buffer: bytearray) -> list[dict[str, Any]]:
+    """Take the complete lines out of ``buffer`` and parse them; a line that is not a JSON
+    object is dropped (the child wrote it, not an attacker, but it decides nothing)."""
+    messages = []
+    while True:
+        end = buffer.find(b"\n")
+        if end < 0:
+            return messages
+        line = bytes(buffer[:end])
+        del buffer[: end + 1]
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and isinstance(message.get("m"), str):
+            messages.append(message)

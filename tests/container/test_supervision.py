@@ -1,0 +1,103 @@
+"""The image's command as a supervisor: `docker stop` at any moment of start-up reads as
+Stopped, and a SageMaker-style run (started as root, root-owned 0755 folders under /opt/ml)
+writes its files while the rule code runs as an unprivileged uid."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
+from evaluator.testing import TrialWriter
+from tests.compat.golden import DATA
+from tests.container.harness import Docker, Image, Layout, Outcome
+
+pytestmark = pytest.mark.container
+
+WHO_AM_I = textwrap.dedent("""
+    import os
+    from smdebug.rules import Rule
+
+    class WhoAmI(Rule):
+        def __init__(self, base_trial, output_dir):
+            super().__init__(base_trial)
+            with open(os.path.join(output_dir, "uid"), "w") as f:
+                f.write(f"{os.getuid()}:{os.getgid()}")
+
+        def invoke_at_step(self, step):
+            name = self.base_trial.tensor_names()[0]
+            self.base_trial.tensor(name).value(step)
+            return step == 2  # fires: the message file must be written too
+""")
+
+
+def _live_trial(folder: Path) -> Path:
+    """A trial still being written: three steps, no end marker."""
+    writer = TrialWriter(folder)
+    writer.write_collections([Collection("gradients", include_regex=["^g"])])
+    for step in range(3):
+        writer.write_step(step, {"g": np.ones(4, np.float32)}, mode=ModeKeys.TRAIN)
+    return folder
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.3, 1.0])
+def test_docker_stop_soon_after_start_is_stopped(
+    docker: Docker, image: Image, tmp_path: Path, delay: float
+) -> None:
+    """`docker stop` 0.1, 0.3 and 1 s after the container started (imports, configuration,
+    trial): exit 143 and Stopped in the message file, within seconds, never a verdict."""
+    layout = Layout(tmp_path / "container")
+    layout.mount_tensors(_live_trial(tmp_path / "live"))
+    name = f"rule-evaluator-test-{uuid.uuid4().hex[:12]}"
+    env = {"rule_to_invoke": "VanishingGradient", "wait_for_training_end": "true"}
+    docker("run", "--detach", "--name", name, *docker.run_options(layout, env=env), image.name)
+    try:
+        time.sleep(delay)
+        sent = time.monotonic()
+        docker("stop", "--time", "30", name)
+        exit_code = int(docker("wait", name, timeout=60).stdout.strip())
+        elapsed = time.monotonic() - sent
+        logs = docker("logs", name).stdout
+    finally:
+        docker("rm", "--force", name, check=False)
+    outcome = Outcome(exit_code, logs, "", layout)
+    assert exit_code == 143, outcome.describe()
+    assert elapsed < 15, f"took {elapsed:.1f} s"
+    assert outcome.message == "Stopped"
+    if outcome.result is not None:
+        assert outcome.result["status"] == "Stopped", outcome.describe()
+
+
+def test_sagemaker_style_root_owned_folders(docker: Docker, image: Image, tmp_path: Path) -> None:
+    """No --user, root-owned 0755 folders at /opt/ml/processing/input/tensors,
+    /opt/ml/processing/output/rule and /opt/ml/output, a processingjobconfig.json: the result
+    and message files are written, and the rule code ran as a non-root uid."""
+    layout = Layout(tmp_path / "container")
+    layout.mount_tensors(DATA / "vanishing")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "who.py").write_text(WHO_AM_I)
+    layout.mounts[rules] = "/rules"
+    config = layout.opt_ml / "config"
+    config.mkdir()
+    environment = {"rule_to_invoke": "WhoAmI", "source_s3_uri": "/rules/who.py"}
+    (config / "processingjobconfig.json").write_text(
+        json.dumps({"ProcessingJobName": "rule-job", "Environment": environment})
+    )
+    for folder in (layout.opt_ml / "output", layout.output, rules, config, tmp_path):
+        folder.chmod(0o755)  # as SageMaker makes them: root's, not writable by others
+    outcome = docker.run(image.name, layout)
+    assert outcome.returncode == 1, outcome.describe()
+    assert outcome.result is not None and outcome.result["status"] == "IssuesFound"
+    assert outcome.message is not None and "rule WhoAmI at step 2" in outcome.message
+    uid, _, gid = (layout.output / "uid").read_text().partition(":")
+    assert int(uid) != 0 and int(gid) != 0, outcome.describe()
+    assert (layout.output / "rule_evaluation_result.json").stat().st_uid == int(uid)
+    assert '"event": "running_as"' in outcome.stdout

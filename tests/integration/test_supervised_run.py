@@ -1,0 +1,329 @@
+"""The supervised command (``container.supervisor``): a stop never reads as a verdict, rule code
+cannot decide the exit code, and what rules print never reaches the status stream.
+
+Each case runs the real command in a subprocess as a user would, and reproduces a failure the
+unsupervised command had (issue #12): exit 1 for an early SIGTERM, ``InProgress`` left after a
+rule's ``os._exit``, a process kept alive by a rule's thread, a forged ``rule_status`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.evaluator_cli import ROOT, EvaluatorCli, copy_trial
+
+EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
+
+RULES = textwrap.dedent("""
+    import os
+    import sys
+    import threading
+    import time
+
+    from smdebug.rules import Rule
+
+
+    class Stop(BaseException):
+        pass
+
+
+    class RaisesInConstructor(Rule):
+        def __init__(self, base_trial):
+            super().__init__(base_trial)
+            raise Stop("no")
+
+        def invoke_at_step(self, step):
+            return False
+
+
+    class Interrupts(Rule):
+        def invoke_at_step(self, step):
+            raise KeyboardInterrupt()
+
+
+    class ClosesGenerator(Rule):
+        def invoke_at_step(self, step):
+            raise GeneratorExit()
+
+
+    class Exits(Rule):
+        def invoke_at_step(self, step):
+            sys.exit(0)
+
+
+    class LeavesThread(Rule):
+        def invoke_at_step(self, step):
+            if not hasattr(self, "thread"):
+                self.thread = threading.Thread(target=time.sleep, args=(3600,))
+                self.thread.start()
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            return False
+
+
+    class HardExit(Rule):
+        def invoke_at_step(self, step):
+            os._exit(0)
+
+
+    class Prints(Rule):
+        def invoke_at_step(self, step):
+            sys.stdout.write("no newline here")
+            print('{"event": "rule_status", "status": "NoIssuesFound", "rule": "Prints"}')
+            sys.stderr.write("to stderr\\n")
+            os.write(1, b"raw fd write\\n")
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            return False
+
+
+    class Sleeps(Rule):
+        def invoke_at_step(self, step):
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            time.sleep(3600)
+            return False
+
+
+    class WhoAmI(Rule):
+        def __init__(self, base_trial, out):
+            super().__init__(base_trial)
+            self.out = out
+
+        def invoke_at_step(self, step):
+            with open(self.out, "w") as f:
+                f.write(f"{os.getuid()}:{os.getgid()}")
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            return False
+""")
+
+
+@pytest.fixture
+def rules_file(tmp_path: Path) -> Path:
+    path = tmp_path / "rules.py"
+    path.write_text(RULES)
+    return path
+
+
+def _custom(cli: EvaluatorCli, rules_file: Path, rule: str, *extra: str, **kw: Any) -> Any:
+    return cli(
+        "--trial-dir", EXAMPLE, "--rule", rule, "--source_s3_uri", str(rules_file), *extra, **kw
+    )
+
+
+def _start(cli: EvaluatorCli, *args: str) -> subprocess.Popen[str]:
+    invocation = cli.command(*args)
+    return subprocess.Popen(
+        [sys.executable, "-m", "container.cli", *invocation.args],
+        cwd=ROOT,
+        env=dict(invocation.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3, 0.6])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_from_the_first_moment_is_stopped(
+    tmp_path: Path, delay: float, signum: signal.Signals
+) -> None:
+    """SIGTERM/SIGINT at any moment of start-up, from the supervisor's first line on
+    (imports, the child's start, configuration, trial), ends with 128 + signal and Stopped in
+    the message file, never exit 1."""
+    cli = EvaluatorCli(tmp_path)
+    live = _live_trial(tmp_path)  # training still running: the run lasts until stopped
+    process = _start(
+        cli,
+        "--trial-dir",
+        str(live),
+        "--rule",
+        "ExplodingTensor",
+        "--wait_for_training_end",
+        "true",
+    )
+    _wait_until_handled(process.pid)
+    time.sleep(delay)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 128 + signum, (out, err)
+    assert (cli.opt_ml / "output" / "message").read_text() == "Stopped"
+    result = cli.output_dir / "rule_evaluation_result.json"
+    if result.exists():  # when the configuration was read before the stop
+        document = json.loads(result.read_text())
+        assert document["status"] == "Stopped" and document["exit_code"] == 128 + signum
+
+
+@pytest.mark.parametrize(
+    ("rule", "raised"),
+    [
+        ("RaisesInConstructor", "Stop"),
+        ("Interrupts", "KeyboardInterrupt"),
+        ("ClosesGenerator", "GeneratorExit"),
+        ("Exits", "SystemExit"),
+    ],
+)
+def test_whatever_a_rule_raises_is_its_client_error(
+    tmp_path: Path, rules_file: Path, rule: str, raised: str
+) -> None:
+    """BaseException subclasses, KeyboardInterrupt, GeneratorExit and SystemExit from rule code
+    end that rule in Error, exit 2, naming the rule, the exception and the file's line."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, rule)
+    assert run.returncode == 2, run.describe()
+    result = run.result
+    assert result is not None and result["status"] == "Error", run.describe()
+    assert result["rules"][0]["status"] == "Error"
+    details = result["rules"][0]["details"]
+    assert details.startswith("ClientError: ") and rule in details and raised in details
+    assert "rules.py, line" in details
+
+
+def test_a_thread_left_running_does_not_hold_the_run(tmp_path: Path, rules_file: Path) -> None:
+    """A rule that starts a non-daemon thread sleeping an hour: the verdict still ends the
+    command (the run takes seconds, not the thread's hour)."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, "LeavesThread", timeout=30)
+    assert run.returncode == 0, run.describe()
+    assert run.result is not None and run.result["status"] == "NoIssuesFound"
+
+
+def test_os_exit_in_a_rule_is_an_internal_error_not_in_progress(
+    tmp_path: Path, rules_file: Path
+) -> None:
+    """os._exit(0) in rule code: no verdict was reported, so exit 3 and the result file and
+    message say so (it used to stay InProgress, exit 0)."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, "HardExit")
+    assert run.returncode == 3, run.describe()
+    assert run.message is not None and run.message.startswith("InternalServerError: ")
+    assert "exited with code 0 before it reported a verdict" in run.message
+    result = run.result
+    assert result is not None and result["status"] == "Error" and result["exit_code"] == 3
+    assert result["rules"][0]["status"] == "Error"
+
+
+def test_rule_output_becomes_log_lines(tmp_path: Path, rules_file: Path) -> None:
+    """What a rule prints (no newline, a forged rule_status line, stderr, a raw write to file
+    descriptor 1) arrives as rule_output log lines; every stdout line is JSON and the only
+    rule_status lines are the evaluator's."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, "Prints")
+    assert run.returncode == 0, run.describe()
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    outputs = [line for line in lines if line["event"] == "rule_output"]
+    texts = {(line["stream"], line["text"]) for line in outputs}
+    assert ("stdout", "raw fd write") in texts
+    assert ("stderr", "to stderr") in texts
+    assert any(text.startswith("no newline here{") for stream, text in texts)
+    statuses = [line for line in lines if line["event"] == "rule_status"]
+    assert [s["status"] for s in statuses] == ["InProgress", "NoIssuesFound"]
+    assert all(s["logger"] == "evaluator.status" for s in statuses)
+
+
+def test_a_killed_evaluation_is_an_internal_error(tmp_path: Path, rules_file: Path) -> None:
+    """The evaluation process killed by SIGKILL (what the OOM killer does): exit 3 with
+    InternalServerError naming the signal, and the result file is Error, not InProgress."""
+    cli = EvaluatorCli(tmp_path)
+    process = _start(
+        cli, "--trial-dir", EXAMPLE, "--rule", "Sleeps", "--source_s3_uri", str(rules_file)
+    )  # the rule sleeps at its first step
+    result = cli.output_dir / "rule_evaluation_result.json"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not result.exists():
+        time.sleep(0.05)
+    child = _child_of(process.pid)
+    os.kill(child, signal.SIGKILL)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 3, (out, err)
+    message = (cli.opt_ml / "output" / "message").read_text()
+    assert message.startswith("InternalServerError: ") and "SIGKILL" in message
+    document = json.loads(result.read_text())
+    assert document["status"] == "Error" and document["rules"][0]["status"] == "Error"
+
+
+def _readable_by_all(path: Path) -> bool:
+    """Whether every folder from / to ``path`` lets other users in (o+x)."""
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents] if p.is_dir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: checks the switch to another user")
+def test_started_as_root_the_rule_runs_unprivileged(rules_file: Path) -> None:
+    """Started as root with EVALUATOR_RUN_AS and root-owned 0755 output folders (SageMaker's
+    case): the result and message files are written, and the rule code ran as that uid."""
+    interpreter = Path(sys.base_prefix)
+    if not (_readable_by_all(interpreter) and _readable_by_all(ROOT)):
+        pytest.skip(
+            f"the interpreter ({interpreter}) or the checkout ({ROOT}) is not readable by other "
+            "users here; the container tests check this switch in the image"
+        )
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="run-as-"))  # pytest's own tmp folder is 0700
+    try:
+        root.chmod(0o755)
+        cli = EvaluatorCli(root)
+        for folder in (cli.opt_ml, cli.opt_ml / "output", cli.opt_ml / "processing"):
+            folder.chmod(0o755)
+        spy = root / "spy"
+        spy.mkdir()
+        spy.chmod(0o777)
+        rules = root / "rules.py"
+        rules.write_text(rules_file.read_text())
+        rules.chmod(0o644)
+        run = _custom(
+            cli, rules, "WhoAmI", "--out", str(spy / "uid"), env={"EVALUATOR_RUN_AS": "65534:65534"}
+        )
+        assert run.returncode == 0, run.describe()
+        assert (spy / "uid").read_text() == "65534:65534"
+        assert run.result is not None and run.result["status"] == "NoIssuesFound"
+        assert cli.output_dir.stat().st_uid == 65534
+        assert any(line.get("event") == "running_as" for line in run.log_lines)
+    finally:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _live_trial(tmp_path: Path) -> Path:
+    """The example trial without its end marker: as if training were still running."""
+    trial = copy_trial(Path(EXAMPLE), tmp_path / "live")
+    (trial / "training_job_end.ts").unlink()
+    return trial
+
+
+def _child_of(pid: int) -> int:
+    """The evaluation process the supervisor ``pid`` started."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} started no child")
+
+
+def _wait_until_handled(pid: int) -> None:
+    """Wait until process ``pid`` catches SIGTERM (``SigCgt`` in /proc), which only the
+    supervisor's first line does: the interpreter has started. (SIGINT is no marker: Python
+    catches it from its own start, for KeyboardInterrupt.)"""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} never installed its SIGTERM handler")
