@@ -231,7 +231,7 @@ def _re2_equivalent(text: str, flags: int) -> Any:
 def _plain(name: str) -> bool:
     """Printable ASCII, where RE2's ASCII ``\\w``, ``\\d``, ``\\s``, ``\\b`` and ``$`` read
     as Python's Unicode ones do (no newline, no vertical tab, no non-ASCII letter)."""
-    return name.isascii() and name.isprintable()
+    return name.isascii() and name.isprintable() and name != ""
 
 
 def _shown(text: str) -> str:

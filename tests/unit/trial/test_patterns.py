@@ -51,6 +51,7 @@ def test_an_invalid_pattern_fails_as_python_re_does() -> None:
         (r"[[:alpha:]]", ["a", ":", "["]),  # Python: a set of characters; RE2: a POSIX class
         (r"^\w+$", ["é_layer", "plain", "a b"]),  # Unicode \w on a non-ASCII name
         (r"loss$", ["loss\n", "loss"]),  # Python's $ before a trailing newline
+        (r"\B", ["", "ab"]),  # Python's \B never matches an empty string; RE2's does
     ],
 )
 @pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
