@@ -36,6 +36,8 @@ every status change, so a reader never sees half a file. Schema, version 1::
             "threshold": 1e-07, "sentence": "VanishingGradient: mean |gradient| of ..."}],
           "closest": [ ... ]       # per parameter and comparison, the check nearest to
         },                         # firing (or a firing one), same fields as a reason
+        "error_after_firing": null,  # a storage/data error after the rule fired: the rule
+                                     # keeps IssuesFound, the error is told here
         "started_at": "...", "finished_at": "..."
       }],
       # with exactly one rule, its rule, step, fired_steps, details, parameters and evidence
@@ -118,6 +120,7 @@ class RuleRecord:
     fired_steps: list[int] = field(default_factory=list)
     outcome: RuleOutcome | None = None
     evidence: EvidenceSource | None = None
+    error_after_firing: str | None = None  # a read that failed once the rule had fired
 
     @property
     def status(self) -> RuleStatus | None:
@@ -147,6 +150,7 @@ def rule_document(record: RuleRecord) -> dict[str, Any]:
         "traceback": o.traceback if o else None,
         "parameters": record.parameters,
         "evidence": record.evidence.summary() if record.evidence is not None else None,
+        "error_after_firing": record.error_after_firing,
         "started_at": iso(record.started_at),
         "finished_at": iso(record.finished_at),
     }

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
+from evaluator.errors import SMDebugError, StorageError
 from evaluator.redaction import scrub, secret_values
 from evaluator.status.files import (
     RESULT_FILE_NAME,
@@ -192,9 +193,19 @@ class StatusReporter:
         *,
         client: bool | None = None,
     ) -> RuleOutcome:
-        """The rule ended with ``error``; see ``RuleOutcome.from_error`` for ``client``."""
+        """The rule ended with ``error``; see ``RuleOutcome.from_error`` for ``client``. A rule
+        that already fired keeps ``IssuesFound`` when the data can no longer be read (a storage
+        or data error): the firing stands, and the error is recorded beside it."""
         with self._lock:
             state = self._rules[rule]
+            if state.fired_steps and isinstance(error, (StorageError, SMDebugError)):
+                text = scrub(f"{type(error).__name__}: {error}", state.secrets)
+                state.error_after_firing = text
+                self._log.warning("read_failed_after_firing", rule=state.key, error=text)
+                return self._end(
+                    state,
+                    RuleOutcome.finished(state.name, state.fired_steps, last_step=state.last_step),
+                )
             return self._end(
                 state,
                 RuleOutcome.from_error(state.name, error, client=client, step=state.last_step),

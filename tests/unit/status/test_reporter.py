@@ -18,6 +18,7 @@ from evaluator.config import RuleSpec
 from evaluator.errors import ConfigurationError
 from evaluator.status import (
     RESULT_FILE_NAME,
+    RuleStatus,
     StatusReporter,
     condition_met_message,
 )
@@ -208,6 +209,28 @@ def test_continue_after_fire_reports_every_step(
     assert [e["step"] for e in logs if e["event"] == "rule_fired"] == [3, 8, 13]
     doc = _result(dirs)
     assert (doc["step"], doc["fired_steps"]) == (3, [3, 8, 13])
+
+
+def test_a_read_failing_after_a_firing_keeps_issues_found(
+    dirs: tuple[Path, Path], logs: list[dict[str, Any]]
+) -> None:
+    """An S3 outage (a StorageError) after the rule fired: IssuesFound stands, exit 1, and the
+    error is written beside it; before any firing the same error is the rule's Error."""
+    from evaluator.errors import StorageError
+
+    reporter = _reporter(dirs, ["VanishingGradient", "ExplodingTensor"])
+    reporter.start("VanishingGradient")
+    reporter.start("ExplodingTensor")
+    reporter.fired("VanishingGradient", 5)
+    outage = StorageError("S3 did not answer within 60 s (5 attempts)")
+    assert reporter.fail("VanishingGradient", outage).status is RuleStatus.ISSUES_FOUND
+    assert reporter.fail("ExplodingTensor", outage).status is RuleStatus.ERROR
+    assert reporter.close() == 2
+    fired = _result(dirs)["rules"][0]
+    assert fired["status"] == "IssuesFound" and fired["fired_steps"] == [5]
+    assert fired["error_after_firing"] == f"StorageError: {outage}"
+    assert _result(dirs)["rules"][1]["error_after_firing"] is None
+    assert "read_failed_after_firing" in [e["event"] for e in logs]
 
 
 def test_result_file_in_progress(dirs: tuple[Path, Path]) -> None:
