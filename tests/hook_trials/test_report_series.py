@@ -1,0 +1,45 @@
+"""Each built-in rule that fires on a real-hook trial writes a report whose recorded series
+holds the firing value at the firing step (the rules not covered here, which need parameters,
+images, tokens, other trials or a live job, are in tests/report/test_rule_series.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rules_builtin import registry
+from tests.report.firing import assert_report_holds_the_firing
+from tests.report.harness import HOOK_TRIALS, evaluate_with_report
+
+# rule -> a real-hook trial where it fires with its defaults (docs/rules.md's table)
+FIRES_ON = {
+    "ClassImbalance": "xgboost_imbalanced",
+    "Confusion": "xgboost_deep_trees",
+    "DeadRelu": "keras_dead_relu",
+    "ExplodingTensor": "keras_exploding",
+    "FeatureImportanceOverweight": "xgboost_imbalanced",
+    "LossNotDecreasing": "keras_flat_loss",
+    "Overfit": "keras_overfit",
+    "Overtraining": "xgboost_overfit",
+    "PoorWeightInitialization": "keras_poor_init",
+    "SaturatedActivation": "keras_saturated",
+    "TreeDepth": "xgboost_deep_trees",
+    "UnchangedTensor": "keras_flat_loss",
+    "VanishingGradient": "keras_vanishing_gradients",
+    "WeightUpdateRatio": "pytorch_flat_loss",
+}
+
+
+def test_the_table_names_built_in_rules() -> None:
+    """Every rule named here is a registered built-in rule."""
+    assert all(registry.lookup(rule) for rule in FIRES_ON)
+
+
+@pytest.mark.parametrize("rule", sorted(FIRES_ON))
+def test_report_series_holds_the_firing(rule: str, tmp_path: Path) -> None:
+    """The rule fires on its trial and its report's series holds the firing value and step."""
+    trial = HOOK_TRIALS / FIRES_ON[rule]
+    run = evaluate_with_report(["--trial-dir", str(trial), "--rule", rule], tmp_path / "out")
+    assert run.exit_code == 1
+    assert_report_holds_the_firing(run.output_dir, rule)
