@@ -1,5 +1,7 @@
 """The HTML of CreateXgboostReport: ``ReportData`` (what the report shows) and
-``render_report`` (tables and inline SVG charts; no JavaScript, no file besides the report)."""
+``render_report`` (tables and embedded charts; no JavaScript, no file besides the report). The
+charts and the page's look are the rule report's (``evaluator.report``), so every report of
+the evaluator looks alike."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from datetime import datetime
 
 import numpy as np
 
+from evaluator.report.charts import bar_chart, line_chart
+from evaluator.report.page import document, escape, number
 from rules_builtin._labels import class_ids, confusion_matrix
-from rules_builtin._svg_charts import bar_chart, escape, line_chart, number
 
 __all__ = ["METRIC_NAME", "ReportData", "render_report"]
 
@@ -19,10 +22,6 @@ METRIC_NAME = re.compile(r"^[^/\s]+-[^/\s]+$")  # XGBoost's "<data set>-<metric>
 _MAX_CLASSES = 50
 _TOP_FEATURES = 20
 _IMPORTANCE_ORDER = ("weight", "gain", "cover", "total_gain", "total_cover")
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:2px 8px;
-text-align:right}th{background:#f4f4f4}td.name,th.name{text-align:left}code{background:#f4f4f4}
-svg{display:block;max-width:100%;height:auto;margin:.5em 0}.note{color:#666}"""
 
 
 @dataclass
@@ -55,12 +54,7 @@ def render_report(data: ReportData, *, generated: datetime) -> str:
         _hyperparameters_section(data),
     ]
     title = f"XGBoost training report: {data.trial_name}"
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        + "\n".join(part for part in body if part)
-        + "\n</body>\n</html>\n"
-    )
+    return document(title, "\n".join(part for part in body if part))
 
 
 def _header(data: ReportData, generated: datetime) -> str:
@@ -135,7 +129,7 @@ def _metrics_section(data: ReportData) -> str:
             f"<td>{escape(low)}</td></tr>"
         )
     parts.append(
-        '<table><tr><th class="name">metric</th><th>steps</th><th>first</th>'
+        '<table class="numbers"><tr><th class="name">metric</th><th>steps</th><th>first</th>'
         f"<th>last</th><th>lowest</th></tr>{''.join(rows)}</table>\n</section>"
     )
     return "\n".join(parts)
@@ -272,7 +266,7 @@ def _regression(labels: list[np.ndarray], predictions: list[np.ndarray]) -> str:
             + "</tr>"
         )
     parts = [
-        '<table><tr><th class="name"></th><th>count</th><th>mean</th><th>std</th>'
+        '<table class="numbers"><tr><th class="name"></th><th>count</th><th>mean</th><th>std</th>'
         f"<th>min</th><th>max</th></tr>{''.join(rows)}</table>"
     ]
     if len(stats) == 3:

@@ -7,6 +7,7 @@ nothing is fetched (no script, font or stylesheet from the network), so it opens
 from __future__ import annotations
 
 import html
+import numbers
 from collections.abc import Iterable
 
 __all__ = ["badge", "document", "escape", "key_values", "number", "table"]
@@ -43,7 +44,8 @@ figure{margin:.6em 0 1.4em}figure img{display:block;max-width:100%;height:auto}
 figcaption{color:var(--muted);font-size:13px}
 nav ul{padding-left:1.2em}
 details summary{cursor:pointer;color:var(--muted)}
-.matrix td{text-align:right}
+.matrix td,table.numbers td{text-align:right;font-variant-numeric:tabular-nums}
+table.numbers td.name{text-align:left}
 footer{margin-top:3em;color:var(--muted);font-size:12px}
 """
 
@@ -53,10 +55,15 @@ def escape(value: object) -> str:
 
 
 def number(value: object) -> str:
-    """A number as the report writes it: 4 significant digits; other values as given."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A number as the reports write it: integers whole, others to 4 significant digits."""
+    if isinstance(value, (bool, str)) or value is None:
         return str(value)
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    try:
+        return f"{float(value):.4g}"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def badge(status: str | None) -> str:
