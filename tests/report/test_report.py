@@ -169,3 +169,43 @@ def test_writer_never_raises(tmp_path: Path) -> None:
     writer({"event": "evaluation_finished", "result_file": str(tmp_path / "missing.json")})
     writer({"event": "rule_status", "result_file": str(tmp_path / "missing.json")})
     assert logged == ["rule_report_not_written"]
+
+
+CUSTOM_RULE = """
+from smdebug.rules import Rule
+
+
+class GradientTooSmall(Rule):
+    def __init__(self, base_trial, threshold="0.0001"):
+        super().__init__(base_trial)
+        self.threshold = float(threshold)
+
+    def invoke_at_step(self, step):
+        fired = False
+        for name in self.base_trial.tensor_names(collection="gradients"):
+            mean = float(abs(self.base_trial.tensor(name).value(step)).mean())
+            fired |= self.evidence.compare(
+                step, name, quantity="mean |gradient|", value=mean,
+                parameter="threshold", threshold=self.threshold, fires_when="<",
+            )
+            self.evidence.record(step, name, quantity="max |gradient|",
+                                 value=float(abs(self.base_trial.tensor(name).value(step)).max()))
+        return fired
+"""
+
+
+def test_custom_rule_charts_what_it_records(fading_trial: Path, tmp_path: Path) -> None:
+    """docs/report.md's custom rule: its compare() and record() series reach the report."""
+    source = tmp_path / "my_rules.py"
+    source.write_text(CUSTOM_RULE)
+    from tests.report.harness import evaluate_with_report
+
+    run = evaluate_with_report(
+        ["--trial-dir", str(fading_trial), "--source_s3_uri", str(source),
+         "--rule", "GradientTooSmall", "--threshold", "1e-7"],
+        tmp_path / "out",
+    )  # fmt: skip
+    assert run.exit_code == 1
+    series = _data(run)["rules"]["GradientTooSmall"]["series"]
+    assert {s["quantity"] for s in series} == {"mean |gradient|", "max |gradient|"}
+    assert "fired at step 50" in _html(run) and VANISHING_TENSOR in _html(run)
