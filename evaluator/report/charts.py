@@ -16,14 +16,15 @@ import base64
 import io
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from evaluator.report.page import escape
+
+if TYPE_CHECKING:  # matplotlib is imported when the first chart is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["as_float", "bar_chart", "line_chart", "series_chart"]
 
@@ -51,6 +52,9 @@ def _image(fig: Figure, alt: str) -> str:
 
 
 def _figure(height: float = _HEIGHT, *, steps: bool = True) -> tuple[Figure, Axes]:
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
     fig = Figure(figsize=(_WIDTH, height), layout="constrained")
     ax = fig.subplots()
     ax.grid(True, color="#e6e9ec", linewidth=0.8)
