@@ -37,6 +37,7 @@ from evaluator.rules.invoker import NullObserver, invoke_rule
 from evaluator.rules.loader import build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
+from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial
 from rules_builtin import registry
@@ -81,7 +82,12 @@ class Evaluation:
 
     def run(self) -> None:
         """Open the trials and build the rules (the caller may interrupt this), then run."""
-        names = [spec.configuration_name for spec in self.config.rules]
+        self._resume_earlier_attempt()
+        names = [
+            spec.configuration_name
+            for spec in self.config.rules
+            if not self.reporter.finished(spec.configuration_name)
+        ]
         self._say_start()
         for name in names:
             self.reporter.start(name)
@@ -92,7 +98,7 @@ class Evaluation:
                 self.reporter.fail(name, _trial_error(e, self.config.base_trial))
             return
         with source_folder(self._scratch()) as workdir:  # stale ones from killed runs go
-            specs = self.config.rules
+            specs = [s for s in self.config.rules if s.configuration_name in names]
             classes = {s.configuration_name: self._load_class(s, workdir) for s in specs}
             routed = route_parameters(specs, classes)  # once every rule's signature is known
             rules = [
@@ -108,6 +114,24 @@ class Evaluation:
                 if rule is not None:
                     self._start_thread(spec, rule)
             self.wait()
+
+    def _resume_earlier_attempt(self) -> None:
+        """Go on from an earlier attempt of this run that ended without its verdict
+        (``evaluator.status.resume``), or say why its result file is replaced."""
+        output = Path(self.config.output_dir)
+        earlier, why_not = previous_run(output, run_key(self.config.base_trial, self.config.rules))
+        logger = structlog.get_logger("evaluator.evaluation")
+        if earlier is None:
+            if why_not is not None:
+                logger.info("earlier_result_replaced", reason=why_not)
+            return
+        self.reporter.resume(earlier)
+        logger.info(
+            "evaluation_resumed",
+            earlier_started_at=earlier.started_at,
+            replays_up_to=earlier.steps(),
+            verdicts_kept=[k for k, p in earlier.rules.items() if p.outcome is not None],
+        )
 
     def _say_start(self) -> None:
         """One line: which trial is read, where it came from, what ends the run, and where the
@@ -312,6 +336,8 @@ class _Progress(NullObserver):
         self.name = name
         self.watch = watch
         self._busy = False
+        self.replay_until = reporter.resumed_step(name)  # an earlier attempt evaluated these
+        self._replayed_firings = set(reporter.fired_steps(name)) if self.replay_until else set()
         self.trial = rule.base_trial
         self.evidence = evidence
         self.records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
@@ -330,8 +356,13 @@ class _Progress(NullObserver):
             self.watch.end(self.name)
             self._busy = False
 
+    def _replayed(self, step: int) -> bool:
+        return self.replay_until is not None and step <= self.replay_until
+
     def on_step_evaluated(self, step: int) -> None:
         self.idle()
+        if self._replayed(step):
+            return
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
         self._visited += 1
         self._last_step = step
@@ -345,6 +376,8 @@ class _Progress(NullObserver):
 
     def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
         self.idle()
+        if self._replayed(step) and exc.step in self._replayed_firings:
+            return  # recorded by the earlier attempt
         if self._last_step is None or step > self._last_step:
             # A step's own firing; an end-of-data judgement names a step already counted.
             self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())

@@ -15,6 +15,8 @@ every status change, so a reader never sees half a file. Schema, version 1::
       "message": "RuleEvaluationConditionMet: ...\\n",   # the message file's text, or null
       "trial": "s3://bucket/job/debug-output",
       "started_at": "2024-05-01T12:00:00.000Z", "finished_at": "...",  # UTC; null if running
+      "run_key": "9f2c...",               # digest of trial, rules and parameters (resume.py)
+      "resumed": {"VanishingGradient": 1200},  # resumed after these steps; null otherwise
       "rules": [{
         "rule": "VanishingGradient",            # rule_to_invoke
         "configuration_name": "VanishingGradient",
@@ -163,6 +165,8 @@ def result_document(
     started_at: datetime,
     finished_at: datetime | None,
     exit_code: int | None,
+    run_key: str | None = None,
+    resumed: dict[str, int | None] | None = None,
 ) -> dict[str, Any]:
     """The whole result file; the run is over once ``exit_code`` is known."""
     rules = [rule_document(r) for r in records]
@@ -176,6 +180,8 @@ def result_document(
         "trial": trial,
         "started_at": iso(started_at),
         "finished_at": iso(finished_at),
+        "run_key": run_key,
+        "resumed": resumed,
         "rules": rules,
     }
     if len(rules) == 1:

@@ -34,11 +34,15 @@ from evaluator.status.outcome import (
     overall_exit_code,
     overall_status,
 )
+from evaluator.status.resume import Resume, run_key
 
 __all__ = ["StatusReporter"]
 
 _VERDICT = "evaluator.verdict"  # status.logging.VERDICT_LOGGER (reporter does not import it)
 _REDRAW_SECONDS = 0.2  # the console progress line, at most this often
+# The result file is the run's progress record (a restarted run resumes from it): rewritten
+# at every status change and firing, and as steps are evaluated at most this often.
+CHECKPOINT_SECONDS = 1.0
 
 
 def _utc_now() -> datetime:
@@ -73,6 +77,7 @@ class StatusReporter:
         output_dir: Path | None,
         message_dir: Path | None,
         trial: str | None = None,
+        run_key: str | None = None,
         progress_interval: float = 10.0,
         console: bool = False,
         stream: TextIO | None = None,
@@ -85,6 +90,8 @@ class StatusReporter:
         self._output_dir = output_dir
         self._message_dir = message_dir
         self._trial = trial
+        self._run_key = run_key
+        self._resumed: dict[str, int | None] = {}
         self._progress_interval = progress_interval
         self._console = console
         self._stream = stream if stream is not None else sys.stdout
@@ -100,6 +107,7 @@ class StatusReporter:
         self._exit_code: int | None = None
         self._drawn_at: float | None = None
         self._result_write_failed = False
+        self._written_at = clock()
 
     @classmethod
     def from_config(cls, config: EvaluatorConfig, **kwargs: Any) -> StatusReporter:
@@ -112,6 +120,7 @@ class StatusReporter:
             output_dir=config.output_dir,
             message_dir=config.message_dir,
             trial=config.base_trial,
+            run_key=run_key(config.base_trial, config.rules),
             progress_interval=config.progress_interval,
             **kwargs,
         )
@@ -126,6 +135,38 @@ class StatusReporter:
             rule.redacted_parameters(),
             secrets=secret_values(rule.parameters),
         )
+
+    # ---- resuming an earlier attempt ------------------------------------------------------
+
+    def resume(self, earlier: Resume) -> None:
+        """Take over what an earlier attempt recorded (``evaluator.status.resume``): verdicts
+        that stand, and the firings, step counts and last steps of the rules that go on."""
+        with self._lock:
+            for key, progress in earlier.rules.items():
+                state = self._rules.get(key)
+                if state is None:
+                    continue
+                state.fired_steps = list(progress.fired_steps)
+                state.steps_evaluated = progress.steps_evaluated
+                state.last_step = progress.last_step
+                if progress.outcome is not None:
+                    state.outcome = progress.outcome
+                    state.started_at = state.finished_at = self._now()
+                else:
+                    self._resumed[key] = progress.last_step
+
+    def resumed_step(self, rule: str) -> int | None:
+        """The step up to which ``rule`` replays what an earlier attempt evaluated."""
+        return self._resumed.get(rule)
+
+    def fired_steps(self, rule: str) -> list[int]:
+        with self._lock:
+            return list(self._rules[rule].fired_steps)
+
+    def finished(self, rule: str) -> bool:
+        """Whether ``rule`` has its outcome (from this run or an earlier attempt's)."""
+        with self._lock:
+            return self._rules[rule].outcome is not None
 
     # ---- the rule's life ------------------------------------------------------------------
 
@@ -151,6 +192,8 @@ class StatusReporter:
                 rate = (state.steps_evaluated - state.window_count) / (now - state.window_start)
                 state.window_start, state.window_count = now, state.steps_evaluated
                 self._log.info("rule_progress", **self._progress_fields(state, rate))
+            if now - self._written_at >= CHECKPOINT_SECONDS:
+                self._write_result()
 
     def attach_evidence(self, rule: str, evidence: EvidenceSource) -> None:
         """Where the rule records what it checked: shown in progress lines and the result."""
@@ -375,12 +418,15 @@ class StatusReporter:
     def _write_result(self) -> None:
         if self._output_dir is None:
             return
+        self._written_at = self._clock()
         document = result_document(
             list(self._rules.values()),
             trial=self._trial,
             started_at=self._started_at,
             finished_at=self._finished_at,
             exit_code=self._exit_code,
+            run_key=self._run_key,
+            resumed=self._resumed or None,
         )
         try:
             write_result_file(self._output_dir, document)

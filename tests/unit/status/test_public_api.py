@@ -65,8 +65,10 @@ def _siblings_imported(module: str) -> set[str]:
 
 
 def test_modules_import_one_way() -> None:
-    """outcome < files < reporter; logging stands alone."""
+    """outcome < files < resume, final < reporter; logging stands alone."""
     assert _siblings_imported("outcome") == set()
     assert _siblings_imported("logging") == set()
     assert _siblings_imported("files") == {"outcome"}
-    assert _siblings_imported("reporter") == {"files", "outcome"}
+    assert _siblings_imported("resume") == {"files", "outcome"}
+    assert _siblings_imported("final") == {"files", "outcome"}
+    assert _siblings_imported("reporter") == {"files", "outcome", "resume"}

@@ -1,0 +1,134 @@
+"""Resuming a run that ended without its verdict: killed (SIGKILL, the OOM killer, a spot
+interruption, a pod restart) or stopped.
+
+The result file is the run's record of progress: per rule its status, last evaluated step,
+firing steps and step count, rewritten at every firing and status change, and, at the top,
+``run_key``, a digest of what was asked (the trial, and each rule's name, configuration name,
+code location, step window and parameters; secret values leave the digest as they leave the
+file). A new run with the same output folder and the same ``run_key`` resumes when the earlier
+one did not finish: its status was ``InProgress`` or ``Stopped``, or it ended in an internal
+error (exit 3, a killed child). Then
+
+* a rule that had reached a verdict (NoIssuesFound, IssuesFound, or a ClientError) keeps it
+  and is not run again;
+* every other rule is built afresh and replays the steps up to its last evaluated one from
+  the trial, quietly (rules that keep history, such as LossNotDecreasing, rebuild it; firings
+  there are the ones already recorded), then goes on from there as any run does.
+
+A result file of another run (another trial, rules or parameters), or of a finished run, is
+replaced as before, with a log line saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluator.status.files import RESULT_FILE_NAME
+from evaluator.status.outcome import RuleOutcome, RuleStatus
+
+__all__ = ["Resume", "RuleProgress", "previous_run", "run_key"]
+
+_UNFINISHED_RUN_CODES = (3, 130, 143)  # internal error (a killed child), SIGINT, SIGTERM
+_VERDICTS = ("NoIssuesFound", "IssuesFound")
+
+
+@dataclass(frozen=True)
+class RuleProgress:
+    """What an earlier attempt recorded of one rule."""
+
+    key: str
+    last_step: int | None
+    fired_steps: tuple[int, ...]
+    steps_evaluated: int
+    outcome: RuleOutcome | None  # a verdict that stands; None: the rule goes on
+
+
+@dataclass(frozen=True)
+class Resume:
+    """An earlier attempt to resume: its rules' progress, by configuration name."""
+
+    rules: Mapping[str, RuleProgress]
+    started_at: str | None
+
+    def steps(self) -> dict[str, int | None]:
+        """The last evaluated step of every rule that goes on (for the log)."""
+        return {k: p.last_step for k, p in self.rules.items() if p.outcome is None}
+
+
+def run_key(trial: str, rules: Sequence[Any]) -> str:
+    """The digest of what a run was asked: ``trial`` and the rules' specs (``RuleSpec``)."""
+    described = [
+        {
+            "name": r.name,
+            "configuration_name": r.configuration_name,
+            "source": r.source,
+            "start_step": r.start_step,
+            "end_step": r.end_step,
+            "parameters": sorted(r.redacted_parameters().items()),
+        }
+        for r in rules
+    ]
+    text = json.dumps({"trial": trial, "rules": described}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+def previous_run(output_dir: Path, key: str) -> tuple[Resume | None, str | None]:
+    """The earlier attempt to resume, or None and why not (None, None: there was none)."""
+    path = output_dir / RESULT_FILE_NAME
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"the earlier result file cannot be read ({e})"
+    if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
+        return None, "the earlier result file is not one this evaluator wrote"
+    if document.get("run_key") != key:
+        return None, "the earlier run had another trial, rules or parameters"
+    code = document.get("exit_code")
+    if code is not None and code not in _UNFINISHED_RUN_CODES:
+        return None, f"the earlier run finished ({document.get('status')}, exit {code})"
+    rules = {}
+    for entry in document["rules"]:
+        progress = _progress(entry)
+        if progress is not None:
+            rules[progress.key] = progress
+    return Resume(rules, document.get("started_at")), None
+
+
+def _progress(entry: Any) -> RuleProgress | None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("configuration_name"), str):
+        return None
+    fired = tuple(s for s in entry.get("fired_steps") or () if isinstance(s, int))
+    step = entry.get("step")
+    status = entry.get("status")
+    outcome = None
+    if status in _VERDICTS or (status == "Error" and entry.get("exit_code") == 2):
+        outcome = RuleOutcome(
+            str(entry.get("rule")),
+            RuleStatus(status),
+            int(entry.get("exit_code") or 0),
+            step if isinstance(step, int) else None,
+            fired,
+            entry.get("details"),
+            entry.get("error_type"),
+            entry.get("traceback"),
+        )
+    # While a rule runs, "step" is its last evaluated step; after a firing the last
+    # evaluated step is at least the last firing.
+    last = step if isinstance(step, int) else None
+    if fired:
+        last = max(fired[-1], last if last is not None else fired[-1])
+    evaluated = entry.get("steps_evaluated")
+    return RuleProgress(
+        entry["configuration_name"],
+        last,
+        fired,
+        evaluated if isinstance(evaluated, int) else 0,
+        outcome,
+    )
