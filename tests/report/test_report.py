@@ -108,16 +108,18 @@ def test_several_rules_get_one_page_with_an_index(several_run: ReportRun) -> Non
         assert f'<section id="rule-{rule}">' in html
 
 
+@pytest.mark.parametrize("fixture", ["firing_run", "error_run", "several_run"])
 def test_report_command_redraws_from_the_output_folder(
-    several_run: ReportRun, capsys: pytest.CaptureFixture[str]
+    fixture: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """rule-evaluator report OUTPUT_DIR writes the same page again and prints its path."""
-    before = _html(several_run)
-    (several_run.output_dir / REPORT_FILE_NAME).unlink()
-    assert report_main([str(several_run.output_dir)]) == 0
+    run: ReportRun = request.getfixturevalue(fixture)
+    before = _html(run)
+    (run.output_dir / REPORT_FILE_NAME).unlink()
+    assert report_main([str(run.output_dir)]) == 0
     printed = capsys.readouterr().out.strip()
-    assert Path(printed) == (several_run.output_dir / REPORT_FILE_NAME).absolute()
-    assert _html(several_run) == before
+    assert Path(printed) == (run.output_dir / REPORT_FILE_NAME).absolute()
+    assert _html(run) == before
 
 
 def test_report_command_on_a_folder_without_a_run(
