@@ -19,10 +19,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # nothing more before the supervisor's signal handlers are in (mypy only)
     from collections.abc import Mapping, Sequence
     from pathlib import Path
-    from typing import Any, TextIO
+    from typing import TextIO
 
-    from container.link import ChildLink
+    from container.link import ChildLink, StepWatch
     from container.signals import StopSignals
+    from evaluator.config import EvaluatorConfig
     from evaluator.errors import ClientError
 
 __all__ = ["evaluate", "main", "run"]
@@ -109,7 +110,7 @@ def evaluate(
                 result_dir=os.path.abspath(config.output_dir),
                 message_dir=None if config.message_dir is None else str(config.message_dir),
                 log_format=config.log_format,
-                step_timeout=getattr(config, "rule_step_timeout", None),
+                step_timeout=config.rule_step_timeout,
             )
         from container.privileges import drop_privileges
 
@@ -171,10 +172,10 @@ def _capture_output(link: ChildLink) -> TextIO:
     return log_stream
 
 
-def _step_watch(link: ChildLink | None, config: Any) -> Any:
+def _step_watch(link: ChildLink | None, config: EvaluatorConfig) -> StepWatch | None:
     """Tells the supervisor when each rule starts and ends its work on a step, when a step
     time limit is set (``rule_step_timeout``); None otherwise."""
-    if link is None or getattr(config, "rule_step_timeout", None) is None:
+    if link is None or config.rule_step_timeout is None:
         return None
     from container.link import StepWatch
 

@@ -92,6 +92,14 @@ RULES = textwrap.dedent("""
             return False
 
 
+    class Backtracks(Rule):
+        def invoke_at_step(self, step):
+            import re
+
+            # Holds the interpreter lock for hours: only a kill from outside ends it.
+            return re.match(r"^(a+)+$", "a" * 64 + "b") is not None
+
+
     class WhoAmI(Rule):
         def __init__(self, base_trial, out):
             super().__init__(base_trial)
@@ -248,6 +256,23 @@ def test_a_killed_evaluation_is_an_internal_error(tmp_path: Path, rules_file: Pa
 def _readable_by_all(path: Path) -> bool:
     """Whether every folder from / to ``path`` lets other users in (o+x)."""
     return all(p.stat().st_mode & 0o001 for p in [path, *path.parents] if p.is_dir())
+
+
+@pytest.mark.parametrize("rule", ["Sleeps", "Backtracks"])
+def test_a_step_over_rule_step_timeout_ends_the_run(
+    tmp_path: Path, rules_file: Path, rule: str
+) -> None:
+    """A rule step that sleeps, or backtracks in a regex holding the interpreter lock, past
+    rule_step_timeout: exit 2 and a ClientError naming the rule, the step and the limit."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, rule, "--rule_step_timeout", "2", timeout=60)
+    assert run.returncode == 2, run.describe()
+    result = run.result
+    assert result is not None and result["status"] == "Error"
+    details = result["rules"][0]["details"]
+    assert f"Rule {rule} spent more than 2 s on step 0" in details
+    assert "rule_step_timeout" in details
+    assert result["rules"][0]["error_type"] == "RuleStepTimeout"
+    assert run.message is not None and run.message.startswith("ClientError: Rule ")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: checks the switch to another user")
