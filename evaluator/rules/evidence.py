@@ -331,7 +331,8 @@ class Evidence:
         compared with ``parameter`` = ``threshold``; the condition is ``value fires_when
         threshold``. Returns whether it is met; when it is, ``sentence`` (or one made from the
         fields) is logged and kept: give a callable (``lambda: f"..."``) so that the text is
-        formatted only for a firing. ``mode``/``mode_step`` default to the step's own.
+        formatted only for a firing. ``mode``/``mode_step`` default to the step's own. The
+        value also joins its series (what the rule report charts).
 
         Called for every tensor at every step, so it is kept cheap: counters and sets are
         written without the lock (only the rule's thread writes them; readers take their
