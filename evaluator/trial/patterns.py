@@ -230,7 +230,8 @@ def _re2_equivalent(text: str, flags: int) -> Any:
 
 def _plain(name: str) -> bool:
     """Printable ASCII, where RE2's ASCII ``\\w``, ``\\d``, ``\\s``, ``\\b`` and ``$`` read
-    as Python's Unicode ones do (no newline, no vertical tab, no non-ASCII letter)."""
+    as Python's Unicode ones do (no newline, no vertical tab, no non-ASCII letter); not empty,
+    where Python's ``\\B`` never matches and RE2's does."""
     return name.isascii() and name.isprintable() and name != ""
 
 

@@ -29,7 +29,7 @@ class DataProblems:
         self._keep = keep
         self._remember = remember  # files already reported, so one file is counted once
         self._listed: list[dict[str, Any]] = []
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[str, int] = OrderedDict()  # file -> bytes it had
         self._count = 0
 
     def note(
@@ -43,8 +43,10 @@ class DataProblems:
         mode: str,
         detail: str,
         trial_complete: bool,
+        size: int = 0,
     ) -> bool:
-        """Record one unreadable event file; False (and nothing logged) if already recorded."""
+        """Record one unreadable event file (``size``: the bytes it had, as far as known); False
+        (and nothing logged) if already recorded."""
         entry = {
             "file": file,
             "step": step,
@@ -58,8 +60,9 @@ class DataProblems:
         with self._lock:
             if file in self._seen:
                 self._seen.move_to_end(file)
+                self._seen[file] = size
                 return False
-            self._seen[file] = None
+            self._seen[file] = size
             if len(self._seen) > self._remember:
                 self._seen.popitem(last=False)
             self._count += 1
@@ -67,6 +70,11 @@ class DataProblems:
                 self._listed.append(entry)
         log.warning("data_problem", **entry, action="step skipped")
         return True
+
+    def known_size(self, file: str) -> int | None:
+        """The bytes a recorded file had, None if it is not recorded (or long forgotten)."""
+        with self._lock:
+            return self._seen.get(file)
 
     @property
     def count(self) -> int:

@@ -103,6 +103,11 @@ class ValueReader:
         of the next steps are fetched ahead (``prefetch_steps``)."""
         event_key, start, length = loc
         end = start + length
+        if self.cache.state.loaded_all_steps:
+            # A complete trial's damaged file stays damaged: not read again for each tensor.
+            had = self.cache.problems.known_size(f"{self._root}/{event_key}")
+            if had is not None and end > had:
+                raise TensorUnavailableForStep(*what)
         pending = self._inflight.get(event_key)
         if pending is not None:
             concurrent.futures.wait([pending])  # a prefetch of this file is under way
@@ -128,12 +133,9 @@ class ValueReader:
         problem: Problem = "truncated"
         if not data:
             problem = self.loop.run(self.source.event_file_problem(event_key))
+        size = lo + len(data) if data else (lo if problem == "truncated" else 0)
         if problem == "truncated":
-            have = (
-                f"the file ends at byte {lo + len(data)}"
-                if data
-                else f"the file ends before byte {lo}"
-            )
+            have = f"the file ends at byte {size}" if data else f"the file ends before byte {lo}"
             detail = f"the index file promises bytes up to {end}; {have}"
         elif problem == "empty":
             detail = "the event file has no bytes"
@@ -150,6 +152,7 @@ class ValueReader:
             mode=mode.name,
             detail=detail,
             trial_complete=self.cache.state.loaded_all_steps,
+            size=size,
         )
         return TensorUnavailableForStep(*what)
 

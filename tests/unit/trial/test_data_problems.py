@@ -136,3 +136,22 @@ def test_the_trial_exposes_its_data_problems(tmp_path: Path) -> None:
     assert problem["file"] == f"{tmp_path}/{event_key(1, 'worker_0')}"
     trial.data_problems.clear()
     assert trial.data_problem_count == 1 and len(trial.data_problems) == 1
+
+
+def test_a_complete_trial_does_not_read_a_damaged_file_again(engine: Any) -> None:
+    """Once a complete trial's event file is known missing, the other tensors of that step
+    fail without another read; intact records of a torn file still read."""
+    e = engine(prefetch_steps=0, missing_event_file_timeout=3600, poll_interval=0.01)
+    damaged_trial(e)
+    e.end()
+    e.poll()
+    for step in (1, 3):
+        with pytest.raises(TensorUnavailableForStep):
+            tensor(e, "c").value(step)
+    e.storage.calls.clear()
+    for name in ("a", "b"):
+        with pytest.raises(TensorUnavailableForStep):
+            tensor(e, name).value(1)
+    assert e.storage.calls["read_range"] == 0
+    np.testing.assert_array_equal(tensor(e, "a").value(3), e.value_of("a", 3))
+    assert e.cache.problems.count == 2
