@@ -228,7 +228,7 @@ class S3Storage:
             reply = await self._get(key, f"bytes={start}-{end - 1}")
         except _RangeNotSatisfiable:
             return b""
-        if "Content-Range" not in reply.headers:  # a server that ignored Range sent it all
+        if "content-range" not in reply.headers:  # a server that ignored Range sent it all
             return reply.body[start:end]
         return reply.body
 
@@ -315,7 +315,7 @@ class S3Storage:
                 and (region := reply.headers.get("x-amz-bucket-region"))
                 and region != wire.region
             ):
-                wire.retarget(region)  # botocore's region redirect: once, not a retry
+                await wire.retarget(region)  # botocore's region redirect: once, not a retry
                 redirected = True
                 continue
             context = RetryContext(

@@ -1,4 +1,4 @@
-"""One S3 request on the wire: signed with SigV4, sent with aiohttp, answered as a ``Reply``.
+"""One S3 request on the wire: signed with SigV4, sent with ``s3_http``, answered as a ``Reply``.
 
 This is the lean half of the S3 backend (``s3.py`` holds the other: retries, deadlines,
 translation). botocore stays for what it does well and does once per client: resolving
@@ -7,7 +7,8 @@ roles, web identity) and resolving where a bucket lives (its endpoint rules, wit
 ``AWS_ENDPOINT_URL[_S3]``, the region and the profile's S3 settings). For that second part we
 ask a botocore client, once, to build a request that never leaves the process, and keep its
 URL as the template every later request reuses. Per request we then pay for one SigV4
-signature (the signing key is derived once a day), one aiohttp request and, for listings, one
+signature (the signing key is derived once a day), one HTTP exchange on a kept-alive connection
+(``s3_http``; aiohttp when a proxy is configured) and, for listings, one
 XML parse: about a tenth of botocore's request building, hooks, signing and parsing.
 
 Transport failures are raised as botocore's own exceptions (``EndpointConnectionError``,
@@ -22,14 +23,15 @@ import asyncio
 import functools
 import hashlib
 import hmac
+import ssl
 import time
+import urllib.request
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote_plus, urlsplit
 
-import aiohttp
 import botocore
 import botocore.session
 from aiobotocore.session import get_session
@@ -42,9 +44,10 @@ from botocore.exceptions import (
     NoCredentialsError,
     ReadTimeoutError,
 )
+from botocore.httpsession import get_cert_path
 from botocore.loaders import Loader, create_loader
-from yarl import URL
 
+from evaluator.storage import s3_http
 from evaluator.storage.base import ObjectInfo
 
 __all__ = ["BodyBroken", "Listing", "Reply", "S3Wire", "Timeouts"]
@@ -52,7 +55,6 @@ __all__ = ["BodyBroken", "Listing", "Reply", "S3Wire", "Timeouts"]
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _ALGORITHM = "AWS4-HMAC-SHA256"
 _USER_AGENT = "debugger-rule-evaluator"
-_TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
 class BodyBroken(Exception):
@@ -97,15 +99,22 @@ class _Target:
     path_prefix: str  # object_base's path
     list_path: str
     region: str
+    scheme: str
+    connect_host: str  # where to connect: the URL's host (brackets kept for IPv6)
+    port: int
+    verify: bool | str  # botocore's verify: True, False, or a CA bundle (AWS_CA_BUNDLE)
 
     @property
-    def endpoint(self) -> str:
+    def origin(self) -> str:
+        """``scheme://host[:port]``, as the URLs botocore built name it."""
         parts = urlsplit(self.list_url)
         return f"{parts.scheme}://{parts.netloc}"
 
+    endpoint = origin
+
 
 class S3Wire:
-    """Signed GET, HEAD and ListObjectsV2 requests for one bucket, over one aiohttp session.
+    """Signed GET, HEAD and ListObjectsV2 requests for one bucket, over kept-alive connections.
 
     Create it inside the event loop that will use it (``await S3Wire.open(...)``); ``aclose``
     there. Never raises botocore's ``ClientError``: an error answer is a ``Reply`` too.
@@ -116,33 +125,28 @@ class S3Wire:
         bucket: str,
         target: _Target,
         credentials: Any,
-        session: aiohttp.ClientSession,
+        *,
         endpoint_url: str | None,
+        max_connections: int,
     ) -> None:
         self._bucket = bucket
         self._target = target
         self._credentials = credentials
-        self._session = session
         self._endpoint_url = endpoint_url
+        self._max_connections = max_connections
         self._key_cache: tuple[str, str, str, bytes] | None = None
-        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
-        self._proxy = _env_proxy(target.endpoint)
+        self._transport = _transport_for(target, max_connections)
 
     @classmethod
     async def open(cls, bucket: str, *, endpoint_url: str | None, max_connections: int) -> S3Wire:
-        """Resolve credentials and the bucket's endpoint, and open the HTTP session."""
+        """Resolve credentials and the bucket's endpoint; connections open on first use."""
         credentials = await get_session().get_credentials()
         if credentials is None:
             raise NoCredentialsError()
         target = _resolve(bucket, endpoint_url, None)
-        connector = aiohttp.TCPConnector(limit=max_connections)
-        session = aiohttp.ClientSession(
-            connector=connector,
-            auto_decompress=False,  # S3 sends objects as stored: never transform their bytes
-            skip_auto_headers=("Accept-Encoding", "User-Agent"),
-            headers={"User-Agent": _USER_AGENT},
+        return cls(
+            bucket, target, credentials, endpoint_url=endpoint_url, max_connections=max_connections
         )
-        return cls(bucket, target, credentials, session, endpoint_url)
 
     @property
     def endpoint(self) -> str:
@@ -153,80 +157,46 @@ class S3Wire:
     def region(self) -> str:
         return self._target.region
 
-    def retarget(self, region: str) -> None:
+    async def retarget(self, region: str) -> None:
         """Send later requests to the bucket's own region (S3 said where it is)."""
+        old = self._transport
         self._target = _resolve(self._bucket, self._endpoint_url, region)
-        self._proxy = _env_proxy(self._target.endpoint)
+        self._transport = _transport_for(self._target, self._max_connections)
+        await old.aclose()
 
     async def aclose(self) -> None:
-        await self._session.close()
+        await self._transport.aclose()
 
     async def get(self, key: str, range_header: str | None, timeouts: Timeouts) -> Reply:
         path = self._target.path_prefix + _quote_key(key)
-        return await self._send(
-            "GET", self._target.object_base + _quote_key(key), path, "", range_header, timeouts
-        )
+        return await self._send("GET", path, "", range_header, timeouts)
 
     async def head(self, key: str, timeouts: Timeouts) -> Reply:
         path = self._target.path_prefix + _quote_key(key)
-        return await self._send(
-            "HEAD", self._target.object_base + _quote_key(key), path, "", None, timeouts
-        )
+        return await self._send("HEAD", path, "", None, timeouts)
 
     async def list(self, params: Mapping[str, str], timeouts: Timeouts) -> Reply:
         """ListObjectsV2 with ``params`` (``prefix``, ``start-after``, ``continuation-token``,
         ``max-keys``); keys come URL-encoded and ``parse_listing`` decodes them."""
         query = _canonical_query({"list-type": "2", "encoding-type": "url", **params})
-        return await self._send(
-            "GET", f"{self._target.list_url}?{query}", self._target.list_path, query, None, timeouts
-        )
+        return await self._send("GET", self._target.list_path, query, None, timeouts)
 
     async def _send(
-        self,
-        method: str,
-        url: str,
-        path: str,
-        query: str,
-        range_header: str | None,
-        timeouts: Timeouts,
+        self, method: str, path: str, query: str, range_header: str | None, timeouts: Timeouts
     ) -> Reply:
         credentials = await self._credentials.get_frozen_credentials()
         headers = self._sign(credentials, method, path, query, range_header)
+        headers["user-agent"] = _USER_AGENT
+        target = f"{path}?{query}" if query else path
         try:
-            response = await self._session.request(
-                method,
-                URL(url, encoded=True),  # sent exactly as signed
-                headers=headers,
-                allow_redirects=False,
-                timeout=self._timeout(timeouts),
-                proxy=self._proxy[0] if self._proxy else None,
-                proxy_auth=self._proxy[1] if self._proxy else None,
-            )
-        except _TRANSPORT_ERRORS as error:
-            raise _transport_error(error, url) from error
-        try:
-            try:
-                body = await response.read()
-            except _TRANSPORT_ERRORS as error:
-                if response.status < 300:
-                    raise BodyBroken(f"{type(error).__name__}: {error}") from error
-                raise _transport_error(error, url) from error
-        finally:
-            response.release()
-        parsed = None if response.status < 300 else _parse_error(response.status, body)
-        return Reply(response.status, response.headers, body, parsed)
-
-    def _timeout(self, timeouts: Timeouts) -> aiohttp.ClientTimeout:
-        key = (timeouts.connect, timeouts.read)
-        timeout = self._timeouts.get(key)
-        if timeout is None:
-            if len(self._timeouts) > 64:  # clamped deadlines make many: keep the map small
-                self._timeouts.clear()
-            timeout = aiohttp.ClientTimeout(
-                total=None, sock_connect=timeouts.connect, sock_read=timeouts.read
-            )
-            self._timeouts[key] = timeout
-        return timeout
+            response = await self._transport.send(method, target, headers, timeouts)
+        except s3_http.HttpError as error:
+            if error.head_received and error.status < 300:
+                raise BodyBroken(f"{type(error).__name__}: {error}") from error
+            raise _transport_error(error, self._target.origin + target) from error
+        status = response.status
+        parsed = None if status < 300 else _parse_error(status, response.body)
+        return Reply(status, response.headers, response.body, parsed)
 
     def _sign(
         self, credentials: Any, method: str, path: str, query: str, range_header: str | None
@@ -301,28 +271,139 @@ def _parse_error(status: int, body: bytes) -> dict[str, Any]:
     }
 
 
-def _transport_error(error: BaseException, url: str) -> Exception:
+def _transport_error(error: s3_http.HttpError, url: str) -> Exception:
     """botocore's exception for a request that got no complete answer."""
     translated: Exception
-    if isinstance(error, aiohttp.ConnectionTimeoutError):
+    if isinstance(error, s3_http.ConnectTimedOut):
         translated = ConnectTimeoutError(endpoint_url=url)
-    elif isinstance(error, aiohttp.ClientConnectorError):
+    elif isinstance(error, s3_http.ConnectFailed):
         translated = EndpointConnectionError(endpoint_url=url, error=error)
-    elif isinstance(error, asyncio.TimeoutError):  # aiohttp's read timeouts are TimeoutErrors
+    elif isinstance(error, s3_http.ReadTimedOut):
         translated = ReadTimeoutError(endpoint_url=url, error=error)
     else:
         translated = ConnectionClosedError(endpoint_url=url)
     return translated
 
 
-def _env_proxy(endpoint: str) -> tuple[URL, aiohttp.BasicAuth | None] | None:
-    """The proxy that ``HTTP(S)_PROXY`` and ``NO_PROXY`` choose for the endpoint, as botocore
-    honours them: looked up once per endpoint (aiohttp's ``trust_env`` would look it up, and
-    read ``~/.netrc`` in a thread, on every request)."""
-    try:
-        return aiohttp.helpers.get_env_proxy_for_url(URL(endpoint))
-    except LookupError:
+class _Transport(Protocol):
+    async def send(
+        self, method: str, target: str, headers: dict[str, str], timeouts: Timeouts
+    ) -> s3_http.Response: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _Direct:
+    """Straight to the endpoint, on ``s3_http``'s kept-alive connections."""
+
+    def __init__(self, target: _Target, max_connections: int) -> None:
+        self._client = s3_http.HttpClient(
+            max_connections=max_connections,
+            ssl_context=_ssl_context(target.verify) if target.scheme == "https" else None,
+        )
+        self._origin = (target.scheme, target.connect_host, target.port)
+
+    async def send(
+        self, method: str, target: str, headers: dict[str, str], timeouts: Timeouts
+    ) -> s3_http.Response:
+        scheme, host, port = self._origin
+        return await self._client.request(
+            method,
+            scheme,
+            host,
+            port,
+            target,
+            headers,
+            connect_timeout=timeouts.connect,
+            read_timeout=timeouts.read,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class _Proxied:
+    """Through the proxy that ``HTTP(S)_PROXY`` names (``NO_PROXY`` honoured, as botocore does),
+    on aiohttp, which speaks to proxies (CONNECT tunnels included)."""
+
+    def __init__(self, target: _Target, proxy: str, max_connections: int) -> None:
+        import aiohttp
+
+        self._aiohttp = aiohttp
+        self._origin = target.origin
+        self._proxy = proxy
+        self._ssl = _ssl_context(target.verify) if target.scheme == "https" else None
+        self._max_connections = max_connections
+        self._session: Any = None
+
+    async def send(
+        self, method: str, target: str, headers: dict[str, str], timeouts: Timeouts
+    ) -> s3_http.Response:
+        aiohttp = self._aiohttp
+        from yarl import URL
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl or True),
+                auto_decompress=False,  # S3 sends objects as stored: never transform the bytes
+                skip_auto_headers=("Accept-Encoding", "User-Agent"),
+            )
+        timeout = aiohttp.ClientTimeout(sock_connect=timeouts.connect, sock_read=timeouts.read)
+        head_received, status = False, 0
+        try:
+            async with self._session.request(
+                method,
+                URL(self._origin + target, encoded=True),  # sent exactly as signed
+                headers=headers,
+                allow_redirects=False,
+                timeout=timeout,
+                proxy=self._proxy,
+            ) as response:
+                head_received, status = True, response.status
+                body = await response.read()
+                return s3_http.Response(
+                    status, {k.lower(): v for k, v in response.headers.items()}, body
+                )
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            failure: s3_http.HttpError
+            if isinstance(error, aiohttp.ConnectionTimeoutError):
+                failure = s3_http.ConnectTimedOut(str(error))
+            elif isinstance(error, aiohttp.ClientConnectorError):
+                failure = s3_http.ConnectFailed(str(error))
+            elif isinstance(error, asyncio.TimeoutError):
+                failure = s3_http.ReadTimedOut(str(error))
+            else:
+                failure = s3_http.Disconnected(f"{type(error).__name__}: {error}")
+            failure.head_received, failure.status = head_received, status
+            raise failure from error
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _transport_for(target: _Target, max_connections: int) -> _Transport:
+    proxy = _env_proxy(target)
+    return _Proxied(target, proxy, max_connections) if proxy else _Direct(target, max_connections)
+
+
+def _env_proxy(target: _Target) -> str | None:
+    """The proxy URL for the endpoint from ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``NO_PROXY``."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(target.scheme)
+    if not proxy or urllib.request.proxy_bypass(target.connect_host.strip("[]")):
         return None
+    return proxy
+
+
+def _ssl_context(verify: bool | str) -> ssl.SSLContext:
+    """TLS as botocore would verify it: its CA bundle (certifi, or AWS_CA_BUNDLE), or none."""
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    return ssl.create_default_context(cafile=get_cert_path(verify))
 
 
 def _quote_key(key: str) -> str:
@@ -373,12 +454,13 @@ def _resolve(bucket: str, endpoint_url: str | None, region: str | None) -> _Targ
     object_url, list_url = urls[0], urls[1].partition("?")[0]
     object_base = object_url[: -len("k")]
     parts = urlsplit(object_url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    default_port = {"http": 80, "https": 443}.get(parts.scheme)
-    if parts.port is not None and parts.port != default_port:
-        host = f"{host}:{parts.port}"
+    connect_host = parts.hostname or ""
+    if ":" in connect_host:  # IPv6
+        connect_host = f"[{connect_host}]"
+    default_port = {"http": 80, "https": 443}.get(parts.scheme, 443)
+    port = parts.port or default_port
+    host = connect_host if port == default_port else f"{connect_host}:{port}"
+    verify = getattr(getattr(client, "_endpoint", None), "http_session", None)
     return _Target(
         object_base=object_base,
         list_url=list_url,
@@ -386,6 +468,10 @@ def _resolve(bucket: str, endpoint_url: str | None, region: str | None) -> _Targ
         path_prefix=urlsplit(object_base).path,
         list_path=urlsplit(list_url).path or "/",
         region=(regions[0] if regions else None) or client.meta.region_name or "us-east-1",
+        scheme=parts.scheme,
+        connect_host=connect_host,
+        port=port,
+        verify=getattr(verify, "_verify", True),
     )
 
 
