@@ -62,6 +62,10 @@ def run(
         if args[:1] == ["summary"]:
             signals.raise_in_main = True  # waits for collection files: a stop ends it
             return _summary(args[1:])
+        if args[:1] == ["report"]:
+            from container.report_command import main as report
+
+            return report(args[1:])
         from container.help import answer
 
         answered = answer(args)  # --help, --version, rules [NAME], --rule NAME --help
@@ -120,6 +124,12 @@ def evaluate(
             return _configuration_failed(e, opt_ml_root)
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
+        # The report's charts (matplotlib) need a writable settings folder: one in the output's
+        # .sagemaker-ignore works in a read-only container and for any user.
+        os.environ.setdefault(
+            "MPLCONFIGDIR", os.path.join(config.output_dir, ".sagemaker-ignore", "matplotlib")
+        )
+        from evaluator.report import ReportWriter
         from evaluator.status import StatusReporter, configure_logging
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
@@ -127,6 +137,7 @@ def evaluate(
             config,
             console=config.log_format == "console" and log_stream.isatty(),
             stream=log_stream,
+            listeners=[ReportWriter()],  # rule_report.html beside the result file
         )
         if run_as is not None:
             import structlog

@@ -171,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
             f"{PROG} [--key VALUE | --key=VALUE ...]\n"
             f"       {PROG} rules [NAME]\n"
             f"       {PROG} summary PATH [--json]\n"
+            f"       {PROG} report OUTPUT_DIR\n"
             f"       {PROG} --rule NAME --help | --help | --version"
         ),
         description=_DESCRIPTION,
@@ -230,11 +231,14 @@ _EPILOG = f"""commands:
   {PROG} rules           the built-in rules, one line each on what they detect
   {PROG} rules NAME      a rule's parameters, types, defaults and an example
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
+  {PROG} report DIR      write a run's rule_report.html again from its output folder
 
 documentation:
   README.md          "Running rules", "Parameters", statuses and the result file
   docs/rules.md      every built-in rule, its parameters and measured behaviour
   docs/container.md  the container image, SageMaker and docker run
+  docs/report.md     the HTML rule report written beside the result file
+  docs/reliability.md  signals, exit codes, limits, S3 deadlines and resuming
 """
 
 

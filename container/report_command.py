@@ -36,7 +36,7 @@ def main(argv: Sequence[str]) -> int:
         )
         return ExitCode.CLIENT_ERROR
     try:
-        path = write_report(result_file, live=False)
+        path = write_report(result_file)
     except (OSError, ValueError) as e:
         print(f"ClientError: cannot write the report in {args.output_dir}: {e}", file=sys.stderr)
         return ExitCode.CLIENT_ERROR

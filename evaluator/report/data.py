@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.fileio import write_atomically
-from evaluator.rules.evidence import Evidence, live_evidence
+from evaluator.rules.evidence import Evidence
 from evaluator.summary import summarize
 
 __all__ = ["DATA_FILE_NAME", "IGNORED_DIR", "collect", "read_data", "write_data"]
@@ -69,22 +69,24 @@ def write_data(output_dir: Path, data: Mapping[str, Any]) -> Path:
     return path
 
 
-def collect(result: Mapping[str, Any], previous: Mapping[str, Any]) -> dict[str, Any]:
+def collect(
+    result: Mapping[str, Any], previous: Mapping[str, Any], evidence: Mapping[str, Any]
+) -> dict[str, Any]:
     """The data file for ``result`` (the result file's document): each rule's series taken
-    from its live ``Evidence`` (found by the ``series_id`` the result names), else kept from
-    ``previous``; for a rule in Error, the trial's summary."""
+    from its ``Evidence`` in ``evidence`` (by configuration name: the run's rules, alive), else
+    kept from ``previous``; for a rule in Error, the trial's summary."""
     rules = [r for r in result.get("rules", []) if isinstance(r, Mapping)]
-    live = {_key(r): _live(r) for r in rules}
+    live = {_key(r): _live(evidence.get(_key(r))) for r in rules}
     counts = [_series_count(r) for r in rules if live[_key(r)] is not None]
     limit = max(500, POINT_BUDGET // max(1, sum(counts)))
     old = previous.get("rules", {})
     out: dict[str, Any] = {}
     for rule in rules:
         key = _key(rule)
-        evidence = live[key]
-        entry = dict(old.get(key, {})) if evidence is None else dict(evidence.series(limit=limit))
+        found = live[key]
+        entry = dict(old.get(key, {})) if found is None else dict(found.series(limit=limit))
         if rule.get("status") == "Error" and not entry.get("trial_summary"):
-            trial = _trial_of(evidence, live.values())
+            trial = _trial_of(found, live.values())
             entry["trial_summary"] = _summary(trial) if trial is not None else None
         out[key] = entry
     return {"version": 1, "rules": out}
@@ -100,10 +102,8 @@ def _series_count(rule: Mapping[str, Any]) -> int:
     return count if isinstance(count, int) else 0
 
 
-def _live(rule: Mapping[str, Any]) -> Evidence | None:
-    evidence = rule.get("evidence")
-    series_id = evidence.get("series_id") if isinstance(evidence, Mapping) else None
-    return live_evidence(series_id) if isinstance(series_id, str) else None
+def _live(evidence: Any) -> Evidence | None:
+    return evidence if isinstance(evidence, Evidence) else None
 
 
 def _trial_of(own: Evidence | None, others: Any) -> Any:

@@ -22,19 +22,19 @@ __all__ = ["REPORT_FILE_NAME", "ReportWriter", "write_report"]
 REPORT_FILE_NAME = "rule_report.html"
 
 
-def write_report(result_file: Path, *, live: bool = True) -> Path:
-    """Write ``rule_report.html`` beside ``result_file`` and return its path. With ``live``,
-    the data file is first brought up to date from the rules still in memory (a run);
-    without, the report is drawn from the data file alone (``rule-evaluator report``).
-    Raises ``OSError`` when a file cannot be read or written, ``ValueError`` for a result
-    file that is not JSON."""
+def write_report(result_file: Path, *, evidence: Mapping[str, Any] | None = None) -> Path:
+    """Write ``rule_report.html`` beside ``result_file`` and return its path. With
+    ``evidence`` (each rule's ``Evidence`` by configuration name: a run), the data file is
+    first brought up to date from it; without, the report is drawn from the data file alone
+    (``rule-evaluator report``). Raises ``OSError`` when a file cannot be read or written,
+    ``ValueError`` for a result file that is not JSON."""
     output_dir = result_file.parent
     result = json.loads(result_file.read_text(encoding="utf-8"))
     if not isinstance(result, dict):
         raise ValueError(f"{result_file} does not hold a result document")
     data = read_data(output_dir)
-    if live:
-        data = collect(result, data)
+    if evidence is not None:
+        data = collect(result, data, evidence)
         write_data(output_dir, data)
     page = render_report(result, data).encode("utf-8")
     path = output_dir / REPORT_FILE_NAME
@@ -44,8 +44,8 @@ def write_report(result_file: Path, *, live: bool = True) -> Path:
 
 class ReportWriter:
     """A ``StatusReporter`` listener: on ``rule_fired`` and ``evaluation_finished`` events
-    (which come after the result file is rewritten, and name it) it writes the report beside
-    the result file. Firings closer than ``min_interval`` seconds to the last report are
+    (which come after the result file is rewritten, name it, and carry the rules' ``Evidence``
+    as ``evidence``) it writes the report beside the result file. Firings closer than ``min_interval`` seconds to the last report are
     skipped (the end always writes). A failure is logged and never raised: the report is a
     help, never the verdict."""
 
@@ -76,7 +76,10 @@ class ReportWriter:
             ):
                 return
             try:
-                self.path = write_report(Path(result_file))
+                found = event.get("evidence")
+                self.path = write_report(
+                    Path(result_file), evidence=found if isinstance(found, Mapping) else {}
+                )
             except (OSError, ValueError) as e:
                 self._log.warning("rule_report_not_written", error=str(e))
                 return

@@ -31,27 +31,24 @@ rule charts a quantity it does not test with ``record``::
 A series is bounded whatever the run's length: it keeps the lowest and the highest value of
 each of at most ``SERIES_BUCKETS`` runs of consecutive steps (so a spike survives), and its
 firing points and closest approach exactly. A rule keeps at most ``MAX_SERIES`` series.
-``Evidence.series()`` returns them; ``live_evidence(series_id)`` finds a rule's ``Evidence``
-from the ``series_id`` its summary (the result file) names, while the run lasts.
+``Evidence.series()`` returns them (the status reporter hands each rule's ``Evidence`` to the
+report with its firing and end events).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import operator
-import os
 import re
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluator.modes import ModeKeys
 
-__all__ = ["Check", "Evidence", "SelectionHint", "Series", "json_number", "live_evidence"]
+__all__ = ["Check", "Evidence", "SelectionHint", "Series", "json_number"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
@@ -65,16 +62,9 @@ SERIES_BUCKETS = 1024  # a series keeps at most 2 points per bucket, plus its ma
 MAX_MARKS = 1000  # firing points kept exactly per series (the count goes on)
 _QUANTITY_CACHE = 4096  # quantities remembered with their step-free label
 
-_LIVE: weakref.WeakValueDictionary[str, Evidence] = weakref.WeakValueDictionary()
-_IDS = itertools.count(1)
 # "TRAIN steps 3..9", "step 12": a window named in a quantity moves with the step; the series
 # is the same one.
 _STEP_SPAN = re.compile(r"\b(steps?) \d+(?:\.\.\d+)?|\b\d+\.\.\d+\b")
-
-
-def live_evidence(series_id: str) -> Evidence | None:
-    """The ``Evidence`` whose summary names ``series_id``, while something still holds it."""
-    return _LIVE.get(series_id)
 
 
 def json_number(value: float | None) -> float | str | None:
@@ -308,8 +298,6 @@ class Evidence:
         self._series: dict[tuple[Any, ...], Series] = {}
         self._series_left_out = 0
         self._labels: dict[str, str] = {}
-        self.series_id = f"{os.getpid()}-{next(_IDS)}"
-        _LIVE[self.series_id] = self
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
@@ -498,8 +486,8 @@ class Evidence:
             }
 
     def summary(self) -> dict[str, Any]:
-        """The result file's ``evidence`` object (see ``evaluator.status.files``), with the
-        ``series_id`` that finds this object (``live_evidence``) while the run lasts."""
+        """The result file's ``evidence`` object (see ``evaluator.status.files``); ``series``
+        counts the series the report charts (kept in its data file, not here)."""
         with self._lock:
             closest = sorted(self._closest.values(), key=lambda c: (c.parameter, c.fires_when))
             return {
@@ -511,7 +499,6 @@ class Evidence:
                 "firings": self._firing_count,
                 "reasons": [c.to_dict() for c in self._firings],
                 "closest": [c.to_dict() for c in closest],
-                "series_id": self.series_id,
                 "series": len(self._series),
             }
 

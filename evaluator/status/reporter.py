@@ -217,7 +217,13 @@ class StatusReporter:
             )
             self._write_result()
             self._notify(
-                "rule_fired", {"rule": state.key, "step": step, "result_file": self._result_path()}
+                "rule_fired",
+                {
+                    "rule": state.key,
+                    "step": step,
+                    "result_file": self._result_path(),
+                    "evidence": self._evidence(),
+                },
             )
 
     def finish(self, rule: str) -> RuleOutcome:
@@ -307,7 +313,11 @@ class StatusReporter:
             )
             self._notify(
                 "evaluation_finished",
-                {"exit_code": self._exit_code, "result_file": self._result_path()},
+                {
+                    "exit_code": self._exit_code,
+                    "result_file": self._result_path(),
+                    "evidence": self._evidence(),
+                },
             )
             return self._exit_code
 
@@ -361,9 +371,13 @@ class StatusReporter:
         self._notify("rule_status", fields)
         self._write_result()
 
+    def _evidence(self) -> dict[str, EvidenceSource]:
+        return {s.key: s.evidence for s in self._rules.values() if s.evidence is not None}
+
     def _notify(self, event: str, fields: Mapping[str, Any]) -> None:
         """Pass ``event`` to the listeners (status changes before the result file is rewritten;
-        firings and the end after it, with ``result_file``)."""
+        firings and the end after it, with ``result_file`` and each rule's ``evidence``, the
+        objects the rules record into, by configuration name)."""
         for listener in self._listeners:
             try:
                 listener({"event": event, "timestamp": iso(self._now()), **fields})

@@ -73,10 +73,10 @@ def test_firing_series_holds_the_firing_value_at_the_firing_step(firing_run: Rep
 
 
 def test_result_file_stays_lean(firing_run: ReportRun) -> None:
-    """The series live in the data file; the result file names only their id and count."""
+    """The series live in the data file; the result file holds only their count."""
     result = json.loads((firing_run.output_dir / RESULT).read_text())
     assert "points" not in json.dumps(result)
-    assert result["evidence"]["series"] == 6 and isinstance(result["evidence"]["series_id"], str)
+    assert result["evidence"]["series"] == 6 and "series_id" not in result["evidence"]
 
 
 def test_quiet_report_shows_the_closest_approach(quiet_run: ReportRun) -> None:
@@ -135,7 +135,7 @@ def test_report_without_a_data_file_shows_the_verdict(
 ) -> None:
     """A result file alone (e.g. a custom rule that recorded nothing): verdict and reason."""
     (tmp_path / RESULT).write_bytes((firing_run.output_dir / RESULT).read_bytes())
-    html = write_report(tmp_path / RESULT, live=False).read_text()
+    html = write_report(tmp_path / RESULT).read_text()
     assert VANISHING_TENSOR in html and "recorded no series" in html
 
 

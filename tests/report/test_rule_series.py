@@ -134,7 +134,9 @@ def test_stalled_training_rule(tmp_path: Path) -> None:
             ]
         }
         (out / "rule_evaluation_result.json").write_text(json.dumps(result))
-        write_report(out / "rule_evaluation_result.json")
+        write_report(
+            out / "rule_evaluation_result.json", evidence={"StalledTrainingRule": rule.evidence}
+        )
     finally:
         trial.close()
     assert_report_holds_the_firing(out, "StalledTrainingRule")
