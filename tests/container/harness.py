@@ -150,15 +150,22 @@ class Layout:
 
 # Result keys that differ from run to run: times and rates.
 _TIMING_KEYS = ("_at", "_seconds", "_ms", "duration", "elapsed", "per_second")
+# A digest of the trial path among others: the host's path and the container's differ.
+_PATH_DIGESTS = ("run_key",)
 
 
 def comparable(result: Mapping[str, Any] | None, layout: Layout) -> Any:
-    """The result document without times, with host paths written as container paths."""
+    """The result document without times and path digests, with host paths written as
+    container paths."""
     replacements = layout.host_to_container()
 
     def clean(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if not k.endswith(_TIMING_KEYS)}
+            return {
+                k: clean(v)
+                for k, v in value.items()
+                if not k.endswith(_TIMING_KEYS) and k not in _PATH_DIGESTS
+            }
         if isinstance(value, list):
             return [clean(v) for v in value]
         if isinstance(value, str):

@@ -38,6 +38,28 @@ WHO_AM_I = textwrap.dedent("""
 """)
 
 
+# Fires at the 4th and 12th step it evaluates: a resumed run that skipped its history would
+# fire elsewhere.
+COUNTS_STEPS = textwrap.dedent("""
+    import time
+    from smdebug.rules import Rule
+
+    class CountsSteps(Rule):
+        def __init__(self, base_trial, delay="0.15"):
+            super().__init__(base_trial)
+            self.delay = float(delay)
+            self.seen = 0
+
+        def invoke_at_step(self, step):
+            name = self.base_trial.tensor_names()[0]
+            self.base_trial.tensor(name).value(step)
+            self.seen += 1
+            time.sleep(self.delay)
+            return self.seen in (4, 12)
+""")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trials" / "vanishing_gradients"
+
+
 def _live_trial(folder: Path) -> Path:
     """A trial still being written: three steps, no end marker."""
     writer = TrialWriter(folder)
@@ -51,14 +73,17 @@ def _live_trial(folder: Path) -> Path:
 def test_docker_stop_soon_after_start_is_stopped(
     docker: Docker, image: Image, tmp_path: Path, delay: float
 ) -> None:
-    """`docker stop` 0.1, 0.3 and 1 s after the container started (imports, configuration,
-    trial): exit 143 and Stopped in the message file, within seconds, never a verdict."""
+    """`docker stop` 0.1, 0.3 and 1 s after the command started (imports, the child's start,
+    configuration, trial): exit 143 and Stopped in the message file, within seconds, never a
+    verdict. "Started" is when PID 1 catches SIGTERM: before that the interpreter itself is
+    starting, and the kernel drops signals PID 1 does not handle (docs/reliability.md)."""
     layout = Layout(tmp_path / "container")
     layout.mount_tensors(_live_trial(tmp_path / "live"))
     name = f"rule-evaluator-test-{uuid.uuid4().hex[:12]}"
     env = {"rule_to_invoke": "VanishingGradient", "wait_for_training_end": "true"}
     docker("run", "--detach", "--name", name, *docker.run_options(layout, env=env), image.name)
     try:
+        _wait_until_pid1_handles_sigterm(docker, name)
         time.sleep(delay)
         sent = time.monotonic()
         docker("stop", "--time", "30", name)
@@ -101,3 +126,62 @@ def test_sagemaker_style_root_owned_folders(docker: Docker, image: Image, tmp_pa
     assert int(uid) != 0 and int(gid) != 0, outcome.describe()
     assert (layout.output / "rule_evaluation_result.json").stat().st_uid == int(uid)
     assert '"event": "running_as"' in outcome.stdout
+
+
+def test_docker_kill_then_rerun_resumes(docker: Docker, image: Image, tmp_path: Path) -> None:
+    """`docker kill` (SIGKILL to the whole container) mid-run, then the same run again on the
+    same output folder: it resumes and reaches the uninterrupted run's firings and step count."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "counts.py").write_text(COUNTS_STEPS)
+    env = {
+        "rule_to_invoke": "CountsSteps",
+        "source_s3_uri": "/rules/counts.py",
+        "continue_after_fire": "true",
+    }
+    layout = Layout(tmp_path / "container")
+    layout.mount_tensors(EXAMPLE)
+    layout.mounts[rules] = "/rules"
+    name = f"rule-evaluator-test-{uuid.uuid4().hex[:12]}"
+    docker("run", "--detach", "--name", name, *docker.run_options(layout, env=env), image.name)
+    result = layout.output / "rule_evaluation_result.json"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if (json.loads(result.read_text()).get("step") or 0) > 5:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        docker("kill", name)
+        docker("wait", name, timeout=60)
+    finally:
+        docker("rm", "--force", name, check=False)
+    killed = json.loads(result.read_text())
+    assert killed["status"] == "InProgress" and killed["fired_steps"] == [3]
+    again = docker.run(image.name, layout, env=env)
+    assert again.returncode == 1, again.describe()
+    assert again.result is not None and again.result["fired_steps"] == [3, 11]
+    assert again.result["rules"][0]["steps_evaluated"] == 16
+    assert again.result["resumed"] == {"CountsSteps": killed["step"]}
+    assert '"event": "evaluation_resumed"' in again.stdout
+
+
+def _wait_until_pid1_handles_sigterm(docker: Docker, name: str) -> None:
+    """Wait until the container's PID 1 catches SIGTERM (``SigCgt`` in /proc, read on the
+    host); where the engine's processes are not visible here, wait until it runs."""
+    pid = docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
+    status = Path(f"/proc/{pid}/status")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            caught = next(
+                line for line in status.read_text().splitlines() if line.startswith("SigCgt:")
+            )
+        except (OSError, StopIteration):
+            return  # a remote engine, or already gone
+        if int(caught.split()[1], 16) & (1 << (15 - 1)):
+            return
+        time.sleep(0.002)
+    raise AssertionError("the container's PID 1 never caught SIGTERM")
