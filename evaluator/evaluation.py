@@ -185,6 +185,7 @@ class Evaluation:
     def _open_base_trial(self) -> Trial:
         check_local_folder(self.config.base_trial, "base_trial")
         trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
+        self.reporter.watch_data_problems(lambda: (trial.data_problem_count, trial.data_problems))
         trial.start_polling()
         return trial
 

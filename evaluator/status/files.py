@@ -17,6 +17,12 @@ every status change, so a reader never sees half a file. Schema, version 1::
       "started_at": "2024-05-01T12:00:00.000Z", "finished_at": "...",  # UTC; null if running
       "run_key": "9f2c...",               # digest of trial, rules and parameters (resume.py)
       "resumed": {"VanishingGradient": 1200},  # resumed after these steps; null otherwise
+      "data_problems": {           # event files whose steps were skipped (Trial.data_problems)
+        "count": 1,                # all of them; "files" lists the first 100
+        "files": [{"file": "s3://.../events/000000000120/000000000120_worker_0.tfevents",
+                   "step": 120, "worker": "worker_0", "problem": "truncated",
+                   "tensor": "...", "mode": "TRAIN", "detail": "...", "trial_complete": true}]
+      },
       "rules": [{
         "rule": "VanishingGradient",            # rule_to_invoke
         "configuration_name": "VanishingGradient",
@@ -167,6 +173,7 @@ def result_document(
     exit_code: int | None,
     run_key: str | None = None,
     resumed: dict[str, int | None] | None = None,
+    data_problems: tuple[int, list[dict[str, Any]]] = (0, []),
 ) -> dict[str, Any]:
     """The whole result file; the run is over once ``exit_code`` is known."""
     rules = [rule_document(r) for r in records]
@@ -182,6 +189,7 @@ def result_document(
         "finished_at": iso(finished_at),
         "run_key": run_key,
         "resumed": resumed,
+        "data_problems": {"count": data_problems[0], "files": data_problems[1]},
         "rules": rules,
     }
     if len(rules) == 1:

@@ -108,6 +108,7 @@ class StatusReporter:
         self._drawn_at: float | None = None
         self._result_write_failed = False
         self._written_at = clock()
+        self._data_problems: Callable[[], tuple[int, list[dict[str, Any]]]] | None = None
 
     @classmethod
     def from_config(cls, config: EvaluatorConfig, **kwargs: Any) -> StatusReporter:
@@ -135,6 +136,21 @@ class StatusReporter:
             rule.redacted_parameters(),
             secrets=secret_values(rule.parameters),
         )
+
+    def watch_data_problems(self, source: Callable[[], tuple[int, list[dict[str, Any]]]]) -> None:
+        """Where the trial's data problems come from (files skipped because they were missing,
+        empty or torn: ``Trial.data_problem_count`` and ``Trial.data_problems``); the result
+        file and the verdict line report them."""
+        with self._lock:
+            self._data_problems = source
+
+    def _problems(self) -> tuple[int, list[dict[str, Any]]]:
+        if self._data_problems is None:
+            return 0, []
+        try:
+            return self._data_problems()
+        except Exception:  # a report of problems must never become one
+            return 0, []
 
     # ---- resuming an earlier attempt ------------------------------------------------------
 
@@ -300,6 +316,14 @@ class StatusReporter:
                 write_status_files(self._message_dir, message)
             self._write_result()
             self._clear_line()
+            problems, _ = self._problems()
+            if problems:
+                self._log.warning(
+                    "data_problems",
+                    count=problems,
+                    message=f"{problems} event file(s) were missing, empty or torn: their steps "
+                    f"were skipped (see data_problems in {RESULT_FILE_NAME})",
+                )
             self._verdict_log.info(
                 "evaluation_finished",
                 status=overall_status(outcomes).value,
@@ -441,6 +465,7 @@ class StatusReporter:
             exit_code=self._exit_code,
             run_key=self._run_key,
             resumed=self._resumed or None,
+            data_problems=self._problems(),
         )
         try:
             write_result_file(self._output_dir, document)

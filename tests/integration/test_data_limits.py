@@ -105,3 +105,26 @@ def test_a_missing_event_file_is_logged_as_a_data_problem(
     assert line["level"] == "warning"
     assert line["problem"] == "missing"
     assert line["file"].endswith(event_key(2, "worker_0"))
+
+
+def test_missing_empty_and_torn_event_files_are_counted_in_the_result(
+    cli: EvaluatorCli, tmp_path: Path
+) -> None:
+    """A missing, an empty and a truncated event file on an ended trial: the run goes on, the
+    result file counts and names all three under data_problems, and the end says so."""
+    trial = tmp_path / "trial"
+    write_trial(trial, range(6))
+    (trial / event_key(1, "worker_0")).unlink()
+    (trial / event_key(2, "worker_0")).write_bytes(b"")
+    torn = trial / event_key(3, "worker_0")
+    torn.write_bytes(torn.read_bytes()[:20])  # every record cut short
+    run = run_rule(cli, tmp_path, trial)
+    assert run.returncode == 0, run.describe()
+    assert run.result is not None
+    problems = run.result["data_problems"]
+    assert problems["count"] == 3
+    found = {(p["step"], p["problem"]) for p in problems["files"]}
+    assert found == {(1, "missing"), (2, "empty"), (3, "truncated")}
+    assert all(p["file"].endswith(event_key(p["step"], "worker_0")) for p in problems["files"])
+    (summary,) = [e for e in run.log_lines if e.get("event") == "data_problems"]
+    assert summary["count"] == 3 and summary["level"] == "warning"
