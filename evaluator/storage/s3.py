@@ -318,6 +318,17 @@ class S3Storage:
                 await wire.retarget(region)  # botocore's region redirect: once, not a retry
                 redirected = True
                 continue
+            if rules.limiter is not None:
+                await rules.limiter.on_receiving_response(
+                    response=None if reply is None else (reply, reply.parsed),
+                    attempts=attempt,
+                    operation=_OPERATION_MODELS[request.operation],
+                    caught_exception=caught,
+                    request_dict={"context": request_context},
+                )
+            if reply is not None and reply.parsed is None:
+                rules.quota.release_retry_quota(request_context, reply)
+                return reply
             context = RetryContext(
                 attempt_number=attempt,
                 operation_model=_OPERATION_MODELS[request.operation],
@@ -326,17 +337,6 @@ class S3Storage:
                 caught_exception=caught,
                 request_context=request_context,
             )
-            if rules.limiter is not None:
-                await rules.limiter.on_receiving_response(
-                    response=None if reply is None else (reply, reply.parsed),
-                    attempts=attempt,
-                    operation=context.operation_model,
-                    caught_exception=caught,
-                    request_dict={"context": request_context},
-                )
-            if reply is not None and reply.parsed is None:
-                rules.quota.release_retry_quota(request_context, reply)
-                return reply
             if not rules.checker.is_retryable(context):
                 if caught is not None:
                     raise caught

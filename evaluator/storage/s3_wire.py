@@ -20,7 +20,6 @@ successful head is ``BodyBroken``: botocore never saw those, and ``s3.py`` retri
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import hmac
 import ssl
@@ -45,7 +44,6 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.httpsession import get_cert_path
-from botocore.loaders import Loader, create_loader
 
 from evaluator.storage import s3_http
 from evaluator.storage.base import ObjectInfo
@@ -416,18 +414,13 @@ def _canonical_query(params: Mapping[str, str]) -> str:
     )
 
 
-@functools.cache
-def _shared_loader() -> Loader:
-    # The parsed service models are the slow part of creating a client (about 0.25 s).
-    return create_loader()
-
-
 def _resolve(bucket: str, endpoint_url: str | None, region: str | None) -> _Target:
     """Ask botocore where this bucket's requests go: its endpoint rules, the environment's and
     the profile's settings, all applied as for any botocore client. Nothing is sent: the
     requests are answered inside the process before they would leave it."""
+    # The parsed service model and endpoint rules (about 30,000 objects) are dropped with the
+    # client: kept, every full garbage collection of the process would walk them again.
     session = botocore.session.Session()
-    session.register_component("data_loader", _shared_loader())
     client = session.create_client(
         "s3",
         region_name=region,
