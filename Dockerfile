@@ -25,9 +25,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 # their wheels (and the build backend's), then the runtime venv from those wheels alone
 # (--no-index: nothing but the pinned versions can be installed). The dependencies' test
 # suites, type stubs and C sources leave it (about 20 MB, numpy's tests mostly), and so do
-# data nothing here reads (about 30 MB): botocore's models of the AWS services other than S3
-# and the credential chain's (STS, SSO, sign-in), and matplotlib's sample data and the fonts
-# the report's charts do not use (they draw in DejaVu Sans).
+# data nothing here reads (about 25 MB): botocore's models of the AWS services other than S3
+# and the credential chain's (STS, SSO, sign-in), and matplotlib's sample data.
 COPY container/docker/constraints.txt container/docker/build-constraints.txt /src/container/docker/
 RUN python -m venv /build-venv \
  && /build-venv/bin/pip wheel --quiet --wheel-dir /wheels \
@@ -41,8 +40,6 @@ RUN python -m venv /build-venv \
  && find "$site/botocore/data" -mindepth 1 -maxdepth 1 -type d ! -name s3 ! -name sts \
         ! -name sso ! -name sso-oidc ! -name signin -exec rm -rf {} + \
  && rm -rf "$site/matplotlib/mpl-data/sample_data" \
- && find "$site/matplotlib/mpl-data/fonts/ttf" -name '*.ttf' ! -name 'DejaVuSans*' \
-        ! -name 'LastResort*' -delete \
  && find "$site" -type f \( -name '*.pyi' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.c' \
         -o -name '*.cpp' -o -name '*.h' \) -delete \
  && /opt/venv/bin/python -m compileall -q -f --invalidation-mode unchecked-hash "$site"
