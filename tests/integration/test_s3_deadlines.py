@@ -26,6 +26,7 @@ from evaluator.storage import S3Storage
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from tests.support import collect, run_with
+from tests.support.faulty_proxy import FaultyProxy
 from tests.support.s3server import MotoS3
 
 HUNG = 30.0  # far above every budget below: failing this bound means "hung", not "slow"
@@ -281,3 +282,19 @@ def test_a_live_trial_rides_out_an_outage(
         np.testing.assert_array_equal(trial.tensor("w").value(5), np.full(4, 5, np.float32))
     finally:
         trial.close()
+
+
+def test_requests_go_through_the_proxy_the_environment_names(
+    trial: str, s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``HTTP_PROXY`` naming a proxy (and the endpoint not in ``NO_PROXY``), requests go
+    through it, as botocore sends them; the answers are the same."""
+    for name in ("http_proxy", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with FaultyProxy(s3_server.endpoint, rate=0.0) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.endpoint)
+        storage = S3Storage(trial, endpoint_url=s3_server.endpoint, **SHORT)
+        listed = run_with(storage, lambda s: collect(s, ""))
+        assert run_with(storage, lambda s: s.read("b.json")) == b"[]"
+    assert [(o.key, o.size) for o in listed] == [("a.json", 2), ("b.json", 2)]
+    assert proxy.requests == 2
