@@ -39,6 +39,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import make_trial  # noqa: E402  (stdlib-only at import time)
+from s3_cpu_run import report_s3_cpu, s3_cpu_main  # noqa: E402
 from workloads import S3_WORKLOADS, WORKLOADS  # noqa: E402
 
 # bench/rules_workload.py: the built-in rules over the trial. Not in the default set (a run of
@@ -1429,6 +1430,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
 
     report_requests(L, data, problems)
     report_live(L, data)
+    report_s3_cpu(L, data, problems)
 
     # Machine
     L.append("## Machine and software")
@@ -1479,6 +1481,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     L.append("```sh")
     cmds = []
     others = [e for sect in ("requests", "live") for _, e in sorted((data.get(sect) or {}).items())]
+    others += [data["s3_cpu"]] if data.get("s3_cpu") else []
     for e in [entries[k] for k in sorted(entries)] + others:
         c = e.get("command")
         if c and c not in cmds:
@@ -1589,6 +1592,18 @@ def main(argv: list[str] | None = None) -> int:
         help="let the counting proxy keep client connections alive (moto closes each one; "
         "smdebug then reads wrong values, see bench/README.md)",
     )
+    g = p.add_argument_group("S3 client CPU per request (--s3-cpu; bench/s3_cpu_run.py)")
+    g.add_argument(
+        "--s3-cpu",
+        action="store_true",
+        help="CPU per GET/LIST of every S3 client option (ours before and after, smdebug, "
+        "obstore, awscrt, signing variants) against a moto server; runs on its own",
+    )
+    g.add_argument("--s3-cpu-impls", help="comma list of options (default: all)")
+    g.add_argument("--s3-cpu-objects", type=int, default=1000, help="objects stored (%(default)s)")
+    g.add_argument("--s3-cpu-gets", type=int, default=1000, help="GETs measured (%(default)s)")
+    g.add_argument("--s3-cpu-lists", type=int, default=200, help="idle LISTs (%(default)s)")
+    g.add_argument("--s3-cpu-pages", type=int, default=5, help="1000-key pages (%(default)s)")
     g = p.add_argument_group("live latency (--live)")
     g.add_argument(
         "--live",
@@ -1658,6 +1673,22 @@ def main(argv: list[str] | None = None) -> int:
         return live_main(args, data, impls, command)
     if args.repeat is None:
         args.repeat = 3
+    if args.s3_cpu:
+        failed = s3_cpu_main(
+            args,
+            data,
+            command,
+            MotoServer(args.moto_server),
+            ours_py=args.ours_python,
+            smdebug_py=SMDEBUG_PY,
+            ensure_smdebug_venv=ensure_smdebug_venv,
+            git_state=git_state,
+            now_iso=now_iso,
+        )
+        save_results(args.results, data)
+        problems = write_report(data, args.report, args.results)
+        log(f"wrote {rel(args.results)} and {rel(args.report)}")
+        return 1 if failed or problems else 0
 
     storage = "s3" if args.s3 else "local"
     allowed = S3_WORKLOADS if args.s3 else LOCAL_WORKLOADS

@@ -136,3 +136,26 @@ class CountingProxy(_fp.FaultyProxy):
                 "body_bytes": {k: self.body_bytes.get(k, 0) for k in KINDS},
                 "samples": {k: list(v) for k, v in sorted(self.samples.items())},
             }
+
+
+def main() -> int:
+    """``python bench/s3_requests.py UPSTREAM [--keep-alive]``: serve until stdin closes, after
+    printing the endpoint on stdout. bench/s3_cpu_run.py runs it in a process of its own, so that
+    the proxy's CPU is not charged to the client measured."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("upstream")
+    parser.add_argument("--keep-alive", action="store_true")
+    args = parser.parse_args()
+    proxy = CountingProxy(args.upstream, keep_alive=args.keep_alive).start()
+    print(proxy.endpoint, flush=True)
+    try:
+        sys.stdin.read()  # the parent closes our stdin (or dies): stop
+    finally:
+        proxy.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
