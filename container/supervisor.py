@@ -65,6 +65,13 @@ class _Supervisor:
         self.ready = False
         self.stops: list[int] = []
         self.stop_deadline: float | None = None
+        # What the child said: where its files are, which rule works on which step since
+        # when, its verdict; and how it ended.
+        self.state: dict[str, Any] = {}
+        self.busy: dict[str, tuple[Any, float]] = {}
+        self.verdict: int | None = None
+        self.verdict_at: float | None = None
+        self.overrun: tuple[str, Any, float] | None = None
 
     # ---- signals -------------------------------------------------------------------------
 
@@ -99,6 +106,7 @@ class _Supervisor:
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), DEFAULT_STOP_GRACE)
+        self.state["message_dir"] = f"{opt_ml}/output"
         control_r, control_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -120,81 +128,78 @@ class _Supervisor:
         control = bytearray()
         outputs = _OutputLines(json)
         open_fds = {control_r: "control", out_r: "stdout", err_r: "stderr"}
-        busy: dict[str, tuple[Any, float]] = {}
-        state: dict[str, Any] = {"message_dir": f"{opt_ml}/output"}
-        verdict: int | None = None
-        verdict_at: float | None = None
         exit_status: int | None = None
         exited_at: float | None = None
-        overrun: tuple[str, Any, float] | None = None
-
         while True:
-            now = time.monotonic()
             if self.stops and self.stop_deadline is None:
-                self.stop_deadline = now + grace
+                self.stop_deadline = time.monotonic() + grace
                 if self.ready:
                     self._send(self.stops[0])
-            if open_fds:
-                try:
-                    readable, _, _ = select.select(list(open_fds), [], [], _TICK)
-                except InterruptedError:
-                    readable = []
-            else:
-                time.sleep(_TICK)
+            try:
+                readable = select.select(list(open_fds), [], [], _TICK)[0] if open_fds else []
+            except InterruptedError:
                 readable = []
+            if not open_fds:
+                time.sleep(_TICK)
             for fd in readable:
                 data = os.read(fd, 65536)
                 kind = open_fds[fd]
-                if not data:
+                if not data:  # the child's end closed
                     del open_fds[fd]
                     os.close(fd)
                     if kind != "control":
                         outputs.flush(kind)
-                    continue
-                if kind != "control":
+                elif kind != "control":
                     outputs.feed(kind, data)
-                    continue
-                control += data
-                for message in parse_messages(control):
-                    m = message["m"]
-                    if m == "ready":
-                        self.ready = True
-                        if self.stops:
-                            self._send(self.stops[0])
-                    elif m == "outputs":
-                        state.update(message)
-                        outputs.log_format = str(message.get("log_format") or "json")
-                    elif m == "step":
-                        busy[str(message.get("rule"))] = (message.get("step"), time.monotonic())
-                    elif m == "idle":
-                        busy.pop(str(message.get("rule")), None)
-                    elif m == "verdict" and isinstance(message.get("exit_code"), int):
-                        verdict, verdict_at = message["exit_code"], time.monotonic()
+                else:
+                    control += data
+                    for message in parse_messages(control):
+                        self._on_message(message, outputs, time.monotonic())
             exit_status = self._reap(exit_status)
             now = time.monotonic()
             if exit_status is not None and exited_at is None:
                 exited_at = now
                 self._kill_group()  # whatever the child left behind
-            if exited_at is not None and (not open_fds or now - exited_at > DRAIN_SECONDS):
+            if exited_at is None:
+                self._enforce_deadlines(now)
+            elif not open_fds or now - exited_at > DRAIN_SECONDS:
                 break
-            if exited_at is not None:
-                continue
-            limit = _seconds(state.get("step_timeout"), None)
-            if limit is not None and overrun is None:
-                for rule, (step, since) in busy.items():
-                    if now - since > limit:
-                        overrun = (rule, step, limit)
-                        self._kill_group()
-                        break
-            if self.stop_deadline is not None and now > self.stop_deadline:
-                self._kill_group()
-            if verdict_at is not None and now - verdict_at > VERDICT_GRACE:
-                self._kill_group()
         for fd in list(open_fds):
             os.close(fd)
         outputs.flush("stdout")
         outputs.flush("stderr")
-        return self._conclude(verdict, exit_status or 0, overrun, state)
+        return self._conclude(exit_status or 0)
+
+    def _on_message(self, message: dict[str, Any], outputs: _OutputLines, now: float) -> None:
+        kind = message["m"]
+        if kind == "ready":
+            self.ready = True
+            if self.stops:
+                self._send(self.stops[0])  # a stop that came before the child could take it
+        elif kind == "outputs":
+            self.state.update(message)
+            outputs.log_format = str(message.get("log_format") or "json")
+        elif kind == "step":
+            self.busy[str(message.get("rule"))] = (message.get("step"), now)
+        elif kind == "idle":
+            self.busy.pop(str(message.get("rule")), None)
+        elif kind == "verdict" and isinstance(message.get("exit_code"), int):
+            self.verdict, self.verdict_at = message["exit_code"], now
+
+    def _enforce_deadlines(self, now: float) -> None:
+        """Kill the child's group when a rule step overran rule_step_timeout, when a stop's
+        grace period is over, or when the child lingers after its verdict."""
+        limit = _seconds(self.state.get("step_timeout"), None)
+        if limit is not None and self.overrun is None:
+            for rule, (step, since) in self.busy.items():
+                if now - since > limit:
+                    self.overrun = (rule, step, limit)
+                    self._kill_group()
+                    break
+        if self.stop_deadline is not None and now > self.stop_deadline:
+            self._kill_group()
+        if self.verdict_at is not None and now - self.verdict_at > VERDICT_GRACE:
+            self._kill_group()
 
     def _reap(self, exit_status: int | None) -> int | None:
         """Collect every ended child (orphans included); the evaluation child's wait status
@@ -209,21 +214,16 @@ class _Supervisor:
             if pid == self.pid:
                 exit_status = status
 
-    def _conclude(
-        self,
-        verdict: int | None,
-        wait_status: int,
-        overrun: tuple[str, Any, float] | None,
-        state: dict[str, Any],
-    ) -> int:
+    def _conclude(self, wait_status: int) -> int:
         """The exit code; when the child gave no verdict, the final status written here."""
-        if verdict is not None:
-            return verdict
+        if self.verdict is not None:
+            return self.verdict
         from pathlib import Path
 
         from evaluator.errors import ExitCode
         from evaluator.status.final import close_unfinished
 
+        state = self.state
         result_dir = Path(state["result_dir"]) if state.get("result_dir") else None
         message_dir = Path(state["message_dir"]) if state.get("message_dir") else None
         if self.stops:
@@ -232,8 +232,8 @@ class _Supervisor:
                 result_dir, message_dir, status="Stopped", exit_code=code, text="Stopped"
             )
             return code
-        if overrun is not None:
-            rule, step, limit = overrun
+        if self.overrun is not None:
+            rule, step, limit = self.overrun
             own = (
                 f"ClientError: Rule {rule} spent more than {limit:g} s on step {step} "
                 f"(rule_step_timeout={limit:g}); the evaluation was ended. Make the rule's "
