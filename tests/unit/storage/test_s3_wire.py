@@ -3,8 +3,6 @@ botocore reads them, and the bucket's URL comes from botocore's endpoint rules."
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -59,8 +57,7 @@ def test_our_signature_is_botocores(
     url = ENDPOINT + path + (f"?{query}" if query else "")
     extra = {"Range": range_header} if range_header else {}
     expected, stamp = _botocore_authorization(url, credentials, extra)
-    frozen = time.strptime(stamp, "%Y%m%dT%H%M%SZ")
-    monkeypatch.setattr(s3_wire.time, "gmtime", lambda *_: frozen)
+    monkeypatch.setattr(s3_wire, "_timestamp", lambda: stamp)
     headers = wire._sign(credentials, "GET", path, query, range_header)
     assert headers["authorization"] == expected
     assert headers["host"] == "127.0.0.1:9000" and headers["x-amz-date"] == stamp
@@ -114,3 +111,22 @@ def test_error_answers_take_botocores_shape() -> None:
     }
     assert _parse_error(403, b"")["Error"]["Code"] == "403"
     assert _parse_error(503, b"<html>busy</html")["Error"]["Code"] == "503"
+
+
+def test_an_empty_listing_needs_no_xml_tree_and_equals_the_parsed_one() -> None:
+    """An idle poll's empty answer gives no objects and no token, as the full parse does."""
+    body = (
+        b'<?xml version="1.0" encoding="UTF-8"?>'
+        b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<IsTruncated>false</IsTruncated><KeyCount>0</KeyCount></ListBucketResult>"
+    )
+    page = parse_listing(body)
+    assert (page.objects, page.next_token) == ([], None)
+
+
+@pytest.mark.parametrize("text", ["cpu/index/000000000/x_worker_0.json", "a b+c", "é~-_.", ""])
+def test_query_values_are_encoded_as_sigv4_wants(text: str) -> None:
+    """The shortcut for plain keys encodes exactly as ``quote(safe='-_.~')``."""
+    from urllib.parse import quote
+
+    assert s3_wire._query_quote(text) == quote(text, safe="-_.~")
