@@ -247,8 +247,11 @@ def parse_listing(body: bytes) -> Listing:
     root = ElementTree.fromstring(body)
     ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     key_tag, size_tag = f"{ns}Key", f"{ns}Size"
+    # Keys come URL-encoded when the answer says so (botocore decodes them on the same sign);
+    # a server that ignored encoding-type sent them as XML text, already decoded by the parser.
+    decode = unquote_plus if root.findtext(f"{ns}EncodingType") == "url" else str
     objects = [
-        ObjectInfo(unquote_plus(item.findtext(key_tag) or ""), int(item.findtext(size_tag) or 0))
+        ObjectInfo(decode(item.findtext(key_tag) or ""), int(item.findtext(size_tag) or 0))
         for item in root.iter(f"{ns}Contents")
     ]
     truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"

@@ -86,11 +86,13 @@ def test_the_bucket_url_comes_from_botocores_endpoint_rules(
 
 
 def test_a_listing_decodes_keys_and_reads_the_next_token() -> None:
-    """URL-encoded keys come back decoded, sizes as ints, and the token only when truncated."""
+    """URL-encoded keys come back decoded (only when the answer says they are, as botocore
+    decides), sizes as ints, and the token only when truncated."""
     body = (
         b'<?xml version="1.0" encoding="UTF-8"?>'
         b'<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
         b"<IsTruncated>true</IsTruncated><NextContinuationToken>tok==</NextContinuationToken>"
+        b"<EncodingType>url</EncodingType>"
         b"<Contents><Key>run/a+b%2Bc%C3%A9.json</Key><ETag>&quot;x&quot;</ETag>"
         b"<Size>12</Size></Contents>"
         b"<Contents><Key>run/z</Key><Size>0</Size></Contents></ListBucketResult>"
@@ -100,6 +102,8 @@ def test_a_listing_decodes_keys_and_reads_the_next_token() -> None:
     assert page.next_token == "tok=="
     done = parse_listing(body.replace(b"<IsTruncated>true", b"<IsTruncated>false"))
     assert done.next_token is None
+    plain = parse_listing(body.replace(b"<EncodingType>url</EncodingType>", b""))
+    assert plain.objects[0].key == "run/a+b%2Bc%C3%A9.json"  # not URL-encoded: taken as is
 
 
 def test_error_answers_take_botocores_shape() -> None:
