@@ -21,6 +21,26 @@ Workloads (the fresh process does exactly this, nothing else):
     twice: 2 x steps x tensors ``value()`` calls (200,000 on the 2000x50 trial).
     Headline: all reads; each pass is reported too.
 
+The floors: what the same answers cost with no reader at all, only the bytes and the framing,
+in a plain loop (stdlib, numpy and, when installed, orjson; ``--impl`` only picks the
+interpreter).  A reader cannot beat them; the issue's target is "within 2x".
+
+``floor_metadata``
+    list ``index/`` (``os.scandir`` of its folders), read and parse every index file (orjson,
+    else json), and collect the steps and the sorted tensor names.  Headline: all of it.
+``floor_values``
+    the index files are read and parsed first (``index`` phase, not in the headline); then the
+    values_all walk, twice: per step (in order), one read of its event file, and per tensor
+    (names sorted) the record framed (length, length CRC, footer checked) and one
+    ``numpy.frombuffer`` over its payload.  The CRC of each distinct length is computed once,
+    as a reader would cache it.  Headline: both passes; compare a pass with values_all's
+    passes less their checksum share (``checksum_s`` / 2), since the floor hashes nothing
+    while timed.  Its checksum (a CRC chain over the payloads, computed after the timing) does
+    not equal values_all's, which hashes the decoded values.
+
+Both floors run with the cyclic garbage collector paused, as our reader pauses it while it
+loads index files.
+
 Output: ONE JSON line on stdout (the last line; libraries may log before it) with the seconds of
 each phase (``phases``), the headline seconds, the total (everything after the import), the peak
 RSS of the process (``ru_maxrss``), a checksum of every value read (CRC-32 chained over the raw
@@ -34,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import hashlib
 import json
 import os
@@ -46,6 +67,7 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 WORKLOADS = ("metadata", "values100", "values_all")
+FLOOR_WORKLOADS = ("floor_metadata", "floor_values")
 S3_WORKLOADS = ("metadata", "values100")
 
 
@@ -220,6 +242,117 @@ def meta_checksum(steps, names, modes=None, workers=None) -> str:
     return h.hexdigest()[:16]
 
 
+def _json_loads():
+    try:
+        import orjson
+
+        return orjson.loads, "orjson"
+    except ImportError:
+        return json.loads, "json"
+
+
+def _floor_index(trial_path: str, loads) -> list[tuple[int, str, list[tuple[str, int, int]]]]:
+    """(step, event file, [(name, start, length)]) of every index file, by step."""
+    root = os.path.join(trial_path, "index")
+    found = []
+    for folder in sorted(os.scandir(root), key=lambda e: e.name):
+        for entry in os.scandir(folder.path):
+            if not entry.name.endswith(".json"):
+                continue
+            with open(entry.path, "rb") as f:
+                doc = loads(f.read())
+            step = int(entry.name.split("_", 1)[0])
+            rows = [(t["tensorname"], t["start_idx"], t["length"]) for t in doc["tensor_payload"]]
+            found.append((step, doc["meta"]["event_file_name"], rows))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+def _masked_crc32c(data: bytes) -> int:
+    import google_crc32c  # ours' venv; the smdebug venv has crc32c through its own deps
+
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def run_floor(trial_path: str, workload: str) -> dict:
+    """The floor workloads (see the module docstring); the same output fields as ``run``."""
+    import struct
+
+    phases: dict[str, float] = {}
+    t = _now()
+    import numpy
+
+    loads, parser = _json_loads()
+    phases["import"] = _now() - t
+    rss_after_import = _rss_mib()
+    # A floor, not a reader: the cyclic collector's passes over the parsed JSON are left out
+    # (our reader pauses it while it loads index files, too).
+    gc.disable()
+    out: dict = {
+        "impl": "floor",
+        "workload": workload,
+        "trial": trial_path,
+        "storage": "local",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "json_parser": parser,
+    }
+    t = _now()
+    index = _floor_index(trial_path, loads)
+    phases["index"] = _now() - t
+    steps = [step for step, _, _ in index]
+    names = sorted({name for _, _, rows in index for name, _, _ in rows})
+    phases["index_and_names"] = _now() - t
+    out["meta_checksum"] = meta_checksum(steps, names)
+    crc = 0
+    n_values = 0
+    if workload == "floor_metadata":
+        headline = phases["index_and_names"]
+        out["checksum"] = out["meta_checksum"]
+    else:
+        header = struct.Struct("<QI")
+        footer = struct.pack("<I", _masked_crc32c(b"0x12345678"))
+        length_crcs: dict[int, int] = {}
+        frombuffer, uint8 = numpy.frombuffer, numpy.uint8
+        plan = [(event, sorted(rows)) for _, event, rows in index]
+        for p in (1, 2):
+            t = _now()
+            for event, rows in plan:
+                with open(os.path.join(trial_path, event), "rb") as f:
+                    data = f.read()
+                for _, start, length in rows:
+                    n, length_crc = header.unpack_from(data, start)
+                    expected = length_crcs.get(n)
+                    if expected is None:
+                        expected = length_crcs[n] = _masked_crc32c(struct.pack("<Q", n))
+                    end = start + length
+                    if n + 16 != length or length_crc != expected or data[end - 4 : end] != footer:
+                        raise SystemExit(f"bad record at {event}:{start}")
+                    frombuffer(data, uint8, n, start + 12)
+            phases[f"pass{p}"] = _now() - t
+        phases["reads"] = phases["pass1"] + phases["pass2"]
+        headline = phases["reads"]
+        for event, rows in plan:  # untimed: what was framed, to compare runs of the floor
+            with open(os.path.join(trial_path, event), "rb") as f:
+                data = f.read()
+            for _, start, length in rows:
+                crc = zlib.crc32(memoryview(data)[start + 12 : start + length - 4], crc)
+                n_values += 1
+        out["checksum"] = f"crc32={crc:08x};n={n_values}"
+    out["n_steps"] = len(steps)
+    out["n_tensors"] = len(names)
+    out["values_read"] = 2 * n_values
+    gc.enable()
+    out["phases"] = {k: round(v, 4) for k, v in phases.items()}
+    out["seconds"] = round(headline, 4)
+    not_in_total = ("import", "index_and_names", "pass1", "pass2")
+    out["total_s"] = round(sum(v for k, v in phases.items() if k not in not_in_total), 4)
+    out["peak_rss_mib"] = _peak_rss_mib()
+    out["rss_after_import_mib"] = rss_after_import
+    out["env"] = dict(_env_info(), impl="floor", executable=sys.executable)
+    return out
+
+
 def run(impl: str, trial_path: str, workload: str) -> dict:
     if workload not in WORKLOADS:
         raise SystemExit(f"unknown --workload {workload!r} (one of {', '.join(WORKLOADS)})")
@@ -317,14 +450,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--impl", required=True, choices=("smdebug", "ours"))
     p.add_argument("--trial", required=True, help="local trial directory or s3://bucket/prefix")
-    p.add_argument("--workload", required=True, choices=WORKLOADS)
+    p.add_argument("--workload", required=True, choices=WORKLOADS + FLOOR_WORKLOADS)
     args = p.parse_args(argv)
     trial = args.trial.strip()
     if not trial.startswith("s3://"):
         trial = os.path.abspath(trial)
         if not os.path.isdir(trial):
             raise SystemExit(f"no trial directory {trial}")
-    result = run(args.impl, trial, args.workload)
+    if args.workload in FLOOR_WORKLOADS:
+        if trial.startswith("s3://"):
+            raise SystemExit("the floor workloads read a local trial")
+        result = run_floor(trial, args.workload)
+    else:
+        result = run(args.impl, trial, args.workload)
     sys.stdout.flush()
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0

@@ -23,6 +23,7 @@ from evaluator.formats.proto import tensor_pb2, tensor_shape_pb2, types_pb2
 
 __all__ = [
     "MAX_FILLED_ELEMENTS",
+    "content_dtype",
     "decode_tensor_content",
     "decode_tensor_proto",
     "encode_tensor_proto",
@@ -114,6 +115,11 @@ def decode_tensor_proto(tensor: TensorProto) -> np.ndarray:
     """The numpy array a ``TensorProto`` holds (a new, writable array)."""
     array = decode_tensor_content(tensor)
     return _decode_without_content(tensor) if array is None else array
+
+
+def content_dtype(enum: int) -> np.dtype[Any] | None:
+    """The little-endian numpy dtype of ``tensor_content`` for DataType ``enum``, if numeric."""
+    return _CONTENT_DTYPE.get(enum)
 
 
 def decode_tensor_content(tensor: TensorProto) -> np.ndarray | None:

@@ -31,6 +31,7 @@ __all__ = [
     "Record",
     "encode_record",
     "iter_records",
+    "length_crc",
     "parse_frame",
     "read_record",
 ]
@@ -129,6 +130,12 @@ def smdebug_payload(buf: Buffer) -> Buffer | None:
 # A trial's records have few distinct lengths, so the length CRC is nearly always looked up.
 _LENGTH_CRCS: dict[int, int] = {}
 _LENGTH_CRCS_MAX = 4096
+
+
+def length_crc(n: int) -> int:
+    """The masked CRC of a record's 8 length bytes for payload length ``n`` (memoized)."""
+    crc = _LENGTH_CRCS.get(n)
+    return crc if crc is not None else _length_crc(n)
 
 
 def _length_crc(n: int) -> int:

@@ -22,18 +22,24 @@ from evaluator.trial.problems import DataProblems
 from evaluator.trial.source import ParsedIndex
 from evaluator.trial.state import TrialState
 
-__all__ = ["TrialCache"]
+__all__ = ["LOCAL_RAW_CACHE_MB", "TrialCache"]
 
 log = logging.getLogger("evaluator.trial")
 
 MiB = 1024 * 1024
+# A local folder's event files are read again from the operating system's page cache for
+# about what a copy of the bytes costs: its byte cache holds a working set (the files a rule
+# reads a few steps back), not the trial.
+LOCAL_RAW_CACHE_MB = 16.0
 _generations = itertools.count()
 
 
 class TrialCache:
     """State, read-set and caches of one trial, safe to share between the poller and readers."""
 
-    def __init__(self, state: TrialState, options: TrialOptions, *, uri: str) -> None:
+    def __init__(
+        self, state: TrialState, options: TrialOptions, *, uri: str, local: bool = False
+    ) -> None:
         self.state = state
         self.options = options
         self.uri = uri
@@ -42,8 +48,9 @@ class TrialCache:
         self.values = ValueCache(int(options.value_cache_mb * MiB))
         self.reductions = ValueCache(4 * MiB)  # computed reductions: 0-d arrays, a few bytes each
         # Event-file bytes: one budget for every trial of the process (see SharedBytes).
+        raw_mb = min(options.raw_cache_mb, LOCAL_RAW_CACHE_MB) if local else options.raw_cache_mb
         self.raw = SharedBytes(
-            shared_bytes(int(options.raw_cache_mb * MiB)), f"{uri}#{next(_generations)}"
+            shared_bytes(int(raw_mb * MiB)), f"{uri}#{next(_generations)}"
         )  # a reopened path starts afresh
         self.read_keys: set[str] = set()
         self.problems = DataProblems()  # event files that could not give their records

@@ -13,14 +13,15 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import functools
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
 from evaluator.errors import ObjectNotFound, TensorUnavailableForStep
-from evaluator.formats.events import decode_record_value
 from evaluator.formats.keys import event_key as make_event_key
 from evaluator.formats.keys import parse_index_key
+from evaluator.formats.record_values import RecordLayouts
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
@@ -58,31 +59,93 @@ class ValueReader:
         self._root = uri.rstrip("/")
         self._values = cache.values  # the hot path's caches, one attribute away
         self._raw = cache.raw
+        # Checked once: isinstance against a runtime Protocol costs tens of microseconds.
+        self._sync_storage = storage if isinstance(storage, SyncRangeReader) else None
+        self._layouts = RecordLayouts(source_prefix=f"{self._root}/")
+        # The event file read last, held while the reads go on in it (a step's tensors one
+        # after the other): one byte-cache lookup per file instead of one per value.
+        self._recent: tuple[str | None, int, bytes] = (None, 0, b"")
+        self._fast = self._layouts.fast
         self._inflight: dict[str, concurrent.futures.Future[None]] = {}
         self._prefetched: set[str] = set()  # fetched ahead, not read yet
         self._last_read_step: dict[str, int] = {}  # per worker, to tell a walk from random access
 
-    def read_value(self, location: tuple[str, int, int], *, what: Reading) -> np.ndarray:
+    def read_at(
+        self, event_key: str, start: int, length: int, name: str, step: int, mode: ModeKeys
+    ) -> np.ndarray:
+        """``read_value((event_key, start, length), (name, step, mode))``, flat: the hot path
+        of ``Tensor.value``, for a record of the event file read last (most reads)."""
+        recent = self._recent
+        if recent[0] == event_key:
+            at = start - recent[1]
+            data = recent[2]
+            if at >= 0 and at + length <= len(data) and not self._prefetched:
+                value = self._fast(data, at, length, name)
+                if value is not None:
+                    return value
+        return self.read_value((event_key, start, length), (name, step, mode))
+
+    def read_value(
+        self, location: tuple[str, int, int], what: Reading, layout: Hashable = None
+    ) -> np.ndarray:
         """The array of the record at ``location`` (a ``Location``, or a plain tuple of event key,
         start and length, cheaper to build on the hot path of every ``value()``, kept flat).
+        ``layout`` names the record's kind for the learned-layout decode (the tensor name; the
+        name and the reduction for a saved reduction); by default ``what``'s tensor name.
         ``TensorUnavailableForStep(*what)`` when the record never comes."""
         event_key, start, length = location
+        recent = self._recent
+        if recent[0] == event_key:
+            lo, data = recent[1], recent[2]
+        else:
+            span = self._raw.get(event_key)  # the one byte-cache lookup of a file not just read
+            if span is None:
+                return self._read_uncached(location, what, layout)
+            lo, data = span
+            self._recent = (event_key, lo, data)
+        at = start - lo
+        if at < 0 or at + length > len(data):
+            return self._read_uncached(location, what, layout)
+        if self._prefetched and event_key in self._prefetched:
+            self._first_use_of_prefetched(event_key)
+        value = self._fast(data, at, length, what[0] if layout is None else layout)
+        if value is not None:
+            return value
+        return self._decode_checked(location, memoryview(data)[at : at + length], what, layout)
+
+    def _read_uncached(
+        self, location: tuple[str, int, int], what: Reading, layout: Hashable
+    ) -> np.ndarray:
+        """A record whose bytes are not in the byte cache: from the value cache if it kept the
+        value, else from storage (see ``_record_bytes``)."""
+        event_key, start, _ = location
         values = self._values
-        key = (event_key, start)
         if values.max_bytes:
-            cached = values.get(key)
+            cached = values.get((event_key, start))
             if cached is not None:
                 return cached.copy()
-        end = start + length
-        span = self._raw.get(event_key)  # the one byte-cache lookup of a value-cache miss
-        if span is not None and span[0] <= start and end <= span[0] + len(span[1]):
-            lo = span[0]
-            record = memoryview(span[1])[start - lo : end - lo]
-            if event_key in self._prefetched:
-                self._first_use_of_prefetched(event_key)
-        else:
-            record = self._record_bytes(location, what)
-        value = decode_record_value(record, source=f"{self._root}/{event_key}", offset=start)
+        record = self._record_bytes(location, what)
+        value = self._layouts.fast(record, 0, len(record), what[0] if layout is None else layout)
+        if value is None:
+            return self._decode_checked(location, record, what, layout)
+        key = (event_key, start)
+        if values.max_bytes and values.admit(key):
+            values.put(key, value)
+            return value.copy()
+        return value
+
+    def _decode_checked(
+        self, location: tuple[str, int, int], record: memoryview, what: Reading, layout: Hashable
+    ) -> np.ndarray:
+        """Decode the record the checked way (learning its layout), kept in the value cache
+        from its second recent read on: records the learned layout cannot read, and records
+        whose event file left the byte cache, are the ones worth keeping decoded."""
+        event_key, start, _ = location
+        value = self._layouts.decode(
+            record, what[0] if layout is None else layout, event_key=event_key, offset=start
+        )
+        values = self._values
+        key = (event_key, start)
         if values.max_bytes and values.admit(key):
             values.put(key, value)
             return value.copy()
@@ -118,12 +181,27 @@ class ValueReader:
                 return found
         lo, hi = self._span_to_read(event_key, start, end)
         data = self._read_now(event_key, lo, hi)
-        if data is None:  # not readable in this thread, or not (completely) there yet
-            data = self.loop.run(self._fetch(event_key, lo, hi))
+        if data is not None:
+            # A read in this thread (a local folder) costs less than handing one to the loop:
+            # nothing is fetched ahead.
+            self._hold(event_key, lo, data)
+            return memoryview(data)[start - lo : end - lo]
+        data = self.loop.run(self._fetch(event_key, lo, hi))  # not (completely) there yet
         if data is None or len(data) < end - lo:
             raise self._unreadable(event_key, lo, end, data, what)
+        self._hold(event_key, lo, data)
         self._prefetch_after(event_key)
         return memoryview(data)[start - lo : end - lo]
+
+    def _hold(self, event_key: str, lo: int, data: bytes) -> None:
+        """Keep the file just read at hand for the next reads, if the byte cache keeps it too
+        (with no byte cache, nothing is held)."""
+        if len(data) + 33 <= self._raw.max_bytes:
+            self._recent = (event_key, lo, data)
+
+    def forget(self) -> None:
+        """Let go of the file held at hand (the trial is closing)."""
+        self._recent = (None, 0, b"")
 
     def _unreadable(
         self, event_key: str, lo: int, end: int, data: bytes | None, what: Reading
@@ -178,10 +256,11 @@ class ValueReader:
     def _read_now(self, event_key: str, lo: int, hi: int) -> bytes | None:
         """The bytes read in the calling thread when the backend can (local folders), else
         None; a missing or short file also gives None, and the async path then waits for it."""
-        if not isinstance(self.storage, SyncRangeReader):
+        storage = self._sync_storage
+        if storage is None:
             return None
         try:
-            data = self.storage.read_range_sync(event_key, lo, hi)
+            data = storage.read_range_sync(event_key, lo, hi)
         except ObjectNotFound:
             return None
         if len(data) < hi - lo:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["note_read", "observe_reads"]
+__all__ = ["note_read", "observe_reads", "observing"]
 
 ReadObserver = Callable[[str, int], None]
 
@@ -27,6 +27,10 @@ def observe_reads(callback: ReadObserver) -> Iterator[None]:
         yield
     finally:
         _observer.reset(token)
+
+
+#: The current observer, or None: a hot path asks (a C call) before it notes a read.
+observing: Callable[[], ReadObserver | None] = _observer.get
 
 
 def note_read(name: str, step: int) -> None:

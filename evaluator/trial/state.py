@@ -53,6 +53,10 @@ class TrialState:
         self.mode_to_tensors: dict[ModeKeys, set[str]] = {}
         self.workers_for_global_step: dict[int, set[str]] = {}
         self.event_spans: dict[str, tuple[int, int]] = {}  # event key -> byte span of its records
+        # Global step -> the one index file a GLOBAL read without a worker uses there, for
+        # steps where that file is the only candidate (one worker, one mode): the hot path of
+        # ``Tensor.value``. Steps with more files are answered by ``files_holding``.
+        self.sole_file: dict[int, FileIndex] = {}
         self.last_complete_step = -1
         self.last_index_token: str | None = None
         self.loaded_all_steps = False
@@ -103,6 +107,25 @@ class TrialState:
             if name in new.names or record.files(new.mode, new.mode_step) is not None:
                 record.add(new.mode, new.mode_step, files)
         self._note_step(new.names, step, worker, new.mode, new.mode_step)
+        # Every sole file this step's map may have served is looked at again: a map that
+        # gains a second worker has no sole file any more, wherever it was one.
+        for f in files.values() if len(files) > 1 else (new,):
+            self._note_sole_file(f.step)
+            if f.mode is _GLOBAL and f.mode_step != f.step:
+                self._note_sole_file(f.mode_step)
+
+    def _note_sole_file(self, step: int) -> None:
+        """Keep ``sole_file`` of global ``step`` true to ``files_holding``: the GLOBAL files of
+        that step and those of its mode step must be one and the same single file."""
+        direct = self.files_at.get((_GLOBAL, step))
+        key = self.global_to_mode.get(step)
+        files = None if key is None else self.files_at.get(key)
+        if files is not None and len(files) == 1 and (direct is None or direct is files):
+            self.sole_file[step] = next(iter(files.values()))
+        elif direct is not None and files is None and len(direct) == 1:
+            self.sole_file[step] = next(iter(direct.values()))
+        else:
+            self.sole_file.pop(step, None)
 
     def _note_span(self, f: FileIndex) -> None:
         ends = [t.start_idx + t.length for t in f.tensors.values()]

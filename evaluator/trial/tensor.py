@@ -18,7 +18,7 @@ from evaluator.errors import (
 )
 from evaluator.modes import ModeKeys, StepState
 from evaluator.trial.entries import FileIndex, StepEntry, TensorRecord
-from evaluator.trial.reads import note_read
+from evaluator.trial.reads import note_read, observing
 from evaluator.trial.view import TrialView
 
 if TYPE_CHECKING:
@@ -41,6 +41,9 @@ class Tensor:
         self.cache = cache
         self._view = view
         self._record_made: TensorRecord | None = None
+        # The hot path's lookups, one attribute away (both live as long as the trial).
+        self._sole_file = view.state.sole_file
+        self._read_at = view.reader.read_at
 
     def __repr__(self) -> str:
         return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
@@ -98,6 +101,18 @@ class Tensor:
 
         With no ``worker``, the lexically first worker that saved the step is used.
         """
+        if mode is GLOBAL and worker is None:
+            # The hot path: a step with one index file (one worker), holding the tensor.
+            sole = self._sole_file.get(step_num)
+            if sole is not None:
+                name = self.name
+                found = sole.tensors.get(name)
+                if found is not None:
+                    if observing():
+                        note_read(name, step_num)
+                    return self._read_at(
+                        sole.event_key, found.start_idx, found.length, name, step_num, mode
+                    )
         file = self._file(step_num, mode, worker)
         saved = file.tensors.get(self.name)
         if saved is None:
@@ -124,7 +139,7 @@ class Tensor:
         reader, what = self._view.reader, (self.name, step_num, mode)
         saved = entry.reductions.get((reduction_name, abs))
         if saved is not None:
-            return reader.read_value(saved, what=what)
+            return reader.read_value(saved, what=what, layout=(self.name, reduction_name, abs))
         location = entry.location
         if location is None:
             raise TensorUnavailableForStep(reduction_name, step_num, mode)
@@ -139,7 +154,10 @@ class Tensor:
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
         reader, what = self._view.reader, (self.name, step_num, mode)
-        return {key: reader.read_value(loc, what=what) for key, loc in entry.reductions.items()}
+        return {
+            key: reader.read_value(loc, what=what, layout=(self.name, *key))
+            for key, loc in entry.reductions.items()
+        }
 
     def shape(
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None

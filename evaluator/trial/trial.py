@@ -24,7 +24,7 @@ from evaluator.errors import (
 )
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys, StepState
-from evaluator.storage.base import Storage
+from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.patterns import compile_pattern, matching_names
@@ -88,7 +88,8 @@ class Trial:
             incomplete_step_window=options.incomplete_step_window,
             range_steps=range_steps,
         )
-        self._cache = TrialCache(state, options, uri=path)
+        local = isinstance(storage, SyncRangeReader)  # a folder: the OS keeps its bytes
+        self._cache = TrialCache(state, options, uri=path, local=local)
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
         self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
@@ -112,6 +113,7 @@ class Trial:
             return
         self._closed = True
         self._poller.stop()
+        self._reader.forget()
         self._cache.clear()
         self._run(self._storage.aclose())
 

@@ -1,0 +1,109 @@
+"""The learned-layout decode: the same arrays as the checked decode, or the checked path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.errors import CorruptRecordError
+from evaluator.formats.events import decode_record_value, encode_tensor_event
+from evaluator.formats.proto.event_pb2 import Event
+from evaluator.formats.record_values import RecordLayouts
+from evaluator.formats.tfrecord import encode_record
+from evaluator.modes import ModeKeys
+
+VALUES: list[Any] = [
+    np.arange(256, dtype=np.float32),
+    np.arange(12, dtype=np.float64).reshape(3, 4),
+    np.array([[1, -2], [3, 4]], dtype=np.int8),
+    np.array(7.5, dtype=np.float32),
+    np.array([True, False, True]),
+    np.arange(200, dtype=np.int64),
+]
+
+
+def record(value: Any, *, tag: str = "t", step: int = 1, mode_step: int | None = None) -> bytes:
+    payload = encode_tensor_event(
+        tag, value, step=step, mode=ModeKeys.TRAIN, mode_step=mode_step, wall_time=1.5
+    )
+    return encode_record(payload)
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: f"{v.dtype}{list(v.shape)}")
+def test_after_one_checked_read_every_step_reads_fast_and_equal(value: Any) -> None:
+    """Once a record was decoded the checked way, records of the same tensor at other steps
+    read by layout give the same arrays; a mode step with more digits (longer metadata) is
+    read the checked way once, and by layout from then on."""
+    layouts = RecordLayouts()
+    first = record(value, step=1, mode_step=1)
+    assert layouts.fast(first, 0, len(first), "t") is None  # nothing learned yet
+    assert same(layouts.decode(first, "t", event_key="e", offset=0), value)
+    for step in (2, 130, 70_000, 2**40):
+        value = np.asarray(value + 1 if value.dtype != np.bool_ else ~value, dtype=value.dtype)
+        data = b"xx" + record(value, step=step, mode_step=5)
+        got = layouts.fast(data, 2, len(data) - 2, "t")
+        assert got is not None and same(got, value)
+        got[...] = 0  # a private, writable array
+        assert same(layouts.fast(data, 2, len(data) - 2, "t"), value)  # type: ignore[arg-type]
+    longer = record(value, step=3, mode_step=123456)
+    assert layouts.fast(longer, 0, len(longer), "t") is None
+    assert same(layouts.decode(longer, "t", event_key="e", offset=0), value)
+    assert same(layouts.fast(longer, 0, len(longer), "t"), value)  # type: ignore[arg-type]
+
+
+def test_a_changed_shape_or_tag_is_not_read_by_the_old_layout() -> None:
+    """A record whose tag, dtype or shape differs from the learned one goes the checked way."""
+    layouts = RecordLayouts()
+    first = record(np.zeros(4, np.float32))
+    layouts.decode(first, "t", event_key="e", offset=0)
+    for other in (
+        record(np.zeros(5, np.float32)),
+        record(np.zeros((2, 2), np.float32)),
+        record(np.zeros(4, np.float64)),
+        record(np.zeros(4, np.float32), tag="u"),
+    ):
+        assert layouts.fast(other, 0, len(other), "t") is None
+        assert same(layouts.decode(other, "t", event_key="e", offset=0), decode_record_value(other))
+
+
+def test_records_the_layout_cannot_prove_go_the_checked_way() -> None:
+    """Torn records, a payload CRC footer, a bad length CRC, a second tensor field and string
+    tensors are never read by layout: the checked path reads them or says what is wrong."""
+    value = np.arange(8, dtype=np.float32)
+    layouts = RecordLayouts()
+    good = record(value)
+    layouts.decode(good, "t", event_key="e", offset=0)
+    payload = good[12:-4]
+    twice = Event.FromString(payload)
+    twice.summary.value[0].tensor.tensor_content = (value + 1).tobytes()
+    cases = {
+        "torn": good[:-9],
+        "payload crc": encode_record(payload, payload_crc=True),
+        "bad length crc": good[:8] + b"\0\0\0\0" + good[12:],
+        "second tensor": encode_record(payload + twice.SerializeToString()),
+    }
+    for name, data in cases.items():
+        assert layouts.fast(data, 0, len(data), "t") is None, name
+    np.testing.assert_array_equal(
+        layouts.decode(cases["payload crc"], "t", event_key="e", offset=0), value
+    )
+    with pytest.raises(CorruptRecordError):
+        layouts.decode(cases["bad length crc"], "t", event_key="e", offset=0)
+    strings = record(np.array(["a", "b"]))
+    assert layouts.decode(strings, "s", event_key="e", offset=0).tolist() == ["a", "b"]
+    assert layouts.fast(strings, 0, len(strings), "s") is None
+
+
+def test_errors_of_the_checked_path_name_the_event_file() -> None:
+    """The checked path's errors name the file (prefix + event key) and the offset."""
+    layouts = RecordLayouts(source_prefix="s3://b/p/")
+    bad = record(np.zeros(3, np.float32))
+    bad = bad[:8] + b"\0\0\0\0" + bad[12:]
+    with pytest.raises(CorruptRecordError, match="s3://b/p/events/x.tfevents"):
+        layouts.decode(bad, "t", event_key="events/x.tfevents", offset=40)
