@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evaluator.config.values import as_bool
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, SMDebugValueError
 from evaluator.modes import ModeKeys
+from evaluator.trial.patterns import NamePattern, compile_pattern
 
 __all__ = [
     "Param",
@@ -90,8 +91,10 @@ def parse_optional_int(
     return parse_int(rule, name, value, minimum=minimum)
 
 
-def parse_regex(rule: str, name: str, value: object) -> re.Pattern[str]:
-    """A compiled, non-empty regular expression (an empty one would match every tensor)."""
+def parse_regex(rule: str, name: str, value: object) -> NamePattern:
+    """A non-empty regular expression (an empty one would match every tensor), matched in
+    linear time where RE2 can (``evaluator.trial.patterns``); ``search``/``pattern`` as
+    ``re.Pattern``'s."""
     text = "" if value is None else str(value).strip()
     if not text:
         raise ConfigurationError(
@@ -99,11 +102,13 @@ def parse_regex(rule: str, name: str, value: object) -> re.Pattern[str]:
             f"{value!r} (an empty one would match every tensor)"
         )
     try:
-        return re.compile(text)
+        return compile_pattern(text, what=f"{rule} parameter {name}")
     except re.error as e:
         raise ConfigurationError(
             f"{rule} parameter {name} must be a regular expression, got {value!r}: {e}"
         ) from None
+    except SMDebugValueError as e:  # longer than max_regex_length
+        raise ConfigurationError(str(e)) from None
 
 
 def parse_bool(rule: str, name: str, value: object) -> bool:

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import ConfigurationError, SMDebugValueError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
+from evaluator.trial.patterns import compile_pattern, matching_names
 from rules_builtin._params import parse_list
 
 __all__ = ["TensorSelection", "listed", "percent_of", "scalar", "scalar_at"]
@@ -86,7 +87,12 @@ class TensorSelection:
         self.default_collections = list(default_collections)
         self.all_when_empty = all_when_empty
         self.regex_parameter = regex_parameter
-        self._compiled = [re.compile(p) for p in self.regexes]
+        try:
+            self._compiled = [
+                compile_pattern(p, what=f"{rule} parameter {regex_parameter}") for p in self.regexes
+            ]
+        except SMDebugValueError as e:  # longer than max_regex_length
+            raise ConfigurationError(str(e)) from None
 
     @property
     def given(self) -> bool:
@@ -106,7 +112,7 @@ class TensorSelection:
                 return sorted(self._in_collections(trial, self.default_collections) & available)
             return sorted(available) if self.all_when_empty else []
         chosen = self._in_collections(trial, self.collections)
-        chosen |= {n for n in available if any(c.search(n) for c in self._compiled)}
+        chosen |= matching_names(available, self._compiled)
         return sorted(chosen & available)
 
     def hint(self, *, parameter: str | None = None) -> SelectionHint:
@@ -139,7 +145,10 @@ class TensorSelection:
                 continue
             coll = known[name]
             found |= set(coll.tensor_names)
-            patterns = [re.compile(p) for p in (coll.include_regex or [])]
+            patterns = [
+                compile_pattern(p, what=f"collection {name}'s include_regex")
+                for p in (coll.include_regex or [])
+            ]
             if patterns:
-                found |= {t for t in trial.tensor_names() if any(p.search(t) for p in patterns)}
+                found |= matching_names(trial.tensor_names(), patterns)
         return found

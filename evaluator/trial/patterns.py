@@ -96,6 +96,11 @@ class NamePattern:
     def __repr__(self) -> str:
         return f"<NamePattern {self.text!r} engine={self.engine}>"
 
+    @property
+    def pattern(self) -> str:
+        """The pattern's text, as ``re.Pattern.pattern``."""
+        return self.text
+
     def search(self, name: str) -> bool:
         return name in self.matching([name])
 
