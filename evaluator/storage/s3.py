@@ -207,9 +207,9 @@ class S3Storage:
         request = _Request("list", self._s3_uri(prefix), "s3:ListBucket", params=params)
         skip = len(self._root)
         while True:
-            page = parse_listing((await self._call(request)).body)
+            page = parse_listing((await self._call(request)).body, strip=skip)
             for item in page.objects:
-                yield ObjectInfo(item.key[skip:], item.size)
+                yield item
             token = page.next_token
             if not token or token == params.get("continuation-token"):
                 return

@@ -240,8 +240,9 @@ class S3Wire:
         return key
 
 
-def parse_listing(body: bytes) -> Listing:
-    """A ListObjectsV2 answer (``encoding-type=url``): keys decoded, sizes, the next token."""
+def parse_listing(body: bytes, *, strip: int = 0) -> Listing:
+    """A ListObjectsV2 answer (``encoding-type=url``): keys decoded (less their first ``strip``
+    characters: the trial's root), sizes, the next token."""
     if b"Contents>" not in body and b"IsTruncated>true<" not in body:
         return Listing([], None)  # an idle poll's answer: no XML tree needed
     root = ElementTree.fromstring(body)
@@ -251,7 +252,7 @@ def parse_listing(body: bytes) -> Listing:
     # a server that ignored encoding-type sent them as XML text, already decoded by the parser.
     decode = unquote_plus if root.findtext(f"{ns}EncodingType") == "url" else str
     objects = [
-        ObjectInfo(decode(item.findtext(key_tag) or ""), int(item.findtext(size_tag) or 0))
+        ObjectInfo(decode(item.findtext(key_tag) or "")[strip:], int(item.findtext(size_tag) or 0))
         for item in root.iter(f"{ns}Contents")
     ]
     truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
