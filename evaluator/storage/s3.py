@@ -146,6 +146,11 @@ class _RetryRules:
 class S3Storage:
     """A ``Storage`` over ``s3://bucket/prefix``.
 
+    ``retry_mode`` is ``"standard"`` or ``"adaptive"`` (``"legacy"`` is taken as standard);
+    ``max_attempts``, ``body_retries``, the timeouts, ``request_deadline`` and the outage
+    settings are described in the module's docstring, with their defaults. ``endpoint_url``
+    overrides the endpoint botocore would choose (``AWS_ENDPOINT_URL[_S3]`` do the same).
+
     ``count_requests=True`` counts every attempt sent, retries included, by operation name
     (``"ListObjectsV2"``, ``"GetObject"``, ``"HeadObject"``) in ``request_counts``.
 
