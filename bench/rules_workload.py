@@ -208,10 +208,45 @@ class Smdebug(Side):
             ALLOWED_MODES=(ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT, ModeKeys.GLOBAL),
             **({"StepState": StepState} if StepState is not None else {}),
         )
-        rule = module("evaluator.rules.rule", Rule=Rule)
+        evidence = module("evaluator.rules.evidence", **_evidence_standins())
+        Evidence = evidence.Evidence
+
+        class RuleWithEvidence(Rule):
+            """smdebug's Rule, plus the ``evidence`` and ``selection_hints`` the built-in
+            rules use: the firing decision only (``Evidence.compare``), nothing recorded."""
+
+            def __init__(self, base_trial, action_str=None, other_trials=None):
+                super().__init__(base_trial, action_str, other_trials=other_trials)
+                self.evidence = Evidence()
+
+            def selection_hints(self):
+                return []
+
+        rule = module("evaluator.rules.rule", Rule=RuleWithEvidence)
         actions = module("evaluator.rules.actions", Actions=Actions, ClientFactory=object)
-        rules = module("evaluator.rules", package=True, rule=rule, actions=actions, Rule=Rule)
-        module("evaluator", package=True, errors=errors, modes=modes, rules=rules)
+        rules = module(
+            "evaluator.rules",
+            package=True,
+            rule=rule,
+            actions=actions,
+            evidence=evidence,
+            Rule=RuleWithEvidence,
+        )
+        # Our own pure-Python helpers the rule modules import, loaded from their files (they
+        # import only the stdlib and evaluator.errors), and a stand-in for the RE2 patterns.
+        config = module("evaluator.config", package=True)
+        config.values = _load_file("evaluator.config.values", "evaluator/config/values.py")
+        patterns = module("evaluator.trial.patterns", **_pattern_standins())
+        trial = module("evaluator.trial", package=True, patterns=patterns)
+        module(
+            "evaluator",
+            package=True,
+            errors=errors,
+            modes=modes,
+            rules=rules,
+            config=config,
+            trial=trial,
+        )
 
     def create_trial(self, path: str):
         return self._create_trial(path)
@@ -249,6 +284,80 @@ class Smdebug(Side):
         finally:
             del rule.invoke
         return tally
+
+
+def _load_file(name: str, relative: str) -> types.ModuleType:
+    """Import one of our modules from its file under ``name`` (smdebug side)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO_ROOT, relative))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _evidence_standins() -> dict:
+    """``SelectionHint`` and a minimal ``Evidence`` for the smdebug side: ``compare`` answers
+    ``value fires_when threshold`` (floats) as ours does and records nothing, so the smdebug
+    side pays less than ours for the same rule body."""
+    import dataclasses
+    import operator
+
+    ops = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+    @dataclasses.dataclass(frozen=True)
+    class SelectionHint:
+        description: str
+        patterns: tuple = ()
+        parameter: str | None = None
+        advice: str | None = None
+
+    class Evidence:
+        def compare(self, step, tensors, *, quantity, value, parameter, threshold, fires_when,
+                    sentence=None, mode=None, mode_step=None):  # fmt: skip
+            return ops[fires_when](float(value), float(threshold))
+
+        def checked(self, step, tensors):
+            pass
+
+        def record(self, step, tensors, *, quantity, value):
+            pass
+
+    return {"SelectionHint": SelectionHint, "Evidence": Evidence}
+
+
+def _pattern_standins() -> dict:
+    """``compile_pattern``/``matching_names``/``NamePattern`` over Python's ``re`` (the smdebug
+    venv has no RE2): the same answers (``re.search``) for the plan's patterns."""
+    import re
+
+    class NamePattern:
+        def __init__(self, text, flags=0):
+            self._re = re.compile(text, flags)
+            self.pattern = text
+
+        def search(self, name):
+            return self._re.search(name) is not None
+
+        def match(self, name):
+            return self._re.match(name) is not None
+
+    def compile_pattern(pattern, *, what="", max_length=4096, fallback_seconds=10.0):
+        if isinstance(pattern, re.Pattern):
+            return NamePattern(pattern.pattern, pattern.flags)
+        return NamePattern(pattern)
+
+    def matching_names(names, patterns, *, anchored=False):
+        test = "match" if anchored else "search"
+        return {n for n in names if any(getattr(p, test)(n) for p in patterns)}
+
+    return {
+        "NamePattern": NamePattern,
+        "compile_pattern": compile_pattern,
+        "matching_names": matching_names,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,6 +438,7 @@ def run(
             "other_trial": plan["other_trial"],
         }
         rule = others = None
+        c0 = time.process_time()
         t0 = _now()
         try:
             others = [side.create_trial(trial_path)] if plan["other_trial"] else []
@@ -352,6 +462,7 @@ def run(
             build_s=round(t1 - t0, 4),
             run_s=round(t2 - t1, 4),
             seconds=round(t2 - t0, 4),
+            cpu_s=round(time.process_time() - c0, 4),  # the process's CPU: less noisy on a busy machine
             evaluated=r["evaluated"],
             skipped=r["skipped"],
             ended_by=r["ended_by"],
