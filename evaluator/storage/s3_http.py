@@ -186,7 +186,8 @@ class _Connection(asyncio.Protocol):
         if self._chunked:
             self._parse_chunks()
         elif self._length is not None and len(buffer) >= self._length:
-            body = bytes(buffer[: self._length])
+            with memoryview(buffer) as view:
+                body = bytes(view[: self._length])  # one copy, even of a 16 MB body
             del buffer[: self._length]
             self._complete(body)
 
@@ -214,27 +215,30 @@ class _Connection(asyncio.Protocol):
             self._keep_alive = False  # the end of the connection ends the body
 
     def _parse_chunks(self) -> None:
-        buffer = self._buffer
-        while True:
-            end = buffer.find(b"\r\n")
-            if end < 0:
-                return
-            size = int(bytes(buffer[:end]).split(b";", 1)[0], 16)
-            if size == 0:  # the last chunk, then trailers (usually none) and an empty line
-                if buffer[end + 2 : end + 4] == b"\r\n":
-                    stop = end + 4
-                else:
-                    trailers_end = buffer.find(b"\r\n\r\n", end + 2)
-                    if trailers_end < 0:
-                        return
-                    stop = trailers_end + 4
-                del buffer[:stop]
-                self._complete(b"".join(self._chunks))
-                return
-            if len(buffer) < end + 2 + size + 2:
-                return
-            self._chunks.append(bytes(buffer[end + 2 : end + 2 + size]))
-            del buffer[: end + 2 + size + 2]
+        buffer, position = self._buffer, 0
+        try:
+            while True:
+                end = buffer.find(b"\r\n", position)
+                if end < 0:
+                    return
+                size = int(bytes(buffer[position:end]).split(b";", 1)[0], 16)
+                if size == 0:  # the last chunk, then trailers (usually none) and an empty line
+                    if buffer[end + 2 : end + 4] == b"\r\n":
+                        position = end + 4
+                    else:
+                        trailers_end = buffer.find(b"\r\n\r\n", end + 2)
+                        if trailers_end < 0:
+                            return
+                        position = trailers_end + 4
+                    self._complete(b"".join(self._chunks))
+                    return
+                data_end = end + 2 + size
+                if len(buffer) < data_end + 2:
+                    return
+                self._chunks.append(bytes(buffer[end + 2 : data_end]))
+                position = data_end + 2
+        finally:
+            del buffer[:position]  # once per arrival, not once per chunk
 
 
 class HttpClient:

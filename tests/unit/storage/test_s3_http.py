@@ -165,3 +165,29 @@ def test_a_refused_connection_is_connect_failed() -> None:
 
     with pytest.raises(ConnectFailed):
         run(body())
+
+
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+def test_answers_arriving_in_small_pieces_are_reassembled(framing: str) -> None:
+    """An answer split into many small writes (chunk boundaries and CRLFs cut in half) gives
+    the same body as one write."""
+    payload = bytes(range(256)) * 40
+    if framing == "chunked":
+        chunks = [payload[i : i + 1000] for i in range(0, len(payload), 1000)]
+        body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+        answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    else:
+        answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for i in range(0, len(answer), 7):
+            writer.write(answer[i : i + 7])
+            await writer.drain()
+            if i % 700 == 0:
+                await asyncio.sleep(0)
+        await reader.read()  # until the client closes
+        writer.close()
+
+    response = run(_with_server(trickle, _get))
+    assert isinstance(response, Response) and response.body == payload
