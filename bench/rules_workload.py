@@ -462,7 +462,7 @@ def run(
             build_s=round(t1 - t0, 4),
             run_s=round(t2 - t1, 4),
             seconds=round(t2 - t0, 4),
-            cpu_s=round(time.process_time() - c0, 4),  # the process's CPU: less noisy on a busy machine
+            cpu_s=round(time.process_time() - c0, 4),  # process CPU: steadier on a busy machine
             evaluated=r["evaluated"],
             skipped=r["skipped"],
             ended_by=r["ended_by"],

@@ -9,6 +9,7 @@ import numpy as np
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._columns import WindowedRows
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -89,12 +90,21 @@ class AllZero(Rule):
                 f"percentage in (0, 100], got {threshold!r}"
             )
 
+        # Zeros of a window of steps at once, where the trial has a batch read.
+        self._zeros = WindowedRows(base_trial, _zeros, dtypes=_NUMBERS)
+
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names(self.base_trial, step=step):
-            percent = self._zero_percent(name, step)
+        names = self.selection.names(self.base_trial, step=step)
+        for name in names:
+            batched = self._zeros.get(name, step, names)
+            if batched is not None:
+                zeros, size = batched
+                percent: float | None = 100.0 if zeros == size else 100.0 * zeros / size
+            else:
+                percent = self._zero_percent(name, step)
             if percent is None:
                 continue  # not checked
             if self.evidence.compare(
@@ -134,3 +144,12 @@ class AllZero(Rule):
             if key in saved:
                 return 100.0 if np.asarray(saved[key]).reshape(-1)[0] == 0 else 0.0
         return None
+
+
+_NUMBERS = [np.dtype(t) for t in "?bBhHiIlLqQefdFD"]
+
+
+def _zeros(rows: np.ndarray) -> list[tuple[int, int]]:
+    """(zero elements, elements) of each row (one step's flattened value)."""
+    size = rows.shape[1]
+    return [(size - int(n), size) for n in np.count_nonzero(rows, axis=1)]

@@ -9,6 +9,7 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._columns import WindowedRows
 from rules_builtin._params import Param, parse_bool
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -69,6 +70,8 @@ class ExplodingTensor(Rule):
         super().__init__(base_trial, action_str)
         self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex)
         self.only_nan = parse_bool(self.rule_name, "only_nan", only_nan)
+        # NaN and inf counts of a window of steps at once, where the trial has a batch read.
+        self._counts = WindowedRows(base_trial, _nan_inf)
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -80,13 +83,21 @@ class ExplodingTensor(Rule):
         return [n for n in names if not n.startswith(_XGBOOST_TREES)]
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self._names(step):
-            found = self._values(name, step)
-            if found is None:
-                continue  # not checked: shape only, not a float dtype, or empty
-            value, where = found
-            nan = int(np.count_nonzero(np.isnan(value)))
-            inf = 0 if self.only_nan else int(np.count_nonzero(np.isinf(value)))
+        names = self._names(step)
+        for name in names:
+            batched = self._counts.get(name, step, names)
+            if batched is not None:
+                nan, inf = batched
+                where = "elements"
+            else:
+                found = self._values(name, step)
+                if found is None:
+                    continue  # not checked: shape only, not a float dtype, or empty
+                value, where = found
+                nan = int(np.count_nonzero(np.isnan(value)))
+                inf = int(np.count_nonzero(np.isinf(value)))
+            if self.only_nan:
+                inf = 0
             what = "NaN" if self.only_nan else "NaN or infinite"
             detail = f"{nan} NaN" if self.only_nan else f"{nan} NaN, {inf} inf"
             if self.evidence.compare(
@@ -120,3 +131,10 @@ class ExplodingTensor(Rule):
         if value.dtype.kind not in "fc" or value.size == 0:
             return None
         return value, where
+
+
+def _nan_inf(rows: np.ndarray) -> list[tuple[int, int]]:
+    """(NaN elements, infinite elements) of each row (one step's flattened value)."""
+    nan = np.count_nonzero(np.isnan(rows), axis=1)
+    inf = np.count_nonzero(np.isinf(rows), axis=1)
+    return [(int(a), int(b)) for a, b in zip(nan, inf, strict=True)]

@@ -10,6 +10,7 @@ import numpy as np
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._columns import WindowedRows
 from rules_builtin._params import Param, parse_optional_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -72,13 +73,22 @@ class TensorVariance(Rule):
                 f"{name} parameter min_threshold must not exceed max_threshold, got "
                 f"min_threshold={min_threshold!r} and max_threshold={max_threshold!r}"
             )
+        # Variances of a window of steps at once, where the trial has a batch read.
+        self._variances = WindowedRows(base_trial, _variances)
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names(self.base_trial, step=step):
-            variance = self._variance(name, step)
+        names = self.selection.names(self.base_trial, step=step)
+        for name in names:
+            batched = self._variances.get(name, step, names)
+            if batched is not None:
+                variance: float | None = float(batched)
+                if math.isnan(variance):
+                    variance = None
+            else:
+                variance = self._variance(name, step)
             if variance is None:
                 continue
             if self.max_threshold is not None and self._compare(
@@ -126,3 +136,8 @@ class TensorVariance(Rule):
             return None
         variance = float(value[0])
         return None if math.isnan(variance) else variance
+
+
+def _variances(rows: np.ndarray) -> np.ndarray:
+    """``reduction_value(step, "variance")`` of each row (one step's flattened value)."""
+    return np.var(rows, axis=1)

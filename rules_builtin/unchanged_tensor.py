@@ -12,6 +12,7 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._columns import FLOATS, WindowedRows
 from rules_builtin._modes import TRAINING
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int
 from rules_builtin._select import TensorSelection
@@ -107,6 +108,9 @@ class UnchangedTensor(Rule):
         self.equal_nan = parse_bool(name, "equal_nan", equal_nan)
         self._history: dict[tuple[str, ModeKeys], deque[int]] = {}
         self._last_step: int | None = None
+        # Per mode: for a window of saved steps at once (where the trial has a batch read),
+        # whether each value is close to the values 1 .. num_steps - 1 saved steps before.
+        self._closeness: dict[ModeKeys, WindowedRows] = {}
 
     def invoke_at_step(self, step: int) -> bool:
         if self._last_step is not None and step <= self._last_step:
@@ -122,11 +126,14 @@ class UnchangedTensor(Rule):
         )
         fired = False
         # Every tensor is visited, even after a hit, to keep its step history complete.
-        for name in self.selection.names(self.base_trial, step=step):
+        names = self.selection.names(self.base_trial, step=step)
+        for name in names:
             steps = self._saved_steps(name, mode, mode_step)
             if len(steps) < self.num_steps:
                 continue
-            same = self._unchanged(name, mode, steps)
+            same = self._unchanged_batched(name, mode, steps, names)
+            if same is None:
+                same = self._unchanged(name, mode, steps)
             if same is None:
                 continue
             fired = (
@@ -170,6 +177,49 @@ class UnchangedTensor(Rule):
         if not history or history[-1] != mode_step:
             history.append(mode_step)
         return history
+
+    def _unchanged_batched(
+        self, name: str, mode: ModeKeys, steps: deque[int], names: list[str]
+    ) -> int | None:
+        """``_unchanged`` from the window's closeness flags when they answer it (the earlier
+        steps are the rows just before in the window, their values finite), with the reads
+        the per-step path would make counted; None otherwise."""
+        rows = self._closeness.get(mode)
+        if rows is None:
+            rows = self._closeness[mode] = WindowedRows(
+                self.base_trial, self._close_rows, mode=mode, dtypes=FLOATS
+            )
+        flags = rows.get(name, steps[-1], names)  # counts the read of the newest value
+        if flags is None:
+            return None
+        earlier = list(steps)[:-1]
+        if rows.steps_before(name, steps[-1], len(earlier)) != earlier:
+            return None
+        same = 1
+        for back in range(1, len(earlier) + 1):  # the step before first, as _unchanged
+            close = flags[back - 1]
+            if close is None:
+                return None
+            rows.note(name, earlier[-back])  # the earlier value the per-step path reads
+            if not close:
+                break
+            same += 1
+        return same
+
+    def _close_rows(self, flat: np.ndarray) -> list[list[bool | None]]:
+        """Per row i, for k = 1 .. num_steps - 1: whether row i is ``_close`` to row i - k
+        (None where there is no row i - k or it holds NaN or inf: ``_close`` decides)."""
+        n = len(flat)
+        found: list[list[bool | None]] = [[None] * (self.num_steps - 1) for _ in range(n)]
+        with np.errstate(invalid="ignore", over="ignore"):
+            for k in range(1, min(self.num_steps - 1, n - 1) + 1):
+                x, y = flat[k:], flat[:-k]
+                finite = np.isfinite(y).all(axis=1)
+                close = (np.abs(x - y) <= self.atol + self.rtol * np.abs(y)).all(axis=1)
+                for i in range(k, n):
+                    if finite[i - k]:
+                        found[i][k - 1] = bool(close[i - k])
+        return found
 
     def _unchanged(self, name: str, mode: ModeKeys, steps: deque[int]) -> int | None:
         """How many of ``steps``, counted back from the newest, hold the newest value (1 when

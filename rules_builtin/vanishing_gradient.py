@@ -10,6 +10,7 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._columns import WindowedRows
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -48,6 +49,8 @@ class VanishingGradient(Rule):
         self.selection = TensorSelection(
             self.rule_name, default_collections=["gradients"], all_when_empty=False
         )
+        # mean |g| of a window of steps at once, where the trial has a batch read.
+        self._means = WindowedRows(base_trial, _mean_abs)
 
     def selection_hints(self) -> list[SelectionHint]:
         # No selection parameter: the gradients collection is the only thing it reads.
@@ -62,12 +65,17 @@ class VanishingGradient(Rule):
     def invoke_at_step(self, step: int) -> bool:
         if step == 0:
             return False
-        for name in self.selection.names(self.base_trial, step=step):
-            try:
-                found = self.base_trial.tensor(name).reduction_value(step, "mean", abs=True)
-            except TensorUnavailableForStep:
-                continue
-            mean = float(np.asarray(found).reshape(-1)[0])  # saved reductions have shape (1,)
+        names = self.selection.names(self.base_trial, step=step)
+        for name in names:
+            batched = self._means.get(name, step, names)
+            if batched is not None:
+                mean = float(batched)
+            else:
+                try:
+                    found = self.base_trial.tensor(name).reduction_value(step, "mean", abs=True)
+                except TensorUnavailableForStep:
+                    continue
+                mean = float(np.asarray(found).reshape(-1)[0])  # saved ones have shape (1,)
             if self.evidence.compare(
                 step,
                 name,
@@ -83,3 +91,8 @@ class VanishingGradient(Rule):
             ):
                 return True
         return False
+
+
+def _mean_abs(rows: np.ndarray) -> np.ndarray:
+    """``reduction_value(step, "mean", abs=True)`` of each row (one step's flattened value)."""
+    return np.mean(np.absolute(rows), axis=1)

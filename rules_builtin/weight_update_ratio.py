@@ -12,6 +12,7 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
+from rules_builtin._columns import WindowedRows
 from rules_builtin._modes import TRAINING
 from rules_builtin._params import Param, parse_float, parse_optional_int
 from rules_builtin._select import TensorSelection
@@ -94,6 +95,9 @@ class WeightUpdateRatio(Rule):
         self._earlier: dict[tuple[str, ModeKeys], deque[tuple[int, float | None]]] = {}
         self._latest: dict[tuple[str, ModeKeys], tuple[int, np.ndarray]] = {}
         self._last_step: int | None = None
+        # Per mode: the weights of a window of saved steps at once, as float64 (where the
+        # trial has a batch read), instead of a value() call per weight and step.
+        self._windows: dict[ModeKeys, WindowedRows] = {}
 
     def invoke_at_step(self, step: int) -> bool:
         if self._last_step is not None and step <= self._last_step:
@@ -110,8 +114,9 @@ class WeightUpdateRatio(Rule):
             else f"step {step}"
         )
         # Every weight is visited, even after a hit, to keep the bookkeeping complete.
-        for name in self.selection.names(self.base_trial, step=step):
-            compared = self._ratio(name, mode, mode_step)
+        names = self.selection.names(self.base_trial, step=step)
+        for name in names:
+            compared = self._ratio(name, mode, mode_step, names)
             if compared is None:
                 continue
             ratio, earlier = compared
@@ -165,7 +170,9 @@ class WeightUpdateRatio(Rule):
             )
         ]
 
-    def _ratio(self, name: str, mode: ModeKeys, mode_step: int) -> tuple[float, int] | None:
+    def _ratio(
+        self, name: str, mode: ModeKeys, mode_step: int, names: list[str]
+    ) -> tuple[float, int] | None:
         """The update ratio of ``name`` at ``mode_step`` and the mode step p it is compared
         with; None when there is nothing to compare."""
         key = (name, mode)
@@ -173,7 +180,14 @@ class WeightUpdateRatio(Rule):
         earlier = self._earlier.get(key)
         if earlier is None:
             earlier = self._earlier[key] = self._seed(tensor, mode, mode_step)
-        value = _as_float64(_value(tensor, mode, mode_step))
+        window = self._windows.get(mode)
+        if window is None:
+            window = self._windows[mode] = WindowedRows(
+                self.base_trial, _rows_as_float64, mode=mode, flatten=False
+            )
+        value = window.get(name, mode_step, names)
+        if value is None:
+            value = _as_float64(_value(tensor, mode, mode_step))
         previous = self._previous(earlier, mode_step)
         if value is None:
             earlier.append((mode_step, None))
@@ -235,3 +249,8 @@ def _as_float64(value: Any) -> np.ndarray | None:
 def _norm(array: np.ndarray) -> float:
     with np.errstate(over="ignore", invalid="ignore"):  # inf weights: ExplodingTensor's job
         return float(np.linalg.norm(array.ravel()))
+
+
+def _rows_as_float64(stacked: np.ndarray) -> np.ndarray:
+    """The weights of a window of steps as ``_as_float64`` gives each (float dtypes only)."""
+    return stacked.astype(np.float64)

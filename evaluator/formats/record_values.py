@@ -167,9 +167,12 @@ class RecordLayouts:
     def __len__(self) -> int:
         return len(self._layouts)
 
-    def fast(self, buf: Buffer, start: int, length: int, key: Hashable) -> np.ndarray | None:
+    def fast(
+        self, buf: Buffer, start: int, length: int, key: Hashable, copy: bool = True
+    ) -> np.ndarray | None:
         """The array of the framed record at ``buf[start:start + length]`` (a new, writable
-        array) when it has the layout learned for ``key``; None when it has not (or none was
+        array; with ``copy=False`` a read-only view of ``buf``, for a caller that copies it
+        anyway) when it has the layout learned for ``key``; None when it has not (or none was
         learned yet): then ``decode`` it."""
         layout = self._layouts.get(key)
         if layout is None:
@@ -207,9 +210,9 @@ class RecordLayouts:
         except IndexError:  # the bytes end inside a field: the checked path says why
             return None
         flat = np.frombuffer(buf, dtype, size, content)
-        if shape is None:
-            return flat.copy()
-        return flat.reshape(shape).copy()
+        if shape is not None:
+            flat = flat.reshape(shape)
+        return flat.copy() if copy else flat
 
     def decode(self, record: Buffer, key: Hashable, *, event_key: str, offset: int) -> np.ndarray:
         """The array of one whole framed record, read the checked way

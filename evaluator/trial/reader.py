@@ -71,16 +71,25 @@ class ValueReader:
         self._last_read_step: dict[str, int] = {}  # per worker, to tell a walk from random access
 
     def read_at(
-        self, event_key: str, start: int, length: int, name: str, step: int, mode: ModeKeys
+        self,
+        event_key: str,
+        start: int,
+        length: int,
+        name: str,
+        step: int,
+        mode: ModeKeys,
+        copy: bool = True,
     ) -> np.ndarray:
         """``read_value((event_key, start, length), (name, step, mode))``, flat: the hot path
-        of ``Tensor.value``, for a record of the event file read last (most reads)."""
+        of ``Tensor.value``, for a record of the event file read last (most reads). With
+        ``copy=False`` the array may be a read-only view of the cached bytes (a batch read
+        that stacks the arrays copies them anyway)."""
         recent = self._recent
         if recent[0] == event_key:
             at = start - recent[1]
             data = recent[2]
             if at >= 0 and at + length <= len(data) and not self._prefetched:
-                value = self._fast(data, at, length, name)
+                value = self._fast(data, at, length, name, copy)
                 if value is not None:
                     return value
         return self.read_value((event_key, start, length), (name, step, mode))

@@ -26,6 +26,7 @@ from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
+from evaluator.trial.columns import Columns, raw_reader, read_columns
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.patterns import compile_pattern, matching_names
 from evaluator.trial.poller import Poller
@@ -265,6 +266,20 @@ class Trial:
         found = Tensor(tname, self, cache=self.cache, view=self._view)
         self._tensor_objects[tname] = found
         return found
+
+    def columns(
+        self,
+        names: Iterable[str],
+        steps: Iterable[int],
+        mode: ModeKeys = ModeKeys.GLOBAL,
+        *,
+        max_bytes: int = 16 * MiB,
+    ) -> Columns:
+        """Ours: the raw values of ``names`` over ``steps`` (of ``mode``), stacked per tensor,
+        read in one walk through the steps until ``max_bytes`` are held (see
+        ``evaluator.trial.columns``: what is left out, and how reads are counted)."""
+        known = [n for n in dict.fromkeys(names) if n in self._state.names]
+        return read_columns(list(steps), known, raw_reader(self, mode), max_bytes=max_bytes)
 
     def has_tensor(self, tname: str) -> bool:
         if tname not in self._state.names:

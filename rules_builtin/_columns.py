@@ -1,0 +1,114 @@
+"""Per-step numbers computed over a window of steps at once, from the trial's batch read.
+
+A rule that reduces every selected tensor at every step (a mean, a variance, a norm) pays
+more for one ``value()``/``reduction_value()`` call and one small numpy call per tensor and
+step than for the arithmetic. ``WindowedRows`` asks the trial, when it can
+(``Trial.columns``, ours), for the raw values of the selected tensors over the next saved
+steps in one walk, and computes each tensor's numbers for the whole window with one numpy
+call over the stacked rows. At each step the rule takes the number from there; where there is
+none (the trial has no batch read, as smdebug's; the job is still writing, so that a read
+ahead could wait for later steps' files; a step whose value the batch left out; a dtype the
+computation does not cover) it asks the per-step API as before. The numbers are
+the ones the per-step calls give, bit for bit: numpy reduces each row of a C-contiguous
+stack as it reduces the same array alone (tests/unit/rules_builtin/test_columns.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FLOATS", "WindowedRows"]
+
+MiB = 1024 * 1024
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class WindowedRows:
+    """``compute(rows)`` per tensor over windows of steps; ``get(name, step, names)``.
+
+    ``compute`` takes the stacked values of one tensor, flattened to ``(steps, elements)``
+    (with ``flatten=False``: as stacked, ``(steps, *shape)``), and returns one result per row
+    (an array or a list); it is used only for the ``dtypes`` given. ``mode`` is the mode of the steps the rule passes (``GLOBAL``: global steps)."""
+
+    def __init__(
+        self,
+        trial: Any,
+        compute: Callable[[np.ndarray], Any],
+        *,
+        mode: Any = None,
+        dtypes: Iterable[np.dtype[Any]] = FLOATS,
+        max_bytes: int = 16 * MiB,
+        flatten: bool = True,
+    ) -> None:
+        self._trial = trial
+        self._columns = getattr(trial, "columns", None)  # ours; smdebug's trial has none
+        self._compute = compute
+        self._mode = mode
+        self._dtypes = frozenset(dtypes)
+        self._max_bytes = max_bytes
+        self._flatten = flatten
+        self._covered: frozenset[int] = frozenset()
+        self._results: dict[str, tuple[dict[int, int], Any, list[int]]] = {}
+        self._note: Callable[[str, int], None] | None = None
+
+    def get(self, name: str, step: int, names: Iterable[str]) -> Any:
+        """``compute``'s result for ``name`` at ``step``, reading the window that starts at
+        ``step`` (for ``names``) when ``step`` is not in the current one; None when the rule
+        must ask the per-step API. A result handed out counts as a read of the tensor."""
+        if self._columns is None:
+            return None
+        if step not in self._covered:
+            if not getattr(self._trial, "loaded_all_steps", False):
+                # A job still writing: a read ahead could wait for event files of later steps
+                # before this step is judged. Step by step, as before.
+                return None
+            self._load(step, names)
+        found = self._results.get(name)
+        if found is None:
+            return None
+        row = found[0].get(step)
+        if row is None:
+            return None
+        if self._note is not None:
+            self._note(name, step)
+        return found[1][row]
+
+    def steps_before(self, name: str, step: int, count: int) -> list[int] | None:
+        """The steps of the ``count`` rows before ``step``'s row in the current window (the
+        rows ``compute`` saw before it), None if there are fewer or ``step`` has no row."""
+        found = self._results.get(name)
+        row = None if found is None else found[0].get(step)
+        if found is None or row is None or row < count:
+            return None
+        return found[2][row - count : row]
+
+    def note(self, name: str, step: int) -> None:
+        """Count one more read of ``name`` at ``step`` (a rule that uses a window's result
+        in place of several per-step reads counts each of them)."""
+        if self._note is not None:
+            self._note(name, step)
+
+    def _load(self, step: int, names: Iterable[str]) -> None:
+        steps = self._trial.steps() if self._mode is None else self._trial.steps(mode=self._mode)
+        ahead = steps[bisect.bisect_left(steps, step) :]
+        if not ahead or ahead[0] != step:
+            ahead = [step]  # not a saved step as far as steps() knows: this one alone
+        kwargs = {} if self._mode is None else {"mode": self._mode}
+        window = self._columns(names, ahead, max_bytes=self._max_bytes, **kwargs)
+        self._note = window.note
+        self._covered = frozenset(window.steps)
+        self._results = {}
+        for name, column in window.columns.items():
+            values = column.values
+            if values.dtype not in self._dtypes:
+                continue
+            flat = values.reshape(len(column.steps), -1)
+            if flat.shape[1] == 0:
+                continue  # empty tensors: the per-step path says what they mean
+            rows = {s: i for i, s in enumerate(column.steps)}
+            given = flat if self._flatten else values
+            self._results[name] = (rows, self._compute(given), column.steps)

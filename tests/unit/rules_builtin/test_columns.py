@@ -1,0 +1,61 @@
+"""WindowedRows: window results equal the per-step numbers bit for bit, or none at all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.trial.reads import observe_reads
+from evaluator.trial.reductions import compute_reduction
+from rules_builtin._columns import WindowedRows
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(256,), (7, 13), (1,), (3, 2, 5)])
+def test_row_reductions_equal_the_per_step_reductions(
+    make_trial: Callable[..., Any], dtype: Any, shape: tuple[int, ...]
+) -> None:
+    """mean |x| and the variance of each row equal reduction_value's, exactly."""
+    rng = np.random.default_rng(11)
+    steps = {s: {"t": (rng.standard_normal(shape) * 10**s).astype(dtype)} for s in range(6)}
+    trial = make_trial(steps)
+    means = WindowedRows(trial, lambda rows: np.mean(np.absolute(rows), axis=1))
+    variances = WindowedRows(trial, lambda rows: np.var(rows, axis=1))
+    for step in range(6):
+        value = trial.tensor("t").value(step)
+        assert means.get("t", step, ["t"]) == compute_reduction(value, "mean", True)
+        assert variances.get("t", step, ["t"]) == compute_reduction(value, "variance")
+
+
+def test_windows_follow_the_steps_and_count_reads(make_trial: Callable[..., Any]) -> None:
+    """A small budget gives several windows; every result handed out is one read."""
+    trial = make_trial({s: {"t": np.full(64, s, np.float32)} for s in range(10)})
+    rows = WindowedRows(trial, lambda r: r[:, 0], max_bytes=3 * 64 * 4)
+    seen: list[tuple[str, int]] = []
+    with observe_reads(lambda name, step: seen.append((name, step))):
+        got = [rows.get("t", s, ["t"]) for s in range(10)]
+    assert got == list(range(10))
+    assert seen == [("t", s) for s in range(10)]
+    rows.get("t", 6, ["t"])  # the window of steps 6, 7, 8
+    assert rows.steps_before("t", 8, 2) == [6, 7]
+    assert rows.steps_before("t", 6, 1) is None  # the first row of its window
+
+
+def test_without_a_batch_read_the_per_step_api_answers() -> None:
+    """A trial without ``columns`` (smdebug's) gets None: the rule reads step by step."""
+    rows = WindowedRows(SimpleNamespace(), lambda r: r)
+    assert rows.get("t", 0, ["t"]) is None
+
+
+def test_other_dtypes_and_empty_tensors_get_no_result(make_trial: Callable[..., Any]) -> None:
+    """Only the dtypes asked for, and no empty tensors, are computed over windows."""
+    trial = make_trial(
+        {s: {"i": np.arange(4, dtype=np.int64), "e": np.zeros(0, np.float32)} for s in range(3)}
+    )
+    rows = WindowedRows(trial, lambda r: r.sum(axis=1))
+    assert rows.get("i", 1, ["i", "e"]) is None
+    assert rows.get("e", 1, ["i", "e"]) is None
