@@ -76,7 +76,6 @@ class _Connection(asyncio.Protocol):
         self._loop = loop
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.used = False
         self._buffer = bytearray()
         self._waiter: asyncio.Future[Response] | None = None
         self._is_head = False
@@ -116,8 +115,8 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self._waiter is None or self._waiter.done():
             return
-        if self._headers is not None and self._length is None and not self._chunked:
-            self._complete(bytes(self._buffer))  # a body framed by the end of the connection
+        if exc is None and self._headers is not None and self._length is None and not self._chunked:
+            self._complete(bytes(self._buffer))  # a body framed by a clean end of the connection
             return
         reason = f"{type(exc).__name__}: {exc}" if exc else "closed by the server"
         self._fail(Disconnected(f"connection ended before the answer was complete ({reason})"))
@@ -126,7 +125,6 @@ class _Connection(asyncio.Protocol):
 
     async def exchange(self, request: bytes, *, is_head: bool, read_timeout: float) -> Response:
         assert self.transport is not None
-        self.used = True
         self._waiter = self._loop.create_future()
         self._is_head = is_head
         self._status, self._headers, self._length = 0, None, None

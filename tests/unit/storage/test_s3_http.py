@@ -4,6 +4,8 @@ keep-alive reuse, a stale connection, and timeouts that end a request instead of
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -191,3 +193,21 @@ def test_answers_arriving_in_small_pieces_are_reassembled(framing: str) -> None:
 
     response = run(_with_server(trickle, _get))
     assert isinstance(response, Response) and response.body == payload
+
+
+def test_a_body_framed_by_the_end_is_not_complete_when_the_end_is_a_reset() -> None:
+    """Without Content-Length or chunks, a reset (not a clean close) leaves the body unfinished:
+    ``Disconnected`` after the head, never a short body taken as whole."""
+
+    async def reset_midway(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\n\r\npart of it")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    with pytest.raises(Disconnected) as error:
+        run(_with_server(reset_midway, _get))
+    assert error.value.head_received and error.value.status == 200
