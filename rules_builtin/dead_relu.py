@@ -10,6 +10,7 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
+from rules_builtin._columns import WindowedRows
 from rules_builtin._params import Param, parse_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -85,6 +86,17 @@ class DeadRelu(Rule):
         self.finder = ActivationFinder(base_trial)
         self.threshold_inactivity = parse_float(name, "threshold_inactivity", threshold_inactivity)
         self.threshold_layer = parse_float(name, "threshold_layer", threshold_layer)
+        # dead_percent of a window of steps at once, where the trial has a batch read.
+        self._dead = WindowedRows(base_trial, self._dead_rows, dtypes=_NUMBERS, flatten=False)
+
+    def _dead_rows(self, stacked: np.ndarray) -> list[float | None]:
+        """``dead_percent`` of each step's value in a window (``stacked``: one per row)."""
+        if stacked.ndim < 2:
+            return [None] * len(stacked)  # scalars: dead_percent has no answer
+        per_unit = stacked.reshape(stacked.shape[0], stacked.shape[1], -1)
+        activity = 100.0 * np.count_nonzero(per_unit > 0, axis=1) / per_unit.shape[1]
+        dead = np.count_nonzero(activity < self.threshold_inactivity, axis=1)
+        return [100.0 * float(n) / activity.shape[1] for n in dead]
 
     def selection_hints(self) -> list[SelectionHint]:
         if self.selection.given:
@@ -108,12 +120,15 @@ class DeadRelu(Rule):
 
     def invoke_at_step(self, step: int) -> bool:
         fired = False
-        for name in self._names(step):
-            try:
-                value = self.base_trial.tensor(name).value(step)
-            except TensorUnavailableForStep:
-                continue
-            dead = dead_percent(value, self.threshold_inactivity)
+        names = self._names(step)
+        for name in names:
+            dead = self._dead.get(name, step, names)
+            if dead is None:
+                try:
+                    value = self.base_trial.tensor(name).value(step)
+                except TensorUnavailableForStep:
+                    continue
+                dead = dead_percent(value, self.threshold_inactivity)
             if dead is None:
                 continue
             if self.evidence.compare(
@@ -131,3 +146,6 @@ class DeadRelu(Rule):
             ):
                 fired = True
         return fired
+
+
+_NUMBERS = [np.dtype(t) for t in "bBhHiIlLqQefd"]

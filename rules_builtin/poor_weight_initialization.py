@@ -13,6 +13,7 @@ from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
+from rules_builtin._columns import WindowedRows
 from rules_builtin._params import Param, parse_float, parse_int, parse_regex
 from rules_builtin._select import TensorSelection, listed, percent_of
 from rules_builtin.registry import register
@@ -115,6 +116,10 @@ class PoorWeightInitialization(Rule):
         self.losses = TensorSelection(name, default_collections=["losses"], all_when_empty=False)
         self._losses: dict[str, list[tuple[int, float]]] = {}  # loss -> (mode step, value)
         self._last_step: int | None = None
+        # Variances and percentile spreads of a window of steps at once, where the trial
+        # has a batch read.
+        self._variances = WindowedRows(base_trial, _row_variances)
+        self._spreads = WindowedRows(base_trial, _row_spreads, dtypes=_SPREAD_DTYPES)
 
     def selection_hints(self) -> list[SelectionHint]:
         activations = (
@@ -159,8 +164,13 @@ class PoorWeightInitialization(Rule):
 
     def _activation_variances(self, step: int) -> bool:
         variances = {}
-        for name in self._activation_inputs(step):
-            variance = _variance(self.base_trial.tensor(name), step)
+        names = self._activation_inputs(step)
+        for name in names:
+            batched = self._variances.get(name, step, names)
+            if batched is not None:
+                variance = None if math.isnan(batched) else float(batched)
+            else:
+                variance = _variance(self.base_trial.tensor(name), step)
             if variance is not None:
                 variances[name] = variance
         if len(variances) < 2:
@@ -186,15 +196,18 @@ class PoorWeightInitialization(Rule):
 
     def _gradient_spread(self, step: int) -> bool:
         fired = False
-        for name in self.gradients.names(self.base_trial, step=step):
-            try:
-                value = np.asarray(self.base_trial.tensor(name).value(step))
-            except TensorUnavailableForStep:
-                continue
-            if value.size < 2 or value.dtype.kind not in "iuf":
-                continue
-            low, high = np.percentile(value, [5, 95])
-            spread = float(high - low)
+        names = self.gradients.names(self.base_trial, step=step)
+        for name in names:
+            spread = self._spreads.get(name, step, names)
+            if spread is None:
+                try:
+                    value = np.asarray(self.base_trial.tensor(name).value(step))
+                except TensorUnavailableForStep:
+                    continue
+                if value.size < 2 or value.dtype.kind not in "iuf":
+                    continue
+                low, high = np.percentile(value, [5, 95])
+                spread = float(high - low)
             if self.evidence.compare(
                 step,
                 name,
@@ -272,3 +285,20 @@ def _variance(tensor: Any, step: int) -> float | None:
     if value.size == 0 or value.dtype.kind not in "iuf" or math.isnan(float(value[0])):
         return None
     return float(value[0])
+
+
+_SPREAD_DTYPES = [np.dtype(t) for t in "bBhHiIlLqQfd"]
+
+
+def _row_variances(rows: np.ndarray) -> np.ndarray:
+    """``reduction_value(step, "variance")`` of each row (one step's flattened value)."""
+    return np.var(rows, axis=1)
+
+
+def _row_spreads(rows: np.ndarray) -> list[float | None]:
+    """95th - 5th percentile of each row (one step's flattened value), as
+    ``_gradient_spread`` computes it; None for fewer than two values."""
+    if rows.shape[1] < 2:
+        return [None] * len(rows)
+    low, high = np.percentile(rows, [5, 95], axis=1)
+    return [float(h - lo) for lo, h in zip(low, high, strict=True)]

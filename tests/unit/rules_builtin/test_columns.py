@@ -59,3 +59,21 @@ def test_other_dtypes_and_empty_tensors_get_no_result(make_trial: Callable[..., 
     rows = WindowedRows(trial, lambda r: r.sum(axis=1))
     assert rows.get("i", 1, ["i", "e"]) is None
     assert rows.get("e", 1, ["i", "e"]) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_row_percentile_spreads_equal_the_per_step_spreads(
+    make_trial: Callable[..., Any], dtype: Any
+) -> None:
+    """The 95th - 5th percentile spread of each row equals PoorWeightInitialization's."""
+    rng = np.random.default_rng(4)
+    steps = {s: {"g": (rng.standard_normal((6, 5)) * 100).astype(dtype)} for s in range(5)}
+    trial = make_trial(steps)
+    spreads = WindowedRows(
+        trial,
+        lambda rows: [float(h - lo) for lo, h in zip(*np.percentile(rows, [5, 95], axis=1))],
+        dtypes=[np.dtype(dtype)],
+    )
+    for step in range(5):
+        low, high = np.percentile(trial.tensor("g").value(step), [5, 95])
+        assert spreads.get("g", step, ["g"]) == float(high - low)
