@@ -247,6 +247,8 @@ def test_read_only_root_file_system_and_non_root_user(
         "import os; print(os.getuid())",
     ).stdout.strip()
     assert uid == (user.partition(":")[0] if user else "0")
+    # The report's charts need a writable settings folder: the output's, not /tmp or $HOME.
+    assert "VanishingGradient" in (container.layout.output / "rule_report.html").read_text()
 
 
 def _live_trial(folder: Path) -> Path:

@@ -126,6 +126,8 @@ def test_sagemaker_style_root_owned_folders(docker: Docker, image: Image, tmp_pa
     assert int(uid) != 0 and int(gid) != 0, outcome.describe()
     assert (layout.output / "rule_evaluation_result.json").stat().st_uid == int(uid)
     assert '"event": "running_as"' in outcome.stdout
+    report = layout.output / "rule_report.html"  # written by the unprivileged evaluation
+    assert report.stat().st_uid == int(uid) and "WhoAmI" in report.read_text()
 
 
 def test_docker_kill_then_rerun_resumes(docker: Docker, image: Image, tmp_path: Path) -> None:
