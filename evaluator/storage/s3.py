@@ -401,10 +401,10 @@ class S3Storage:
         if self._outage_logged is None or now - self._outage_logged >= self._outage_log_interval:
             self._outage_logged = now
             log.warning(
-                "S3 at %s not answering for %.0f s (%s); retrying for up to %g s",
+                "S3 at %s: no usable answer for %.0f s (%s); retrying for up to %g s",
                 endpoint,
                 down_for,
-                type(failure.error).__name__,
+                _failure_kind(failure.error),
                 self._outage_tolerance,
             )
         cap = min(_OUTAGE_PAUSE_MAX, self._outage_tolerance / 10)
@@ -446,6 +446,13 @@ class S3Storage:
 
     def _s3_uri(self, key: str) -> str:
         return f"s3://{self._bucket}/{self._root}{key}"
+
+
+def _failure_kind(error: BaseException) -> str:
+    """``ReadTimeoutError``, or S3's code (``SlowDown``, ``InternalError``) for an answer."""
+    if isinstance(error, ClientError):
+        return str(error.response.get("Error", {}).get("Code") or "error answers")
+    return type(error).__name__
 
 
 def _with_attempts(reply: Reply | None, attempts: int) -> dict[str, Any]:

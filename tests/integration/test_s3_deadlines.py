@@ -29,6 +29,13 @@ from tests.support import collect, run_with
 from tests.support.faulty_proxy import FaultyProxy
 from tests.support.s3server import MotoS3
 
+_SLOW_DOWN_XML = (
+    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+)
+SLOW_DOWN = (
+    b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_SLOW_DOWN_XML), _SLOW_DOWN_XML)
+)
 HUNG = 30.0  # far above every budget below: failing this bound means "hung", not "slow"
 SHORT = {"connect_timeout": 0.3, "read_timeout": 0.3, "request_deadline": 1.0}
 
@@ -72,7 +79,7 @@ class Switch:
         self._upstream = (host, int(port))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._up = True
+        self._up: bool | str = True
         self._writers: set[asyncio.StreamWriter] = set()
         self.endpoint = ""
 
@@ -111,15 +118,30 @@ class Switch:
     def up(self) -> None:
         self._loop.call_soon_threadsafe(setattr, self, "_up", True)
 
+    def throttle(self) -> None:
+        """Answer every request with S3's 503 SlowDown instead of forwarding it (connections
+        carried so far are dropped, as in ``down``)."""
+
+        def cut() -> None:
+            self._up = "throttle"
+            for writer in list(self._writers):
+                writer.transport.abort()
+
+        self._loop.call_soon_threadsafe(cut)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         try:
             if not self._up:
                 await asyncio.sleep(3600)  # held silently until the test ends
+            while self._up == "throttle":
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(SLOW_DOWN)
+                await writer.drain()
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
             self._writers.add(up_writer)
             await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
-        except (OSError, asyncio.CancelledError):
+        except (OSError, asyncio.CancelledError, asyncio.IncompleteReadError):
             pass
         finally:
             writer.close()
@@ -224,8 +246,29 @@ def test_an_outage_after_answers_is_ridden_out_with_log_lines(
     assert run_with(storage, body, timeout=HUNG * 2) == b"[]"
     assert time.monotonic() - started < HUNG
     messages = [record.getMessage() for record in caplog.records]
-    assert any("not answering for" in m and switch.endpoint in m for m in messages), messages
+    assert any("no usable answer for" in m and switch.endpoint in m for m in messages), messages
     assert any("answers again" in m for m in messages), messages
+
+
+def test_throttling_that_outlasts_the_deadline_is_waited_out_naming_s3s_code(
+    trial: str, switch: Switch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """S3 answering only 503 SlowDown for longer than a request's deadline, after it answered,
+    is waited out like an outage; the log line names S3's code."""
+    caplog.set_level(logging.WARNING, logger="evaluator.storage.s3")
+    storage = S3Storage(
+        trial, endpoint_url=switch.endpoint, outage_tolerance=20, outage_log_interval=0.5, **SHORT
+    )
+
+    async def body(s: S3Storage) -> bytes:
+        assert await s.read("a.json") == b"{}"
+        switch.throttle()
+        threading.Timer(2.5, switch.up).start()
+        return await s.read("b.json")
+
+    assert run_with(storage, body, timeout=HUNG * 2) == b"[]"
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("no usable answer for" in m and "SlowDown" in m for m in messages), messages
 
 
 def test_an_outage_longer_than_the_tolerance_fails_saying_so(trial: str, switch: Switch) -> None:
