@@ -53,6 +53,10 @@ TRIAL_ENVIRONMENT = {
     "EVALUATOR_MAX_INDEX_ENTRIES": "max_index_entries",
     "EVALUATOR_MAX_INDEX_FILE_MB": "max_index_file_mb",
     "EVALUATOR_MAX_COLLECTIONS_FILE_MB": "max_collections_file_mb",
+    "EVALUATOR_S3_CONNECT_TIMEOUT": "s3_connect_timeout",
+    "EVALUATOR_S3_READ_TIMEOUT": "s3_read_timeout",
+    "EVALUATOR_S3_REQUEST_DEADLINE": "s3_request_deadline",
+    "EVALUATOR_S3_OUTAGE_TOLERANCE": "s3_outage_tolerance",
 }
 
 # Lower-case variables that are the machine's, never a rule's.

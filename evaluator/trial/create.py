@@ -50,8 +50,22 @@ def create_trial(
     path = path.strip()
     if name is None:
         name = os.path.basename(path.rstrip("/")) or path
-    backend = storage if storage is not None else open_storage(path)
+    backend = (
+        storage if storage is not None else open_storage(path, **_storage_options(path, options))
+    )
     return Trial(name, path, backend, options=options, range_steps=range_steps, cache=cache)
+
+
+def _storage_options(path: str, options: TrialOptions) -> dict[str, float]:
+    """The S3 client's deadlines (a local folder takes none)."""
+    if not path.startswith("s3://"):
+        return {}
+    return {
+        "connect_timeout": options.s3_connect_timeout,
+        "read_timeout": options.s3_read_timeout,
+        "request_deadline": options.s3_request_deadline,
+        "outage_tolerance": options.s3_outage_tolerance,
+    }
 
 
 def _check_option_kwargs(option_kwargs: dict[str, Any], options: TrialOptions | None) -> None:

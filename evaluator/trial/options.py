@@ -45,6 +45,24 @@ class TrialOptions(BaseModel):
         description="Seconds to wait for an event file named by an index file "
         "while training runs, before the value counts as unavailable.",
     )
+    s3_connect_timeout: float = Field(
+        10.0, gt=0, description="Seconds to open a connection to S3, per attempt."
+    )
+    s3_read_timeout: float = Field(
+        20.0, gt=0, description="Seconds an S3 request may wait for its next bytes, per attempt."
+    )
+    s3_request_deadline: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds all attempts of one S3 request may take: an endpoint that never "
+        "answers is given up after this.",
+    )
+    s3_outage_tolerance: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds an S3 outage is waited out once the endpoint has answered "
+        "(0: fail at the request deadline).",
+    )
     poll_interval: float = Field(1.0, gt=0, description="Seconds between scans while waiting.")
     max_poll_interval: float = Field(
         4.0, gt=0, description="Scans slow down to this interval while nothing new arrives."

@@ -341,3 +341,35 @@ def test_requests_go_through_the_proxy_the_environment_names(
         assert run_with(storage, lambda s: s.read("b.json")) == b"[]"
     assert [(o.key, o.size) for o in listed] == [("a.json", 2), ("b.json", 2)]
     assert proxy.requests == 2
+
+
+def test_the_command_gives_up_a_black_holed_endpoint_within_its_configured_deadline(
+    tmp_path: Path,
+) -> None:
+    """The command on an S3 trial behind a black-holed endpoint, with
+    EVALUATOR_S3_REQUEST_DEADLINE=2: exit 2 with a ClientError naming the endpoint, well
+    before the default minute (the trial options reach the S3 client)."""
+    from tests.support.evaluator_cli import EvaluatorCli
+
+    cli = EvaluatorCli(tmp_path)
+    with BlackHole() as hole:
+        started = time.monotonic()
+        run = cli(
+            "--trial-dir",
+            "s3://no-answer/job/debug-output",
+            "--rule",
+            "VanishingGradient",
+            env={
+                "AWS_ENDPOINT_URL": hole.endpoint,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "EVALUATOR_S3_REQUEST_DEADLINE": "2",
+                "EVALUATOR_S3_READ_TIMEOUT": "0.5",
+            },
+            timeout=50,
+        )
+        seconds = time.monotonic() - started
+    assert run.returncode == 2, run.describe()
+    assert run.message is not None and hole.endpoint in run.message
+    assert seconds < 40, f"took {seconds:.1f} s"
