@@ -18,6 +18,7 @@ from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 from tests.compat.golden import DATA
 from tests.container.harness import Docker, Image, Layout, Outcome
+from tests.support.rule_code import COUNTS_STEPS
 
 pytestmark = pytest.mark.container
 
@@ -38,25 +39,6 @@ WHO_AM_I = textwrap.dedent("""
 """)
 
 
-# Fires at the 4th and 12th step it evaluates: a resumed run that skipped its history would
-# fire elsewhere.
-COUNTS_STEPS = textwrap.dedent("""
-    import time
-    from smdebug.rules import Rule
-
-    class CountsSteps(Rule):
-        def __init__(self, base_trial, delay="0.15"):
-            super().__init__(base_trial)
-            self.delay = float(delay)
-            self.seen = 0
-
-        def invoke_at_step(self, step):
-            name = self.base_trial.tensor_names()[0]
-            self.base_trial.tensor(name).value(step)
-            self.seen += 1
-            time.sleep(self.delay)
-            return self.seen in (4, 12)
-""")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trials" / "vanishing_gradients"
 
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.compat.golden import DATA
-from tests.support.evaluator_cli import ROOT, EvaluatorCli, Invocation
+from tests.support.evaluator_cli import EvaluatorCli, Invocation
 from tests.support.s3server import MotoS3
 
 # The lines libraries print unasked: none may reach a user.
@@ -133,14 +131,7 @@ def test_s3_runs_print_only_our_lines_on_stderr(
 def _stopped(invocation: Invocation, *, when: str) -> tuple[str, str]:
     """Run ``invocation``, send SIGTERM a second after a stdout line holding ``when``; its
     stdout and stderr (exit code 143 asserted)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "container.cli", *invocation.args],
-        cwd=ROOT,
-        env=dict(invocation.env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = invocation.start()
     seen: list[str] = []
     try:
         assert process.stdout is not None

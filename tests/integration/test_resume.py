@@ -7,44 +7,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.evaluator_cli import ROOT, EvaluatorCli
+from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of
+from tests.support.rule_code import COUNTS_STEPS
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
-
-# Fires at the 12th step it evaluates, counting from its first: the verdict depends on the
-# history, so a resumed run that skipped the earlier steps would fire later (or never).
-RULES = textwrap.dedent("""
-    import time
-    from smdebug.rules import Rule
-
-    class CountsSteps(Rule):
-        def __init__(self, base_trial, delay="0.15"):
-            super().__init__(base_trial)
-            self.delay = float(delay)
-            self.seen = 0
-
-        def invoke_at_step(self, step):
-            name = self.base_trial.tensor_names()[0]
-            self.base_trial.tensor(name).value(step)
-            self.seen += 1
-            time.sleep(self.delay)
-            return self.seen in (4, 12)
-""")
 
 
 @pytest.fixture
 def rules_file(tmp_path: Path) -> Path:
     path = tmp_path / "rules.py"
-    path.write_text(RULES)
+    path.write_text(COUNTS_STEPS)
     return path
 
 
@@ -70,18 +48,10 @@ def test_killed_run_resumes_to_the_uninterrupted_verdict(tmp_path: Path, rules_f
     assert expected is not None and expected["fired_steps"] == [3, 11]
 
     cli = EvaluatorCli(tmp_path / "killed")
-    invocation = cli.command(*_args(rules_file))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "container.cli", *invocation.args],
-        cwd=ROOT,
-        env=dict(invocation.env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = cli.command(*_args(rules_file)).start()
     result_path = cli.output_dir / "rule_evaluation_result.json"
     _wait_for(lambda: (_read(result_path).get("step") or 0) > 5)  # past the first firing
-    os.kill(_child_of(process.pid), signal.SIGKILL)
+    os.kill(child_of(process.pid), signal.SIGKILL)
     process.communicate(timeout=30)
     assert process.returncode == 3
     killed = _read(result_path)
@@ -139,16 +109,3 @@ def _wait_for(condition: Any, timeout: float = 30) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting for the run")
         time.sleep(0.02)
-
-
-def _child_of(pid: int) -> int:
-    """The evaluation process the supervisor ``pid`` started."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                return int(entry.name)
-    raise AssertionError(f"process {pid} has no child")

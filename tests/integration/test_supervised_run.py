@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.evaluator_cli import ROOT, EvaluatorCli, copy_trial
+from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of, copy_trial
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 
@@ -126,18 +125,6 @@ def _custom(cli: EvaluatorCli, rules_file: Path, rule: str, *extra: str, **kw: A
     )
 
 
-def _start(cli: EvaluatorCli, *args: str) -> subprocess.Popen[str]:
-    invocation = cli.command(*args)
-    return subprocess.Popen(
-        [sys.executable, "-m", "container.cli", *invocation.args],
-        cwd=ROOT,
-        env=dict(invocation.env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3, 0.6])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_from_the_first_moment_is_stopped(
@@ -148,15 +135,9 @@ def test_a_stop_from_the_first_moment_is_stopped(
     the message file, never exit 1."""
     cli = EvaluatorCli(tmp_path)
     live = _live_trial(tmp_path)  # training still running: the run lasts until stopped
-    process = _start(
-        cli,
-        "--trial-dir",
-        str(live),
-        "--rule",
-        "ExplodingTensor",
-        "--wait_for_training_end",
-        "true",
-    )
+    process = cli.command(
+        "--trial-dir", str(live), "--rule", "ExplodingTensor", "--wait_for_training_end", "true"
+    ).start()
     _wait_until_handled(process.pid)
     time.sleep(delay)
     process.send_signal(signum)
@@ -236,14 +217,14 @@ def test_a_killed_evaluation_is_an_internal_error(tmp_path: Path, rules_file: Pa
     """The evaluation process killed by SIGKILL (what the OOM killer does): exit 3 with
     InternalServerError naming the signal, and the result file is Error, not InProgress."""
     cli = EvaluatorCli(tmp_path)
-    process = _start(
-        cli, "--trial-dir", EXAMPLE, "--rule", "Sleeps", "--source_s3_uri", str(rules_file)
-    )  # the rule sleeps at its first step
+    process = cli.command(  # the rule sleeps at its first step
+        "--trial-dir", EXAMPLE, "--rule", "Sleeps", "--source_s3_uri", str(rules_file)
+    ).start()
     result = cli.output_dir / "rule_evaluation_result.json"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not result.exists():
         time.sleep(0.05)
-    child = _child_of(process.pid)
+    child = child_of(process.pid)
     os.kill(child, signal.SIGKILL)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 3, (out, err)
@@ -318,23 +299,6 @@ def _live_trial(tmp_path: Path) -> Path:
     trial = copy_trial(Path(EXAMPLE), tmp_path / "live")
     (trial / "training_job_end.ts").unlink()
     return trial
-
-
-def _child_of(pid: int) -> int:
-    """The evaluation process the supervisor ``pid`` started."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                return int(entry.name)
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} started no child")
 
 
 def _wait_until_handled(pid: int) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "EvaluatorCli",
     "EvaluatorRun",
     "Invocation",
+    "child_of",
     "copy_trial",
     "leftover_temporary_files",
     "run_concurrently",
@@ -117,6 +118,37 @@ class Invocation:
         return EvaluatorRun(
             list(self.args), done.returncode, done.stdout, done.stderr, self.opt_ml, self.output_dir
         )
+
+    def start(self) -> subprocess.Popen[str]:
+        """Start ``python -m container.cli *args`` without waiting: stdout and stderr are
+        pipes (text), for tests that signal or kill the run."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "container.cli", *self.args],
+            cwd=ROOT,
+            env=dict(self.env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+def child_of(pid: int, *, timeout: float = 10.0) -> int:
+    """The evaluation process that the supervisor ``pid`` started (from /proc)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} started no child")
 
 
 def run_concurrently(
