@@ -32,6 +32,7 @@ __all__ = [
     "Layout",
     "Outcome",
     "comparable",
+    "live_trial",
     "run_plain",
 ]
 
@@ -329,3 +330,18 @@ class Docker:
         raise AssertionError(
             f"{needle!r} never appeared in the log of {container}:\n" + "".join(seen)
         )
+
+
+def live_trial(folder: Path) -> Path:
+    """A trial still being written: three steps, no end marker."""
+    import numpy as np
+
+    from evaluator.formats import Collection
+    from evaluator.modes import ModeKeys
+    from evaluator.testing import TrialWriter
+
+    writer = TrialWriter(folder)
+    writer.write_collections([Collection("gradients", include_regex=["^g"])])
+    for step in range(3):
+        writer.write_step(step, {"g": np.ones(4, np.float32)}, mode=ModeKeys.TRAIN)
+    return folder

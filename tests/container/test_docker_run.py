@@ -12,12 +12,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from evaluator.formats import Collection
-from evaluator.modes import ModeKeys
-from evaluator.testing import TrialWriter
 from tests.compat.golden import DATA
 from tests.container.harness import (
     S3_CREDENTIALS,
@@ -26,6 +22,7 @@ from tests.container.harness import (
     Layout,
     Outcome,
     comparable,
+    live_trial,
     run_plain,
 )
 
@@ -251,15 +248,6 @@ def test_read_only_root_file_system_and_non_root_user(
     assert "VanishingGradient" in (container.layout.output / "rule_report.html").read_text()
 
 
-def _live_trial(folder: Path) -> Path:
-    """A trial still being written: three steps, no end marker."""
-    writer = TrialWriter(folder)
-    writer.write_collections([Collection("gradients", include_regex=["^g"])])
-    for step in range(3):
-        writer.write_step(step, {"g": np.ones(4, np.float32)}, mode=ModeKeys.TRAIN)
-    return folder
-
-
 @pytest.mark.parametrize(
     ("how", "code"),
     [(["stop", "--time", "30"], 143), (["kill", "--signal", "INT"], 130)],
@@ -271,7 +259,7 @@ def test_stop_mid_run_ends_as_stopped_within_seconds(
     """SIGTERM (docker stop) or SIGINT while the rule waits for more steps: Stopped, exit
     143 / 130, within 5 s; the evaluator is PID 1, so the signal reaches it directly."""
     layout = Layout(tmp_path / "container")
-    layout.mount_tensors(_live_trial(tmp_path / "live"))
+    layout.mount_tensors(live_trial(tmp_path / "live"))
     name = f"rule-evaluator-test-{uuid.uuid4().hex[:12]}"
     docker(
         "run",

@@ -10,14 +10,10 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from evaluator.formats import Collection
-from evaluator.modes import ModeKeys
-from evaluator.testing import TrialWriter
 from tests.compat.golden import DATA
-from tests.container.harness import Docker, Image, Layout, Outcome
+from tests.container.harness import Docker, Image, Layout, Outcome, live_trial
 from tests.support.rule_code import COUNTS_STEPS
 
 pytestmark = pytest.mark.container
@@ -42,15 +38,6 @@ WHO_AM_I = textwrap.dedent("""
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trials" / "vanishing_gradients"
 
 
-def _live_trial(folder: Path) -> Path:
-    """A trial still being written: three steps, no end marker."""
-    writer = TrialWriter(folder)
-    writer.write_collections([Collection("gradients", include_regex=["^g"])])
-    for step in range(3):
-        writer.write_step(step, {"g": np.ones(4, np.float32)}, mode=ModeKeys.TRAIN)
-    return folder
-
-
 @pytest.mark.parametrize("delay", [0.1, 0.3, 1.0])
 def test_docker_stop_soon_after_start_is_stopped(
     docker: Docker, image: Image, tmp_path: Path, delay: float
@@ -60,7 +47,7 @@ def test_docker_stop_soon_after_start_is_stopped(
     verdict. "Started" is when PID 1 catches SIGTERM: before that the interpreter itself is
     starting, and the kernel drops signals PID 1 does not handle (docs/reliability.md)."""
     layout = Layout(tmp_path / "container")
-    layout.mount_tensors(_live_trial(tmp_path / "live"))
+    layout.mount_tensors(live_trial(tmp_path / "live"))
     name = f"rule-evaluator-test-{uuid.uuid4().hex[:12]}"
     env = {"rule_to_invoke": "VanishingGradient", "wait_for_training_end": "true"}
     docker("run", "--detach", "--name", name, *docker.run_options(layout, env=env), image.name)
