@@ -27,10 +27,12 @@ from evaluator.errors import IndexReaderException
 from evaluator.modes import ModeKeys
 
 __all__ = [
+    "IndexColumns",
     "IndexFile",
     "IndexMeta",
     "ShapeEntry",
     "TensorEntry",
+    "parse_index_columns",
     "parse_index_file",
     "serialize_index_file",
 ]
@@ -84,6 +86,69 @@ def parse_index_file(
     Bad data that would cost unbounded memory is refused, naming ``source`` and the limit:
     more than ``max_bytes`` bytes (before parsing), more than ``max_entries`` tensor and shape
     entries together (before any entry is built)."""
+    raw_meta, tensor_list, shape_list = _document(data, max_entries, max_bytes, source)
+    tensors = _tensor_entries(tensor_list)
+    shapes = tuple(_shape_entry(e) for e in shape_list)
+    meta = _meta(raw_meta)
+    if tensors and meta.event_file_name is None:
+        raise IndexReaderException("index file lists tensors but its meta has no event_file_name")
+    return IndexFile(meta, tensors, shapes)
+
+
+class IndexColumns(NamedTuple):
+    """An index file as ``parse_index_columns`` gives it: the tensor entries as three
+    columns (no object per entry), for a reader that keeps them compact."""
+
+    meta: IndexMeta
+    names: list[str]
+    starts: list[int]
+    lengths: list[int]
+    shapes: tuple[ShapeEntry, ...]
+
+    @property
+    def tensors(self) -> tuple[TensorEntry, ...]:
+        """The entries as ``parse_index_file`` gives them."""
+        return tuple(map(TensorEntry, self.names, self.starts, self.lengths))
+
+
+def parse_index_columns(
+    data: bytes | str,
+    *,
+    max_entries: int | None = None,
+    max_bytes: int | None = None,
+    source: str = "index file",
+) -> IndexColumns:
+    """``parse_index_file``, the same checks and errors, with the tensor entries as columns."""
+    raw_meta, tensor_list, shape_list = _document(data, max_entries, max_bytes, source)
+    try:
+        names = list(map(_NAME_FIELD, tensor_list))
+        starts = list(map(_START_FIELD, tensor_list))
+        lengths = list(map(_LENGTH_FIELD, tensor_list))
+    except (KeyError, TypeError, IndexError):
+        names = []
+    if not (names and _all_of(names, str) and _all_of(starts, int) and _all_of(lengths, int)):
+        # Any irregularity: the entry-by-entry checks say what is wrong.
+        entries = tuple(_checked_tensor_entry(e) for e in tensor_list)
+        names = [t.tensorname for t in entries]
+        starts = [t.start_idx for t in entries]
+        lengths = [t.length for t in entries]
+    shapes = tuple(_shape_entry(e) for e in shape_list)
+    meta = _meta(raw_meta)
+    columns = IndexColumns(meta, names, starts, lengths, shapes)
+    if columns.names and meta.event_file_name is None:
+        raise IndexReaderException("index file lists tensors but its meta has no event_file_name")
+    return columns
+
+
+def _all_of(values: list[Any], kind: type) -> bool:
+    return set(map(type, values)) == {kind}
+
+
+def _document(
+    data: bytes | str, max_entries: int | None, max_bytes: int | None, source: str
+) -> tuple[Any, list[Any], list[Any]]:
+    """The meta, the tensor entries and the shape entries of an index file, as parsed; the
+    sections are checked to be there, within the entry limit."""
     if max_bytes is not None and len(data) > max_bytes:
         raise IndexReaderException(
             f"{source} is {len(data)} bytes, over the limit of {max_bytes} (max_index_file_mb)"
@@ -109,12 +174,7 @@ def parse_index_file(
             f"{source} lists {count} entries, over the limit of {max_entries} "
             "(max_index_entries): refused as bad data"
         )
-    tensors = _tensor_entries(tensor_list)
-    shapes = tuple(_shape_entry(e) for e in shape_list)
-    parsed_meta = _meta(meta)
-    if tensors and parsed_meta.event_file_name is None:
-        raise IndexReaderException("index file lists tensors but its meta has no event_file_name")
-    return IndexFile(parsed_meta, tensors, shapes)
+    return meta, tensor_list, shape_list
 
 
 def serialize_index_file(index: IndexFile) -> bytes:
@@ -164,6 +224,9 @@ def _entries(document: Mapping[str, Any], section: str) -> list[Any]:
 
 
 _TENSOR_FIELDS = operator.itemgetter("tensorname", "start_idx", "length")
+_NAME_FIELD = operator.itemgetter("tensorname")
+_START_FIELD = operator.itemgetter("start_idx")
+_LENGTH_FIELD = operator.itemgetter("length")
 _make_tensor_entry = functools.partial(tuple.__new__, TensorEntry)
 
 

@@ -124,12 +124,10 @@ def raw_reader(trial: Any, mode: ModeKeys) -> Callable[[str, int], np.ndarray | 
             file = files[min(files)] if len(files) > 1 else next(iter(files.values()))
         if name in file.reductions:
             return None
-        found = file.tensors.get(name)
+        found = file.location(name)
         if found is None:
             return None
-        value: np.ndarray = read_at(
-            file.event_key, found.start_idx, found.length, name, step, mode, False
-        )
+        value: np.ndarray = read_at(file.event_key, *found, name, step, mode, False)
         return value
 
     return read

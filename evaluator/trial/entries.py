@@ -4,13 +4,16 @@ bytes are) and ``TensorRecord`` (one tensor's view over every step, made on dema
 
 from __future__ import annotations
 
+import operator
+from array import array
+from collections.abc import Sequence
 from typing import NamedTuple
 
-from evaluator.formats.index_file import IndexFile, ShapeEntry, TensorEntry
+from evaluator.formats.index_file import IndexColumns, IndexFile, ShapeEntry, TensorEntry
 from evaluator.formats.keys import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from evaluator.modes import ModeKeys
 
-__all__ = ["FileIndex", "Location", "StepEntry", "TensorRecord", "holding"]
+__all__ = ["FileIndex", "Layout", "Layouts", "Location", "StepEntry", "TensorRecord", "holding"]
 
 _NO_SHAPES: dict[str, ShapeEntry] = {}
 _NO_REDUCTIONS: dict[str, dict[tuple[str, bool], TensorEntry]] = {}
@@ -41,8 +44,56 @@ class StepEntry:
         self.reductions = reductions
 
 
+class Layout:
+    """The raw-tensor names of an index file, in its order: shared by every index file that
+    lists the same names in the same order (every step of most trials), with where each name's
+    byte range sits in a file's ``spans`` (a repeated name: the later entry wins)."""
+
+    __slots__ = ("names", "position", "name_set")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.position = {n: i for i, n in enumerate(names)}
+        self.name_set = frozenset(names)
+
+
+class Layouts:
+    """One trial's layouts and tensor names, interned: a trial of many steps keeps one copy
+    of each (``max_layouts`` at most; past it, files keep layouts of their own)."""
+
+    def __init__(self, max_layouts: int = 4096) -> None:
+        self._layouts: dict[tuple[str, ...], Layout] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+        self._max = max_layouts
+
+    def layout(self, names: tuple[str, ...]) -> Layout:
+        found = self._layouts.get(names)
+        if found is None:
+            found = Layout(names)
+            if len(self._layouts) < self._max:
+                self._layouts[names] = found
+        return found
+
+    def name_set(self, names: frozenset[str]) -> frozenset[str]:
+        """``names``, or an equal set already kept (one copy of each step's name set)."""
+        found = self._sets.get(names)
+        if found is None:
+            found = names
+            if len(self._sets) < self._max:
+                self._sets[names] = names
+        return found
+
+
+_NO_LAYOUTS = Layouts(0)
+_NAME = operator.itemgetter(0)  # of a TensorEntry
+_START = operator.itemgetter(1)
+_LENGTH = operator.itemgetter(2)
+
+
 class FileIndex:
-    """One index file: every entry of one worker at one step."""
+    """One index file: every entry of one worker at one step. Raw tensors are kept compact:
+    a shared ``layout`` of names, and arrays of their byte ranges, ``starts`` and
+    ``lengths`` (position ``layout.position[name]``)."""
 
     __slots__ = (
         "step",
@@ -50,55 +101,110 @@ class FileIndex:
         "mode",
         "mode_step",
         "event_key",
-        "tensors",
+        "layout",
+        "starts",
+        "lengths",
         "shapes",
         "reductions",
         "names",
     )
 
-    def __init__(self, step: int, worker: str, index: IndexFile) -> None:
+    def __init__(
+        self,
+        step: int,
+        worker: str,
+        index: IndexFile | IndexColumns,
+        layouts: Layouts = _NO_LAYOUTS,
+    ) -> None:
         self.step = step
         self.worker = worker
         self.mode = index.meta.mode
         self.mode_step = index.meta.mode_step
         self.event_key = index.meta.event_file_name or ""
-        tensors = {t.tensorname: t for t in index.tensors}
         self.reductions = _NO_REDUCTIONS
-        if tensors and REDUCTIONS_PREFIX in "\n".join(tensors):
+        if isinstance(index, IndexColumns):
+            names = index.names
+            if not names or REDUCTIONS_PREFIX not in "\n".join(names):  # the common case
+                self.layout = layouts.layout(tuple(names))
+                self.starts = array("q", index.starts)
+                self.lengths = array("q", index.lengths)
+                self._set_shapes(index.shapes, layouts)
+                return
+        entries = index.tensors
+        if entries and REDUCTIONS_PREFIX in "\n".join([t.tensorname for t in entries]):
             self.reductions = {}
-            for name in [n for n in tensors if REDUCTIONS_PREFIX in n]:
-                entry = tensors.pop(name)
+            kept = []
+            for entry in entries:
+                name = entry.tensorname
+                if REDUCTIONS_PREFIX not in name:
+                    kept.append(entry)
+                    continue
                 parsed = parse_reduction_tensor_name(name)
                 if parsed is not None:  # else malformed: smdebug fails on it, we skip it
                     base, red, is_abs = parsed
                     self.reductions.setdefault(base, {})[(red, is_abs)] = entry
-        self.tensors = tensors
+            entries = tuple(kept)
+        self._set_entries(entries, layouts)
+        self._set_shapes(index.shapes, layouts)
+
+    def _set_shapes(self, shapes: tuple[ShapeEntry, ...], layouts: Layouts) -> None:
         self.shapes = (
-            {s.tensorname: s for s in index.shapes if REDUCTIONS_PREFIX not in s.tensorname}
-            if index.shapes
+            {s.tensorname: s for s in shapes if REDUCTIONS_PREFIX not in s.tensorname}
+            if shapes
             else _NO_SHAPES
         )
-        names = set(tensors)
-        if self.shapes:
+        names: frozenset[str] | set[str] = self.layout.name_set
+        if self.shapes or self.reductions:
+            names = set(names)
             names.update(self.shapes)
-        if self.reductions:
             names.update(self.reductions)
-        self.names = names
+        self.names = layouts.name_set(frozenset(names)) if isinstance(names, set) else names
+
+    def _set_entries(self, entries: Sequence[TensorEntry], layouts: Layouts) -> None:
+        self.layout = layouts.layout(tuple(map(_NAME, entries)))
+        self.starts = array("q", map(_START, entries))
+        self.lengths = array("q", map(_LENGTH, entries))
+
+    @property
+    def tensors(self) -> dict[str, TensorEntry]:
+        """The raw-tensor entries by name (a new dict; the hot paths use ``location``)."""
+        starts, lengths = self.starts, self.lengths
+        return {
+            name: TensorEntry(name, starts[i], lengths[i])
+            for name, i in self.layout.position.items()
+        }
+
+    def location(self, name: str) -> tuple[int, int] | None:
+        """(start, length) of ``name``'s raw value in the event file, None if not listed."""
+        i = self.layout.position.get(name)
+        if i is None:
+            return None
+        return self.starts[i], self.lengths[i]
+
+    def span(self) -> tuple[int, int] | None:
+        """The byte range covering every record this file lists (values and reductions)."""
+        starts = list(self.starts)
+        ends = [s + n for s, n in zip(starts, self.lengths, strict=True)]
+        for saved in self.reductions.values():
+            starts += [t.start_idx for t in saved.values()]
+            ends += [t.start_idx + t.length for t in saved.values()]
+        return (min(starts), max(ends)) if starts else None
 
     def merge(self, other: FileIndex) -> None:
         """A second index file for the same worker and (mode, mode step): later entries win."""
-        self.tensors = {**self.tensors, **other.tensors}
+        merged = {**self.tensors, **other.tensors}
+        self._set_entries(list(merged.values()), _NO_LAYOUTS)
         self.shapes = {**self.shapes, **other.shapes} if other.shapes else self.shapes
         if other.reductions:
             self.reductions = {**self.reductions, **other.reductions}
         self.names = self.names | other.names
 
     def entry(self, name: str) -> StepEntry:
-        t = self.tensors.get(name)
+        found = self.location(name)
         s = self.shapes.get(name)
         saved = self.reductions.get(name)
         return StepEntry(
-            Location(self.event_key, t.start_idx, t.length) if t is not None else None,
+            Location(self.event_key, *found) if found is not None else None,
             s.shape if s is not None else None,
             {k: Location(self.event_key, r.start_idx, r.length) for k, r in saved.items()}
             if saved

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.runner import BackgroundLoop
-from evaluator.trial.source import TrialSource
+from evaluator.trial.source import ParsedIndex, TrialSource
 
 __all__ = ["Poller"]
 
@@ -49,6 +49,7 @@ class Poller:
         self._lock = asyncio.Lock()
         self._task: concurrent.futures.Future[None] | None = None
         self._sleep = sleep  # every wait between listings goes through it (tests count them)
+        self._chunks_new = False  # this poll applied part of its files already
 
     # ---------------------------------------------------------------- one poll
 
@@ -57,10 +58,26 @@ class Poller:
         async with self._lock:  # an on-demand poll and the background loop never interleave
             return await self._poll()
 
+    def _apply_chunk(self, files: list[ParsedIndex], last_key: str) -> None:
+        """Apply part of a long listing's files at once (``TrialSource.scan``)."""
+        if self.cache.apply(files, last_key, ended=False):
+            self._chunks_new = True
+
     async def _poll(self) -> bool:
+        self._chunks_new = False
+        found = await self._poll_listing()
+        return found or self._chunks_new
+
+    async def _poll_listing(self) -> bool:
         token, read = self.cache.scan_position()
         with_marker = self._with_end_marker
-        scan = await self.source.scan(token, read, self.range_steps, with_end_marker=with_marker)
+        scan = await self.source.scan(
+            token,
+            read,
+            self.range_steps,
+            with_end_marker=with_marker,
+            apply_chunk=self._apply_chunk,
+        )
         if scan.other_keys:
             # Something else lives between index/ and the marker: list index/ alone from now on.
             self._with_end_marker = False
@@ -76,7 +93,9 @@ class Poller:
         if self.options.training_end_delay:
             await self._sleep(self.options.training_end_delay)
         token, read = self.cache.scan_position()
-        final = await self.source.scan(token, read, self.range_steps, with_end_marker=False)
+        final = await self.source.scan(
+            token, read, self.range_steps, with_end_marker=False, apply_chunk=self._apply_chunk
+        )
         return self.cache.apply(final.files, final.last_key, ended=True) or new
 
     async def _stop_signalled(self) -> bool:

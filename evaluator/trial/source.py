@@ -23,7 +23,7 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import CollectionsFile, parse_collections_file
-from evaluator.formats.index_file import IndexFile, parse_index_file
+from evaluator.formats.index_file import IndexColumns, IndexFile, parse_index_columns
 from evaluator.formats.keys import (
     COLLECTIONS_PREFIX,
     END_OF_JOB_KEY,
@@ -48,7 +48,7 @@ class ParsedIndex:
     key: str
     step: int
     worker: str
-    index: IndexFile
+    index: IndexFile | IndexColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,7 @@ class LoadedCollections:
 
 
 MiB = 1024 * 1024
+INDEX_CHUNK = 1000  # index files parsed before they are handed on (see ``scan``)
 
 
 class TrialSource:
@@ -180,8 +181,14 @@ class TrialSource:
         range_steps: tuple[int | None, int | None] | None,
         *,
         with_end_marker: bool,
+        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
     ) -> IndexScan:
         """List index files after ``start_after`` and parse the ones not read before.
+
+        With ``apply_chunk``, files are read ``INDEX_CHUNK`` at a time and each chunk but the
+        last is handed to ``apply_chunk(files, last key of the chunk)`` as soon as it is
+        parsed, so that a trial of many steps never holds all its parsed files at once; the
+        scan returned holds the last chunk.
 
         With ``with_end_marker`` the listing starts at the trial root instead of ``index/``:
         ``training_job_end.ts`` sorts after every index key, so one LIST request answers both
@@ -220,6 +227,10 @@ class TrialSource:
                         f"of {self._max_index_bytes} (max_index_file_mb): refused as bad data"
                     )
                 wanted.append((key, step, worker))
+        if apply_chunk is not None:
+            while len(wanted) > INDEX_CHUNK:
+                chunk, wanted = wanted[:INDEX_CHUNK], wanted[INDEX_CHUNK:]
+                apply_chunk(await self._read_index_files(chunk), chunk[-1][0])
         return IndexScan(await self._read_index_files(wanted), last_key, end_marker, other_keys)
 
     async def _read_index_files(self, wanted: list[tuple[str, int, str]]) -> list[ParsedIndex]:
@@ -234,7 +245,7 @@ class TrialSource:
         async def worker() -> None:
             for i, (key, step, worker_name) in items:
                 blob = await self.storage.read(key)
-                index = parse_index_file(
+                index = parse_index_columns(
                     blob,
                     max_entries=max_entries,
                     max_bytes=max_bytes,

@@ -13,15 +13,16 @@ views (``TensorRecord``) are made only for tensors somebody asks about: a trial 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Set as AbstractSet
 
 from evaluator.errors import SMDebugValueError
-from evaluator.formats.index_file import IndexFile
+from evaluator.formats.index_file import IndexColumns, IndexFile
 from evaluator.formats.keys import (
     index_key,
     serialize_tf_device,
 )
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.entries import FileIndex, TensorRecord, holding
+from evaluator.trial.entries import FileIndex, Layouts, TensorRecord, holding
 
 __all__ = ["TrialState"]
 
@@ -45,13 +46,16 @@ class TrialState:
         self.range_steps = range_steps
         self.names: set[str] = set()  # every tensor name seen
         self.files_at: dict[tuple[ModeKeys, int], dict[str, FileIndex]] = {}
-        self.names_at: dict[tuple[ModeKeys, int], set[str]] = {}  # union over the key's files
+        # Name sets below are shared between steps (``layouts``) and replaced, never changed.
+        self.layouts = Layouts()
+        self.names_at: dict[tuple[ModeKeys, int], AbstractSet[str]] = {}  # union, key's files
         self._files_with_shapes: list[FileIndex] = []
         self.mode_to_global: dict[ModeKeys, dict[int, int]] = {}
         self.global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
-        self.global_step_to_tensors: dict[int, set[str]] = {}
+        self.global_step_to_tensors: dict[int, AbstractSet[str]] = {}
         self.mode_to_tensors: dict[ModeKeys, set[str]] = {}
-        self.workers_for_global_step: dict[int, set[str]] = {}
+        self.workers_for_global_step: dict[int, AbstractSet[str]] = {}
+        self._one_worker: dict[str, frozenset[str]] = {}
         self.event_spans: dict[str, tuple[int, int]] = {}  # event key -> byte span of its records
         # Global step -> the one index file a GLOBAL read without a worker uses there, for
         # steps where that file is the only candidate (one worker, one mode): the hot path of
@@ -65,22 +69,27 @@ class TrialState:
 
     # ---------------------------------------------------------------- filling
 
-    def apply_index_file(self, step: int, worker: str, index: IndexFile) -> None:
+    def apply_index_file(self, step: int, worker: str, index: IndexFile | IndexColumns) -> None:
         """Record one parsed index file written by ``worker`` at ``step``.
 
         Mode and mode step come from the file's ``meta`` (smdebug ignores the records' own).
         Unlike smdebug, a shape entry does not erase the raw-tensor location of the same name
         in the same file: both are kept (docs/compatibility.md).
         """
-        if not index.tensors and not index.shapes:
+        listed = index.names if isinstance(index, IndexColumns) else index.tensors
+        if not listed and not index.shapes:
             return
         meta = index.meta
         if meta.mode_step < 0:
-            first = (index.tensors or index.shapes)[0].tensorname
+            first = (
+                index.names[0]
+                if isinstance(index, IndexColumns) and listed
+                else ((index.tensors or index.shapes)[0].tensorname)
+            )
             raise SMDebugValueError(
                 f"mode step number {meta.mode_step} for tensor {first} can not be less than 0"
             )
-        new = FileIndex(step, worker, index)
+        new = FileIndex(step, worker, index, self.layouts)
         key = (new.mode, new.mode_step)
         files = self.files_at.get(key)
         if files is None:
@@ -91,16 +100,16 @@ class TrialState:
             new = previous
         else:
             files[worker] = new
-        if new.tensors:
+        if new.starts:
             self._note_span(new)
         if new.shapes and (not self._files_with_shapes or self._files_with_shapes[-1] is not new):
             self._files_with_shapes.append(new)
         self.names.update(new.names)
         names_here = self.names_at.get(key)
         if names_here is None:
-            self.names_at[key] = set(new.names)
-        else:
-            names_here.update(new.names)
+            self.names_at[key] = new.names
+        elif not new.names <= names_here:
+            self.names_at[key] = self.layouts.name_set(frozenset(names_here | new.names))
         for name, record in self._records.items():
             # Re-check records that share this step's worker map, not only those in the file:
             # the map just gained a worker that may not have saved them.
@@ -128,19 +137,17 @@ class TrialState:
             self.sole_file.pop(step, None)
 
     def _note_span(self, f: FileIndex) -> None:
-        ends = [t.start_idx + t.length for t in f.tensors.values()]
-        starts = [t.start_idx for t in f.tensors.values()]
-        for r in f.reductions.values():
-            ends += [t.start_idx + t.length for t in r.values()]
-            starts += [t.start_idx for t in r.values()]
-        lo, hi = min(starts), max(ends)
+        covered = f.span()
+        if covered is None:
+            return
+        lo, hi = covered
         span = self.event_spans.get(f.event_key)
         if span is not None:
             lo, hi = min(lo, span[0]), max(hi, span[1])
         self.event_spans[f.event_key] = (lo, hi)
 
     def _note_step(
-        self, names: set[str], step: int, worker: str, mode: ModeKeys, mode_step: int
+        self, names: AbstractSet[str], step: int, worker: str, mode: ModeKeys, mode_step: int
     ) -> None:
         if mode != ModeKeys.GLOBAL:
             steps = self.mode_to_global.get(mode)
@@ -153,9 +160,19 @@ class TrialState:
         if step not in self.global_to_mode:
             self.global_to_mode[step] = (mode, mode_step)
             self._sorted.pop(ModeKeys.GLOBAL, None)
-        self.global_step_to_tensors.setdefault(step, set()).update(names)
-        workers = self.workers_for_global_step.setdefault(step, set())
-        workers.add(worker)
+        known = self.global_step_to_tensors.get(step)
+        if known is None:
+            self.global_step_to_tensors[step] = names
+        elif not names <= known:
+            self.global_step_to_tensors[step] = self.layouts.name_set(frozenset(known | names))
+        workers = self.workers_for_global_step.get(step)
+        if workers is None:
+            workers = self._one_worker.get(worker)
+            if workers is None:
+                workers = self._one_worker[worker] = frozenset((worker,))
+            self.workers_for_global_step[step] = workers
+        elif worker not in workers:
+            workers = self.workers_for_global_step[step] = frozenset((*workers, worker))
         if len(workers) == self.num_workers and step > self.last_complete_step:
             self.last_complete_step = step
 

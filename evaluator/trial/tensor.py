@@ -106,22 +106,22 @@ class Tensor:
             sole = self._sole_file.get(step_num)
             if sole is not None:
                 name = self.name
-                found = sole.tensors.get(name)
-                if found is not None:
+                i = sole.layout.position.get(name)
+                if i is not None:
                     if observing():
                         note_read(name, step_num)
                     return self._read_at(
-                        sole.event_key, found.start_idx, found.length, name, step_num, mode
+                        sole.event_key, sole.starts[i], sole.lengths[i], name, step_num, mode
                     )
         file = self._file(step_num, mode, worker)
-        saved = file.tensors.get(self.name)
+        saved = file.location(self.name)
         if saved is None:
             raise TensorUnavailableForStep(
                 self.name, step_num, mode, has_reductions=self.name in file.reductions
             )
         note_read(self.name, step_num)
         return self._view.reader.read_value(
-            (file.event_key, saved.start_idx, saved.length), what=(self.name, step_num, mode)
+            (file.event_key, *saved), what=(self.name, step_num, mode)
         )
 
     def reduction_value(
