@@ -170,3 +170,28 @@ def test_a_file_over_the_byte_limit_is_refused_before_parsing() -> None:
     """An index file larger than ``max_bytes`` is refused without being parsed."""
     with pytest.raises(IndexReaderException, match=r"index/x\.json is \d+ bytes.*limit of 100"):
         parse_index_file(b"{" * 101, max_bytes=100, source="index/x.json")
+
+
+def test_columns_hold_the_entries_parse_index_file_gives() -> None:
+    """parse_index_columns: the same meta, entries and shapes as parse_index_file, and the
+    same error for an irregular entry."""
+    from evaluator.formats.index_file import parse_index_columns
+
+    data = (
+        b'{"meta": {"mode": "EVAL", "mode_step": 3, "event_file_name": "events/e"},'
+        b' "tensor_payload": [{"tensorname": "w", "start_idx": 0, "length": 88},'
+        b' {"tensorname": "b", "start_idx": 88, "length": 90}],'
+        b' "shape_payload": [{"tensorname": "s", "originalname": "s:0", "shape": [2]}]}'
+    )
+    whole, columns = parse_index_file(data), parse_index_columns(data)
+    assert (columns.meta, columns.tensors, columns.shapes) == (
+        whole.meta,
+        whole.tensors,
+        whole.shapes,
+    )
+    bad = data.replace(b'"length": 90', b'"length": "x"')
+    with pytest.raises(IndexReaderException) as a:
+        parse_index_file(bad)
+    with pytest.raises(IndexReaderException) as b:
+        parse_index_columns(bad)
+    assert str(a.value) == str(b.value)

@@ -7,6 +7,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import numpy as np
+
 from evaluator.formats.keys import index_key
 from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import ObjectInfo
@@ -200,3 +202,36 @@ class Failing:
     ) -> AsyncIterator[ObjectInfo]:
         raise OSError("listing failed")
         yield  # pragma: no cover
+
+
+def test_a_long_listing_is_applied_in_chunks_with_the_same_answers(
+    engine: Any, monkeypatch: Any
+) -> None:
+    """With chunks of 3 index files, a listing of 8 is applied part by part (waiters see the
+    first steps early) and the trial knows what one whole apply would have told it."""
+    import evaluator.trial.source as source
+
+    monkeypatch.setattr(source, "INDEX_CHUNK", 3)
+    e = engine(prefetch_steps=0)
+    e.write(*range(8))
+    e.end()
+    applied: list[int] = []
+    apply = e.cache.apply
+
+    def counting(files: Any, last_key: Any, *, ended: bool) -> bool:
+        files = list(files)
+        applied.append(len(files))
+        return apply(files, last_key, ended=ended)
+
+    e.cache.apply = counting
+    assert e.poll() is True
+    assert applied[:2] == [3, 3] and sum(applied) == 8
+    assert e.state.steps(ModeKeys.TRAIN) == list(range(8))
+    assert e.state.loaded_all_steps
+    np.testing.assert_array_equal(
+        e.view.reader.read_value(
+            (e.state.sole_file[5].event_key, *e.state.sole_file[5].location("b")),
+            ("b", 5, ModeKeys.GLOBAL),
+        ),
+        e.value_of("b", 5),
+    )

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from evaluator.errors import SMDebugValueError
-from evaluator.formats.index_file import IndexFile, IndexMeta, ShapeEntry, TensorEntry
+from evaluator.formats.index_file import (
+    IndexFile,
+    IndexMeta,
+    ShapeEntry,
+    TensorEntry,
+    parse_index_columns,
+    parse_index_file,
+    serialize_index_file,
+)
 from evaluator.formats.keys import index_key, parse_reduction_tensor_name
 from evaluator.modes import ModeKeys, StepState
 from evaluator.trial.state import TrialState
@@ -191,3 +199,29 @@ def test_event_spans_cover_all_records_of_a_file() -> None:
     state = TrialState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(7, "worker_0", index(7, "worker_0", names=("a", "b", "c")))
     assert state.event_spans["events/000000000007/000000000007_worker_0.tfevents"] == (0, 300)
+
+
+def test_index_files_share_one_layout_and_one_name_set() -> None:
+    """Steps listing the same tensors share one layout and one name set; a step that lists
+    others gets its own; locations read back as given."""
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    for step in range(3):
+        state.apply_index_file(step, "worker_0", index(step, "worker_0", names=("a", "b")))
+    state.apply_index_file(3, "worker_0", index(3, "worker_0", names=("b", "c")))
+    files = [state.sole_file[s] for s in range(4)]
+    assert files[0].layout is files[1].layout is files[2].layout
+    assert files[3].layout is not files[0].layout
+    assert state.global_step_to_tensors[0] is state.global_step_to_tensors[2]
+    assert files[1].location("b") == (100, 100) and files[1].location("c") is None
+    assert files[3].tensors == {"b": TensorEntry("b", 0, 100), "c": TensorEntry("c", 100, 100)}
+
+
+def test_columns_and_entries_give_the_same_state() -> None:
+    """An index file parsed as columns is kept as the same file parsed as entries is."""
+    data = serialize_index_file(index(4, "worker_0", TRAIN, 2, names=("a", "b"), shapes=("s",)))
+    for parse in (parse_index_columns, parse_index_file):
+        state = TrialState(num_workers=1, workers={"worker_0"})
+        state.apply_index_file(4, "worker_0", parse(data))
+        f = state.sole_file[4]
+        assert (f.mode, f.mode_step, f.names) == (TRAIN, 2, frozenset({"a", "b", "s"}))
+        assert f.tensors == {"a": TensorEntry("a", 0, 100), "b": TensorEntry("b", 100, 100)}
