@@ -24,12 +24,12 @@ import numpy as np
 from evaluator.formats.crc import FOOTER_MAGIC
 from evaluator.formats.events import decode_record_value
 from evaluator.formats.tensor_codec import content_dtype
-from evaluator.formats.tfrecord import Buffer, length_crc
+from evaluator.formats.tfrecord import RECORD_OVERHEAD, Buffer, length_crc
 
 __all__ = ["RecordLayouts"]
 
-_unpack_header = struct.Struct("<QI").unpack_from
-_LENGTH_CRCS: dict[int, int] = {}  # payload length -> masked CRC of its length bytes
+_pack_header = struct.Struct("<QI").pack
+_HEADERS: dict[int, bytes] = {}  # record length -> its header bytes
 _MAX_LAYOUTS = 65536  # tensors of one trial; more are read the checked way
 
 # Protobuf tags (field number << 3 | wire type) of the fields on the way to tensor_content.
@@ -149,11 +149,13 @@ def _learn(buf: Buffer, pos: int, end: int) -> tuple[int, int, list[int], int] |
     return pos, dtype, dims, n
 
 
-def _remember_crc(n: int) -> int:
-    crc = length_crc(n)
-    if len(_LENGTH_CRCS) < 4096:
-        _LENGTH_CRCS[n] = crc
-    return crc
+def _header(length: int) -> bytes:
+    """The header of a framed record of ``length`` bytes (remembered for a few lengths)."""
+    n = max(0, length - RECORD_OVERHEAD)
+    header = _pack_header(n, length_crc(n))
+    if len(_HEADERS) < 4096:
+        _HEADERS[length] = header
+    return header
 
 
 class RecordLayouts:
@@ -181,11 +183,12 @@ class RecordLayouts:
             buf = bytes(buf)
         middle, skip, extent, dtype, size, shape, nbytes = layout
         try:
-            n, crc = _unpack_header(buf, start)
+            # The 12 header bytes (payload length, its masked CRC) follow from the length.
+            header = _HEADERS.get(length)
+            if header is None:
+                header = _header(length)
             end = start + length - 4
-            if n + 16 != length or not buf.startswith(FOOTER_MAGIC, end):
-                return None
-            if _LENGTH_CRCS.get(n, -1) != crc and _remember_crc(n) != crc:
+            if not buf.startswith(header, start) or not buf.startswith(FOOTER_MAGIC, end):
                 return None
             pos = start + 12
             if buf[pos] == 0x09:  # wall time
