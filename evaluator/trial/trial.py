@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import re
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -27,8 +26,8 @@ from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.columns import Columns, raw_reader, read_columns
+from evaluator.trial.names import names_at, numeric_suffix, select_names
 from evaluator.trial.options import TrialOptions
-from evaluator.trial.patterns import compile_pattern, matching_names
 from evaluator.trial.poller import Poller
 from evaluator.trial.reader import ValueReader
 from evaluator.trial.runner import BackgroundLoop, get_loop
@@ -204,55 +203,19 @@ class Trial:
         collection. A mode or mode step never seen gives ``[]`` (smdebug raises KeyError)."""
         self.maybe_refresh()
         with self._cache.lock:
-            names = self._names_at(step, mode)
-        if regex is None and collection is None:
-            return sorted(names)
-        if regex is not None and collection is not None:
-            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
-        if collection is not None:
-            matched = self._names_in_collection(collection) & names
-        else:
-            matched = self._matching(names, _flatten([regex]), "tensor_names(regex=...)")
-        if not matched:
-            log.warning(
-                "tensor_names: no tensor matches regex=%r collection=%r", regex, _cname(collection)
-            )
-            return []
-        return sorted(matched)
+            names = names_at(self._state, step, mode)
+        return select_names(
+            names,
+            regex,
+            collection,
+            collection_named=self.collection,
+            known=self._known_names,
+            options=self.options,
+        )
 
-    def _names_at(self, step: int | None, mode: ModeKeys) -> set[str]:
-        state = self._state
-        if step is None:
-            if mode == ModeKeys.GLOBAL:
-                return set(state.names)
-            return set(state.mode_to_tensors.get(mode, ()))
-        g = state.to_global(mode, step)
-        if g is None:
-            return set()
-        return set(state.global_step_to_tensors.get(g, ()))
-
-    def _names_in_collection(self, collection: str | Collection) -> set[str]:
-        if isinstance(collection, str):
-            coll = self.collection(collection)
-        elif isinstance(collection, Collection):
-            coll = collection
-        else:
-            raise TypeError(f"Invalid argument type for collection {collection.__class__}")
+    def _known_names(self) -> set[str]:
         with self._cache.lock:
-            known = set(self._state.names)
-        where = f"include_regex of collection {coll.name!r}"
-        found = self._matching(known, list(coll.include_regex or []), where)
-        return (set(coll.tensor_names) & known) | found
-
-    def _matching(self, names: Iterable[str], patterns: list[Any], what: str) -> set[str]:
-        """The names any of the user's ``patterns`` finds (``re.search``), in linear time
-        where RE2 can answer (``evaluator.trial.patterns``)."""
-        limit, seconds = self.options.max_regex_length, self.options.regex_fallback_timeout
-        compiled = [
-            compile_pattern(p, what=what, max_length=limit, fallback_seconds=seconds)
-            for p in patterns
-        ]
-        return matching_names(names, compiled)
+            return set(self._state.names)
 
     def tensor(self, tname: str) -> Tensor:
         """The ``Tensor`` named ``tname``; ``TensorUnavailable`` if it was never saved."""
@@ -296,7 +259,7 @@ class Trial:
         return self._values_by_regex("predictions*", step, mode)
 
     def _values_by_regex(self, regex: str, step: int, mode: ModeKeys) -> list[np.ndarray]:
-        names = sorted(self.tensor_names(step=step, mode=mode, regex=regex), key=_numeric_suffix)
+        names = sorted(self.tensor_names(step=step, mode=mode, regex=regex), key=numeric_suffix)
         return [self.tensor(n).value(step, mode=mode) for n in names]
 
     # ---------------------------------------------------------------- steps and modes
@@ -435,22 +398,3 @@ class Trial:
         if found is None:
             found = self._collections[coll_name] = Collection(coll_name)
         return found
-
-
-def _flatten(items: list[Any]) -> list[str]:
-    out: list[str] = []
-    for item in items:
-        if isinstance(item, (list, tuple, set)):
-            out.extend(_flatten(list(item)))
-        else:
-            out.append(item)
-    return out
-
-
-def _cname(collection: object) -> object:
-    return collection.name if isinstance(collection, Collection) else collection
-
-
-def _numeric_suffix(name: str) -> tuple[int, str]:
-    digits = re.search(r"(\d+)$", name)
-    return (int(digits.group(1)) if digits else -1, name)
