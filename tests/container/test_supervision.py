@@ -156,3 +156,49 @@ def _wait_until_pid1_handles_sigterm(docker: Docker, name: str) -> None:
             return
         time.sleep(0.002)
     raise AssertionError("the container's PID 1 never caught SIGTERM")
+
+
+ORPHANS = textwrap.dedent("""
+    import subprocess
+    from smdebug.rules import Rule
+
+    class LeavesOrphans(Rule):
+        def invoke_at_step(self, step):
+            # sh starts a short sleep in the background and exits: the sleep is an orphan,
+            # reparented to PID 1, and a zombie when it ends unless PID 1 reaps it.
+            subprocess.run(["sh", "-c", "sleep 0.2 & exit 0"], check=True)
+            name = self.base_trial.tensor_names()[0]
+            self.base_trial.tensor(name).value(step)
+            return False
+""")
+COUNT_ZOMBIES = (
+    "import os\n"
+    "print(sum(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0] == 'Z'"
+    " for p in os.listdir('/proc') if p.isdigit()))"
+)
+
+
+def test_pid_1_reaps_orphans(docker: Docker, image: Image, tmp_path: Path) -> None:
+    """Rule code whose subprocesses leave orphans behind: PID 1 (the supervisor) reaps them,
+    so no zombie piles up in a container started without --init."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orphans.py").write_text(ORPHANS)
+    layout = Layout(tmp_path / "container")
+    layout.mount_tensors(live_trial(tmp_path / "live"))
+    layout.mounts[rules] = "/rules"
+    env = {
+        "rule_to_invoke": "LeavesOrphans",
+        "source_s3_uri": "/rules/orphans.py",
+        "wait_for_training_end": "true",
+    }
+    name = f"rule-evaluator-test-{uuid.uuid4().hex[:12]}"
+    docker("run", "--detach", "--name", name, *docker.run_options(layout, env=env), image.name)
+    try:
+        docker.wait_for_line(name, '"status": "InProgress"')
+        time.sleep(2)  # three steps evaluated, their orphans ended long ago
+        zombies = docker("exec", name, "/opt/venv/bin/python", "-c", COUNT_ZOMBIES).stdout.strip()
+        docker("stop", "--time", "30", name)
+    finally:
+        docker("rm", "--force", name, check=False)
+    assert zombies == "0"
