@@ -65,11 +65,20 @@ class TrialCache:
         with self.lock:
             return self.state.last_index_token, frozenset(self.read_keys)
 
-    def apply(self, files: Iterable[ParsedIndex], last_key: str | None, *, ended: bool) -> bool:
+    def apply(
+        self,
+        files: Iterable[ParsedIndex],
+        last_key: str | None,
+        *,
+        ended: bool,
+        part: bool = False,
+    ) -> bool:
         """Record one scan's new index files; True if anything new was learned.
 
         ``ended`` says the end marker was seen *before* this scan's listing began, so every
-        file written before it has now been read: all steps count as complete.
+        file written before it has now been read: all steps count as complete. ``part``: the
+        files are a first part of the scan's (a long listing is applied in parts); the
+        listing token moves, and idle scans are counted, only with the scan's last part.
         """
         with self.changed:
             new = 0
@@ -80,6 +89,9 @@ class TrialCache:
                     self.state.apply_index_file(parsed.step, parsed.worker, parsed.index)
                     self.read_keys.add(parsed.key)
                     new += 1
+            if part:
+                self.changed.notify_all()  # waiters see the first steps early
+                return new > 0
             self.state.update_index_token(last_key or self.state.last_index_token)
             self._forget_read_keys_below_token()
             if ended and not self.state.loaded_all_steps:

@@ -60,7 +60,7 @@ class Poller:
 
     def _apply_chunk(self, files: list[ParsedIndex], last_key: str) -> None:
         """Apply part of a long listing's files at once (``TrialSource.scan``)."""
-        if self.cache.apply(files, last_key, ended=False):
+        if self.cache.apply(files, last_key, ended=False, part=True):
             self._chunks_new = True
 
     async def _poll(self) -> bool:

@@ -218,10 +218,12 @@ def test_a_long_listing_is_applied_in_chunks_with_the_same_answers(
     applied: list[int] = []
     apply = e.cache.apply
 
-    def counting(files: Any, last_key: Any, *, ended: bool) -> bool:
+    def counting(files: Any, last_key: Any, *, ended: bool, part: bool = False) -> bool:
         files = list(files)
         applied.append(len(files))
-        return apply(files, last_key, ended=ended)
+        if part:  # the listing token moves only with the scan's last part
+            assert e.state.last_index_token is None
+        return apply(files, last_key, ended=ended, part=part)
 
     e.cache.apply = counting
     assert e.poll() is True
