@@ -37,9 +37,8 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: f"{v.dtype}{list(v.shape)}")
 def test_after_one_checked_read_every_step_reads_fast_and_equal(value: Any) -> None:
-    """Once a record was decoded the checked way, records of the same tensor at other steps
-    read by layout give the same arrays; a mode step with more digits (longer metadata) is
-    read the checked way once, and by layout from then on."""
+    """After one checked read, the tensor's records at other steps read by layout, equal;
+    longer metadata (a mode step with more digits) is learned again once."""
     layouts = RecordLayouts()
     first = record(value, step=1, mode_step=1)
     assert layouts.fast(first, 0, len(first), "t") is None  # nothing learned yet

@@ -98,9 +98,8 @@ def test_a_read_out_of_order_fetches_nothing_ahead(engine: Any) -> None:
 
 @pytest.mark.parametrize("raw_cache_mb", [0.0, 128.0])
 def test_a_value_read_again_is_a_private_copy(engine: Any, raw_cache_mb: float) -> None:
-    """Values are handed out as copies, from the value cache (kept when the event file's bytes
-    are not) and from the byte cache alike: a rule changing one in place does not change what
-    the next read returns."""
+    """Values are private copies, from the value cache and the byte cache alike: a rule
+    changing one in place does not change what the next read returns."""
     e = engine(prefetch_steps=0, raw_cache_mb=raw_cache_mb)
     e.write(0)
     e.poll()
