@@ -183,8 +183,12 @@ class FileIndex:
 
     def span(self) -> tuple[int, int] | None:
         """The byte range covering every record this file lists (values and reductions)."""
+        if not self.reductions:
+            if not self.starts:
+                return None
+            return min(self.starts), max(map(operator.add, self.starts, self.lengths))
         starts = list(self.starts)
-        ends = [s + n for s, n in zip(starts, self.lengths, strict=True)]
+        ends = list(map(operator.add, self.starts, self.lengths))
         for saved in self.reductions.values():
             starts += [t.start_idx for t in saved.values()]
             ends += [t.start_idx + t.length for t in saved.values()]
