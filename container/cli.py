@@ -123,12 +123,12 @@ def evaluate(
         except ClientError as e:
             return _configuration_failed(e, opt_ml_root)
         log_stream = _capture_output(link) if link is not None else sys.stdout
-        # Imported once the configuration is known good: a bad one fails without loading numpy.
         # The report's charts (matplotlib) need a writable settings folder: one in the output's
         # .sagemaker-ignore works in a read-only container and for any user.
         os.environ.setdefault(
             "MPLCONFIGDIR", os.path.join(config.output_dir, ".sagemaker-ignore", "matplotlib")
         )
+        # Imported once the configuration is known good: a bad one fails without loading numpy.
         from evaluator.report import ReportWriter
         from evaluator.status import StatusReporter, configure_logging
 
