@@ -167,6 +167,7 @@ class StatusReporter:
                 state.last_step = progress.last_step
                 if progress.outcome is not None:
                     state.outcome = progress.outcome
+                    state.evidence = progress.evidence
                     state.started_at = state.finished_at = self._now()
                 else:
                     self._resumed[key] = progress.last_step

@@ -31,7 +31,7 @@ from typing import Any
 from evaluator.status.files import RESULT_FILE_NAME
 from evaluator.status.outcome import RuleOutcome, RuleStatus
 
-__all__ = ["Resume", "RuleProgress", "previous_run", "run_key"]
+__all__ = ["RecordedEvidence", "Resume", "RuleProgress", "previous_run", "run_key"]
 
 _UNFINISHED_RUN_CODES = (3, 130, 143)  # internal error (a killed child), SIGINT, SIGTERM
 _VERDICTS = ("NoIssuesFound", "IssuesFound")
@@ -46,6 +46,20 @@ class RuleProgress:
     fired_steps: tuple[int, ...]
     steps_evaluated: int
     outcome: RuleOutcome | None  # a verdict that stands; None: the rule goes on
+    evidence: RecordedEvidence | None = None  # what the earlier attempt checked, for a verdict
+
+
+class RecordedEvidence:
+    """The ``evidence`` an earlier attempt wrote for a verdict that stands, shown as it was."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        self._summary = summary
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self._summary)
+
+    def counts(self) -> dict[str, int]:
+        return {k: v for k, v in self._summary.items() if isinstance(v, int)}
 
 
 @dataclass(frozen=True)
@@ -125,10 +139,12 @@ def _progress(entry: Any) -> RuleProgress | None:
     if fired:
         last = max(fired[-1], last if last is not None else fired[-1])
     evaluated = entry.get("steps_evaluated")
+    evidence = entry.get("evidence")
     return RuleProgress(
         entry["configuration_name"],
         last,
         fired,
         evaluated if isinstance(evaluated, int) else 0,
         outcome,
+        RecordedEvidence(evidence) if outcome is not None and isinstance(evidence, dict) else None,
     )
