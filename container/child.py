@@ -14,13 +14,16 @@ __all__ = ["main"]
 
 
 def main() -> int:
-    from container.link import ChildLink
+    from container.link import ENV_FDS, ChildLink
     from container.signals import StopRequested, StopSignals
 
     signals = StopSignals(raise_in_main=False)  # a stop is handled where the run can say so
     signals.__enter__()
     link = ChildLink.from_environ()
     if link is not None:
+        # Ours alone: processes the rules start inherit neither the variable nor the pipe.
+        os.environ.pop(ENV_FDS, None)
+        os.set_inheritable(link.control_fd, False)
         link.send("ready")
     try:
         from container.cli import run
