@@ -54,6 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = {s: signal.signal(s, supervisor.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         return supervisor.run(list(sys.argv[1:] if argv is None else argv))
+    except Exception as e:  # our bug: never exit 1, which means "a rule fired"
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"InternalServerError: the supervisor failed: {type(e).__name__}: {e}", file=sys.stderr
+        )
+        return 3
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -81,8 +89,10 @@ class _Supervisor:
             self._send(signum)
 
     def _send(self, signum: int) -> None:
+        if self.pid is None:
+            return  # (os.kill(0, ...) would signal our own group)
         try:
-            os.kill(self.pid or 0, signum)
+            os.kill(self.pid, signum)
         except OSError:
             pass  # already gone
 
@@ -97,7 +107,6 @@ class _Supervisor:
     # ---- the run -------------------------------------------------------------------------
 
     def run(self, args: list[str]) -> int:
-        import json
         import select
         import subprocess
         import time
@@ -126,7 +135,7 @@ class _Supervisor:
             os.close(fd)
 
         control = bytearray()
-        outputs = _OutputLines(json)
+        outputs = _OutputLines()
         open_fds = {control_r: "control", out_r: "stdout", err_r: "stderr"}
         exit_status: int | None = None
         exited_at: float | None = None
@@ -265,8 +274,7 @@ class _Supervisor:
 class _OutputLines:
     """What the child printed outside the log, as ``rule_output`` log lines on our stdout."""
 
-    def __init__(self, json_module: Any) -> None:
-        self.json = json_module
+    def __init__(self) -> None:
         self.log_format = "json"
         self.buffers = {"stdout": bytearray(), "stderr": bytearray()}
 
@@ -291,6 +299,8 @@ class _OutputLines:
             buffer.clear()
 
     def _emit(self, stream: str, raw: bytes) -> None:
+        import json  # container.link loaded it; kept off the lines before the handlers
+
         text = raw.decode("utf-8", errors="backslashreplace").rstrip("\r")
         level = "warning" if stream == "stderr" else "info"
         stamp = _timestamp()
@@ -305,7 +315,7 @@ class _OutputLines:
                 "text": text,
                 "timestamp": stamp,
             }
-            line = self.json.dumps(record) + "\n"
+            line = json.dumps(record) + "\n"
         _write_all(1, line.encode("utf-8", errors="backslashreplace"))
 
 

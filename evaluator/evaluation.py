@@ -338,7 +338,7 @@ class _Progress(NullObserver):
         self.watch = watch
         self._busy = False
         self.replay_until = reporter.resumed_step(name)  # an earlier attempt evaluated these
-        self._replayed_firings = set(reporter.fired_steps(name)) if self.replay_until else set()
+        self._replayed_firings = set(reporter.fired_steps(name))
         self.trial = rule.base_trial
         self.evidence = evidence
         self.records = bool(getattr(rule, "RECORDS_COMPARISONS", False))

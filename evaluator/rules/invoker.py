@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -94,22 +95,6 @@ class NullObserver:
         pass
 
 
-class _Starts(NullObserver):
-    """An observer without ``on_step_start``, given one that does nothing."""
-
-    def __init__(self, observer: RuleObserver) -> None:
-        self.observer = observer
-
-    def on_step_evaluated(self, step: int) -> None:
-        self.observer.on_step_evaluated(step)
-
-    def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
-        self.observer.on_step_skipped(step, exc)
-
-    def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
-        self.observer.on_condition_met(step, exc)
-
-
 @dataclass(frozen=True)
 class InvokeResult:
     """What one ``invoke_rule`` run did."""
@@ -153,8 +138,8 @@ def invoke_rule(
     rule raises at a step escapes as ``RuleFailed`` (the step, and the exception as cause)."""
     trial = rule_obj.base_trial
     watcher: RuleObserver = observer if observer is not None else NullObserver()
-    if not callable(getattr(watcher, "on_step_start", None)):
-        watcher = _Starts(watcher)
+    found = getattr(watcher, "on_step_start", None)
+    starts: Callable[[int | None], None] = found if callable(found) else _no_start
     tally = _Tally()
     start = start_step or 0
     step = trial.next_step(start - 1 if start > 0 else None, end_step=end_step, stop=stop)
@@ -163,7 +148,9 @@ def invoke_rule(
             return tally.result(Termination.STOPPED)
         tally.last_step = step
         try:
-            ended = _invoke_at(rule_obj, step, tally, watcher, raise_eval_cond, continue_after_fire)
+            ended = _invoke_at(
+                rule_obj, step, tally, watcher, starts, raise_eval_cond, continue_after_fire
+            )
         except RuleEvaluationConditionMet:
             raise  # raise_eval_cond: the firing itself, not a failure
         except BaseException as e:
@@ -178,7 +165,7 @@ def invoke_rule(
     ended_by = _why_no_step(trial, end_step, stop)
     if ended_by in (Termination.END_OF_DATA, Termination.END_STEP):
         try:
-            _finish(rule_obj, tally, watcher, raise_eval_cond)
+            _finish(rule_obj, tally, watcher, starts, raise_eval_cond)
         except RuleEvaluationConditionMet:
             raise
         except BaseException as e:
@@ -188,13 +175,19 @@ def invoke_rule(
     return tally.result(ended_by)
 
 
-def _finish(rule_obj: Any, tally: _Tally, watcher: RuleObserver, raise_eval_cond: bool) -> None:
+def _finish(
+    rule_obj: Any,
+    tally: _Tally,
+    watcher: RuleObserver,
+    starts: Callable[[int | None], None],
+    raise_eval_cond: bool,
+) -> None:
     """The end-of-data judgement (``Rule.finish``) of a rule that has one; a firing there
     counts as a firing at the step the rule names."""
     finish = getattr(rule_obj, "finish", None)
     if not callable(finish):
         return
-    watcher.on_step_start(None)  # type: ignore[attr-defined]
+    starts(None)
     try:
         finish()
     except RuleEvaluationConditionMet as e:
@@ -210,11 +203,12 @@ def _invoke_at(
     step: int,
     tally: _Tally,
     watcher: RuleObserver,
+    starts: Callable[[int | None], None],
     raise_eval_cond: bool,
     continue_after_fire: bool,
 ) -> Termination | None:
     """Invoke the rule at one step; the reason to stop, or None to go on."""
-    watcher.on_step_start(step)  # type: ignore[attr-defined]
+    starts(step)
     try:
         rule_obj.invoke(step)
     except SKIPPING as e:
@@ -238,6 +232,10 @@ def _invoke_at(
     tally.evaluated += 1
     watcher.on_step_evaluated(step)
     return None
+
+
+def _no_start(step: int | None) -> None:
+    """``on_step_start`` of an observer that has none."""
 
 
 def _why_no_step(trial: Any, end_step: int | None, stop: threading.Event | None) -> Termination:

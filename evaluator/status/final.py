@@ -72,5 +72,5 @@ def close_unfinished(
     return True
 
 
-def _now() -> Any:
+def _now() -> str | None:
     return iso(datetime.now(UTC))

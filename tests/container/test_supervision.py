@@ -14,6 +14,7 @@ import pytest
 
 from tests.compat.golden import DATA
 from tests.container.harness import Docker, Image, Layout, Outcome, live_trial
+from tests.support.evaluator_cli import wait_until_sigterm_is_handled
 from tests.support.rule_code import COUNTS_STEPS
 
 pytestmark = pytest.mark.container
@@ -52,7 +53,8 @@ def test_docker_stop_soon_after_start_is_stopped(
     env = {"rule_to_invoke": "VanishingGradient", "wait_for_training_end": "true"}
     docker("run", "--detach", "--name", name, *docker.run_options(layout, env=env), image.name)
     try:
-        _wait_until_pid1_handles_sigterm(docker, name)
+        pid = docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
+        wait_until_sigterm_is_handled(int(pid))  # PID 1, seen from the host
         time.sleep(delay)
         sent = time.monotonic()
         docker("stop", "--time", "30", name)
@@ -137,25 +139,6 @@ def test_docker_kill_then_rerun_resumes(docker: Docker, image: Image, tmp_path: 
     assert again.result["rules"][0]["steps_evaluated"] == 16
     assert again.result["resumed"] == {"CountsSteps": killed["step"]}
     assert '"event": "evaluation_resumed"' in again.stdout
-
-
-def _wait_until_pid1_handles_sigterm(docker: Docker, name: str) -> None:
-    """Wait until the container's PID 1 catches SIGTERM (``SigCgt`` in /proc, read on the
-    host); where the engine's processes are not visible here, wait until it runs."""
-    pid = docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip()
-    status = Path(f"/proc/{pid}/status")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            caught = next(
-                line for line in status.read_text().splitlines() if line.startswith("SigCgt:")
-            )
-        except (OSError, StopIteration):
-            return  # a remote engine, or already gone
-        if int(caught.split()[1], 16) & (1 << (15 - 1)):
-            return
-        time.sleep(0.002)
-    raise AssertionError("the container's PID 1 never caught SIGTERM")
 
 
 ORPHANS = textwrap.dedent("""

@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of, copy_trial
+from tests.support.evaluator_cli import (
+    ROOT,
+    EvaluatorCli,
+    child_of,
+    copy_trial,
+    wait_until_sigterm_is_handled,
+)
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 
@@ -138,7 +144,7 @@ def test_a_stop_from_the_first_moment_is_stopped(
     process = cli.command(
         "--trial-dir", str(live), "--rule", "ExplodingTensor", "--wait_for_training_end", "true"
     ).start()
-    _wait_until_handled(process.pid)
+    wait_until_sigterm_is_handled(process.pid)
     time.sleep(delay)
     process.send_signal(signum)
     out, err = process.communicate(timeout=30)
@@ -299,20 +305,3 @@ def _live_trial(tmp_path: Path) -> Path:
     trial = copy_trial(Path(EXAMPLE), tmp_path / "live")
     (trial / "training_job_end.ts").unlink()
     return trial
-
-
-def _wait_until_handled(pid: int) -> None:
-    """Wait until process ``pid`` catches SIGTERM (``SigCgt`` in /proc), which only the
-    supervisor's first line does: the interpreter has started. (SIGINT is no marker: Python
-    catches it from its own start, for KeyboardInterrupt.)"""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            return
-        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
-        if int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
-            return
-        time.sleep(0.001)
-    raise AssertionError(f"process {pid} never installed its SIGTERM handler")

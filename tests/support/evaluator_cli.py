@@ -29,6 +29,7 @@ __all__ = [
     "EvaluatorRun",
     "Invocation",
     "child_of",
+    "wait_until_sigterm_is_handled",
     "copy_trial",
     "leftover_temporary_files",
     "run_concurrently",
@@ -149,6 +150,28 @@ def child_of(pid: int, *, timeout: float = 10.0) -> int:
                 return int(entry.name)
         time.sleep(0.05)
     raise AssertionError(f"process {pid} started no child")
+
+
+def wait_until_sigterm_is_handled(pid: int, *, timeout: float = 20.0) -> None:
+    """Wait until process ``pid`` catches SIGTERM (``SigCgt`` in /proc), which only the
+    supervisor's first line does: the interpreter has started. (SIGINT is no marker: Python
+    catches it from its own start, for KeyboardInterrupt.) Returns at once when the process is
+    not visible here (gone, or in a remote Docker engine)."""
+    import signal
+    import time
+
+    status = Path(f"/proc/{pid}/status")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            return
+        caught = next((line for line in lines if line.startswith("SigCgt:")), None)
+        if caught is None or int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} never installed its SIGTERM handler")
 
 
 def run_concurrently(
