@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -30,6 +31,7 @@ __all__ = [
     "IndexColumns",
     "IndexFile",
     "IndexMeta",
+    "IndexParser",
     "ShapeEntry",
     "TensorEntry",
     "parse_index_columns",
@@ -138,6 +140,75 @@ def parse_index_columns(
     if columns.names and meta.event_file_name is None:
         raise IndexReaderException("index file lists tensors but its meta has no event_file_name")
     return columns
+
+
+class IndexParser:
+    """``parse_index_columns`` for the index files of one trial, read one after the other.
+
+    The steps of a job list the same tensors at the same offsets, step after step: only the
+    meta (mode step, event file) differs. The parser keeps the payload bytes (everything after
+    the meta) of a few recent files with their parsed columns; a file whose payload bytes are
+    equal to one of them has only its meta parsed and shares those columns (read-only). Equal
+    bytes parse to equal entries, so the answers and the errors are those of a full parse:
+    anything unusual (another layout of the JSON, a payload naming ``meta``, a meta that does
+    not parse on its own) takes the full parse.
+    """
+
+    def __init__(self, keep: int = 4) -> None:
+        self._recent: list[tuple[bytes, IndexColumns]] = []
+        self._keep = keep
+
+    def parse(
+        self,
+        data: bytes,
+        *,
+        max_entries: int | None = None,
+        max_bytes: int | None = None,
+        source: str = "index file",
+    ) -> IndexColumns:
+        cut = _payload_start(data)
+        payload = data[cut:] if cut > 0 else b""
+        if payload and (max_bytes is None or len(data) <= max_bytes):
+            for seen, columns in self._recent:
+                if seen == payload:
+                    meta = _meta_alone(data[:cut])
+                    if meta is not None and (meta.event_file_name is not None or not columns.names):
+                        return IndexColumns(
+                            meta, columns.names, columns.starts, columns.lengths, columns.shapes
+                        )
+                    break
+        columns = parse_index_columns(
+            data, max_entries=max_entries, max_bytes=max_bytes, source=source
+        )
+        # Kept only when the split is known to be the document's: the meta read alone is the
+        # one the full parse found, and the payload cannot hold a second "meta" key.
+        if payload and b'"meta"' not in payload and _meta_alone(data[:cut]) == columns.meta:
+            self._recent.insert(0, (payload, columns))
+            del self._recent[self._keep :]
+        return columns
+
+
+# The head of an index file before its payload: ``{"meta": <one JSON value>, `` (any spacing).
+_HEAD = re.compile(rb'\{\s*"meta"\s*:(.*),\s*', re.DOTALL)
+
+
+def _payload_start(data: bytes) -> int:
+    """Where the sections after the meta begin (-1 when neither is found)."""
+    cut = data.find(b'"tensor_payload"')
+    return cut if cut >= 0 else data.find(b'"shape_payload"')
+
+
+def _meta_alone(head: bytes) -> IndexMeta | None:
+    """The meta of ``head`` (an index file up to its payload), or None when the head is not
+    exactly ``{"meta": <value>,`` with a valid, non-empty meta: then a full parse decides."""
+    found = _HEAD.fullmatch(head)
+    if found is None:
+        return None
+    try:
+        raw = orjson.loads(found.group(1))
+        return _meta(raw) if raw and isinstance(raw, dict) else None
+    except (ValueError, IndexReaderException):
+        return None
 
 
 def _all_of(values: list[Any], kind: type) -> bool:

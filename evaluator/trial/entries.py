@@ -57,6 +57,17 @@ class Layout:
         self.name_set = frozenset(names)
 
 
+# The lists of an ``IndexColumns`` (names, starts, lengths), and what a file makes of them:
+# layout, starts and lengths arrays, span.
+_Columns = tuple[
+    tuple[list[str], list[int], list[int]],
+    Layout,
+    "array[int]",
+    "array[int]",
+    tuple[int, int] | None,
+]
+
+
 class Layouts:
     """One trial's layouts and tensor names, interned: a trial of many steps keeps one copy
     of each (``max_layouts`` at most; past it, files keep layouts of their own)."""
@@ -65,6 +76,32 @@ class Layouts:
         self._layouts: dict[tuple[str, ...], Layout] = {}
         self._sets: dict[frozenset[str], frozenset[str]] = {}
         self._max = max_layouts
+        # The columns of recent index files, by the identity of their names list: files whose
+        # payload parsed once share its lists (``IndexParser``), and get the layout, the
+        # arrays (copied) and the span without going over the lists again.
+        self._columns: dict[int, _Columns] = {}
+
+    def columns(self, index: IndexColumns) -> _Columns:
+        """The layout, the ``starts`` and ``lengths`` arrays (to be copied) and the span of
+        the raw tensors of ``index``, a file without reductions."""
+        names = index.names
+        found = self._columns.get(id(names))
+        if found is None or found[0] != (names, index.starts, index.lengths):
+            starts = array("q", index.starts)
+            lengths = array("q", index.lengths)
+            # From the lists: three times cheaper than from the arrays.
+            span = (
+                (min(index.starts), max(map(operator.add, index.starts, index.lengths)))
+                if names
+                else None
+            )
+            lists = (names, index.starts, index.lengths)
+            found = (lists, self.layout(tuple(names)), starts, lengths, span)
+            if self._max:
+                if len(self._columns) >= 8:
+                    self._columns.clear()
+                self._columns[id(names)] = found
+        return found
 
     def layout(self, names: tuple[str, ...]) -> Layout:
         found = self._layouts.get(names)
@@ -127,12 +164,10 @@ class FileIndex:
         if isinstance(index, IndexColumns):
             names = index.names
             if not names or REDUCTIONS_PREFIX not in "\n".join(names):  # the common case
-                self.layout = layouts.layout(tuple(names))
-                self.starts = array("q", index.starts)
-                self.lengths = array("q", index.lengths)
-                if names:  # from the lists: three times cheaper than from the arrays
-                    ends = map(operator.add, index.starts, index.lengths)
-                    self._span = (min(index.starts), max(ends))
+                _, self.layout, starts, lengths, self._span = layouts.columns(index)
+                # Copies: a file's arrays are its own (the reader tells files apart by them).
+                self.starts = starts[:]
+                self.lengths = lengths[:]
                 self._set_shapes(index.shapes, layouts)
                 return
         entries = index.tensors

@@ -23,7 +23,7 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import CollectionsFile, parse_collections_file
-from evaluator.formats.index_file import IndexColumns, IndexFile, parse_index_columns
+from evaluator.formats.index_file import IndexColumns, IndexFile, IndexParser
 from evaluator.formats.keys import (
     COLLECTIONS_PREFIX,
     END_OF_JOB_KEY,
@@ -84,6 +84,7 @@ class TrialSource:
         self._concurrency = options.index_read_concurrency
         self._max_index_bytes = int(options.max_index_file_mb * MiB)
         self._max_collections_bytes = int(options.max_collections_file_mb * MiB)
+        self._index_parser = IndexParser()  # reuses the parse of payloads repeated step to step
 
     async def training_ended(self) -> bool:
         return await self.storage.exists(END_OF_JOB_KEY)
@@ -241,11 +242,12 @@ class TrialSource:
         results: list[ParsedIndex | None] = [None] * len(wanted)
         items = iter(enumerate(wanted))
         max_entries, max_bytes = self.options.max_index_entries, self._max_index_bytes
+        parse = self._index_parser.parse
 
         async def worker() -> None:
             for i, (key, step, worker_name) in items:
                 blob = await self.storage.read(key)
-                index = parse_index_columns(
+                index = parse(
                     blob,
                     max_entries=max_entries,
                     max_bytes=max_bytes,

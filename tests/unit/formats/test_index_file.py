@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +197,120 @@ def test_columns_hold_the_entries_parse_index_file_gives() -> None:
     with pytest.raises(IndexReaderException) as b:
         parse_index_columns(bad)
     assert str(a.value) == str(b.value)
+
+
+def _outcome(parse: Callable[[bytes], Any], data: bytes) -> object:
+    """What parsing ``data`` gives: the parsed fields, or the error's type and message."""
+    try:
+        got = parse(data)
+    except IndexReaderException as e:
+        return ("error", str(e))
+    return (got.meta, got.tensors, got.shapes)
+
+
+def _index_bytes(mode_step: int, payload: str = "", head: str | None = None) -> bytes:
+    meta = head or (
+        f'{{"mode": "TRAIN", "mode_step": {mode_step}, '
+        f'"event_file_name": "events/{mode_step:012d}/{mode_step:012d}_worker_0.tfevents"}}'
+    )
+    payload = payload or (
+        '"tensor_payload": [{"tensorname": "w", "start_idx": 0, "length": 88}, '
+        '{"tensorname": "b", "start_idx": 88, "length": 90}], '
+        '"shape_payload": [{"tensorname": "w", "originalname": "w:0", "shape": [2, 11]}]'
+    )
+    return f'{{"meta": {meta}, {payload}}}'.encode()
+
+
+def test_index_parser_shares_a_repeated_payload_and_reads_each_meta() -> None:
+    """Steps whose payload bytes repeat get the columns parsed once (the same lists) and their
+    own meta: the answers of a full parse of each file."""
+    from evaluator.formats.index_file import IndexParser, parse_index_columns
+
+    parser = IndexParser()
+    files = [_index_bytes(step) for step in range(5)]
+    parsed = [parser.parse(data) for data in files]
+    for data, got in zip(files, parsed, strict=True):
+        whole = parse_index_columns(data)
+        assert (got.meta, got.tensors, got.shapes) == (whole.meta, whole.tensors, whole.shapes)
+    assert [p.meta.mode_step for p in parsed] == [0, 1, 2, 3, 4]
+    assert all(p.names is parsed[0].names and p.starts is parsed[0].starts for p in parsed)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        # the meta spells "tensor_payload" (a key inside it, a string value)
+        _index_bytes(
+            1,
+            head='{"mode": "TRAIN", "mode_step": 1, "tensor_payload": 2, '
+            '"event_file_name": "events/e"}',
+        ),
+        _index_bytes(
+            1, head='{"mode": "TRAIN", "mode_step": 1, "event_file_name": "tensor_payload"}'
+        ),
+        # the meta is empty, not an object, lacks fields, or has a bad mode
+        _index_bytes(1, head="{}"),
+        _index_bytes(1, head="[1, 2]"),
+        _index_bytes(1, head='{"mode": "TRAIN", "mode_step": 1}'),
+        _index_bytes(1, head='{"mode": "TRAINING", "mode_step": 1, "event_file_name": "e"}'),
+        _index_bytes(1, head='{"mode": "TRAIN", "mode_step": "x", "event_file_name": "e"}'),
+        # two values where the meta should be one; a meta left open
+        _index_bytes(1, head='{"mode": "TRAIN"}, "x": {"y": 1}'),
+        b'{"meta": {"mode": "TRAIN", ' + _index_bytes(0)[len(b'{"meta": {') :],
+        # other spacing, another key order, a payload with a second "meta"
+        _index_bytes(0).replace(b'{"meta": ', b'{ "meta" :\n'),
+        b'{"tensor_payload": [], ' + _index_bytes(1)[1:],
+        _index_bytes(1)[:-1] + b', "meta": {"mode": "EVAL", "mode_step": 9, '
+        b'"event_file_name": "events/x"}}',
+        # not JSON at all past the head
+        _index_bytes(1)[:-1],
+    ],
+)
+def test_index_parser_answers_as_a_full_parse_on_odd_files(second: bytes) -> None:
+    """Whatever follows a file whose payload was kept, the parser gives what a full parse
+    gives: the same fields, or the same error."""
+    from evaluator.formats.index_file import IndexParser, parse_index_columns
+
+    parser = IndexParser()
+    parser.parse(_index_bytes(0))
+    assert _outcome(parser.parse, second) == _outcome(parse_index_columns, second)
+    # and a regular file after it still parses right
+    after = _index_bytes(2)
+    assert _outcome(parser.parse, after) == _outcome(parse_index_columns, after)
+
+
+def test_index_parser_applies_the_byte_limit_to_a_repeated_payload() -> None:
+    """The size limit holds for a file whose payload is known: a longer meta over the limit is
+    refused with the limit's message."""
+    from evaluator.formats.index_file import IndexParser
+
+    parser = IndexParser()
+    first = _index_bytes(0)
+    parser.parse(first, max_bytes=len(first))
+    long_meta = _index_bytes(
+        1, head='{"mode": "TRAIN", "mode_step": 1, "event_file_name": "' + "e" * 100 + '"}'
+    )
+    with pytest.raises(IndexReaderException, match="over the limit"):
+        parser.parse(long_meta, max_bytes=len(first), source="index/x.json")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # a second "meta" key after the sections: the later one is the file's meta
+        '"tensor_payload": [{"tensorname": "w", "start_idx": 0, "length": 88}], '
+        '"meta": {"mode": "EVAL", "mode_step": 9, "event_file_name": "events/x"}',
+        # a tensor named "meta"
+        '"tensor_payload": [{"tensorname": "meta", "start_idx": 0, "length": 88}]',
+        # shapes only
+        '"shape_payload": [{"tensorname": "w", "originalname": "w:0", "shape": [3]}]',
+    ],
+)
+def test_index_parser_gives_each_file_its_own_meta(payload: str) -> None:
+    """Files that repeat a payload, each with its own head: every one parses as alone."""
+    from evaluator.formats.index_file import IndexParser, parse_index_columns
+
+    parser = IndexParser()
+    for step in range(3):
+        data = _index_bytes(step, payload)
+        assert _outcome(parser.parse, data) == _outcome(parse_index_columns, data)

@@ -240,3 +240,26 @@ def test_the_quick_readable_answer_never_contradicts_has_passed_step() -> None:
         quick = {s for s in range(9) if state.readable_now(s)}
         assert quick == {s for s in range(9) if state.has_passed_step(s, GLOBAL) == A}
     assert quick == {0, 1, 3, 5, 6}
+
+
+def test_files_sharing_parsed_columns_keep_arrays_of_their_own() -> None:
+    """Steps whose index payload parsed once (``IndexParser``) share one layout and span; each
+    file still has its own ``starts``/``lengths`` arrays (the reader tells files apart by
+    them), and a merge into one leaves the others as they were."""
+    from evaluator.formats.index_file import IndexParser
+
+    parser = IndexParser()
+    state = TrialState(num_workers=1, workers={"worker_0"})
+    for step in range(3):
+        data = serialize_index_file(index(step, "worker_0", TRAIN, step, names=("a", "b")))
+        state.apply_index_file(step, "worker_0", parser.parse(data))
+    files = [state.sole_file[s] for s in range(3)]
+    assert files[0].layout is files[1].layout is files[2].layout
+    assert files[0].span() == files[2].span() == (0, 200)
+    assert files[0].starts == files[1].starts and files[0].starts is not files[1].starts
+    assert files[0].lengths is not files[1].lengths
+    again = serialize_index_file(index(1, "worker_0", TRAIN, 1, names=("c",)))
+    state.apply_index_file(1, "worker_0", parser.parse(again))
+    assert files[1].location("c") == (0, 100) and files[1].location("a") == (0, 100)
+    assert files[0].location("c") is None and files[2].location("b") == (100, 100)
+    assert [f.mode_step for f in files] == [0, 1, 2]
