@@ -13,7 +13,10 @@ Steps: make sure bench/.work/venv-smdebug exists (bench/setup_smdebug.sh) and th
 the matching interpreter), alternating the implementations; take medians; check that both
 implementations (and every repeat) read the same values (checksums); store the raw figures in
 bench/results.json (one entry per storage/workload/implementation; running one side replaces
-only that side's entries) and write bench/RESULTS.md from it.
+only that side's entries) and write bench/RESULTS.md from it.  Local metadata and values_all
+also run their floor (bench/workloads.py's floor_metadata / floor_values: no reader at all) as
+a third side, "floor", in the same loop under ours' interpreter whenever ours runs; RESULTS.md
+reports ours / floor next to smdebug / ours.
 
 Exit status: 0, or 1 when a requested run failed or the checksums disagree.  ``--impl ours``
 before evaluator.trial can be imported is reported and skipped (exit 0), leaving stored
@@ -41,7 +44,7 @@ sys.path.insert(0, HERE)
 
 import make_trial  # noqa: E402  (stdlib-only at import time)
 from s3_cpu_run import report_s3_cpu, s3_cpu_main  # noqa: E402
-from workloads import S3_WORKLOADS, WORKLOADS  # noqa: E402
+from workloads import FLOOR_WORKLOADS, S3_WORKLOADS, WORKLOADS  # noqa: E402
 
 # bench/rules_workload.py: the built-in rules over the trial. Not in the default set (a run of
 # smdebug's side takes minutes): --workloads rules, or --workloads all.
@@ -60,6 +63,13 @@ MOTO_SERVER_DEFAULT = os.path.join(REPO, ".venv", "bin", "moto_server")
 RESULTS_JSON = os.path.join(HERE, "results.json")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 IMPLS = ("smdebug", "ours")
+# The floors (bench/workloads.py, README "Floors"): what the same answers cost with no reader at
+# all.  A local metadata or values_all run also runs its floor, as a third side named "floor"
+# (ours' yardstick: it runs whenever ours runs, under ours' interpreter), stored under
+# local/<workload>/floor.
+FLOOR = "floor"
+FLOOR_OF = {"metadata": "floor_metadata", "values_all": "floor_values"}
+assert set(FLOOR_OF.values()) <= set(FLOOR_WORKLOADS)
 S3_BUCKET = "bench-trials"
 TARGET_SPEEDUP = 10.0
 # What the summary's seconds are: everything the process does after the import (total_s);
@@ -832,6 +842,93 @@ def fmt_ratio(r) -> str:
     return f"{r:.1f}x" if r >= 10 else f"{r:.2f}x"
 
 
+def fmt_floor_ratio(r) -> str:
+    return "–" if r is None else f"{r:.1f}x"
+
+
+def floor_figures(entries: dict, storage: str, workload: str) -> dict | None:
+    """The floor's side of a workload that has one (None otherwise), compared like with like.
+
+    metadata: ours' total (create_trial + the four calls) against the floor's headline
+    ``seconds``, the index files read and parsed plus the steps and sorted names
+    (``index_and_names``; the floor's ``total_s`` is its ``index`` phase alone).  values_all:
+    ours' reads (both passes, its checksum inside) and ours' ``reads_net`` (reads minus the
+    checksum estimate) against the floor's reads (both passes; it hashes nothing while timed).
+    """
+    if storage != "local" or workload not in FLOOR_OF:
+        return None
+    fe = entries.get(entry_key(storage, workload, FLOOR)) or {}
+    oe = entries.get(entry_key(storage, workload, "ours")) or {}
+    fs, ou = fe.get("summary") or {}, oe.get("summary") or {}
+    out: dict = {"entry": fe or None, "floor_s": None, "ours_s": None, "ratio": None}
+    if not fs:
+        return out
+    if workload == "metadata":
+        out["floor_s"], out["ours_s"] = fs.get("seconds"), ou.get("total_s")
+    else:
+        out["floor_s"] = (fs.get("phases") or {}).get("reads")
+        out["ours_s"] = (ou.get("phases") or {}).get("reads")
+        out["ours_net_s"] = (ou.get("phases") or {}).get("reads_net")
+    out["comparable"] = not ou or oe.get("trial_params") == fe.get("trial_params")
+    if out["comparable"]:
+        out["ratio"] = ratio(out["ours_s"], out["floor_s"])
+        out["net_ratio"] = ratio(out.get("ours_net_s"), out["floor_s"])
+    return out
+
+
+def floor_line(data: dict, storage: str, workload: str, problems: list[str]) -> str | None:
+    """The per-workload section's line for the floor's runs (None for a workload without one)."""
+    entries = data["entries"]
+    ff = floor_figures(entries, storage, workload)
+    if ff is None:
+        return None
+    e = ff["entry"]
+    name = FLOOR_OF[workload]
+    line = f"- floor (`{name}`: no reader, ours' interpreter): {side_status(e)}"
+    if not e:
+        line += " (run.py runs it whenever ours runs this workload)"
+    if not (e and e.get("summary")):
+        return line
+    runs = [r for r in e["runs"] if "error" not in r]
+    what = "index files + steps and names" if workload == "metadata" else "reads (both passes)"
+    line += f"; {what} per run: " + ", ".join(fmt_s(r.get("seconds")) for r in runs) + " s"
+    if not ff["comparable"]:
+        line += "; **measured on a different trial from ours'**: no ratio"
+    elif workload == "metadata":
+        line += f"; ours' total / floor: **{fmt_floor_ratio(ff['ratio'])}**"
+    else:
+        line += (
+            f"; ours' reads / floor: **{fmt_floor_ratio(ff['ratio'])}**, ours' reads minus its "
+            f"checksum (est.) / floor: **{fmt_floor_ratio(ff['net_ratio'])}**"
+        )
+    loads = [x for r in runs for x in (r.get("loadavg_1min") or [])]
+    if loads:
+        line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
+        if max(loads) > 2.0:
+            line += " (other work was running: figures may be inflated)"
+    cpu = [r["process_cpu_s"] for r in runs if r.get("process_cpu_s") is not None]
+    if cpu:
+        line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+    s = e["summary"]
+    if len(s.get("checksums") or []) > 1:
+        line += "; **its repeats framed different bytes**"
+        problems.append(f"{storage}/{workload}/{FLOOR}: its repeats disagree")
+    ou = (entries.get(entry_key(storage, workload, "ours")) or {}).get("summary") or {}
+    if workload != "metadata" and ou.get("meta_checksums") and ff["comparable"]:
+        # floor_values hashes the steps and names as values_all does (metadata adds modes/workers)
+        if s.get("meta_checksums") == ou["meta_checksums"]:
+            line += "; steps and names: same as ours'"
+        else:
+            line += "; steps and names: **DIFFERENT from ours'**"
+            problems.append(f"{storage}/{workload}/{FLOOR}: steps/tensor names differ from ours'")
+    oe = entries.get(entry_key(storage, workload, "ours"))
+    if oe and oe.get("summary") and not same_run(e, oe):
+        line += "; measured in a **separate run** from ours'"
+    if (e.get("git") or {}).get("commit"):
+        line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
+    return line
+
+
 def compare(entries: dict, storage: str, workload: str) -> tuple[str, bool]:
     """('match' | 'MISMATCH ...' | 'n/a ...', is_mismatch)"""
     if workload in RULES_WORKLOADS:
@@ -1360,10 +1457,23 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     L.append("## Summary")
     L.append("")
     L.append(
-        "| storage | workload | smdebug s | ours s | speed-up | ≥10x | smdebug peak MiB | ours peak MiB "
-        "| memory ratio | lower | values |"
+        "The **floor** is what the same answers cost with no reader at all: the index files read "
+        "and parsed, the event files read and each record framed, in a plain loop "
+        '(`floor_metadata`, `floor_values` of bench/workloads.py; bench/README.md, "Floors"). '
+        "run.py runs it as a third side in the same alternating loop as local metadata and "
+        "values_all, under ours' interpreter. **ours / floor** = ours seconds / floor seconds "
+        "(lower is better): for metadata, ours' total against the floor's index files read and "
+        "parsed plus the steps and sorted names; for values_all, on the reads row only, ours' "
+        "reads (both passes, the checksum inside) against the floor's two passes, and in "
+        "parentheses (`net`) ours' reads minus its checksum estimate (`reads_net`) against the "
+        "same floor figure, since the floor hashes nothing while timed."
     )
-    L.append("|---|---|---:|---:|---:|:-:|---:|---:|---:|:-:|---|")
+    L.append("")
+    L.append(
+        "| storage | workload | smdebug s | ours s | speed-up | ≥10x | floor s | ours / floor "
+        "| smdebug peak MiB | ours peak MiB | memory ratio | lower | values |"
+    )
+    L.append("|---|---|---:|---:|---:|:-:|---:|---:|---:|---:|---:|:-:|---|")
     combos = []
     for storage in ("local", "s3"):
         for workload in LOCAL_WORKLOADS:
@@ -1377,6 +1487,14 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
             problems.append(f"{storage}/{workload}: {verdict}")
         mr = ratio(sm.get("peak_rss_mib"), ou.get("peak_rss_mib"))
         lines = [(workload, sm.get("total_s"), ou.get("total_s"), True)]
+        # The floor's cells, on the row whose ours figure it is compared with.
+        ff = floor_figures(entries, storage, workload) or {}
+        floor_cells = "– | –"
+        if ff.get("entry"):
+            floor_cells = f"{fmt_s(ff['floor_s'])} | {fmt_floor_ratio(ff['ratio'])}"
+            if ff.get("net_ratio") is not None:
+                floor_cells += f" (net {fmt_floor_ratio(ff['net_ratio'])})"
+        floor_row = 0 if workload == "metadata" else 1
         if workload in RULES_WORKLOADS:
             common = rules_common(entries, storage, workload)
             label = f"{workload} ({len(common['rules'])} run by both: create_trial + the rules)"
@@ -1390,7 +1508,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
                     False,
                 )
             )
-        for label, a, b, first in lines:
+        for row, (label, a, b, first) in enumerate(lines):
             sp = ratio(a, b)
             mem = (
                 (
@@ -1402,7 +1520,8 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
             )
             L.append(
                 f"| {storage} | {label} | {fmt_s(a)} | {fmt_s(b)} | {fmt_ratio(sp)} | "
-                f"{'–' if sp is None else ('yes' if sp >= TARGET_SPEEDUP else 'NO')} | {mem} |"
+                f"{'–' if sp is None else ('yes' if sp >= TARGET_SPEEDUP else 'NO')} | "
+                f"{floor_cells if row == floor_row else '– | –'} | {mem} |"
             )
     L.append("")
 
@@ -1417,8 +1536,14 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
         L.append("")
         es = {i: entries.get(entry_key(storage, workload, i)) for i in IMPLS}
         ss = {i: ((es[i] or {}).get("summary") or {}) for i in IMPLS}
-        L.append("| phase | smdebug s | ours s | smdebug / ours |")
-        L.append("|---|---:|---:|---:|")
+        # A floor column where its phases mean what the sides' do (values_all: the two passes
+        # over the event files); floor_metadata's phases match none of metadata's, so there
+        # the floor has its line under the table only.
+        fs = {}
+        if storage == "local" and workload == "values_all":
+            fs = (entries.get(entry_key(storage, workload, FLOOR)) or {}).get("summary") or {}
+        L.append("| phase | smdebug s | ours s | smdebug / ours |" + (" floor s |" if fs else ""))
+        L.append("|---|---:|---:|---:|" + ("---:|" if fs else ""))
         rows = [("**total** (everything after the import)", "total_s", None)]
         labels = {
             "checksum_s": "checksum (est., inside reads)",
@@ -1427,16 +1552,27 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
             "pass2": "pass2 (reads)",
         }
         rows += [(labels.get(p, p), None, p) for p in PHASES[workload]]
+        if fs:  # the floor's counterpart of create_trial + list
+            rows.insert(2, ("index (floor only: index files read + parsed)", None, "index"))
         rows += [("peak RSS, MiB", "peak_rss_mib", None)]
+        floor_phases = ("index", "pass1", "pass2", "reads")
         for label, key, phase in rows:
             vals = []
             for i in IMPLS:
                 s = ss[i]
                 vals.append(s.get(key) if key else (s.get("phases") or {}).get(phase))
-            if all(v is None for v in vals):
+            fv = None
+            if fs:
+                fv = fs.get(key) if key else (fs.get("phases") or {}).get(phase)
+                if phase and phase not in floor_phases:
+                    fv = None
+                if phase == "index":
+                    vals = [None, None]
+            if all(v is None for v in vals) and fv is None:
                 continue
             L.append(
                 f"| {label} | {fmt_s(vals[0])} | {fmt_s(vals[1])} | {fmt_ratio(ratio(vals[0], vals[1]))} |"
+                + (f" {fmt_s(fv)} |" if fs else "")
             )
         L.append("")
         for i in IMPLS:
@@ -1459,6 +1595,9 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
                 if i == "ours" and (e.get("git") or {}).get("commit"):
                     line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
             L.append(line)
+        fl = floor_line(data, storage, workload, problems)
+        if fl:
+            L.append(fl)
         verdict, _ = compare(entries, storage, workload)
         L.append(f"- values read by both: **{verdict}**")
         if es["smdebug"] and es["ours"] and ss["smdebug"] and ss["ours"]:
@@ -1838,14 +1977,29 @@ def main(argv: list[str] | None = None) -> int:
                     failures,
                 )
                 continue
-            runs: dict[str, list[dict]] = {i: [] for i in impls}
+            # The floor is ours' yardstick: a third side whenever ours runs a local workload
+            # that has one (same loop, same repeats, ours' interpreter).
+            sides = list(impls)
+            if not moto and "ours" in impls and workload in FLOOR_OF:
+                sides.append(FLOOR)
+            runs: dict[str, list[dict]] = {i: [] for i in sides}
             on = mixed_trial if workload == RULES_MIXED_WORKLOAD else target
             for rep in range(args.repeat):
-                for impl in impls:  # alternate the sides so that drift hits both alike
+                for impl in sides:  # alternate the sides so that drift hits them alike
                     log(f"{storage} {workload} {impl} run {rep + 1}/{args.repeat}")
-                    r = run_one(pythons[impl], impl, on, workload, env, args.timeout)
+                    if impl == FLOOR:
+                        r = run_one(
+                            args.ours_python, "ours", on, FLOOR_OF[workload], env, args.timeout
+                        )
+                    else:
+                        r = run_one(pythons[impl], impl, on, workload, env, args.timeout)
                     if "error" in r:
                         log(f"  FAILED: {r['error']}")
+                    elif impl == FLOOR:  # its headline: index + names, or both passes
+                        log(
+                            f"  {FLOOR_OF[workload]} {r['seconds']:.3f} s, "
+                            f"peak {r['peak_rss_mib']:.0f} MiB, {r['checksum'][:40]}"
+                        )
                     else:
                         reads = r["phases"].get("reads")
                         log(
@@ -1854,18 +2008,19 @@ def main(argv: list[str] | None = None) -> int:
                             + f", peak {r['peak_rss_mib']:.0f} MiB, {r['checksum'][:40]}"
                         )
                     runs[impl].append(r)
-            for impl in impls:
+            for impl in sides:
                 ok = [r for r in runs[impl] if "error" not in r]
                 entry = {
                     "impl": impl,
                     "storage": storage,
                     "workload": workload,
+                    **({"floor_workload": FLOOR_OF[workload]} if impl == FLOOR else {}),
                     "measured_at": now_iso(),
                     "run_id": run_id,
                     "command": command,
                     "trial": target if moto else rel(on),
                     "env": ok[0]["env"] if ok else None,
-                    "git": git if impl == "ours" else None,
+                    "git": git if impl in ("ours", FLOOR) else None,
                     "trial_params": mixed_params if workload == RULES_MIXED_WORKLOAD else params,
                     "runs": [{k: v for k, v in r.items() if k != "env"} for r in runs[impl]],
                     "summary": summarize(runs[impl]),
