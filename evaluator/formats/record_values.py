@@ -11,11 +11,19 @@ one slice, and taking the values with one ``numpy.frombuffer``: no protobuf mess
 Any record that does not match exactly (another writer's field order, a changed shape, a
 string tensor, a payload CRC in the footer, a damaged record) goes the checked way
 (``decode_record_value``), which also learns the new layout.
+
+The event files of a job repeat one another: the same records at the same offsets, step after
+step. ``fast_many`` decodes a file's records in one Python loop, and remembers which bytes that
+loop looked at and what it found there (a ``_FilePlan``). The next file with the same records
+at the same offsets is checked against those bytes in one numpy gather and compare; when they
+are all the same, the loop would take the same path through the same bytes, so its views are
+made without it. Any difference runs the loop.
 """
 
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -150,6 +158,11 @@ def _learn(buf: Buffer, pos: int, end: int) -> tuple[int, int, list[int], int] |
     return pos, dtype, dims, n
 
 
+def _frozen(values: Sequence[int]) -> Sequence[int]:
+    """A copy of ``values`` that compares equal to it (an ``array`` stays one)."""
+    return values[:] if isinstance(values, (list, array)) else tuple(values)
+
+
 def _header(length: int) -> bytes:
     """The header of a framed record of ``length`` bytes (remembered for a few lengths)."""
     n = max(0, length - RECORD_OVERHEAD)
@@ -157,6 +170,144 @@ def _header(length: int) -> bytes:
     if len(_HEADERS) < 4096:
         _HEADERS[length] = header
     return header
+
+
+class _FilePlan:
+    """What ``fast_many``'s loop checked in one event file's records, to check another file
+    with the same records at the same offsets in one step: the bytes at ``_at``, masked with
+    ``_mask``, must be ``_expected``; then the values are where they were.
+
+    ``_views``: (position in the file's list, dtype, element count, content offset, shape)
+    of each record. ``_rows``: when the records are one dtype and shape (not scalars) and
+    evenly spaced, one array over the buffer whose rows are the values (``_even_rows``)."""
+
+    __slots__ = (
+        "keys",
+        "lo",
+        "starts",
+        "lengths",
+        "wanted",
+        "_at",
+        "_mask",
+        "_expected",
+        "_min_size",
+        "_views",
+        "_rows",
+    )
+
+    def __init__(
+        self,
+        keys: Sequence[Hashable],
+        lo: int,
+        starts: Sequence[int],
+        lengths: Sequence[int],
+        wanted: list[int],
+        checks: list[tuple[int, int, int]],
+        views: list[tuple[int, np.dtype[Any], int, int, tuple[int, ...] | None]],
+    ) -> None:
+        self.keys = keys  # held: the plans are found by its identity
+        self.lo = lo
+        self.starts = starts
+        self.lengths = lengths
+        self.wanted = wanted
+        at, mask, expected = zip(*checks)
+        self._at = np.array(at, np.intp)
+        self._mask = np.array(mask, np.uint8)
+        self._expected = np.array(expected, np.uint8).tobytes()
+        self._min_size = max(max(at) + 1, max(c + n * d.itemsize for _, d, n, c, _ in views))
+        self._views = views
+        self._rows = _even_rows(views)
+
+    def same_place(self, other: _FilePlan) -> bool:
+        """Whether ``other`` is for the same records at the same offsets."""
+        return (
+            self.lo == other.lo
+            and self.wanted == other.wanted
+            and self.starts == other.starts
+            and self.lengths == other.lengths
+        )
+
+    def fill(self, buf: bytes | bytearray, out: list[np.ndarray | None]) -> bool:
+        """Set ``out`` from ``buf`` when its checked bytes are the plan's; False if not."""
+        if len(buf) < self._min_size:
+            return False
+        found = np.frombuffer(buf, np.uint8)[self._at]
+        found &= self._mask
+        if found.tobytes() != self._expected:
+            return False
+        if self._rows is not None:  # one array over the file, its rows the values
+            shape, dtype, first, strides, at = self._rows
+            for i, row in zip(at, np.ndarray(shape, dtype, buf, first, strides), strict=True):
+                out[i] = row
+            return True
+        frombuffer = np.frombuffer
+        for i, dtype, size, content, dims in self._views:
+            flat = frombuffer(buf, dtype, size, content)
+            out[i] = flat if dims is None else flat.reshape(dims)
+        return True
+
+
+def _even_rows(
+    views: list[tuple[int, np.dtype[Any], int, int, tuple[int, ...] | None]],
+) -> tuple[tuple[int, ...], np.dtype[Any], int, tuple[int, ...], list[int]] | None:
+    """When ``views`` are of one dtype and shape, evenly spaced in increasing order without
+    overlap: the shape, dtype, offset and strides of one array whose rows they are, and
+    their positions."""
+    _, dtype, size, first, shape = views[0]
+    spacing = views[1][3] - first if len(views) > 1 else 0
+    if shape == () or (len(views) > 1 and spacing < size * dtype.itemsize):
+        return None  # a row of scalars would be a numpy scalar, not a 0-d array
+    for k, (_, d, n, content, s) in enumerate(views):
+        if d != dtype or n != size or s != shape or content != first + k * spacing:
+            return None
+    dims = (size,) if shape is None else shape
+    strides = (spacing, *_c_strides(dims, dtype.itemsize))
+    return (len(views), *dims), dtype, first, strides, [v[0] for v in views]
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _trace(
+    buf: bytes | bytearray, start: int, length: int, layout: _Layout
+) -> tuple[list[tuple[int, int, int]], int]:
+    """The bytes ``fast_many``'s loop reads in the record at ``start`` (which it has just
+    decoded with ``layout``), as (position, mask, value): the framing, the field tags it
+    branches on, the high bits of the step's varint, the learned bytes and what follows the
+    values. Equal bytes there send the loop the same way to the same values. Also the offset
+    of the values."""
+    end = start + length - 4
+    checks = [(start + k, 0xFF, buf[start + k]) for k in range(12)]
+    checks += [(end + k, 0xFF, buf[end + k]) for k in range(4)]
+    pos = start + 12
+    checks.append((pos, 0xFF, buf[pos]))
+    if buf[pos] == _WALL_TIME:
+        pos += 9
+        checks.append((pos, 0xFF, buf[pos]))
+    if buf[pos] == _STEP:
+        pos += 1
+        while buf[pos] >= 0x80:
+            checks.append((pos, 0x80, 0x80))
+            pos += 1
+        checks.append((pos, 0x80, 0x00))
+        pos += 1
+    checks += [(pos + k, 0xFF, buf[pos + k]) for k in range(layout.skip)]
+    content = pos + layout.skip
+    tensor_end = content + layout.nbytes
+    if tensor_end != end:
+        checks += [(tensor_end, 0xFF, buf[tensor_end]), (tensor_end + 1, 0xFF, buf[tensor_end + 1])]
+    return checks, content
+
+
+_MIN_PLANNED = 4  # records in a file: fewer are decoded by the loop alone
+_MAX_PLANS = 16  # lists of keys (file layouts) with plans
+_PLANS_PER_KEYS = 4
 
 
 class RecordLayouts:
@@ -169,6 +320,7 @@ class RecordLayouts:
     def __init__(self, *, source_prefix: str = "") -> None:
         self._layouts: dict[Hashable, dict[int, _Layout]] = {}
         self._source_prefix = source_prefix  # + the event key: the file errors name
+        self._plans: dict[int, list[_FilePlan]] = {}  # by the identity of the files' keys
 
     def __len__(self) -> int:
         return len(self._layouts)
@@ -205,7 +357,24 @@ class RecordLayouts:
         ``lengths[i]`` bytes; ``buf`` holds the file from offset ``lo``) as a read-only view
         of ``buf``, for each of ``positions`` whose record has the layout learned for its key;
         the others are left as they are (``decode`` reads them and says what is wrong). One
-        loop for the records of an event file that a reader knows it will want."""
+        loop for the records of an event file that a reader knows it will want (or one
+        check of the bytes that loop read in a file like it: see ``_FilePlan``)."""
+        for plan in self._plans.get(id(keys), ()):
+            if (
+                plan.keys is keys
+                and plan.lo == lo
+                and plan.wanted == positions
+                and plan.starts == starts
+                and plan.lengths == lengths
+            ):
+                if plan.fill(buf, out):
+                    return
+                break
+        # A file of several records is planned when the loop decodes every one asked.
+        wanted = positions if isinstance(positions, list) else None
+        planned: list[tuple[int, _Layout]] | None = (
+            [] if wanted is not None and len(wanted) >= _MIN_PLANNED else None
+        )
         layouts = self._layouts
         startswith = buf.startswith
         frombuffer = np.frombuffer
@@ -251,6 +420,41 @@ class RecordLayouts:
                 continue
             flat = frombuffer(buf, dtype, size, content)
             out[i] = flat if shape is None else flat.reshape(shape)
+            if planned is not None:
+                planned.append((i, layout))
+        if wanted is not None and planned is not None and len(planned) == len(wanted):
+            self._plan(buf, lo, keys, starts, lengths, wanted, planned)
+
+    def _plan(
+        self,
+        buf: bytes | bytearray,
+        lo: int,
+        keys: Sequence[Hashable],
+        starts: Sequence[int],
+        lengths: Sequence[int],
+        positions: list[int],
+        planned: list[tuple[int, _Layout]],
+    ) -> None:
+        """Remember what the loop checked in this file, every one of whose ``positions`` it
+        has just decoded (``planned``: each with its layout), for the next file like it."""
+        checks: list[tuple[int, int, int]] = []
+        views = []
+        for i, layout in planned:
+            traced, content = _trace(buf, starts[i] - lo, lengths[i], layout)
+            checks += traced
+            views.append((i, layout.dtype, layout.size, content, layout.shape))
+        plan = _FilePlan(
+            keys, lo, _frozen(starts), _frozen(lengths), list(positions), checks, views
+        )
+        kept = self._plans.get(id(keys))
+        if kept is None or kept[0].keys is not keys:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            kept = self._plans[id(keys)] = []
+        # The plans of files of one list of keys, newest first, one per placement of their
+        # records (a TRAIN and an EVAL step's records differ in length): the one for this
+        # placement is replaced.
+        kept[:] = [plan] + [p for p in kept if not p.same_place(plan)][: _PLANS_PER_KEYS - 1]
 
     def decode(self, record: Buffer, key: Hashable, *, event_key: str, offset: int) -> np.ndarray:
         """The array of one whole framed record, read the checked way

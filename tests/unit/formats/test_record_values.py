@@ -10,7 +10,7 @@ import pytest
 from evaluator.errors import CorruptRecordError
 from evaluator.formats.events import decode_record_value, encode_tensor_event
 from evaluator.formats.proto.event_pb2 import Event
-from evaluator.formats.record_values import RecordLayouts
+from evaluator.formats.record_values import RecordLayouts, _FilePlan
 from evaluator.formats.tfrecord import encode_record
 from evaluator.modes import ModeKeys
 
@@ -170,3 +170,128 @@ def test_train_and_eval_records_of_a_tensor_both_stay_learned() -> None:
         data = saved(mode, step)
         got = layouts.fast(data, 0, len(data), "t")
         assert got is not None and same(got, value + step), (mode, step)
+
+
+def _file(values: dict[str, Any], *, step: int, mode_step: int | None = None) -> bytes:
+    return b"".join(record(v, tag=n, step=step, mode_step=mode_step) for n, v in values.items())
+
+
+def _offsets(data_records: list[bytes], lo: int) -> tuple[list[int], list[int]]:
+    starts, at = [], lo
+    for r in data_records:
+        starts.append(at)
+        at += len(r)
+    return starts, [len(r) for r in data_records]
+
+
+UNIFORM = {f"layer{i}": np.arange(64, dtype=np.float32) + i for i in range(6)}
+MIXED = {
+    "w": np.arange(12, dtype=np.float64).reshape(3, 4),
+    "b": np.arange(5, dtype=np.float32),
+    "i": np.array([[1, -2], [3, 4]], dtype=np.int8),
+    "s": np.array(7.5, dtype=np.float32),
+    "m": np.arange(200, dtype=np.int64),
+}
+
+
+SCALARS = {f"loss{i}": np.array(0.5 + i, dtype=np.float32) for i in range(5)}
+
+
+@pytest.mark.parametrize("values", [UNIFORM, MIXED, SCALARS], ids=["one-kind", "mixed", "scalars"])
+def test_a_file_like_the_last_one_reads_as_the_loop_reads_it(
+    values: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a file's records are all decoded, a file with the same records at the same
+    offsets is checked in one step (``_FilePlan``). Whatever differs in it (framing, the
+    step's varint, dtype or shape bytes, what follows the values, a shorter buffer), each
+    position gets what the record-by-record loop gives it."""
+    layouts = RecordLayouts()
+    names = tuple(values)
+    for name in names:
+        first = record(values[name], tag=name, step=1, mode_step=10)
+        layouts.decode(first, name, event_key="e", offset=0)
+    lo = 40
+    records = [record(values[n], tag=n, step=1, mode_step=10) for n in names]
+    starts, lengths = _offsets(records, lo)
+    wanted = list(range(len(names)))
+
+    def read(data: bytes, keys: Any) -> list[Any]:
+        out: list[Any] = [None] * len(names)
+        layouts.fast_many(data, lo, keys, starts, lengths, list(wanted), out)
+        return out
+
+    read(b"".join(records), names)  # decoded by the loop: the plan is made
+    filled: list[bool] = []
+    plan_fill = _FilePlan.fill
+
+    def spy(self: _FilePlan, buf: bytes, out: list[Any]) -> bool:
+        filled.append(plan_fill(self, buf, out))
+        return filled[-1]
+
+    monkeypatch.setattr(_FilePlan, "fill", spy)
+    following = {n: np.asarray(v + 1, v.dtype) for n, v in values.items()}
+    candidates = {"next step": _file(following, step=2, mode_step=11)}
+    # Step 128 takes two varint bytes, mode step 1 one digit fewer: the same lengths.
+    candidates["longer varint"] = _file(values, step=128, mode_step=1)
+    assert len(candidates["longer varint"]) == len(b"".join(records))
+    base = bytearray(b"".join(records))
+    last = values[names[-1]].tobytes()
+    after_values = base.index(last, starts[-1] - lo) + len(last)  # the metadata's tag
+    for label, at in [
+        ("header", starts[1] - lo + 3),
+        ("footer", starts[2] - lo + lengths[2] - 2),
+        ("wall time tag", starts[0] - lo + 12),
+        ("step tag", starts[3] - lo + 21),
+        ("learned bytes", starts[1] - lo + 30),
+        ("after the values", after_values),
+        ("metadata length", after_values + 1),
+    ]:
+        changed = bytearray(base)
+        changed[at] ^= 0x01
+        candidates[label] = bytes(changed)
+    candidates["short"] = bytes(base[:-5])
+    for label, data in candidates.items():
+        expected = read(data, list(names))  # another keys object: no plan, the loop alone
+        got = read(data, names)
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            assert (e is None and g is None) or (e is not None and g is not None and same(e, g)), (
+                label,
+                i,
+            )
+        if label == "next step":
+            assert filled == [True]  # read by the plan, not the loop
+            assert all(same(g, following[n]) for g, n in zip(got, names, strict=True))
+            assert not any(g.flags.writeable for g in got)
+            assert all(type(g) is np.ndarray for g in got)
+        if label == "longer varint":
+            assert all(g is None for g in got)  # the middle moved: no layout for that extent
+
+
+def test_train_and_eval_files_both_keep_their_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files of one list of tensors at two placements (an EVAL step's mode step has fewer
+    digits than a TRAIN step's: shorter records) are each read by their own plan, in turn."""
+    layouts = RecordLayouts()
+    names = tuple(UNIFORM)
+
+    def placed(step: int, mode_step: int) -> tuple[bytes, list[int], list[int]]:
+        records = [record(UNIFORM[n] + step, tag=n, step=step, mode_step=mode_step) for n in names]
+        return (b"".join(records), *_offsets(records, 0))
+
+    for mode_step in (1000, 10):
+        for n in names:
+            learned = record(UNIFORM[n], tag=n, step=1, mode_step=mode_step)
+            layouts.decode(learned, n, event_key="e", offset=0)
+    filled: list[bool] = []
+    plan_fill = _FilePlan.fill
+
+    def spy(self: _FilePlan, buf: bytes, out: list[Any]) -> bool:
+        filled.append(plan_fill(self, buf, out))
+        return filled[-1]
+
+    monkeypatch.setattr(_FilePlan, "fill", spy)
+    for step in range(2, 8):
+        data, starts, lengths = placed(step, 1000 + step if step % 2 else 10 + step)
+        out: list[Any] = [None] * len(names)
+        layouts.fast_many(data, 0, names, starts, lengths, list(range(len(names))), out)
+        assert all(same(o, UNIFORM[n] + step) for o, n in zip(out, names, strict=True))
+    assert filled == [True] * 4  # the first file of each placement made its plan
