@@ -158,11 +158,6 @@ def _learn(buf: Buffer, pos: int, end: int) -> tuple[int, int, list[int], int] |
     return pos, dtype, dims, n
 
 
-def _frozen(values: Sequence[int]) -> Sequence[int]:
-    """A copy of ``values`` that compares equal to it (an ``array`` stays one)."""
-    return values[:] if isinstance(values, (list, array)) else tuple(values)
-
-
 def _header(length: int) -> bytes:
     """The header of a framed record of ``length`` bytes (remembered for a few lengths)."""
     n = max(0, length - RECORD_OVERHEAD)
@@ -172,60 +167,60 @@ def _header(length: int) -> bytes:
     return header
 
 
+class _Place:
+    """Files of one list of keys whose records sat at one place (``_place_key``: where the
+    bytes held begin, the records' starts and lengths) and were read at the positions
+    ``wanted``. The second file decoded at a place gets a ``plan`` for the files after it."""
+
+    __slots__ = ("wanted", "plan", "misses")
+
+    def __init__(self, wanted: list[int]) -> None:
+        self.wanted = list(wanted)
+        self.plan: _FilePlan | None = None
+        self.misses = 0  # files here the plan did not fit
+
+
+class _Places:
+    """The places of the files of one list of keys (held: found by its identity), by
+    ``_place_key``; a TRAIN and an EVAL step's records differ in length, and a tensor whose
+    size changes moves the records after it, so a list of keys can have many."""
+
+    __slots__ = ("keys", "by_key")
+
+    def __init__(self, keys: Sequence[Hashable]) -> None:
+        self.keys = keys
+        self.by_key: dict[object, _Place] = {}
+
+
+def _place_key(lo: int, starts: Sequence[int], lengths: Sequence[int]) -> object:
+    if isinstance(starts, array) and isinstance(lengths, array):
+        return lo, starts.tobytes(), lengths.tobytes()
+    return lo, tuple(starts), tuple(lengths)
+
+
 class _FilePlan:
     """What ``fast_many``'s loop checked in one event file's records, to check another file
-    with the same records at the same offsets in one step: the bytes at ``_at``, masked with
+    with the same records at the same place in one step: the bytes at ``_at``, masked with
     ``_mask``, must be ``_expected``; then the values are where they were.
 
     ``_views``: (position in the file's list, dtype, element count, content offset, shape)
     of each record. ``_rows``: when the records are one dtype and shape (not scalars) and
     evenly spaced, one array over the buffer whose rows are the values (``_even_rows``)."""
 
-    __slots__ = (
-        "keys",
-        "lo",
-        "starts",
-        "lengths",
-        "wanted",
-        "_at",
-        "_mask",
-        "_expected",
-        "_min_size",
-        "_views",
-        "_rows",
-    )
+    __slots__ = ("_at", "_mask", "_expected", "_min_size", "_views", "_rows")
 
     def __init__(
         self,
-        keys: Sequence[Hashable],
-        lo: int,
-        starts: Sequence[int],
-        lengths: Sequence[int],
-        wanted: list[int],
-        checks: list[tuple[int, int, int]],
+        checks: _Checks,
+        min_size: int,
         views: list[tuple[int, np.dtype[Any], int, int, tuple[int, ...] | None]],
     ) -> None:
-        self.keys = keys  # held: the plans are found by its identity
-        self.lo = lo
-        self.starts = starts
-        self.lengths = lengths
-        self.wanted = wanted
-        at, mask, expected = zip(*checks)
-        self._at = np.array(at, np.intp)
-        self._mask = np.array(mask, np.uint8)
-        self._expected = np.array(expected, np.uint8).tobytes()
-        self._min_size = max(max(at) + 1, max(c + n * d.itemsize for _, d, n, c, _ in views))
+        self._at = np.array(checks.at, np.intp)
+        self._mask = np.frombuffer(bytes(checks.mask), np.uint8)
+        self._expected = bytes(checks.expected)
+        self._min_size = min_size
         self._views = views
         self._rows = _even_rows(views)
-
-    def same_place(self, other: _FilePlan) -> bool:
-        """Whether ``other`` is for the same records at the same offsets."""
-        return (
-            self.lo == other.lo
-            and self.wanted == other.wanted
-            and self.starts == other.starts
-            and self.lengths == other.lengths
-        )
 
     def fill(self, buf: bytes | bytearray, out: list[np.ndarray | None]) -> bool:
         """Set ``out`` from ``buf`` when its checked bytes are the plan's; False if not."""
@@ -274,40 +269,80 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _trace(
-    buf: bytes | bytearray, start: int, length: int, layout: _Layout
-) -> tuple[list[tuple[int, int, int]], int]:
-    """The bytes ``fast_many``'s loop reads in the record at ``start`` (which it has just
-    decoded with ``layout``), as (position, mask, value): the framing, the field tags it
-    branches on, the high bits of the step's varint, the learned bytes and what follows the
-    values. Equal bytes there send the loop the same way to the same values. Also the offset
-    of the values."""
+class _Checks:
+    """Bytes to check, built up: positions, masks, expected (masked) values."""
+
+    __slots__ = ("at", "mask", "expected")
+
+    def __init__(self) -> None:
+        self.at = array("q")
+        self.mask = bytearray()
+        self.expected = bytearray()
+
+    def same(self, buf: bytes | bytearray, pos: int, n: int) -> None:
+        """``buf[pos:pos + n]`` must stay as it is."""
+        self.at.extend(range(pos, pos + n))
+        self.mask += b"\xff" * n
+        self.expected += buf[pos : pos + n]
+
+    def high_bit(self, pos: int, value: int) -> None:
+        self.at.append(pos)
+        self.mask.append(0x80)
+        self.expected.append(value)
+
+
+def _trace(buf: bytes | bytearray, start: int, length: int, layout: _Layout, into: _Checks) -> int:
+    """Add to ``into`` the bytes ``fast_many``'s loop reads in the record at ``start`` (which
+    it has just decoded with ``layout``): the framing, the field tags it branches on, the high
+    bits of the step's varint, the learned bytes and what follows the values. Equal bytes there
+    send the loop the same way to the same values. Returns the offset of the values."""
     end = start + length - 4
-    checks = [(start + k, 0xFF, buf[start + k]) for k in range(12)]
-    checks += [(end + k, 0xFF, buf[end + k]) for k in range(4)]
+    into.same(buf, start, 12)
+    into.same(buf, end, 4)
     pos = start + 12
-    checks.append((pos, 0xFF, buf[pos]))
+    into.same(buf, pos, 1)
     if buf[pos] == _WALL_TIME:
         pos += 9
-        checks.append((pos, 0xFF, buf[pos]))
+        into.same(buf, pos, 1)
     if buf[pos] == _STEP:
         pos += 1
         while buf[pos] >= 0x80:
-            checks.append((pos, 0x80, 0x80))
+            into.high_bit(pos, 0x80)
             pos += 1
-        checks.append((pos, 0x80, 0x00))
+        into.high_bit(pos, 0x00)
         pos += 1
-    checks += [(pos + k, 0xFF, buf[pos + k]) for k in range(layout.skip)]
+    into.same(buf, pos, layout.skip)
     content = pos + layout.skip
     tensor_end = content + layout.nbytes
     if tensor_end != end:
-        checks += [(tensor_end, 0xFF, buf[tensor_end]), (tensor_end + 1, 0xFF, buf[tensor_end + 1])]
-    return checks, content
+        into.same(buf, tensor_end, 2)
+    return content
 
 
 _MIN_PLANNED = 4  # records in a file: fewer are decoded by the loop alone
-_MAX_PLANS = 16  # lists of keys (file layouts) with plans
-_PLANS_PER_KEYS = 4
+_MAX_PLANNED_KEYS = 16  # lists of keys (index layouts) with places kept
+_MAX_PLACES = 64  # per list of keys
+_MAX_MISSES = 2  # files at a place its plan did not fit: then no more plans there
+
+
+def _plan(
+    buf: bytes | bytearray,
+    lo: int,
+    starts: Sequence[int],
+    lengths: Sequence[int],
+    planned: list[tuple[int, _Layout]],
+) -> _FilePlan:
+    """What the loop checked in this file, every one of whose records it has just decoded
+    (``planned``: position and layout), for the next file at the same place."""
+    checks = _Checks()
+    views = []
+    min_size = 0
+    for i, layout in planned:
+        start = starts[i] - lo
+        content = _trace(buf, start, lengths[i], layout, checks)
+        views.append((i, layout.dtype, layout.size, content, layout.shape))
+        min_size = max(min_size, start + lengths[i])
+    return _FilePlan(checks, min_size, views)
 
 
 class RecordLayouts:
@@ -320,7 +355,7 @@ class RecordLayouts:
     def __init__(self, *, source_prefix: str = "") -> None:
         self._layouts: dict[Hashable, dict[int, _Layout]] = {}
         self._source_prefix = source_prefix  # + the event key: the file errors name
-        self._plans: dict[int, list[_FilePlan]] = {}  # by the identity of the files' keys
+        self._places: dict[int, _Places] = {}  # by the identity of the files' keys
 
     def __len__(self) -> int:
         return len(self._layouts)
@@ -359,17 +394,14 @@ class RecordLayouts:
         the others are left as they are (``decode`` reads them and says what is wrong). One
         loop for the records of an event file that a reader knows it will want (or one
         check of the bytes that loop read in a file like it: see ``_FilePlan``)."""
-        for plan in self._plans.get(id(keys), ()):
-            if (
-                plan.keys is keys
-                and plan.lo == lo
-                and plan.wanted == positions
-                and plan.starts == starts
-                and plan.lengths == lengths
-            ):
-                if plan.fill(buf, out):
+        places = self._places.get(id(keys))
+        place = None
+        if places is not None and places.keys is keys:
+            place = places.by_key.get(_place_key(lo, starts, lengths))
+            if place is not None and place.wanted == positions and place.plan is not None:
+                if place.plan.fill(buf, out):
                     return
-                break
+                place.misses += 1
         # A file of several records is planned when the loop decodes every one asked.
         wanted = positions if isinstance(positions, list) else None
         planned: list[tuple[int, _Layout]] | None = (
@@ -423,38 +455,29 @@ class RecordLayouts:
             if planned is not None:
                 planned.append((i, layout))
         if wanted is not None and planned is not None and len(planned) == len(wanted):
-            self._plan(buf, lo, keys, starts, lengths, wanted, planned)
+            if place is None or place.wanted != wanted:
+                self._note_place(keys, lo, starts, lengths, wanted)
+            elif place.misses < _MAX_MISSES:
+                place.plan = _plan(buf, lo, starts, lengths, planned)
 
-    def _plan(
+    def _note_place(
         self,
-        buf: bytes | bytearray,
-        lo: int,
         keys: Sequence[Hashable],
+        lo: int,
         starts: Sequence[int],
         lengths: Sequence[int],
-        positions: list[int],
-        planned: list[tuple[int, _Layout]],
+        wanted: list[int],
     ) -> None:
-        """Remember what the loop checked in this file, every one of whose ``positions`` it
-        has just decoded (``planned``: each with its layout), for the next file like it."""
-        checks: list[tuple[int, int, int]] = []
-        views = []
-        for i, layout in planned:
-            traced, content = _trace(buf, starts[i] - lo, lengths[i], layout)
-            checks += traced
-            views.append((i, layout.dtype, layout.size, content, layout.shape))
-        plan = _FilePlan(
-            keys, lo, _frozen(starts), _frozen(lengths), list(positions), checks, views
-        )
-        kept = self._plans.get(id(keys))
-        if kept is None or kept[0].keys is not keys:
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.clear()
-            kept = self._plans[id(keys)] = []
-        # The plans of files of one list of keys, newest first, one per placement of their
-        # records (a TRAIN and an EVAL step's records differ in length): the one for this
-        # placement is replaced.
-        kept[:] = [plan] + [p for p in kept if not p.same_place(plan)][: _PLANS_PER_KEYS - 1]
+        """A file decoded at a new place: the next one there gets a plan (a place seen once
+        costs no plan)."""
+        places = self._places.get(id(keys))
+        if places is None or places.keys is not keys:
+            if len(self._places) >= _MAX_PLANNED_KEYS:
+                self._places.clear()
+            places = self._places[id(keys)] = _Places(keys)
+        if len(places.by_key) >= _MAX_PLACES:
+            places.by_key.clear()
+        places.by_key[_place_key(lo, starts, lengths)] = _Place(wanted)
 
     def decode(self, record: Buffer, key: Hashable, *, event_key: str, offset: int) -> np.ndarray:
         """The array of one whole framed record, read the checked way

@@ -201,8 +201,8 @@ SCALARS = {f"loss{i}": np.array(0.5 + i, dtype=np.float32) for i in range(5)}
 def test_a_file_like_the_last_one_reads_as_the_loop_reads_it(
     values: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After a file's records are all decoded, a file with the same records at the same
-    offsets is checked in one step (``_FilePlan``). Whatever differs in it (framing, the
+    """After two files' records are all decoded at one place, a file with the same records at
+    the same offsets is checked in one step (``_FilePlan``). Whatever differs in it (framing, the
     step's varint, dtype or shape bytes, what follows the values, a shorter buffer), each
     position gets what the record-by-record loop gives it."""
     layouts = RecordLayouts()
@@ -220,7 +220,9 @@ def test_a_file_like_the_last_one_reads_as_the_loop_reads_it(
         layouts.fast_many(data, lo, keys, starts, lengths, list(wanted), out)
         return out
 
-    read(b"".join(records), names)  # decoded by the loop: the plan is made
+    # Decoded by the loop twice: the place is noted, then planned.
+    read(b"".join(records), names)
+    read(b"".join(records), names)
     filled: list[bool] = []
     plan_fill = _FilePlan.fill
 
@@ -289,9 +291,9 @@ def test_train_and_eval_files_both_keep_their_plan(monkeypatch: pytest.MonkeyPat
         return filled[-1]
 
     monkeypatch.setattr(_FilePlan, "fill", spy)
-    for step in range(2, 8):
+    for step in range(2, 10):
         data, starts, lengths = placed(step, 1000 + step if step % 2 else 10 + step)
         out: list[Any] = [None] * len(names)
         layouts.fast_many(data, 0, names, starts, lengths, list(range(len(names))), out)
         assert all(same(o, UNIFORM[n] + step) for o, n in zip(out, names, strict=True))
-    assert filled == [True] * 4  # the first file of each placement made its plan
+    assert filled == [True] * 4  # the first two files of each placement made its plan
