@@ -40,7 +40,7 @@ _pack_header = struct.Struct("<QI").pack
 _HEADERS: dict[int, bytes] = {}  # record length -> its header bytes
 _FIRST = (0,)
 _MAX_LAYOUTS = 65536  # tensors of one trial; more are read the checked way
-_MAX_VARIANTS = 8  # layouts of one tensor (metadata lengths: modes, mode-step digits)
+_MAX_VARIANTS = 64  # layouts of one tensor (metadata lengths: modes, mode-step digits; sizes)
 
 # Protobuf tags (field number << 3 | wire type) of the fields on the way to tensor_content.
 _WALL_TIME = 0x09  # Event.wall_time, fixed64

@@ -297,3 +297,21 @@ def test_train_and_eval_files_both_keep_their_plan(monkeypatch: pytest.MonkeyPat
         layouts.fast_many(data, 0, names, starts, lengths, list(range(len(names))), out)
         assert all(same(o, UNIFORM[n] + step) for o, n in zip(out, names, strict=True))
     assert filled == [True] * 4  # the first two files of each placement made its plan
+
+
+def test_a_tensor_whose_size_changes_stays_learned_at_each_size() -> None:
+    """A tensor saved with a different length at different steps (an XGBoost tree's node
+    ids, say: a dozen sizes, each at TRAIN and at EVAL mode steps of other digit counts) keeps
+    a layout per record extent, so that once each is learned none goes the checked way."""
+    layouts = RecordLayouts()
+
+    def saved(size: int, mode_step: int) -> tuple[bytes, Any]:
+        value = np.arange(size, dtype=np.int64)
+        return record(value, tag="trees/Node", step=5, mode_step=mode_step), value
+
+    cases = [saved(size, mode_step) for size in range(4, 16) for mode_step in (7, 1234)]
+    for data, _ in cases:
+        layouts.decode(data, "trees/Node", event_key="e", offset=0)
+    for data, value in cases:
+        got = layouts.fast(data, 0, len(data), "trees/Node")
+        assert got is not None and same(got, value)
