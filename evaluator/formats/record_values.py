@@ -41,6 +41,7 @@ _HEADERS: dict[int, bytes] = {}  # record length -> its header bytes
 _FIRST = (0,)
 _MAX_LAYOUTS = 65536  # tensors of one trial; more are read the checked way
 _MAX_VARIANTS = 64  # layouts of one tensor (metadata lengths: modes, mode-step digits; sizes)
+_MAX_ALL_VARIANTS = 262144  # layouts of all tensors: a bound on their memory (~50 MiB)
 
 # Protobuf tags (field number << 3 | wire type) of the fields on the way to tensor_content.
 _WALL_TIME = 0x09  # Event.wall_time, fixed64
@@ -356,6 +357,7 @@ class RecordLayouts:
         self._layouts: dict[Hashable, dict[int, _Layout]] = {}
         self._source_prefix = source_prefix  # + the event key: the file errors name
         self._places: dict[int, _Places] = {}  # by the identity of the files' keys
+        self._variants = 0  # layouts of all keys
 
     def __len__(self) -> int:
         return len(self._layouts)
@@ -503,22 +505,30 @@ class RecordLayouts:
         except IndexError:
             learned = None
         if learned is None:
-            self._layouts.pop(key, None)
+            self._forget(key)
             return
         content, enum, dims, nbytes = learned
         dtype = content_dtype(enum)
         if dtype is None or nbytes == 0 or value.dtype != dtype or value.nbytes != nbytes:
-            self._layouts.pop(key, None)
+            self._forget(key)
             return
         if tuple(dims) != value.shape:
-            self._layouts.pop(key, None)
+            self._forget(key)
             return
         if bytes(buf[content : content + nbytes]) != value.tobytes():
-            self._layouts.pop(key, None)
+            self._forget(key)
             return
         shape = None if len(dims) == 1 else value.shape
         middle = bytes(buf[summary:content])
         variants = self._layouts.setdefault(key, {})  # keyed by the extent, summary to end
         extent = end - summary
-        if extent in variants or len(variants) < _MAX_VARIANTS:
-            variants[extent] = _Layout(middle, len(middle), dtype, value.size, shape, nbytes)
+        if extent not in variants:
+            if len(variants) >= _MAX_VARIANTS or self._variants >= _MAX_ALL_VARIANTS:
+                return
+            self._variants += 1
+        variants[extent] = _Layout(middle, len(middle), dtype, value.size, shape, nbytes)
+
+    def _forget(self, key: Hashable) -> None:
+        gone = self._layouts.pop(key, None)
+        if gone:
+            self._variants -= len(gone)
