@@ -246,9 +246,10 @@ class _FilePlan:
 def _even_rows(
     views: list[tuple[int, np.dtype[Any], int, int, tuple[int, ...] | None]],
 ) -> tuple[tuple[int, ...], np.dtype[Any], int, tuple[int, ...], list[int]] | None:
-    """When ``views`` are of one dtype and shape, evenly spaced in increasing order without
-    overlap: the shape, dtype, offset and strides of one array whose rows they are, and
-    their positions."""
+    """When ``views`` are of one dtype and shape, evenly spaced in the file without overlap:
+    the shape, dtype, offset and strides of one array whose rows they are (in file order,
+    which need not be the index's), and their positions in that order."""
+    views = sorted(views, key=lambda v: v[3])
     _, dtype, size, first, shape = views[0]
     spacing = views[1][3] - first if len(views) > 1 else 0
     if shape == () or (len(views) > 1 and spacing < size * dtype.itemsize):
