@@ -111,7 +111,10 @@ class ValueReader:
             # expected to read of) it and holds the bytes.
             self._fold_log()
             value = self.read_value(
-                (event_key, start, length), (name, step, mode), span=self._wanted_span(file, i)
+                (event_key, start, length),
+                (name, step, mode),
+                span=self._wanted_span(file, i),
+                file_walk=True,
             )
             if self._recent[0] == event_key:
                 self._begin(file, self._recent, read=i)
@@ -189,13 +192,17 @@ class ValueReader:
         what: Reading,
         layout: Hashable = None,
         span: tuple[int, int] | None = None,
+        file_walk: bool = False,
     ) -> np.ndarray:
         """The array of the record at ``location`` (a ``Location``, or a plain tuple of event key,
         start and length, cheaper to build on the hot path of every ``value()``, kept flat).
         ``layout`` names the record's kind for the learned-layout decode (the tensor name; the
         name and the reduction for a saved reduction); by default ``what``'s tensor name.
         ``TensorUnavailableForStep(*what)`` when the record never comes. ``span``: the bytes
-        to fetch if the record is not at hand (by default every record of its file)."""
+        to fetch if the record is not at hand (by default every record of its file).
+        ``file_walk``: the first read in a file whose other records follow (``read_in``): the
+        file's bytes are wanted, so the value cache is neither asked nor filled for it (a
+        value from there would leave the file unread and the reads after it one by one)."""
         event_key, start, length = location
         recent = self._recent
         if recent[0] == event_key:
@@ -203,12 +210,12 @@ class ValueReader:
         else:
             cached = self._raw.get(event_key)  # the one byte-cache lookup of a file not just read
             if cached is None:
-                return self._read_uncached(location, what, layout, span)
+                return self._read_uncached(location, what, layout, span, file_walk)
             lo, data = cached
             self._recent = (event_key, lo, data)
         at = start - lo
         if at < 0 or at + length > len(data):
-            return self._read_uncached(location, what, layout, span)
+            return self._read_uncached(location, what, layout, span, file_walk)
         if self._prefetched and event_key in self._prefetched:
             self._first_use_of_prefetched(event_key)
         value = self._fast(data, at, length, what[0] if layout is None else layout)
@@ -222,12 +229,14 @@ class ValueReader:
         what: Reading,
         layout: Hashable,
         span: tuple[int, int] | None = None,
+        file_walk: bool = False,
     ) -> np.ndarray:
         """A record whose bytes are not in the byte cache: from the value cache if it kept the
-        value, else from storage (see ``_record_bytes``)."""
+        value (not for a ``file_walk``), else from storage (see ``_record_bytes``)."""
         event_key, start, _ = location
         values = self._values
-        if values.max_bytes:
+        keep = values.max_bytes and not file_walk
+        if keep:
             cached = values.get((event_key, start))
             if cached is not None:
                 return cached.copy()
@@ -236,7 +245,7 @@ class ValueReader:
         if value is None:
             return self._decode_checked(location, record, what, layout)
         key = (event_key, start)
-        if values.max_bytes and values.admit(key):
+        if keep and values.admit(key):
             values.put(key, value)
             return value.copy()
         return value

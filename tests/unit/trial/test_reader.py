@@ -104,10 +104,13 @@ def test_a_value_read_again_is_a_private_copy(engine: Any, raw_cache_mb: float) 
     e.write(0)
     e.poll()
     t = tensor(e, "a")
-    for _ in range(3):
-        got = t.value(0)
-        np.testing.assert_array_equal(got, e.value_of("a", 0))
-        got[:] = -1
+    # By step alone (the records decoded in a file), and naming the worker (the general
+    # path, where a value read again comes from the value cache when no bytes are held).
+    for read in (lambda: t.value(0), lambda: t.value(0, worker="worker_0")):
+        for _ in range(3):
+            got = read()
+            np.testing.assert_array_equal(got, e.value_of("a", 0))
+            got[:] = -1
     if not raw_cache_mb:
         assert e.cache.values.hits >= 1
 
@@ -200,3 +203,30 @@ def test_a_rule_reading_one_tensor_fetches_that_record_not_the_whole_file(
     assert all(sizes[event_key(s, "worker_0")] == b_record for s in range(2, 7))
     np.testing.assert_array_equal(tensor(e, "a").value(6), e.value_of("a", 6))
     np.testing.assert_array_equal(tensor(e, "c").value(6), e.value_of("c", 6))
+
+
+def test_walking_a_trial_again_and_again_reads_each_file_once_per_walk(engine: Any) -> None:
+    """With a byte cache holding one file, every walk over every tensor fetches each event
+    file once, whole, however many walks came before: values kept in the value cache never
+    stand in for the first read of a file whose other records follow (which would leave the
+    file unread and make the reads after it one by one)."""
+    e = engine(prefetch_steps=0, raw_cache_mb=400 / 2**20)
+    e.write(*range(6))
+    e.poll()
+    fetched: list[tuple[str, int, int]] = []
+    read_range = e.storage.read_range
+
+    async def recording(key: str, start: int, end: int) -> bytes:
+        fetched.append((key, start, end))
+        return await read_range(key, start, end)
+
+    e.storage.read_range = recording
+    whole = [
+        (event_key(s, "worker_0"), *e.state.event_spans[event_key(s, "worker_0")]) for s in range(6)
+    ]
+    for walk in range(4):
+        fetched.clear()
+        for step in range(6):
+            for name in e.names:
+                np.testing.assert_array_equal(tensor(e, name).value(step), e.value_of(name, step))
+        assert fetched == whole, walk
