@@ -181,12 +181,20 @@ class IndexParser:
             data, max_entries=max_entries, max_bytes=max_bytes, source=source
         )
         # Kept only when the split is known to be the document's: the meta read alone is the
-        # one the full parse found, and the payload cannot hold a second "meta" key.
-        if payload and b'"meta"' not in payload and _meta_alone(data[:cut]) == columns.meta:
+        # one the full parse found, and the payload cannot hold a second "meta" key; and only
+        # up to a size (what the parser holds stays small next to the trial's state).
+        if (
+            payload
+            and len(payload) <= _MAX_KEPT_PAYLOAD
+            and b'"meta"' not in payload
+            and _meta_alone(data[:cut]) == columns.meta
+        ):
             self._recent.insert(0, (payload, columns))
             del self._recent[self._keep :]
         return columns
 
+
+_MAX_KEPT_PAYLOAD = 4 << 20  # bytes (an index file of 10,000 tensors is about 800 KiB)
 
 # The head of an index file before its payload: ``{"meta": <one JSON value>, `` (any spacing).
 _HEAD = re.compile(rb'\{\s*"meta"\s*:(.*),\s*', re.DOTALL)

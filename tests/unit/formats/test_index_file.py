@@ -314,3 +314,18 @@ def test_index_parser_gives_each_file_its_own_meta(payload: str) -> None:
     for step in range(3):
         data = _index_bytes(step, payload)
         assert _outcome(parser.parse, data) == _outcome(parse_index_columns, data)
+
+
+def test_index_parser_keeps_no_payload_over_its_size_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A payload over the bound is parsed in full at every file, not held (a trial of huge
+    index files costs no more memory than it did)."""
+    import evaluator.formats.index_file as index_file
+
+    files = [_index_bytes(step) for step in range(3)]
+    payload = len(files[0]) - files[0].find(b'"tensor_payload"')
+    for bound, shared in ((payload, True), (payload - 1, False)):
+        monkeypatch.setattr(index_file, "_MAX_KEPT_PAYLOAD", bound)
+        parser = index_file.IndexParser()
+        first, *rest = (parser.parse(data) for data in files)
+        assert all((p.names is first.names) is shared for p in rest), bound
+        assert [p.meta.mode_step for p in (first, *rest)] == [0, 1, 2]
