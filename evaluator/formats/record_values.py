@@ -208,7 +208,7 @@ class _FilePlan:
     of each record. ``_rows``: when the records are one dtype and shape (not scalars) and
     evenly spaced, one array over the buffer whose rows are the values (``_even_rows``)."""
 
-    __slots__ = ("_at", "_mask", "_expected", "_min_size", "_views", "_rows")
+    __slots__ = ("size", "_at", "_mask", "_expected", "_min_size", "_views", "_rows")
 
     def __init__(
         self,
@@ -216,6 +216,7 @@ class _FilePlan:
         min_size: int,
         views: list[tuple[int, np.dtype[Any], int, int, tuple[int, ...] | None]],
     ) -> None:
+        self.size = len(checks.at)  # bytes checked
         self._at = np.array(checks.at, np.intp)
         self._mask = np.frombuffer(bytes(checks.mask), np.uint8)
         self._expected = bytes(checks.expected)
@@ -325,6 +326,7 @@ _MIN_PLANNED = 4  # records in a file: fewer are decoded by the loop alone
 _MAX_PLANNED_KEYS = 16  # lists of keys (index layouts) with places kept
 _MAX_PLACES = 64  # per list of keys
 _MAX_MISSES = 2  # files at a place its plan did not fit: then no more plans there
+_MAX_PLANNED_CHECKS = 1 << 21  # bytes checked by all plans together (about 20 MiB of plans)
 
 
 def _plan(
@@ -359,6 +361,7 @@ class RecordLayouts:
         self._source_prefix = source_prefix  # + the event key: the file errors name
         self._places: dict[int, _Places] = {}  # by the identity of the files' keys
         self._variants = 0  # layouts of all keys
+        self._planned_checks = 0  # bytes checked by all plans kept
 
     def __len__(self) -> int:
         return len(self._layouts)
@@ -461,7 +464,20 @@ class RecordLayouts:
             if place is None or place.wanted != wanted:
                 self._note_place(keys, lo, starts, lengths, wanted)
             elif place.misses < _MAX_MISSES:
-                place.plan = _plan(buf, lo, starts, lengths, planned)
+                self._set_plan(place, _plan(buf, lo, starts, lengths, planned))
+
+    def _set_plan(self, place: _Place, plan: _FilePlan) -> None:
+        """Give ``place`` its plan, within one bound on the bytes all plans check (each costs
+        about 10 bytes of memory): past it, every place and plan is dropped and learned anew,
+        this one's too."""
+        if place.plan is not None:
+            self._planned_checks -= place.plan.size
+        if self._planned_checks + plan.size > _MAX_PLANNED_CHECKS:
+            self._places.clear()  # this place too: the next files are noted again
+            self._planned_checks = 0
+            return
+        place.plan = plan
+        self._planned_checks += plan.size
 
     def _note_place(
         self,
@@ -475,12 +491,23 @@ class RecordLayouts:
         costs no plan)."""
         places = self._places.get(id(keys))
         if places is None or places.keys is not keys:
+            if places is not None:
+                self._drop(places.by_key.values())
             if len(self._places) >= _MAX_PLANNED_KEYS:
                 self._places.clear()
+                self._planned_checks = 0
             places = self._places[id(keys)] = _Places(keys)
+        key = _place_key(lo, starts, lengths)
         if len(places.by_key) >= _MAX_PLACES:
+            self._drop(places.by_key.values())
             places.by_key.clear()
-        places.by_key[_place_key(lo, starts, lengths)] = _Place(wanted)
+        elif key in places.by_key:
+            self._drop((places.by_key[key],))
+        places.by_key[key] = _Place(wanted)
+
+    def _drop(self, places: Iterable[_Place]) -> None:
+        """Count the plans of ``places`` out (they are being let go)."""
+        self._planned_checks -= sum(p.plan.size for p in places if p.plan is not None)
 
     def decode(self, record: Buffer, key: Hashable, *, event_key: str, offset: int) -> np.ndarray:
         """The array of one whole framed record, read the checked way

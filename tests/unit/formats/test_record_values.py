@@ -315,3 +315,36 @@ def test_a_tensor_whose_size_changes_stays_learned_at_each_size() -> None:
     for data, value in cases:
         got = layouts.fast(data, 0, len(data), "trees/Node")
         assert got is not None and same(got, value)
+
+
+def test_the_plans_kept_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many places files come at, the bytes all kept plans check stay within
+    ``_MAX_PLANNED_CHECKS`` (its count matches the plans kept), and every value is right."""
+    import evaluator.formats.record_values as record_values
+
+    monkeypatch.setattr(record_values, "_MAX_PLANNED_CHECKS", 2000)
+    layouts = RecordLayouts()
+    names = tuple(UNIFORM)
+
+    def kept() -> int:
+        return sum(
+            p.plan.size
+            for places in layouts._places.values()
+            for p in places.by_key.values()
+            if p.plan is not None
+        )
+
+    most = 0
+    for size in range(8, 20):  # each size moves the records: a place of its own
+        values = {n: np.arange(size, dtype=np.float32) + i for i, n in enumerate(names)}
+        records = [record(values[n], tag=n, step=3, mode_step=7) for n in names]
+        for r, n in zip(records, names, strict=True):
+            layouts.decode(r, n, event_key="e", offset=0)
+        starts, lengths = _offsets(records, 0)
+        for _ in range(3):  # noted, planned, read by the plan
+            out: list[Any] = [None] * len(names)
+            layouts.fast_many(b"".join(records), 0, names, starts, lengths, list(range(6)), out)
+            assert all(same(o, values[n]) for o, n in zip(out, names, strict=True))
+            assert layouts._planned_checks == kept() <= 2000
+            most = max(most, kept())
+    assert most > 1000  # plans were kept, up to the bound
