@@ -107,19 +107,23 @@ class ValueReader:
         event_key, start, length = file.event_key, file.starts[i], file.lengths[i]
         recent = self._recent
         if recent[0] != event_key:
-            # The file's first read: the general path fetches (the records the rule is
-            # expected to read of) it and holds the bytes.
+            # The file's first read: its bytes (the records the rule is expected to read of
+            # it, and this one) are fetched, or found in the byte cache, and held; they are
+            # then decoded below as the reads after it are.
             self._fold_log()
-            value = self.read_value(
-                (event_key, start, length),
-                (name, step, mode),
-                span=self._wanted_span(file, i),
-                file_walk=True,
-            )
-            if self._recent[0] == event_key:
-                self._begin(file, self._recent, read=i)
-                self._log.add(i)
-            return value
+            if not self._raw.max_bytes:  # no byte cache: the general path, with its value cache
+                return self.read_value(
+                    (event_key, start, length), (name, step, mode), span=self._wanted_span(file, i)
+                )
+            held, record = self._hold_file(file, i, name, step, mode)
+            if held is None:  # not kept (a file larger than the byte cache): this record alone
+                assert record is not None
+                value = self._layouts.fast(record, 0, len(record), name)
+                if value is None:
+                    location = (event_key, start, length)
+                    value = self._decode_checked(location, record, (name, step, mode), None)
+                return value
+            recent = held
         decoded = self._decoded
         if decoded[0] is not file.starts:
             decoded = self._begin(file, recent)
@@ -140,16 +144,41 @@ class ValueReader:
         self._log.add(i)
         return value
 
+    def _hold_file(
+        self, file: FileIndex, i: int, name: str, step: int, mode: ModeKeys
+    ) -> tuple[tuple[str | None, int, bytes] | None, memoryview | None]:
+        """Make the bytes of ``file``'s event file that hold record ``i`` the file at hand:
+        from the byte cache, else fetched (the records predicted to be read there, see
+        ``_wanted_span``; never a value from the value cache, which would leave the file
+        unread and the reads after it one by one). Returns what is held, or (None, the
+        record) when the bytes are not kept (larger than the byte cache, or another thread's
+        file is at hand by now); ``TensorUnavailableForStep`` when they never come, as
+        ``read_value``."""
+        event_key, start, length = file.event_key, file.starts[i], file.lengths[i]
+        held: tuple[str | None, int, bytes]
+        cached = self._raw.get(event_key)
+        if cached is not None:
+            lo, data = cached
+            if lo <= start and start + length <= lo + len(data):
+                held = self._recent = (event_key, lo, data)
+                if self._prefetched and event_key in self._prefetched:
+                    self._first_use_of_prefetched(event_key)
+                return held, None
+        record = self._record_bytes(
+            (event_key, start, length), (name, step, mode), self._wanted_span(file, i)
+        )
+        held = self._recent  # set by the fetch when the byte cache keeps the bytes
+        return (held, None) if held[0] == event_key else (None, record)
+
     def _begin(
-        self, file: FileIndex, recent: tuple[str | None, int, bytes], read: int = -1
+        self, file: FileIndex, recent: tuple[str | None, int, bytes]
     ) -> tuple[object, list[np.ndarray | None]]:
         """Start decoding the records of ``file`` from ``recent``, its event file's bytes: the
-        positions read in the last file of its layout are decoded at once (none when the one
-        predicted is ``read``, the record just read the general way: a one-tensor rule)."""
+        positions read in the last file of its layout are decoded at once."""
         self._fold_log()
         views: list[np.ndarray | None] = [None] * len(file.starts)
         wanted = self._predicted.get(file.layout)
-        if wanted and not (len(wanted) == 1 and wanted[0] == read):
+        if wanted:
             self._layouts.fast_many(
                 recent[2], recent[1], file.layout.names, file.starts, file.lengths, wanted, views
             )
@@ -192,17 +221,13 @@ class ValueReader:
         what: Reading,
         layout: Hashable = None,
         span: tuple[int, int] | None = None,
-        file_walk: bool = False,
     ) -> np.ndarray:
         """The array of the record at ``location`` (a ``Location``, or a plain tuple of event key,
         start and length, cheaper to build on the hot path of every ``value()``, kept flat).
         ``layout`` names the record's kind for the learned-layout decode (the tensor name; the
         name and the reduction for a saved reduction); by default ``what``'s tensor name.
         ``TensorUnavailableForStep(*what)`` when the record never comes. ``span``: the bytes
-        to fetch if the record is not at hand (by default every record of its file).
-        ``file_walk``: the first read in a file whose other records follow (``read_in``): the
-        file's bytes are wanted, so the value cache is neither asked nor filled for it (a
-        value from there would leave the file unread and the reads after it one by one)."""
+        to fetch if the record is not at hand (by default every record of its file)."""
         event_key, start, length = location
         recent = self._recent
         if recent[0] == event_key:
@@ -210,12 +235,12 @@ class ValueReader:
         else:
             cached = self._raw.get(event_key)  # the one byte-cache lookup of a file not just read
             if cached is None:
-                return self._read_uncached(location, what, layout, span, file_walk)
+                return self._read_uncached(location, what, layout, span)
             lo, data = cached
             self._recent = (event_key, lo, data)
         at = start - lo
         if at < 0 or at + length > len(data):
-            return self._read_uncached(location, what, layout, span, file_walk)
+            return self._read_uncached(location, what, layout, span)
         if self._prefetched and event_key in self._prefetched:
             self._first_use_of_prefetched(event_key)
         value = self._fast(data, at, length, what[0] if layout is None else layout)
@@ -229,14 +254,12 @@ class ValueReader:
         what: Reading,
         layout: Hashable,
         span: tuple[int, int] | None = None,
-        file_walk: bool = False,
     ) -> np.ndarray:
         """A record whose bytes are not in the byte cache: from the value cache if it kept the
-        value (not for a ``file_walk``), else from storage (see ``_record_bytes``)."""
+        value, else from storage (see ``_record_bytes``)."""
         event_key, start, _ = location
         values = self._values
-        keep = values.max_bytes and not file_walk
-        if keep:
+        if values.max_bytes:
             cached = values.get((event_key, start))
             if cached is not None:
                 return cached.copy()
@@ -245,7 +268,7 @@ class ValueReader:
         if value is None:
             return self._decode_checked(location, record, what, layout)
         key = (event_key, start)
-        if keep and values.admit(key):
+        if values.max_bytes and values.admit(key):
             values.put(key, value)
             return value.copy()
         return value
