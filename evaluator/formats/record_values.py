@@ -507,7 +507,9 @@ class RecordLayouts:
 
     def _drop(self, places: Iterable[_Place]) -> None:
         """Count the plans of ``places`` out (they are being let go)."""
-        self._planned_checks -= sum(p.plan.size for p in places if p.plan is not None)
+        # A list first: another thread's reader may add a place meanwhile (a count off by a
+        # plan only moves the next clearing).
+        self._planned_checks -= sum(p.plan.size for p in list(places) if p.plan is not None)
 
     def decode(self, record: Buffer, key: Hashable, *, event_key: str, offset: int) -> np.ndarray:
         """The array of one whole framed record, read the checked way
