@@ -147,14 +147,15 @@ class IndexParser:
 
     The steps of a job list the same tensors at the same offsets, step after step: only the
     meta (mode step, event file) differs. The parser keeps the payload bytes (everything after
-    the meta) of a few recent files with their parsed columns; a file whose payload bytes are
-    equal to one of them has only its meta parsed and shares those columns (read-only). Equal
-    bytes parse to equal entries, so the answers and the errors are those of a full parse:
-    anything unusual (another layout of the JSON, a payload naming ``meta``, a meta that does
-    not parse on its own) takes the full parse.
+    the meta) of the 16 payloads used most recently, with their parsed columns (a tensor whose
+    size changes moves the offsets after it, so a job can have dozens); a file whose payload
+    bytes are equal to one of them has only its meta parsed and shares those columns
+    (read-only). Equal bytes parse to equal entries, so the answers and the errors are those
+    of a full parse: anything unusual (another layout of the JSON, a payload naming ``meta``,
+    a meta that does not parse on its own) takes the full parse.
     """
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 16) -> None:
         self._recent: list[tuple[bytes, IndexColumns]] = []
         self._keep = keep
 
@@ -169,10 +170,12 @@ class IndexParser:
         cut = _payload_start(data)
         payload = data[cut:] if cut > 0 else b""
         if payload and (max_bytes is None or len(data) <= max_bytes):
-            for seen, columns in self._recent:
+            for k, (seen, columns) in enumerate(self._recent):
                 if seen == payload:
                     meta = _meta_alone(data[:cut])
                     if meta is not None and (meta.event_file_name is not None or not columns.names):
+                        if k:  # the most recently used first
+                            self._recent.insert(0, self._recent.pop(k))
                         return IndexColumns(
                             meta, columns.names, columns.starts, columns.lengths, columns.shapes
                         )
@@ -194,7 +197,7 @@ class IndexParser:
         return columns
 
 
-_MAX_KEPT_PAYLOAD = 4 << 20  # bytes (an index file of 10,000 tensors is about 800 KiB)
+_MAX_KEPT_PAYLOAD = 1 << 20  # bytes (an index file of 10,000 tensors is about 800 KiB)
 
 # The head of an index file before its payload: ``{"meta": <one JSON value>, `` (any spacing).
 _HEAD = re.compile(rb'\{\s*"meta"\s*:(.*),\s*', re.DOTALL)

@@ -329,3 +329,23 @@ def test_index_parser_keeps_no_payload_over_its_size_bound(monkeypatch: pytest.M
         first, *rest = (parser.parse(data) for data in files)
         assert all((p.names is first.names) is shared for p in rest), bound
         assert [p.meta.mode_step for p in (first, *rest)] == [0, 1, 2]
+
+
+def test_index_parser_keeps_the_payloads_used_most_recently() -> None:
+    """A payload met again moves to the front of those kept: one that recurs among many others
+    (the steps of one length of a tensor whose size changes) stays parsed once."""
+    from evaluator.formats.index_file import IndexParser
+
+    def payload(k: int) -> str:
+        return f'"tensor_payload": [{{"tensorname": "w", "start_idx": 0, "length": {80 + k}}}]'
+
+    parser = IndexParser()
+    first = parser.parse(_index_bytes(0, payload(0)))
+    step = 1
+    for others in (range(1, 16), range(16, 31)):
+        for k in others:
+            parser.parse(_index_bytes(step, payload(k)))
+            step += 1
+        again = parser.parse(_index_bytes(step, payload(0)))
+        step += 1
+        assert again.names is first.names and again.meta.mode_step == step - 1
