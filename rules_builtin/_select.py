@@ -21,6 +21,8 @@ from evaluator.rules.evidence import SelectionHint
 from evaluator.trial.patterns import compile_pattern, matching_names
 from rules_builtin._params import parse_list
 
+_MAX_SELECTIONS = 256  # per selection: distinct name lists of the steps
+
 __all__ = ["TensorSelection", "listed", "percent_of", "scalar", "scalar_at"]
 
 
@@ -87,6 +89,9 @@ class TensorSelection:
         self.default_collections = list(default_collections)
         self.all_when_empty = all_when_empty
         self.regex_parameter = regex_parameter
+        # (trial, its collections, the names available) -> (trial, the selection): a rule
+        # selects at every step, and most steps save the same names.
+        self._selected: dict[tuple[int, int, int, tuple[str, ...]], tuple[Any, list[str]]] = {}
         try:
             self._compiled = [
                 compile_pattern(p, what=f"{rule} parameter {regex_parameter}") for p in self.regexes
@@ -102,11 +107,22 @@ class TensorSelection:
         self, trial: Any, *, step: int | None = None, mode: ModeKeys = ModeKeys.GLOBAL
     ) -> list[str]:
         """Sorted names of the selected tensors (saved at ``step`` of ``mode`` when given)."""
-        available = (
-            set(trial.tensor_names(step=step, mode=mode))
-            if step is not None
-            else set(trial.tensor_names())
+        listed = (
+            trial.tensor_names(step=step, mode=mode) if step is not None else trial.tensor_names()
         )
+        # The selection depends on the names available and the collections alone (loaded
+        # when the trial opens; a collection's include_regex matches among all names, and is
+        # then cut to these).
+        known = trial.collections()
+        key = (id(trial), id(known), len(known), tuple(listed))
+        found = self._selected.get(key)
+        if found is None or found[0] is not trial:
+            if len(self._selected) >= _MAX_SELECTIONS:
+                self._selected.clear()
+            found = self._selected[key] = (trial, self._select(trial, set(listed)))
+        return list(found[1])
+
+    def _select(self, trial: Any, available: set[str]) -> list[str]:
         if not self.given:
             if self.default_collections:
                 return sorted(self._in_collections(trial, self.default_collections) & available)
