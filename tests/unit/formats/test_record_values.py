@@ -184,6 +184,19 @@ def _offsets(data_records: list[bytes], lo: int) -> tuple[list[int], list[int]]:
     return starts, [len(r) for r in data_records]
 
 
+def _spy_on_plans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What every file plan's ``fill`` answers from now on (True: read by the plan)."""
+    filled: list[bool] = []
+    plan_fill = _FilePlan.fill
+
+    def spy(self: _FilePlan, buf: bytes, out: list[Any]) -> bool:
+        filled.append(plan_fill(self, buf, out))
+        return filled[-1]
+
+    monkeypatch.setattr(_FilePlan, "fill", spy)
+    return filled
+
+
 UNIFORM = {f"layer{i}": np.arange(64, dtype=np.float32) + i for i in range(6)}
 MIXED = {
     "w": np.arange(12, dtype=np.float64).reshape(3, 4),
@@ -223,14 +236,7 @@ def test_a_file_like_the_last_one_reads_as_the_loop_reads_it(
     # Decoded by the loop twice: the place is noted, then planned.
     read(b"".join(records), names)
     read(b"".join(records), names)
-    filled: list[bool] = []
-    plan_fill = _FilePlan.fill
-
-    def spy(self: _FilePlan, buf: bytes, out: list[Any]) -> bool:
-        filled.append(plan_fill(self, buf, out))
-        return filled[-1]
-
-    monkeypatch.setattr(_FilePlan, "fill", spy)
+    filled = _spy_on_plans(monkeypatch)
     following = {n: np.asarray(v + 1, v.dtype) for n, v in values.items()}
     candidates = {"next step": _file(following, step=2, mode_step=11)}
     # Step 128 takes two varint bytes, mode step 1 one digit fewer: the same lengths.
@@ -283,14 +289,7 @@ def test_train_and_eval_files_both_keep_their_plan(monkeypatch: pytest.MonkeyPat
         for n in names:
             learned = record(UNIFORM[n], tag=n, step=1, mode_step=mode_step)
             layouts.decode(learned, n, event_key="e", offset=0)
-    filled: list[bool] = []
-    plan_fill = _FilePlan.fill
-
-    def spy(self: _FilePlan, buf: bytes, out: list[Any]) -> bool:
-        filled.append(plan_fill(self, buf, out))
-        return filled[-1]
-
-    monkeypatch.setattr(_FilePlan, "fill", spy)
+    filled = _spy_on_plans(monkeypatch)
     for step in range(2, 10):
         data, starts, lengths = placed(step, 1000 + step if step % 2 else 10 + step)
         out: list[Any] = [None] * len(names)

@@ -23,6 +23,19 @@ def tensor(e: Any, name: str) -> Tensor:
     return Tensor(name, SimpleNamespace(name="job"), view=e.view)  # type: ignore[arg-type]
 
 
+def record_fetches(e: Any) -> list[tuple[str, int, int]]:
+    """The ranged reads of the engine's storage from now on, as (key, start, end)."""
+    fetched: list[tuple[str, int, int]] = []
+    read_range = e.storage.read_range
+
+    async def recording(key: str, start: int, end: int) -> bytes:
+        fetched.append((key, start, end))
+        return await read_range(key, start, end)
+
+    e.storage.read_range = recording
+    return fetched
+
+
 def test_every_record_of_an_event_file_comes_from_one_read(engine: Any) -> None:
     """Reading every tensor of a step costs one ranged read of its event file."""
     e = engine(prefetch_steps=0)
@@ -185,14 +198,7 @@ def test_a_rule_reading_one_tensor_fetches_that_record_not_the_whole_file(
     e = engine(prefetch_steps=prefetch_steps)
     e.write(*range(8))
     e.poll()
-    fetched: list[tuple[str, int, int]] = []
-    read_range = e.storage.read_range
-
-    async def recording(key: str, start: int, end: int) -> bytes:
-        fetched.append((key, start, end))
-        return await read_range(key, start, end)
-
-    e.storage.read_range = recording
+    fetched = record_fetches(e)
     for step in range(7):
         np.testing.assert_array_equal(tensor(e, "b").value(step), e.value_of("b", step))
     b_record = e.state.sole_file[3].lengths[e.state.sole_file[3].layout.position["b"]]
@@ -213,14 +219,7 @@ def test_walking_a_trial_again_and_again_reads_each_file_once_per_walk(engine: A
     e = engine(prefetch_steps=0, raw_cache_mb=400 / 2**20)
     e.write(*range(6))
     e.poll()
-    fetched: list[tuple[str, int, int]] = []
-    read_range = e.storage.read_range
-
-    async def recording(key: str, start: int, end: int) -> bytes:
-        fetched.append((key, start, end))
-        return await read_range(key, start, end)
-
-    e.storage.read_range = recording
+    fetched = record_fetches(e)
     whole = [
         (event_key(s, "worker_0"), *e.state.event_spans[event_key(s, "worker_0")]) for s in range(6)
     ]
