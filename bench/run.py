@@ -846,6 +846,21 @@ def fmt_floor_ratio(r) -> str:
     return "–" if r is None else f"{r:.1f}x"
 
 
+def load_and_cpu(runs: list[dict]) -> str:
+    """The runs' 1-min load average range and process CPU seconds, as a section line says
+    them ("" when not recorded)."""
+    text = ""
+    loads = [x for r in runs for x in (r.get("loadavg_1min") or [])]
+    if loads:
+        text += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
+        if max(loads) > 2.0:  # the benchmark itself accounts for about 1
+            text += " (other work was running: figures may be inflated)"
+    cpu = [r["process_cpu_s"] for r in runs if r.get("process_cpu_s") is not None]
+    if cpu:
+        text += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+    return text
+
+
 def floor_figures(entries: dict, storage: str, workload: str) -> dict | None:
     """The floor's side of a workload that has one (None otherwise), compared like with like.
 
@@ -901,14 +916,7 @@ def floor_line(data: dict, storage: str, workload: str, problems: list[str]) -> 
             f"; ours' reads / floor: **{fmt_floor_ratio(ff['ratio'])}**, ours' reads minus its "
             f"checksum (est.) / floor: **{fmt_floor_ratio(ff['net_ratio'])}**"
         )
-    loads = [x for r in runs for x in (r.get("loadavg_1min") or [])]
-    if loads:
-        line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
-        if max(loads) > 2.0:
-            line += " (other work was running: figures may be inflated)"
-    cpu = [r["process_cpu_s"] for r in runs if r.get("process_cpu_s") is not None]
-    if cpu:
-        line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+    line += load_and_cpu(runs)
     s = e["summary"]
     if len(s.get("checksums") or []) > 1:
         line += "; **its repeats framed different bytes**"
@@ -1394,14 +1402,7 @@ def report_rules(
                 + ", ".join(fmt_s(r.get("total_s")) for r in ok)
                 + " s"
             )
-            loads = [x for r in ok for x in (r.get("loadavg_1min") or [])]
-            if loads:
-                line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
-                if max(loads) > 2.0:
-                    line += " (other work was running: figures may be inflated)"
-            cpu = [r["process_cpu_s"] for r in ok if r.get("process_cpu_s") is not None]
-            if cpu:
-                line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+            line += load_and_cpu(ok)
             rss = [
                 r.get("rss_after_import_mib")
                 for r in ok
@@ -1583,14 +1584,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
                 line += (
                     "; total per run: " + ", ".join(fmt_s(r.get("total_s")) for r in runs) + " s"
                 )
-                loads = [x for r in runs for x in (r.get("loadavg_1min") or [])]
-                if loads:
-                    line += f"; 1-min load avg {min(loads):.1f}–{max(loads):.1f}"
-                    if max(loads) > 2.0:  # the benchmark itself accounts for about 1
-                        line += " (other work was running: figures may be inflated)"
-                cpu = [r["process_cpu_s"] for r in runs if r.get("process_cpu_s") is not None]
-                if cpu:
-                    line += "; process CPU s: " + ", ".join(fmt_s(c) for c in cpu)
+                line += load_and_cpu(runs)
                 line += f"; checksum `{e['summary']['checksums'][0]}`"
                 if i == "ours" and (e.get("git") or {}).get("commit"):
                     line += f"; commit {e['git']['commit']}{' (dirty)' if e['git'].get('dirty') else ''}"
