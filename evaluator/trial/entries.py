@@ -68,6 +68,10 @@ _Columns = tuple[
 ]
 
 
+# As many as ``IndexParser`` keeps payloads (16): files sharing any of them find theirs.
+_KEPT_COLUMNS = 16
+
+
 class Layouts:
     """One trial's layouts and tensor names, interned: a trial of many steps keeps one copy
     of each (``max_layouts`` at most; past it, files keep layouts of their own)."""
@@ -98,7 +102,7 @@ class Layouts:
             lists = (names, index.starts, index.lengths)
             found = (lists, self.layout(tuple(names)), starts, lengths, span)
             if self._max:
-                if len(self._columns) >= 8:
+                if len(self._columns) >= _KEPT_COLUMNS:
                     self._columns.clear()
                 self._columns[id(names)] = found
         return found
