@@ -36,13 +36,21 @@ from evaluator.trial.reductions import compute_reduction
 from evaluator.trial.runner import BackgroundLoop
 from evaluator.trial.source import TrialSource
 
-__all__ = ["Reading", "ValueReader"]
+__all__ = ["Decoded", "Reading", "ValueReader"]
 
 MiB = 1024 * 1024
 _MAX_PREDICTED = 4096  # layouts whose reads are remembered
 
 Reading = tuple[str, int, ModeKeys]
 """What a read is for (tensor name, step, mode): the error names it if the record never comes."""
+
+Decoded = tuple[object, list[np.ndarray | None], set[int], FileIndex | None]
+"""The index file read last, decoded: ``(file.starts, views, read, file)``. ``views`` are its
+records' values (read-only views of the event file's bytes, None where not decoded yet) by
+position in the file; which are decoded when the file is first read is predicted from
+``read``, the positions read in the last file of the same layout (a rule reads the same
+tensors at every step). One tuple, replaced whole, so that a reader in another thread sees a
+file's views with its own ``read``; ``Tensor.value`` reads it for its hot path."""
 
 
 class ValueReader:
@@ -72,14 +80,8 @@ class ValueReader:
         # after the other): one byte-cache lookup per file instead of one per value.
         self._recent: tuple[str | None, int, bytes] = (None, 0, b"")
         self._fast = self._layouts.fast
-        # The records of the index file read last, decoded (read-only views of ``_recent``'s
-        # bytes), by position in the file: ``(file.starts, views)``. Which positions are
-        # decoded when a file is first read is predicted from the reads in the last file of
-        # the same layout (a rule reads the same tensors at every step); ``_log`` records the
-        # reads in the current file for that.
-        self._decoded: tuple[object, list[np.ndarray | None]] = (None, [])
-        self._decoded_file: FileIndex | None = None
-        self._log: set[int] = set()
+        # The records of the index file read last, decoded: see ``decoded``.
+        self.decoded: Decoded = (None, [], set(), None)
         self._predicted: dict[Layout, list[int]] = {}
         self._inflight: dict[str, concurrent.futures.Future[None]] = {}
         self._prefetched: set[str] = set()  # fetched ahead, not read yet
@@ -92,18 +94,18 @@ class ValueReader:
         of ``mode``): the hot path of ``Tensor.value``. Reads in the file read last come from
         its decoded records; a copy, unless ``copy=False`` (a read-only view of the bytes, for
         a batch read that stacks the arrays anyway)."""
-        decoded = self._decoded
+        decoded = self.decoded
         if decoded[0] is file.starts:
             value = decoded[1][i]
             if value is not None:
-                self._log.add(i)
+                decoded[2].add(i)
                 return value.copy() if copy else value
         return self._read_in(file, i, name, step, mode, copy)
 
     def _read_in(
         self, file: FileIndex, i: int, name: str, step: int, mode: ModeKeys, copy: bool
     ) -> np.ndarray:
-        # Rules in other threads may move ``_recent`` and ``_decoded`` on: each is read once.
+        # Rules in other threads may move ``_recent`` and ``decoded`` on: each is read once.
         event_key, start, length = file.event_key, file.starts[i], file.lengths[i]
         recent = self._recent
         if recent[0] != event_key:
@@ -124,12 +126,12 @@ class ValueReader:
                     value = self._decode_checked(location, record, (name, step, mode), None)
                 return value
             recent = held
-        decoded = self._decoded
+        decoded = self.decoded
         if decoded[0] is not file.starts:
             decoded = self._begin(file, recent)
             predicted = decoded[1][i]
             if predicted is not None:
-                self._log.add(i)
+                decoded[2].add(i)
                 return predicted.copy() if copy else predicted
         at = start - recent[1]
         data = recent[2]
@@ -137,11 +139,11 @@ class ValueReader:
             view = self._fast(data, at, length, name, False)
             if view is not None:
                 decoded[1][i] = view
-                self._log.add(i)
+                decoded[2].add(i)
                 return view.copy() if copy else view
         # Not at hand, or a record the learned layouts cannot read yet: the general path.
         value = self.read_value((event_key, start, length), (name, step, mode))
-        self._log.add(i)
+        decoded[2].add(i)
         return value
 
     def _hold_file(
@@ -170,9 +172,7 @@ class ValueReader:
         held = self._recent  # set by the fetch when the byte cache keeps the bytes
         return (held, None) if held[0] == event_key else (None, record)
 
-    def _begin(
-        self, file: FileIndex, recent: tuple[str | None, int, bytes]
-    ) -> tuple[object, list[np.ndarray | None]]:
+    def _begin(self, file: FileIndex, recent: tuple[str | None, int, bytes]) -> Decoded:
         """Start decoding the records of ``file`` from ``recent``, its event file's bytes: the
         positions read in the last file of its layout are decoded at once."""
         self._fold_log()
@@ -182,17 +182,16 @@ class ValueReader:
             self._layouts.fast_many(
                 recent[2], recent[1], file.layout.names, file.starts, file.lengths, wanted, views
             )
-        decoded = self._decoded = (file.starts, views)
-        self._decoded_file = file
+        decoded = self.decoded = (file.starts, views, set(), file)
         return decoded
 
     def _fold_log(self) -> None:
         """The reads in the file decoded last become the prediction for its layout."""
-        previous = self._decoded_file
-        if previous is not None and self._log:
+        _, _, log, previous = self.decoded
+        if previous is not None and log:
             if previous.layout in self._predicted or len(self._predicted) < _MAX_PREDICTED:
-                self._predicted[previous.layout] = sorted(self._log)
-        self._log = set()
+                self._predicted[previous.layout] = sorted(log)
+            log.clear()
 
     def _wanted_span(self, file: FileIndex, i: int | None = None) -> tuple[int, int] | None:
         """The bytes of ``file``'s event file that hold the records predicted to be read (and
@@ -346,8 +345,7 @@ class ValueReader:
     def forget(self) -> None:
         """Let go of the file held at hand (the trial is closing)."""
         self._recent = (None, 0, b"")
-        self._decoded = (None, [])
-        self._decoded_file = None
+        self.decoded = (None, [], set(), None)
 
     def _unreadable(
         self, event_key: str, lo: int, end: int, data: bytes | None, what: Reading
