@@ -108,8 +108,9 @@ class Tensor:
                 name = self.name
                 i = sole.layout.position.get(name)
                 if i is not None:
-                    if observing():
-                        note_read(name, step_num)
+                    observer = observing()  # note_read, inlined
+                    if observer is not None:
+                        observer(name, step_num)
                     decoded = self._reader.decoded  # ValueReader.read_in, inlined
                     if decoded[0] is sole.starts:
                         value = decoded[1][i]
