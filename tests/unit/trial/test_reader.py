@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +14,9 @@ import pytest
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.formats.keys import event_key
 from evaluator.modes import ModeKeys
+from evaluator.storage.local import LocalStorage
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
 from evaluator.trial.tensor import Tensor
 
 TRAIN = ModeKeys.TRAIN
@@ -229,3 +233,45 @@ def test_walking_a_trial_again_and_again_reads_each_file_once_per_walk(engine: A
             for name in e.names:
                 np.testing.assert_array_equal(tensor(e, name).value(step), e.value_of(name, step))
         assert fetched == whole, walk
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small-files", "large-files"])
+def test_a_local_event_file_is_read_whole_unless_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: bool
+) -> None:
+    """On a local folder one read costs about the same whatever it holds: a walk reading one
+    tensor reads each event file whole when its records span at most 256 KiB (the rule's
+    other reads there then find it in the byte cache); a larger file gives that tensor's
+    record alone, as from S3."""
+    size = 70_000 if big else 100  # float64 values per tensor: about 560 KB or 800 B a record
+    writer = TrialWriter(tmp_path)
+    writer.write_collections([])
+    for step in range(5):
+        writer.write_step(
+            step, {n: np.full(size, step + k, np.float64) for k, n in enumerate("abc")}
+        )
+    writer.end_training()
+    fetched: list[tuple[str, int, int]] = []
+    read = LocalStorage.read_range_sync
+
+    def recording(self: LocalStorage, key: str, start: int, end: int) -> bytes:
+        fetched.append((key, start, end))
+        return read(self, key, start, end)
+
+    monkeypatch.setattr(LocalStorage, "read_range_sync", recording)
+    trial = create_trial(str(tmp_path))
+    try:
+        for step in range(5):
+            assert trial.tensor("b").value(step)[0] == step + 1
+        whole = {k: v[1] - v[0] for k, v in trial._state.event_spans.items()}
+        sizes = {key: end - start for key, start, end in fetched}
+        later = [event_key(s, "worker_0") for s in range(2, 5)]
+        if big:
+            assert all(sizes[k] < whole[k] / 2 for k in later)  # the record of b alone
+        else:
+            assert all(sizes[k] == whole[k] for k in later)
+            fetched.clear()
+            assert trial.tensor("c").value(4)[0] == 6  # in the bytes read for b
+            assert fetched == []
+    finally:
+        trial.close()
