@@ -249,6 +249,20 @@ class TrialState:
 
     # ---------------------------------------------------------------- questions
 
+    def event_bytes(self, step: int, mode: ModeKeys) -> int:
+        """Bytes of the records in the event files of ``step`` of ``mode`` (for GLOBAL, a
+        global step), every worker's: what reading the step's values at once fetches."""
+        files = self.files_at.get((mode, step))
+        if files is None and mode is _GLOBAL:
+            key = self.global_to_mode.get(step)
+            files = None if key is None else self.files_at.get(key)
+        total = 0
+        for f in (files or {}).values():
+            span = self.event_spans.get(f.event_key)
+            if span is not None:
+                total += span[1] - span[0]
+        return total
+
     def all_steps(self, mode: ModeKeys) -> list[int]:
         """Sorted steps of ``mode`` (global steps for GLOBAL), complete or not. Do not mutate."""
         cached = self._sorted.get(mode)

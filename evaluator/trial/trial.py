@@ -240,9 +240,31 @@ class Trial:
     ) -> Columns:
         """Ours: the raw values of ``names`` over ``steps`` (of ``mode``), stacked per tensor,
         read in one walk through the steps until ``max_bytes`` are held (see
-        ``evaluator.trial.columns``: what is left out, and how reads are counted)."""
+        ``evaluator.trial.columns``: what is left out, and how reads are counted).
+
+        A walk also ends before its steps' event files outgrow half the byte cache: a rule
+        reads the same steps again right after (another batch, its per-step reads), and then
+        finds their files there instead of reading each file once per walk."""
         known = [n for n in dict.fromkeys(names) if n in self._state.names]
-        return read_columns(list(steps), known, raw_reader(self, mode), max_bytes=max_bytes)
+        return read_columns(
+            self._steps_in_cache(list(steps), mode),
+            known,
+            raw_reader(self, mode),
+            max_bytes=max_bytes,
+        )
+
+    def _steps_in_cache(self, steps: list[int], mode: ModeKeys) -> list[int]:
+        """The first of ``steps`` whose event files fit in half the byte cache (at least one)."""
+        budget = self._cache.raw.max_bytes // 2
+        if not budget:
+            return steps
+        held = 0
+        with self._cache.lock:
+            for n, step in enumerate(steps):
+                held += self._state.event_bytes(step, mode)
+                if n and held > budget:
+                    return steps[:n]
+        return steps
 
     def has_tensor(self, tname: str) -> bool:
         if tname not in self._state.names:

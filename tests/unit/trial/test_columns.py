@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from evaluator.modes import ModeKeys
+from evaluator.storage.local import LocalStorage
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from evaluator.trial.reads import observe_reads
+
+MiB = 1024 * 1024
 
 
 @pytest.fixture
@@ -44,6 +47,10 @@ def trial(tmp_path: Path) -> Any:
     opened = create_trial(str(tmp_path))
     yield opened
     opened.close()
+
+
+def _event_bytes(trial: Any, step: int) -> int:
+    return int(trial._state.event_bytes(step, ModeKeys.GLOBAL))
 
 
 def test_columns_hold_what_value_reads_row_by_row(trial: Any) -> None:
@@ -90,3 +97,36 @@ def test_reads_are_counted_only_when_a_row_is_used(trial: Any) -> None:
         assert seen == []
         got.note("w", 3)
     assert seen == [("w", 3)]
+
+
+def test_a_window_ends_before_its_event_files_outgrow_half_the_byte_cache(
+    trial: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps of a window are read again right after (another batch, per-step reads): a
+    window stops while their event files still fit in half the byte cache, and those reads
+    then fetch nothing."""
+    sizes = [_event_bytes(trial, step) for step in trial.steps()]
+    assert all(size > 0 for size in sizes)
+    # A byte cache whose half holds the first two steps' files, not three.
+    raw_mb = 2 * (sizes[0] + sizes[1] + sizes[2] // 2) / MiB
+    small = create_trial(str(tmp_path), raw_cache_mb=raw_mb)
+    try:
+        got = small.columns(["w"], small.steps())
+        assert got.steps == [0, 1]
+        fetched: list[str] = []
+        read = LocalStorage.read_range_sync
+
+        def recording(self: LocalStorage, key: str, start: int, end: int) -> bytes:
+            fetched.append(key)
+            return read(self, key, start, end)
+
+        monkeypatch.setattr(LocalStorage, "read_range_sync", recording)
+        assert small.columns(["r"], [0, 1]).steps == [0, 1]
+        for step in (0, 1):
+            np.testing.assert_array_equal(got.get("w").values[step], small.tensor("w").value(step))
+            small.tensor("x").value(step)
+        assert fetched == []
+        # The default byte cache holds the six steps: one window.
+        assert trial.columns(["w"], trial.steps()).steps == list(range(6))
+    finally:
+        small.close()
