@@ -153,12 +153,11 @@ class ClassImbalance(Rule):
 
     def invoke_at_step(self, step: int) -> bool:
         names = self.base_trial.tensor_names(step=step)
-        labels = sorted((n for n in names if self.labels_regex.search(n)), key=natural_key)
+        # matching(): the answers per name are remembered, one lookup for all the names.
+        labels = sorted(self.labels_regex.matching(names), key=natural_key)
         if not labels:
             raise TensorUnavailableForStep(self.labels_regex.pattern, step)
-        predictions = sorted(
-            (n for n in names if self.predictions_regex.search(n)), key=natural_key
-        )
+        predictions = sorted(self.predictions_regex.matching(names), key=natural_key)
         if step not in self._counted_steps:  # never count a step twice
             self._counted_steps.add(step)
             for i, label_name in enumerate(labels):

@@ -161,8 +161,9 @@ class PoorWeightInitialization(Rule):
     def _activation_inputs(self, step: int) -> list[str]:
         if self.activation_inputs_regex is None:
             return self.finder.tensors("relu", "inputs", step)
-        pattern = self.activation_inputs_regex
-        return [n for n in self.base_trial.tensor_names(step=step) if pattern.search(n)]
+        names = self.base_trial.tensor_names(step=step)
+        found = self.activation_inputs_regex.matching(names)  # one lookup for all the names
+        return [n for n in names if n in found]
 
     def _activation_variances(self, step: int) -> bool:
         variances = {}

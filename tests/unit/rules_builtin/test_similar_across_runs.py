@@ -19,7 +19,7 @@ from evaluator.rules.coverage import nothing_checked_error
 from evaluator.rules.loader import build_rule
 from evaluator.testing import compute_reductions
 from rules_builtin import registry
-from rules_builtin.similar_across_runs import SimilarAcrossRuns
+from rules_builtin.similar_across_runs import SimilarAcrossRuns, _count_differing
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 COLLECTIONS = [
@@ -84,6 +84,33 @@ def test_nan_at_the_same_place_is_alike(make_trial: Callable[..., Any]) -> None:
     finite = make_trial({s: run(s) for s in range(2)})
     assert fired(SimilarAcrossRuns(base, [same])) == ()
     assert fired(SimilarAcrossRuns(base, [finite])) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (np.array([1.0, np.nan, 3.0], np.float32), np.array([1.0, np.nan, 3.0], np.float32)),
+        (np.array([0.0, 2.0]), np.array([-0.0, 2.0])),  # equal values, other bytes
+        (np.array([np.nan]), np.array([np.nan]) * -1),  # NaNs of other signs
+        (np.array([1, 2, 3], np.int64), np.array([1, 2, 4], np.int64)),
+        (np.array([1, 2], np.int32), np.array([1, 2], np.int64)),  # other dtypes, same values
+        (np.array([True, False]), np.array([True, False])),
+        (np.array([1.0, 2.0], np.float32), np.array([1.0, 2.0000002], np.float32)),  # isclose
+        (np.array(["a", "b"]), np.array(["a", "c"])),
+    ],
+)
+def test_counting_differing_elements_as_compared_without_the_byte_shortcut(
+    a: np.ndarray, b: np.ndarray
+) -> None:
+    """Equal bytes of one numeric dtype answer 0 at once; every other pair is counted as
+    element by element (== and, for numbers, isclose with NaNs alike), as before."""
+    if bool(np.asanyarray(a == b).all()):
+        expected = 0
+    elif a.dtype.kind in "iufc" and b.dtype.kind in "iufc":
+        expected = int(np.count_nonzero(~np.isclose(a, b, equal_nan=True)))
+    else:
+        expected = max(int(np.count_nonzero(a != b)), 1)
+    assert _count_differing(a, b) == expected == _count_differing(b, a)
 
 
 def test_different_shapes_differ(make_trial: Callable[..., Any]) -> None:
