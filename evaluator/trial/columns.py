@@ -70,19 +70,26 @@ def read_columns(
     read: Callable[[str, int], np.ndarray | None],
     *,
     max_bytes: int = 16 * MiB,
+    file_bytes: Callable[[int], int] | None = None,
+    max_file_bytes: int = 0,
 ) -> Columns:
     """Walk ``steps`` in order, reading every name at each with ``read(name, step)`` (None,
-    or an ``SMDebugError``, for no raw value), until ``max_bytes`` of values are held (at
-    least one step is read)."""
+    or an ``SMDebugError``, for no raw value), until ``max_bytes`` of values are held or,
+    with ``file_bytes(step)`` (the bytes of a step's event files), before the files walked
+    pass ``max_file_bytes``; at least one step is read."""
     wanted = list(dict.fromkeys(names))
     rows: dict[str, tuple[list[int], list[np.ndarray]]] = {n: ([], []) for n in wanted}
     covered: list[int] = []
-    held = 0
+    held = walked = 0
     # ``read`` works below the Tensor API, which reports reads to the rule's observer: the
     # rule hears of the rows it uses (Columns.note), not of the batch.
     for step in steps:
         if covered and held >= max_bytes:
             break
+        if file_bytes is not None:
+            walked += file_bytes(step)
+            if covered and walked > max_file_bytes:
+                break
         covered.append(step)
         for name in wanted:
             try:

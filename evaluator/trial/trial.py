@@ -246,25 +246,20 @@ class Trial:
         reads the same steps again right after (another batch, its per-step reads), and then
         finds their files there instead of reading each file once per walk."""
         known = [n for n in dict.fromkeys(names) if n in self._state.names]
+        cache = self._cache
+
+        def file_bytes(step: int) -> int:
+            with cache.lock:
+                return self._state.event_bytes(step, mode)
+
         return read_columns(
-            self._steps_in_cache(list(steps), mode),
+            list(steps),
             known,
             raw_reader(self, mode),
             max_bytes=max_bytes,
+            file_bytes=file_bytes if cache.raw.max_bytes else None,
+            max_file_bytes=cache.raw.max_bytes // 2,
         )
-
-    def _steps_in_cache(self, steps: list[int], mode: ModeKeys) -> list[int]:
-        """The first of ``steps`` whose event files fit in half the byte cache (at least one)."""
-        budget = self._cache.raw.max_bytes // 2
-        if not budget:
-            return steps
-        held = 0
-        with self._cache.lock:
-            for n, step in enumerate(steps):
-                held += self._state.event_bytes(step, mode)
-                if n and held > budget:
-                    return steps[:n]
-        return steps
 
     def has_tensor(self, tname: str) -> bool:
         if tname not in self._state.names:

@@ -12,6 +12,7 @@ from evaluator.modes import ModeKeys
 from evaluator.storage.local import LocalStorage
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
+from evaluator.trial.columns import read_columns
 from evaluator.trial.reads import observe_reads
 
 MiB = 1024 * 1024
@@ -87,6 +88,26 @@ def test_a_window_stops_once_max_bytes_are_held(trial: Any) -> None:
     got = trial.columns(["w"], trial.steps(), max_bytes=2 * one_step)
     assert got.steps == [0, 1]
     assert trial.columns(["w"], trial.steps(), max_bytes=1).steps == [0]
+
+
+def test_a_walk_stops_before_the_files_walked_pass_their_bound() -> None:
+    """With ``file_bytes``, the walk stops before the step whose files would pass
+    ``max_file_bytes``; the first step is read whatever its size."""
+
+    def read(name: str, step: int) -> np.ndarray:
+        return np.full(2, step, np.float32)
+
+    def ten(step: int) -> int:
+        return 10
+
+    def walk(budget: int) -> list[int]:
+        got = read_columns(range(8), ["a"], read, file_bytes=ten, max_file_bytes=budget)
+        return list(got.steps)
+
+    assert walk(35) == [0, 1, 2]
+    assert walk(30) == [0, 1, 2]
+    assert walk(5) == [0]
+    assert list(read_columns(range(8), ["a"], read).steps) == list(range(8))
 
 
 def test_reads_are_counted_only_when_a_row_is_used(trial: Any) -> None:
