@@ -355,8 +355,9 @@ def _evidence_standins() -> dict:
 
 
 def _pattern_standins() -> dict:
-    """``compile_pattern``/``matching_names``/``NamePattern`` over Python's ``re`` (the smdebug
-    venv has no RE2): the same answers (``re.search``) for the plan's patterns."""
+    """``compile_pattern``/``matching_names``/``NamePattern`` (``search``, ``match``,
+    ``matching``) over Python's ``re`` (the smdebug venv has no RE2): the same answers
+    (``re.search``) for the plan's patterns."""
     import re
 
     class NamePattern:
@@ -369,6 +370,10 @@ def _pattern_standins() -> dict:
 
         def match(self, name):
             return self._re.match(name) is not None
+
+        def matching(self, names, *, anchored=False):
+            test = self.match if anchored else self.search
+            return {n for n in names if test(n)}
 
     def compile_pattern(pattern, *, what="", max_length=4096, fallback_seconds=10.0):
         if isinstance(pattern, re.Pattern):
