@@ -40,7 +40,6 @@ __all__ = ["Decoded", "Reading", "ValueReader"]
 
 MiB = 1024 * 1024
 _MAX_PREDICTED = 4096  # layouts whose reads are remembered
-_LOCAL_WHOLE_FILE = 256 * 1024  # a local event file up to this size is read whole
 
 Reading = tuple[str, int, ModeKeys]
 """What a read is for (tensor name, step, mode): the error names it if the record never comes."""
@@ -394,15 +393,15 @@ class ValueReader:
         self, event_key: str, start: int, end: int, span: tuple[int, int] | None = None
     ) -> tuple[int, int]:
         """``span`` (by default the span of every record of the file) when it holds
-        ``[start, end)`` and is not too big for one read, else the record alone. A local
-        file's records are all read when they span at most ``_LOCAL_WHOLE_FILE`` bytes: one
-        read costs about the same whatever it holds there, and the rule's other reads in the
-        file (another kind of tensor, a window read) then find it in the byte cache."""
-        if span is None or self._sync_storage is not None:
+        ``[start, end)`` and is not too big for one read, else the record alone. A file whose
+        bytes the cache holds (other records of it, read for other tensors: another window,
+        a loss after the weights) is read whole this time, so that a third kind of read finds
+        it there."""
+        if span is not None and self._raw.get(event_key) is not None:
+            span = None
+        if span is None:
             with self.cache.lock:
-                whole = self.cache.state.event_spans.get(event_key, (start, end))
-            if span is None or whole[1] - whole[0] <= _LOCAL_WHOLE_FILE:
-                span = whole
+                span = self.cache.state.event_spans.get(event_key, (start, end))
         lo, hi = span
         too_big = hi - lo > self.cache.options.max_coalesced_read_mb * MiB
         if too_big or not (lo <= start and end <= hi):

@@ -235,20 +235,17 @@ def test_walking_a_trial_again_and_again_reads_each_file_once_per_walk(engine: A
         assert fetched == whole, walk
 
 
-@pytest.mark.parametrize("big", [False, True], ids=["small-files", "large-files"])
-def test_a_local_event_file_is_read_whole_unless_large(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: bool
+def test_a_file_read_again_for_other_records_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On a local folder one read costs about the same whatever it holds: a walk reading one
-    tensor reads each event file whole when its records span at most 256 KiB (the rule's
-    other reads there then find it in the byte cache); a larger file gives that tensor's
-    record alone, as from S3."""
-    size = 70_000 if big else 100  # float64 values per tensor: about 560 KB or 800 B a record
+    """A walk reading one tensor fetches its record alone (local folders too); a walk over
+    the same steps reading another tensor finds the files cached without its record and
+    fetches them whole, so that a third walk, for a third tensor, fetches nothing."""
     writer = TrialWriter(tmp_path)
     writer.write_collections([])
     for step in range(5):
         writer.write_step(
-            step, {n: np.full(size, step + k, np.float64) for k, n in enumerate("abc")}
+            step, {n: np.full(100, step + k, np.float64) for k, n in enumerate("abc")}
         )
     writer.end_training()
     fetched: list[tuple[str, int, int]] = []
@@ -258,20 +255,21 @@ def test_a_local_event_file_is_read_whole_unless_large(
         fetched.append((key, start, end))
         return read(self, key, start, end)
 
+    def walk(name: str, first: float) -> list[tuple[str, int]]:
+        fetched.clear()
+        for step in range(5):
+            assert trial.tensor(name).value(step)[0] == step + first
+        return [(key, end - start) for key, start, end in fetched]
+
     monkeypatch.setattr(LocalStorage, "read_range_sync", recording)
     trial = create_trial(str(tmp_path))
     try:
-        for step in range(5):
-            assert trial.tensor("b").value(step)[0] == step + 1
+        keys = [event_key(s, "worker_0") for s in range(5)]
         whole = {k: v[1] - v[0] for k, v in trial._state.event_spans.items()}
-        sizes = {key: end - start for key, start, end in fetched}
-        later = [event_key(s, "worker_0") for s in range(2, 5)]
-        if big:
-            assert all(sizes[k] < whole[k] / 2 for k in later)  # the record of b alone
-        else:
-            assert all(sizes[k] == whole[k] for k in later)
-            fetched.clear()
-            assert trial.tensor("c").value(4)[0] == 6  # in the bytes read for b
-            assert fetched == []
+        sizes = dict(walk("b", 1))
+        assert all(sizes[k] < whole[k] / 2 for k in keys[2:])  # b's record alone
+        # Step 0's file was read whole by the first walk (nothing was predicted yet).
+        assert walk("c", 2) == [(k, whole[k]) for k in keys[1:]]
+        assert walk("a", 0) == []
     finally:
         trial.close()
