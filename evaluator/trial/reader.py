@@ -166,9 +166,11 @@ class ValueReader:
                 if self._prefetched and event_key in self._prefetched:
                     self._first_use_of_prefetched(event_key)
                 return held, None
-        record = self._record_bytes(
-            (event_key, start, length), (name, step, mode), self._wanted_span(file, i)
-        )
+        # Cached without this record (other records of it, read for other tensors: another
+        # window, a loss after the weights): all of them this time, so that a third kind of
+        # read finds it there.
+        span = None if cached is not None else self._wanted_span(file, i)
+        record = self._record_bytes((event_key, start, length), (name, step, mode), span)
         held = self._recent  # set by the fetch when the byte cache keeps the bytes
         return (held, None) if held[0] == event_key else (None, record)
 
@@ -393,12 +395,7 @@ class ValueReader:
         self, event_key: str, start: int, end: int, span: tuple[int, int] | None = None
     ) -> tuple[int, int]:
         """``span`` (by default the span of every record of the file) when it holds
-        ``[start, end)`` and is not too big for one read, else the record alone. A file whose
-        bytes the cache holds (other records of it, read for other tensors: another window,
-        a loss after the weights) is read whole this time, so that a third kind of read finds
-        it there."""
-        if span is not None and self._raw.get(event_key) is not None:
-            span = None
+        ``[start, end)`` and is not too big for one read, else the record alone."""
         if span is None:
             with self.cache.lock:
                 span = self.cache.state.event_spans.get(event_key, (start, end))
