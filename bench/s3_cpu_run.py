@@ -287,7 +287,8 @@ def report_s3_cpu(lines: list[str], data: dict[str, Any], problems: list[str]) -
     loads = [x for m in medians.values() for x in (m.get("loadavg") or [])]
     if loads:
         warn = (
-            " (**high: other work shared the 2 cores; compare the ratios**)"
+            " (**above 1.5**: moto and the proxy, which serve these runs, count in it too;"
+            " other work may have shared the 2 cores as well: compare the ratios)"
             if max(loads) > 1.5
             else ""
         )
