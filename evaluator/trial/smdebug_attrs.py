@@ -6,7 +6,8 @@ AWS's model-pruning rule reads ``self.base_trial._global_to_mode[step]``, script
 as live, read-only views of ``TrialState``, with smdebug's meaning; docs/compatibility.md,
 "smdebug names used by published code", lists each one and where it was seen.
 
-Nothing here changes the trial: the views are the state's own dicts, current after every scan.
+Nothing here changes the trial: the views are read-only proxies of the state's own dicts, so
+they are current after every scan.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from evaluator.formats.collections_file import Collection
@@ -96,6 +98,14 @@ class SmdebugAttributes:
 
     # ---------------------------------------------------------------- bookkeeping views
 
+    def _view_of(self, name: str, table: Mapping[Any, Any]) -> Mapping[Any, Any]:
+        """A read-only, live view of one of the state's dicts, the same object every time."""
+        views: dict[str, Mapping[Any, Any]] = self.__dict__.setdefault("_smdebug_views", {})
+        found = views.get(name)
+        if found is None:
+            found = views[name] = MappingProxyType(table)
+        return found
+
     @property
     def last_index_token(self) -> str | None:
         """Where the next listing of index files starts, as smdebug spells it: the local path or
@@ -103,29 +113,29 @@ class SmdebugAttributes:
         return smdebug_index_token(self.path, self._state.last_index_token)
 
     @property
-    def _global_to_mode(self) -> dict[int, tuple[ModeKeys, int]]:
+    def _global_to_mode(self) -> Mapping[int, tuple[ModeKeys, int]]:
         """Global step -> ``(mode, mode step)`` of every step seen so far (smdebug's dict)."""
-        return self._state.global_to_mode
+        return self._view_of("_global_to_mode", self._state.global_to_mode)
 
     @property
-    def _mode_to_global(self) -> dict[ModeKeys, dict[int, int]]:
+    def _mode_to_global(self) -> Mapping[ModeKeys, dict[int, int]]:
         """Mode -> {mode step: global step}, for every mode but GLOBAL (smdebug's dict)."""
-        return self._state.mode_to_global
+        return self._view_of("_mode_to_global", self._state.mode_to_global)
 
     @property
     def workers_for_global_step(self) -> Mapping[int, Any]:
         """Global step -> the workers that have written it (sets, read-only here)."""
-        return self._state.workers_for_global_step
+        return self._view_of("workers_for_global_step", self._state.workers_for_global_step)
 
     @property
     def global_step_to_tensors_map(self) -> Mapping[int, Any]:
         """Global step -> the names of the tensors saved there."""
-        return self._state.global_step_to_tensors
+        return self._view_of("global_step_to_tensors_map", self._state.global_step_to_tensors)
 
     @property
     def mode_to_tensors_map(self) -> Mapping[ModeKeys, set[str]]:
         """Mode (never GLOBAL) -> the names of the tensors saved in it."""
-        return self._state.mode_to_tensors
+        return self._view_of("mode_to_tensors_map", self._state.mode_to_tensors)
 
     @property
     def _tensors(self) -> Mapping[str, Tensor]:

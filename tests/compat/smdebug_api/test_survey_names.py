@@ -1,0 +1,172 @@
+"""Every name in docs/compatibility.md, "smdebug names used by published code", resolves: the
+``smdebug.*`` ones import, the ``Trial.`` / ``Tensor.`` / ``Rule.`` ones are attributes of a
+real trial, tensor and rule. Then a few of them are checked for smdebug's meaning."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.smdebug_api.trials import end_job, write_steps
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "compatibility.md"
+SECTION = "## smdebug names used by published code"
+
+
+def surveyed_names() -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", body, flags=re.MULTILINE)
+
+
+NAMES = surveyed_names()
+
+
+def test_the_survey_table_is_there() -> None:
+    """The table lists both module names and attributes (a guard against a moved heading)."""
+    assert len(NAMES) > 60
+    assert "Trial._global_to_mode" in NAMES
+    assert "smdebug.core.config_constants.MISSING_EVENT_FILE_RETRY_LIMIT_KEY" in NAMES
+
+
+def resolve_import(dotted: str) -> Any:
+    try:
+        return importlib.import_module(dotted)
+    except ModuleNotFoundError:
+        module, _, attr = dotted.rpartition(".")
+        return getattr(importlib.import_module(module), attr)
+
+
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from smdebug.rules import Rule
+    from smdebug.trials import create_trial
+
+    root = tmp_path_factory.mktemp("survey")
+    write_steps(root, range(3))
+    end_job(root)
+    trial = create_trial(str(root))
+
+    class Probe(Rule):
+        def invoke_at_step(self, step: int) -> bool:
+            return False
+
+    return {"Trial": trial, "Tensor": trial.tensor("foo_0"), "Rule": Probe(trial)}
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("smdebug")])
+def test_module_names_import(name: str) -> None:
+    """``smdebug.…`` names of the survey import from our shim."""
+    assert resolve_import(name) is not None
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("smdebug")])
+def test_attribute_names_exist(name: str, objects: dict[str, Any]) -> None:
+    """``Trial.x``, ``Tensor.x`` and ``Rule.x`` of the survey are attributes of real objects."""
+    kind, _, attr = name.partition(".")
+    assert hasattr(objects[kind], attr), name
+
+
+def test_the_shim_is_the_one_answering() -> None:
+    """The names come from our package, not from some other smdebug."""
+    import smdebug
+
+    assert getattr(smdebug, "__evaluator_shim__", False)
+
+
+def test_bookkeeping_views_are_read_only(objects: dict[str, Any]) -> None:
+    """Writing into ``_global_to_mode`` and friends is refused: they are the trial's state."""
+    trial = objects["Trial"]
+    for view in (trial._global_to_mode, trial.workers_for_global_step, trial._mode_to_global):
+        with pytest.raises(TypeError):
+            view[99] = None
+
+
+def test_private_helpers_answer_as_smdebug(objects: dict[str, Any]) -> None:
+    """``_tensors_for_step``, ``_all_steps``, ``_tensors`` and the collection helpers."""
+    from smdebug import modes
+
+    trial = objects["Trial"]
+    assert trial._tensors_for_step(1) == ["foo_0", "foo_1", "foo_2"]
+    assert trial._tensors_for_step(50) == []
+    with pytest.raises(KeyError):
+        trial._tensors_for_step(0, mode=modes.TRAIN)  # no TRAIN steps: smdebug's KeyError
+    assert trial._all_steps() == [0, 1, 2]
+    assert trial._all_steps(modes.EVAL) == []
+    assert sorted(trial._tensors) == ["foo_0", "foo_1", "foo_2"]
+    assert trial._tensors["foo_1"].name == "foo_1"
+    assert trial._tensors_matching_regex(["_1$", "_2$"]) == {"foo_1", "foo_2"}
+    assert trial._tensors_in_collection("default") == {"foo_0", "foo_1", "foo_2"}
+    assert trial._parse_collection_name(trial.collection("default")) == "default"
+    with pytest.raises(TypeError):
+        trial._parse_collection_name(3)
+    assert trial._global_step_currently(modes.GLOBAL, 2) == 2
+    assert trial._mode_modestep_currently(2) == (modes.GLOBAL, 2)
+    assert trial._mode_modestep_currently(9) is None
+
+
+def test_core_utils_helpers() -> None:
+    """Paths, worker names and step ranges as smdebug's ``core.utils`` computes them."""
+    from smdebug.core.utils import (
+        deserialize_tf_device,
+        get_path_to_collections,
+        get_worker_name_from_collection_file,
+        is_s3,
+        parse_worker_name_from_file,
+        serialize_tf_device,
+        step_in_range,
+    )
+    from smdebug.exceptions import IndexReaderException
+
+    assert is_s3("s3://bucket/a/b") == (True, "bucket", "a/b")
+    assert is_s3("s3://bucket") == (True, "bucket", "")
+    assert is_s3("/tmp/x") == (False, None, None)
+    device = "/job:worker/replica:0/task:1/device:GPU:6"
+    assert deserialize_tf_device(serialize_tf_device(device)) == device
+    assert parse_worker_name_from_file("/t/index/000000001/000000001230_worker_2.json") == (
+        "worker_2"
+    )
+    served = "/t/index/000000000/000000000499__job-worker_replica-0_task-1_device-GPU-6.json"
+    assert parse_worker_name_from_file(served) == device
+    with pytest.raises(IndexReaderException):
+        parse_worker_name_from_file("/t/index/000000001/000000001230_worker_2.json.tmp")
+    assert get_worker_name_from_collection_file(
+        "/t/collections/000000000/w_1_collections.json"
+    ) == ("w_1")
+    assert get_path_to_collections("/t") == os.path.join("/t", "collections", "000000000", "")
+    assert step_in_range((2, 5), 4) and not step_in_range((2, 5), 5)
+    assert step_in_range((None, None), 10**9)
+
+
+def test_index_file_locations_match_the_files_we_read(tmp_path: Path) -> None:
+    """``IndexFileLocationUtils`` names the index files a trial actually lists."""
+    from smdebug.core.locations import IndexFileLocationUtils as Loc
+    from smdebug.trials import create_trial
+
+    write_steps(tmp_path, [1234])
+    key = Loc.get_index_key_for_step(str(tmp_path), 1234, "worker_0")
+    assert Path(key).is_file()
+    assert Loc.parse_step_from_index_file_name(key) == 1234
+    assert Loc.get_prefix_from_index_file(key) == str(tmp_path)
+    assert Loc.get_index_prefix_for_step(1234) == "000000001"
+    assert create_trial(str(tmp_path)).last_index_token == key
+
+
+def test_parameter_parsers() -> None:
+    """``parse_bool`` and ``parse_list_from_str`` read rule parameters as smdebug does."""
+    from smdebug.analysis.utils import parse_bool, parse_list_from_str
+
+    assert parse_bool("true", False) is True
+    assert parse_bool(None, True) is True
+    assert parse_bool(False, True) is False
+    with pytest.raises(ValueError):
+        parse_bool("yes", False)
+    assert parse_list_from_str("a,b") == ["a", "b"]
+    assert parse_list_from_str("a;b", delimiter=";") == ["a", "b"]
+    assert parse_list_from_str("") == parse_list_from_str(None) == []
+    assert parse_list_from_str(["x"]) == ["x"]
