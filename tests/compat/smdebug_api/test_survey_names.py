@@ -170,3 +170,36 @@ def test_parameter_parsers() -> None:
     assert parse_list_from_str("a;b", delimiter=";") == ["a", "b"]
     assert parse_list_from_str("") == parse_list_from_str(None) == []
     assert parse_list_from_str(["x"]) == ["x"]
+
+
+def test_file_writer_and_collection_manager_write_a_readable_trial(tmp_path: Path) -> None:
+    """A trial written with smdebug's low-level writer names (``CollectionManager.export``,
+    ``FileWriter.write_tensor`` with and without a mode) reads back value for value."""
+    import numpy as np
+    from smdebug import modes
+    from smdebug.core.collection_manager import CollectionManager
+    from smdebug.core.config_constants import DEFAULT_COLLECTIONS_FILE_NAME
+    from smdebug.core.writer import FileWriter
+    from smdebug.trials import create_trial
+
+    manager = CollectionManager()
+    manager.add("default")
+    manager.get("default").tensor_names = ["w"]
+    manager.export(str(tmp_path), DEFAULT_COLLECTIONS_FILE_NAME)
+    for step in range(4):
+        with FileWriter(trial_dir=str(tmp_path), step=step, worker="algo-1") as writer:
+            mode = None if step < 2 else modes.EVAL
+            writer.write_tensor(tdata=np.full(2, step, np.float32), tname="w", mode=mode)
+            writer.write_tensor(tdata=float(step), tname="scalar", mode=mode)
+    trial = create_trial(str(tmp_path))
+    assert trial.workers() == ["worker_0"]  # named by the collections file, as smdebug
+    assert trial.tensor("w").workers(3) == ["algo-1"]
+    assert trial.tensor_names(collection="default") == ["w"]
+    assert trial.steps(mode=modes.EVAL) == [2, 3]
+    np.testing.assert_array_equal(trial.tensor("w").value(3), np.full(2, 3, np.float32))
+    assert trial.tensor("scalar").value(1).tolist() == [1.0]
+    loaded = CollectionManager.load(
+        str(tmp_path / "collections" / "000000000" / DEFAULT_COLLECTIONS_FILE_NAME)
+    )
+    assert loaded.get("default").tensor_names == {"w"}
+    assert loaded.get_num_workers() == 1
