@@ -203,3 +203,20 @@ def test_file_writer_and_collection_manager_write_a_readable_trial(tmp_path: Pat
     )
     assert loaded.get("default").tensor_names == {"w"}
     assert loaded.get_num_workers() == 1
+
+
+def test_has_training_ended_local_and_s3(tmp_path: Path, upload_folder: Any) -> None:
+    """``has_training_ended`` says whether the end marker exists, locally and on S3."""
+    from smdebug.core.access_layer import has_training_ended
+    from smdebug.core.access_layer.utils import has_training_ended as same
+
+    assert same is has_training_ended
+    write_steps(tmp_path, range(2))
+    assert has_training_ended(str(tmp_path)) is False
+    assert has_training_ended(str(tmp_path / "no-such-folder")) is False
+    running = upload_folder(tmp_path, "jobs/running")
+    end_job(tmp_path)
+    assert has_training_ended(str(tmp_path)) is True
+    ended = upload_folder(tmp_path, "jobs/ended")
+    assert has_training_ended(running) is False
+    assert has_training_ended(ended) is True
