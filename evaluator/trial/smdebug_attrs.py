@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys
+from evaluator.trial.index_listing import IndexListing
 from evaluator.trial.names import _flatten, _matching
 
 if TYPE_CHECKING:
@@ -84,12 +85,16 @@ class SmdebugAttributes:
     last_event_token: str | None = None  # declared by smdebug, never set by it
 
     if TYPE_CHECKING:  # provided by Trial
+        from evaluator.storage.base import Storage
         from evaluator.trial.options import TrialOptions
         from evaluator.trial.state import TrialState
 
         _state: TrialState
+        _storage: Storage
         path: str
         options: TrialOptions
+
+        def _run(self, coro: Any) -> Any: ...
 
         def tensor(self, tname: str) -> Tensor: ...
         def collection(self, coll_name: str) -> Collection: ...
@@ -145,6 +150,19 @@ class SmdebugAttributes:
     @property
     def logger(self) -> logging.Logger:
         return log
+
+    @property
+    def index_reader(self) -> IndexListing:
+        """smdebug's index reader, for listing: ``list_index_files``, ``list_event_files``,
+        ``path``, ``event_file_retry_limit`` (``evaluator.trial.index_listing``)."""
+        views: dict[str, Any] = self.__dict__.setdefault("_smdebug_views", {})
+        found = views.get("index_reader")
+        if found is None:
+            retries = int(self.options.missing_event_file_timeout // 2)
+            found = views["index_reader"] = IndexListing(
+                self.path, self._storage, self._run, retry_limit=retries
+            )
+        return found
 
     @property
     def trial_dir(self) -> str:

@@ -220,3 +220,36 @@ def test_has_training_ended_local_and_s3(tmp_path: Path, upload_folder: Any) -> 
     ended = upload_folder(tmp_path, "jobs/ended")
     assert has_training_ended(running) is False
     assert has_training_ended(ended) is True
+
+
+def test_index_reader_lists_as_smdebug_spells_it(tmp_path: Path, upload_folder: Any) -> None:
+    """``trial.index_reader`` and the standalone readers list index and event files: paths
+    and a list locally, bucket keys and ``(keys, last key)`` on S3."""
+    from smdebug.core.index_reader import LocalIndexReader, S3IndexReader
+    from smdebug.core.utils import parse_worker_name_from_file
+    from smdebug.trials import create_trial
+
+    write_steps(tmp_path, [0, 5, 1200])
+    local = create_trial(str(tmp_path)).index_reader
+    index_files = local.list_index_files()
+    assert index_files == [
+        f"{tmp_path}/index/000000000/000000000000_worker_0.json",
+        f"{tmp_path}/index/000000000/000000000005_worker_0.json",
+        f"{tmp_path}/index/000000001/000000001200_worker_0.json",
+    ]
+    assert parse_worker_name_from_file(index_files[0]) == "worker_0"
+    events = local.list_event_files()
+    assert [Path(e).name for e in events] == [
+        "000000000000_worker_0.tfevents",
+        "000000000005_worker_0.tfevents",
+        "000000001200_worker_0.tfevents",
+    ]
+    assert local.list_event_files(events[1]) == events[1:]
+    assert LocalIndexReader(str(tmp_path)).list_index_files() == index_files
+
+    uri = upload_folder(tmp_path, "jobs/listed")
+    keys, last = create_trial(uri).index_reader.list_index_files()
+    assert keys[0] == "jobs/listed/index/000000000/000000000000_worker_0.json"
+    assert last == keys[-1] == "jobs/listed/index/000000001/000000001200_worker_0.json"
+    assert S3IndexReader(uri).list_index_files(keys[0]) == (keys[1:], last)
+    assert create_trial(uri).index_reader.event_file_retry_limit == 30
