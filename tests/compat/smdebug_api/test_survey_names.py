@@ -253,3 +253,19 @@ def test_index_reader_lists_as_smdebug_spells_it(tmp_path: Path, upload_folder: 
     assert last == keys[-1] == "jobs/listed/index/000000001/000000001200_worker_0.json"
     assert S3IndexReader(uri).list_index_files(keys[0]) == (keys[1:], last)
     assert create_trial(uri).index_reader.event_file_retry_limit == 30
+
+
+def test_list_s3_objects(tmp_path: Path, upload_folder: Any, s3_bucket: str) -> None:
+    """``list_s3_objects`` lists a bucket's keys under a prefix, after a key, with the last."""
+    from smdebug.core.s3_utils import list_s3_objects
+
+    write_steps(tmp_path, [0, 1])
+    upload_folder(tmp_path, "jobs/s3list")
+    keys, last = list_s3_objects(s3_bucket, "jobs/s3list/index")
+    assert keys == [
+        "jobs/s3list/index/000000000/000000000000_worker_0.json",
+        "jobs/s3list/index/000000000/000000000001_worker_0.json",
+    ]
+    assert last == keys[-1]
+    assert list_s3_objects(s3_bucket, "jobs/s3list/index", keys[0]) == (keys[1:], keys[1])
+    assert list_s3_objects(s3_bucket, "jobs/nothing/") == ([], None)
