@@ -66,7 +66,7 @@ class _TensorsByName(Mapping[str, "Tensor"]):
         return self._trial.tensor(name)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._trial._state.names))
+        return iter(sorted(self._trial._names_now()))
 
     def __len__(self) -> int:
         return len(self._trial._state.names)
@@ -86,11 +86,13 @@ class SmdebugAttributes:
 
     if TYPE_CHECKING:  # provided by Trial
         from evaluator.storage.base import Storage
+        from evaluator.trial.cache import TrialCache
         from evaluator.trial.options import TrialOptions
         from evaluator.trial.state import TrialState
 
         _state: TrialState
         _storage: Storage
+        _cache: TrialCache
         path: str
         options: TrialOptions
 
@@ -102,6 +104,11 @@ class SmdebugAttributes:
         def maybe_refresh(self, name: str | None = None) -> None: ...
 
     # ---------------------------------------------------------------- bookkeeping views
+
+    def _names_now(self) -> set[str]:
+        """A copy of every tensor name seen, taken under the lock the poller writes under."""
+        with self._cache.lock:
+            return set(self._state.names)
 
     def _view_of(self, name: str, table: Mapping[Any, Any]) -> Mapping[Any, Any]:
         """A read-only, live view of one of the state's dicts, the same object every time."""
@@ -200,7 +207,8 @@ class SmdebugAttributes:
     def _all_steps(self, mode: ModeKeys = ModeKeys.GLOBAL) -> list[int]:
         """Every step of ``mode``, complete or not (``steps(mode, show_incomplete_steps=True)``)."""
         self.maybe_refresh()
-        return list(self._state.all_steps(mode))
+        with self._cache.lock:
+            return list(self._state.all_steps(mode))
 
     def _global_step_currently(self, mode: ModeKeys, mode_step: int) -> int | None:
         """The global step of ``mode_step`` of ``mode`` as known now (no rescan), or None."""
@@ -220,7 +228,7 @@ class SmdebugAttributes:
     def _tensors_matching_regex(self, regex_list: Any) -> set[str]:
         """Names seen so far that any of the regexes finds (``re.search``)."""
         patterns = _flatten(regex_list if isinstance(regex_list, list) else [regex_list])
-        return _matching(set(self._state.names), patterns, "regex", self.options)
+        return _matching(self._names_now(), patterns, "regex", self.options)
 
     def _tensors_in_collection(self, collection: str | Collection) -> set[str]:
         """The collection's (looked up by name) tensor names, saved or not, and the names seen
