@@ -16,7 +16,12 @@ from evaluator.config.keys import (
     canonical,
 )
 from evaluator.config.models import RuleSpec
-from evaluator.config.sources import TRIAL_ENVIRONMENT, Entry, trial_options_from_env
+from evaluator.config.sources import (
+    RETRY_LIMIT_VARIABLE,
+    TRIAL_ENVIRONMENT,
+    Entry,
+    trial_options_from_env,
+)
 from evaluator.config.values import bool_value, check_location, seconds_value, step_value
 from evaluator.errors import ConfigurationError
 from evaluator.trial.options import TrialOptions
@@ -216,6 +221,7 @@ def _is_rule_parameter(key: str) -> bool:
         key not in KNOWN_KEYS
         and not OTHER_TRIAL_I.fullmatch(key)
         and key not in TRIAL_ENVIRONMENT
+        and key != RETRY_LIMIT_VARIABLE
         and "." not in key
     )
 

@@ -19,6 +19,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.trial.options import TrialOptions, validated_options
 
 __all__ = [
+    "RETRY_LIMIT_VARIABLE",
     "TRIAL_ENVIRONMENT",
     "Entry",
     "environ_layer",
@@ -59,6 +60,12 @@ TRIAL_ENVIRONMENT = {
     "EVALUATOR_S3_OUTAGE_TOLERANCE": "s3_outage_tolerance",
 }
 
+# smdebug's SMDEBUG_MISSING_EVENT_FILE_RETRY_LIMIT counts looks for a missing event file, 2 s
+# apart (default 100); it sets missing_event_file_timeout to that many times 2 s, unless
+# EVALUATOR_MISSING_EVENT_FILE_TIMEOUT says otherwise (docs/compatibility.md).
+RETRY_LIMIT_VARIABLE = "SMDEBUG_MISSING_EVENT_FILE_RETRY_LIMIT"
+SECONDS_PER_RETRY = 2.0
+
 # Lower-case variables that are the machine's, never a rule's.
 _NOT_RULE_PARAMETERS = frozenset(
     {"http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "all_proxy"}
@@ -81,7 +88,25 @@ def trial_options_from_env(
         for var, name in TRIAL_ENVIRONMENT.items()
         if name in from_env and name not in overrides
     }
+    if "missing_event_file_timeout" not in from_env:
+        retries = _retry_limit(env)
+        if retries is not None:
+            from_env["missing_event_file_timeout"] = str(retries * SECONDS_PER_RETRY)
     return validated_options({**from_env, **overrides}, labels=labels)
+
+
+def _retry_limit(env: Mapping[str, str]) -> int | None:
+    """smdebug's SMDEBUG_MISSING_EVENT_FILE_RETRY_LIMIT, a whole number, or None if unset."""
+    raw = env.get(RETRY_LIMIT_VARIABLE, "").strip()
+    if raw == "":
+        return None
+    if not raw.lstrip("+").isdigit() or not raw.isascii():
+        raise ConfigurationError(
+            f"environment variable {RETRY_LIMIT_VARIABLE} must be a whole number >= 0 (how "
+            f"many times, {SECONDS_PER_RETRY:g} s apart, a missing event file is looked for), "
+            f"got {raw!r}"
+        )
+    return int(raw)
 
 
 # ---- the processing job config and the environment -----------------------------------------

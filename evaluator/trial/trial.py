@@ -31,6 +31,7 @@ from evaluator.trial.options import TrialOptions
 from evaluator.trial.poller import Poller
 from evaluator.trial.reader import ValueReader
 from evaluator.trial.runner import BackgroundLoop, get_loop
+from evaluator.trial.smdebug_attrs import SmdebugAttributes
 from evaluator.trial.source import TrialSource
 from evaluator.trial.state import TrialState
 from evaluator.trial.tensor import Tensor
@@ -44,8 +45,10 @@ log = logging.getLogger("evaluator.trial")
 MiB = 1024 * 1024
 
 
-class Trial:
-    """The debug output of one training job, local or on S3. Create it with ``create_trial``."""
+class Trial(SmdebugAttributes):
+    """The debug output of one training job, local or on S3. Create it with ``create_trial``.
+    smdebug's other attributes (``last_index_token``, ``_global_to_mode`` …) come from
+    ``SmdebugAttributes``."""
 
     def __init__(
         self,
@@ -146,10 +149,6 @@ class Trial:
     @property
     def last_complete_step(self) -> int:
         return self._state.last_complete_step
-
-    @property
-    def last_index_token(self) -> str | None:
-        return self._state.last_index_token
 
     @property
     def data_problems(self) -> list[dict[str, Any]]:

@@ -1,0 +1,5 @@
+"""smdebug.trials.local_trial: ``LocalTrial``."""
+
+from smdebug.trials import LocalTrial
+
+__all__ = ["LocalTrial"]

@@ -1,0 +1,5 @@
+"""smdebug.trials.s3_trial: ``S3Trial``."""
+
+from smdebug.trials import S3Trial
+
+__all__ = ["S3Trial"]

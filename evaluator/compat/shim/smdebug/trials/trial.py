@@ -1,0 +1,5 @@
+"""smdebug.trials.trial: ``Trial``."""
+
+from evaluator.trial import Trial
+
+__all__ = ["Trial"]
