@@ -169,6 +169,11 @@ class PoorWeightInitialization(Rule):
         variances = {}
         names = self._activation_inputs(step)
         for name in names:
+            if self.activation_inputs_regex is None and self.finder.needs_weights(name):
+                pre = self.finder.input_value(name, step)  # a Dense layer's x @ kernel + bias
+                if pre is not None and pre.size and np.isfinite(pre).all():
+                    variances[name] = float(np.var(pre))
+                continue
             batched = self._variances.get(name, step, names)
             if batched is not None:
                 variance = None if math.isnan(batched) else float(batched)

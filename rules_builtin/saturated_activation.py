@@ -166,15 +166,24 @@ class SaturatedActivation(Rule):
             }
         )
 
+    def _input(self, name: str, step: int) -> Any:
+        """The function's input: a selected tensor as saved; a found layer's through the
+        finder (a Dense layer's input times its kernel, plus its bias)."""
+        if not self.selection.given:
+            return self.finder.input_value(name, step)
+        try:
+            return self.base_trial.tensor(name).value(step)
+        except TensorUnavailableForStep:
+            return None
+
     def invoke_at_step(self, step: int) -> bool:
         fired = False
         for name in self._names(step):
             fn = self.finder.function_of(name) or activation_of(name)
             if fn not in self.bounds:
                 continue
-            try:
-                value = self.base_trial.tensor(name).value(step)
-            except TensorUnavailableForStep:
+            value = self._input(name, step)
+            if value is None:
                 continue
             low, high = self.bounds[fn]
             saturated = saturated_percent(value, low, high, self.threshold_inactivity)
