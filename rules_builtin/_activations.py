@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import SMDebugError
+from evaluator.trial.patterns import compile_pattern, matching_names
 
 __all__ = ["FUNCTIONS", "ActivationFinder", "Layer", "function_in_name", "layers_of"]
 
@@ -118,6 +119,8 @@ class ActivationFinder:
         self._known: set[str] = set()
         self._kinds: dict[str, tuple[str, str] | None] = {}  # name -> _sagemaker_kind(name)
         self._collected: dict[str, str] = {}  # tensor of a SageMaker-named collection -> fn
+        self._members: dict[str, set[str]] = {}  # such a collection -> its tensors seen
+        self._matched: set[tuple[str, str]] = set()  # (collection, name) pairs matched
 
     def tensors(self, function: str, side: str, step: int) -> list[str]:
         """Names of the ``side`` ("inputs" or "outputs") tensors of ``function`` layers saved
@@ -133,7 +136,7 @@ class ActivationFinder:
                 kind = kinds[n] = _sagemaker_kind(n)
             if kind == wanted:
                 found.add(n)
-        found.update(self._collection_tensors(wanted, step))
+        found.update(self._collection_tensors(wanted, names))
         self._update(names)
         for layer in self._layers.values():
             tensor = layer.inputs if side == "inputs" else layer.outputs
@@ -188,13 +191,24 @@ class ActivationFinder:
                 return layer
         return None
 
-    def _collection_tensors(self, wanted: tuple[str, str], step: int) -> set[str]:
+    def _collection_tensors(self, wanted: tuple[str, str], names: list[str]) -> set[str]:
+        """The tensors among ``names`` of collections named like SageMaker's ``wanted`` one:
+        their listed names and what their include_regex finds (matched once per new name)."""
         found: set[str] = set()
-        for collection in self.trial.collections():
-            kind = _collection_kind(collection)
+        for collection in self.trial.collections().values():
+            kind = _collection_kind(collection.name)
             if kind != wanted:
                 continue
-            for name in self.trial.tensor_names(step=step, collection=collection):
+            members = self._members.setdefault(collection.name, set(collection.tensor_names))
+            fresh = [n for n in names if (collection.name, n) not in self._matched]
+            if fresh and collection.include_regex:
+                patterns = [
+                    compile_pattern(r, what=f"include_regex of collection {collection.name!r}")
+                    for r in collection.include_regex
+                ]
+                members.update(matching_names(fresh, patterns))
+            self._matched.update((collection.name, n) for n in fresh)
+            for name in members.intersection(names):
                 self._collected[name] = kind[0]
                 found.add(name)
         return found

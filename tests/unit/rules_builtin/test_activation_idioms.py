@@ -136,8 +136,7 @@ def test_a_user_collection_named_like_sagemakers_is_used(make_trial: Callable[..
     """CollectionConfig('sigmoid_input') with the user's regex: its tensors are sigmoid inputs,
     whatever they are called."""
     saturated = SATURATING
-    collection = Collection("sigmoid_input", include_regex=["head_logits"])
-    collection.add_tensor_name("head_logits")
+    collection = Collection("sigmoid_input", include_regex=["head_log"])
     trial = make_trial({0: {"head_logits": saturated, "other": X}}, collections=[collection])
     finder = ActivationFinder(trial)
     assert finder.tensors("sigmoid", "inputs", 0) == ["head_logits"]
