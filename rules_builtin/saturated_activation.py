@@ -59,7 +59,12 @@ class SaturatedActivation(Rule):
     (``rules_builtin._activations``): tensors named like SageMaker's ``tanh_input`` /
     ``sigmoid_input`` collections, and the inputs of layers that are tanh or sigmoid by their
     values (a Keras ``Activation("tanh")`` layer, auto-named ``activation``) or their name
-    (PyTorch ``tanh1_input_0``). Which function's thresholds apply is the layer's function
+    (PyTorch ``tanh1_input_0``; every call of a shared module on its own), and the tensors of
+    collections the user named ``tanh_input`` / ``sigmoid_input``. For a Keras
+    ``Dense(units, activation="tanh")`` the saved ``inputs`` are the layer's input, not the
+    function's: the function's input ``inputs @ kernel + bias`` is computed from the kernel and
+    bias saved at the step (a step without them is not checked for that layer). Which
+    function's thresholds apply is the layer's function
     when it is known, else the last of "tanh" / "sigmoid" in the tensor name; a selected
     tensor that is neither is skipped. The 2020 tuple parameters ``threshold_tanh`` /
     ``threshold_sigmoid`` are not accepted.
