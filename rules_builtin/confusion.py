@@ -10,7 +10,12 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
-from rules_builtin._labels import confusion_matrix, labelled_names, labelled_values
+from rules_builtin._labels import (
+    confusion_matrix,
+    labelled_names,
+    labelled_values,
+    require_class_labels,
+)
 from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -49,7 +54,9 @@ class Confusion(Rule):
     Categories: N = ``category_no``, else max(label, prediction) + 1. Pairs with a non-finite or
     negative id, or an id >= ``category_no``, are left out (with a warning). A step without
     labels or predictions is skipped (``TensorUnavailableForStep``); a step whose labels and
-    predictions differ in length is not evaluated (a warning says so).
+    predictions differ in length is not evaluated (a warning says so). Labels with continuous
+    values (a regression's targets) end the run with "Insufficient information": rounded to
+    classes, they would fire on every healthy regression.
     """
 
     PARAMETERS = (
@@ -142,6 +149,9 @@ class Confusion(Rule):
     def invoke_at_step(self, step: int) -> bool:
         """Remember the newest step of each mode that holds labels and predictions, and fire
         when the model has settled while confused (the class docstring)."""
+        for name in labelled_names(self.base_trial, step, self.labels, self.labels_collection):
+            raw = self.base_trial.tensor(name).value(step)
+            require_class_labels(self.rule_name, step, name, raw)
         y = labelled_values(self.base_trial, step, self.labels, self.labels_collection)
         if y is None:
             raise TensorUnavailableForStep(self.labels or "labels", step)
