@@ -10,9 +10,20 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.errors import InsufficientInformationForRuleInvocation
 from rules_builtin._select import TensorSelection
 
-__all__ = ["class_ids", "confusion_matrix", "labelled_names", "labelled_values", "natural_key"]
+__all__ = [
+    "class_ids",
+    "confusion_matrix",
+    "labelled_names",
+    "labelled_values",
+    "natural_key",
+    "require_class_labels",
+]
+
+# A label further than this from an integer is a continuous target, not a class id.
+_NOT_AN_ID = 1e-6
 
 
 def natural_key(name: str) -> tuple[str, int, str]:
@@ -41,6 +52,28 @@ def class_ids(value: Any, *, argmax: bool | None = None) -> np.ndarray:
         return np.argmax(array, axis=-1).ravel().astype(np.float64)
     flat = array.ravel().astype(np.float64)
     return np.rint(flat)
+
+
+def require_class_labels(rule: str, step: int, name: str, value: Any) -> None:
+    """Raise ``InsufficientInformationForRuleInvocation`` when a labels tensor holds continuous
+    values (a regression's targets, as XGBoost's hook saves them for ``reg:*`` objectives):
+    rounded to "classes" they would make every classification rule fire on a healthy run.
+    Per-class rows (two or more axes, a last axis longer than 1) are scores and pass."""
+    array = np.asarray(value)
+    if array.dtype.kind != "f" or (array.ndim >= 2 and array.shape[-1] > 1):
+        return
+    flat = array.ravel()
+    flat = flat[np.isfinite(flat)]
+    off = np.abs(flat - np.rint(flat)) > _NOT_AN_ID
+    if not off.any():
+        return
+    example = float(flat[int(np.argmax(off))])
+    raise InsufficientInformationForRuleInvocation(
+        rule,
+        f"the labels {name!r} at step {step} are continuous values (e.g. {example:.6g}), "
+        "a regression's targets, not class ids: this rule judges classification; for a "
+        "regression, watch the loss with LossNotDecreasing, Overfit or Overtraining",
+    )
 
 
 def confusion_matrix(

@@ -10,7 +10,7 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
-from rules_builtin._labels import class_ids, natural_key
+from rules_builtin._labels import class_ids, natural_key, require_class_labels
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_regex
 from rules_builtin.registry import register
 
@@ -66,7 +66,9 @@ class ClassImbalance(Rule):
     * Classes are the label values seen at least once: a class that never appears is unknown,
       so one class alone never counts as imbalanced.
     * Label values are rounded to integers; a labels tensor with two or more axes whose last
-      axis has more than one entry (one-hot) is reduced by argmax over that axis.
+      axis has more than one entry (one-hot) is reduced by argmax over that axis. Labels with
+      continuous values (a regression's targets) end the run with "Insufficient
+      information": rounded to classes, they would fire on every healthy regression.
       ``argmax=True`` reduces predictions by argmax over their last axis (per-class scores);
       otherwise predictions are class ids, rounded (binary probabilities split at 0.5),
       except per-class scores, one row of ``classes`` entries per label (Keras saves its
@@ -166,7 +168,9 @@ class ClassImbalance(Rule):
         return self._violation(step, labels, predictions[: len(labels)])
 
     def _count(self, step: int, label_name: str, pred_name: str | None) -> None:
-        y = class_ids(self.base_trial.tensor(label_name).value(step))
+        raw = self.base_trial.tensor(label_name).value(step)
+        require_class_labels(self.rule_name, step, label_name, raw)
+        y = class_ids(raw)
         finite = np.isfinite(y)
         _add(self.label_counts, y[finite])
         if pred_name is None:

@@ -10,7 +10,12 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
-from rules_builtin._labels import confusion_matrix, labelled_names, labelled_values
+from rules_builtin._labels import (
+    confusion_matrix,
+    labelled_names,
+    labelled_values,
+    require_class_labels,
+)
 from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
@@ -24,11 +29,16 @@ class Confusion(Rule):
     some true class i (a row with at least one sample), a recall ``M[i,i] / sum_k M[i,k]`` below
     ``min_diag`` or a share ``M[i,j] / sum_k M[i,k]`` (j != i) above ``max_off_diag``.
 
-    When: once, when the data ends, on the newest EVAL step that saved labels and predictions
-    (validation), else the newest training (TRAIN, or GLOBAL for XGBoost) one; it fires at that
-    step. This is our choice, made on trials written by the real hooks: the predictions of the
-    first steps are an untrained model's, so judging every step fired at step 0 of every job.
-    A run whose trial never saved labels and predictions checked nothing.
+    When: during training, at an evaluation (a step that saved labels and predictions) once
+    the fault is certain: the bounds have been broken at ``_SETTLED`` (3) evaluations of one
+    mode in a row, and the worst class's recall has not risen by more than
+    ``_IMPROVEMENT`` (0.01) since the first of them, so the model has stopped getting better
+    while confused. It fires at the third such evaluation. Else, when the data ends, on the
+    newest EVAL step that saved labels and predictions (validation), else the newest training
+    (TRAIN, or GLOBAL for XGBoost) one; it fires at that step. Judging every evaluation on its
+    own would fire at step 0 of every job (an untrained model's predictions); a model still
+    improving is left to improve. A run whose trial never saved labels and predictions checked
+    nothing.
 
     ``M[i, j]`` counts the samples of true class i predicted as j. The rule's description
     writes the same ratios as C[j][i] / sum_j C[j][i] with C = M transposed (columns are true
@@ -44,7 +54,9 @@ class Confusion(Rule):
     Categories: N = ``category_no``, else max(label, prediction) + 1. Pairs with a non-finite or
     negative id, or an id >= ``category_no``, are left out (with a warning). A step without
     labels or predictions is skipped (``TensorUnavailableForStep``); a step whose labels and
-    predictions differ in length is not evaluated (a warning says so).
+    predictions differ in length is not evaluated (a warning says so). Labels with continuous
+    values (a regression's targets) end the run with "Insufficient information": rounded to
+    classes, they would fire on every healthy regression.
     """
 
     PARAMETERS = (
@@ -104,6 +116,10 @@ class Confusion(Rule):
         self.min_diag = parse_float(name, "min_diag", min_diag)
         self.max_off_diag = parse_float(name, "max_off_diag", max_off_diag)
         self._newest: dict[ModeKeys, int] = {}  # mode -> newest step with labels/predictions
+        # mode -> the worst recall of its latest evaluations in a row that broke a bound
+        self._history: dict[ModeKeys, list[float]] = {}
+        self._warned: set[int] = set()
+        self._fired: set[int] = set()  # steps fired at during training
         self._collection_names = (
             str(labels_collection or "").strip(),
             str(predictions_collection or "").strip(),
@@ -131,8 +147,11 @@ class Confusion(Rule):
         ]
 
     def invoke_at_step(self, step: int) -> bool:
-        """Remember the newest step of each mode that holds labels and predictions; the
-        judgement waits for the end of the data (``invoke_at_end``)."""
+        """Remember the newest step of each mode that holds labels and predictions, and fire
+        when the model has settled while confused (the class docstring)."""
+        for name in labelled_names(self.base_trial, step, self.labels, self.labels_collection):
+            raw = self.base_trial.tensor(name).value(step)
+            require_class_labels(self.rule_name, step, name, raw)
         y = labelled_values(self.base_trial, step, self.labels, self.labels_collection)
         if y is None:
             raise TensorUnavailableForStep(self.labels or "labels", step)
@@ -140,14 +159,27 @@ class Confusion(Rule):
         if p is None:
             raise TensorUnavailableForStep(self.predictions or "predictions", step)
         mode = self.base_trial.mode(step)
-        self._newest[ModeKeys.TRAIN if mode in (None, ModeKeys.GLOBAL) else mode] = step
-        return False
+        mode = ModeKeys.TRAIN if mode in (None, ModeKeys.GLOBAL) else mode
+        self._newest[mode] = step
+        matrix = self._matrix(step, y, p)
+        history = self._history.setdefault(mode, [])
+        if matrix is None or not _breaks(matrix, self.min_diag, self.max_off_diag):
+            history.clear()
+            return False
+        history.append(_worst_recall(matrix))
+        del history[:-_SETTLED]
+        if len(history) < _SETTLED or max(history[1:]) > history[0] + _IMPROVEMENT:
+            return False
+        fired = self._violation(step, self._tensors(step), matrix)
+        if fired:
+            self._fired.add(step)
+        return fired
 
     def invoke_at_end(self) -> int | None:
         """Judge the trained model: the newest EVAL step with labels and predictions, else the
         newest training one. The step judged is the one reported when it fires."""
         step = self._newest.get(ModeKeys.EVAL, self._newest.get(ModeKeys.TRAIN))
-        if step is None:
+        if step is None or step in self._fired:
             return None
         return step if self._judge(step) else None
 
@@ -156,17 +188,31 @@ class Confusion(Rule):
         p = labelled_values(self.base_trial, step, self.predictions, self.predictions_collection)
         if y is None or p is None:
             return False
+        matrix = self._matrix(step, y, p)
+        return matrix is not None and self._violation(step, self._tensors(step), matrix)
+
+    def _tensors(self, step: int) -> list[str]:
+        return labelled_names(
+            self.base_trial, step, self.labels, self.labels_collection
+        ) + labelled_names(self.base_trial, step, self.predictions, self.predictions_collection)
+
+    def _matrix(self, step: int, y: np.ndarray, p: np.ndarray) -> np.ndarray | None:
+        """The confusion matrix of one step's labels and predictions (None, with a warning,
+        when their lengths differ)."""
         if y.size != p.size:
-            self.logger.warning(
-                "%s: step %d has %d labels but %d predictions; not evaluated",
-                self.rule_name,
-                step,
-                y.size,
-                p.size,
-            )
-            return False
+            if step not in self._warned:  # judged during training and again at the end
+                self._warned.add(step)
+                self.logger.warning(
+                    "%s: step %d has %d labels but %d predictions; not evaluated",
+                    self.rule_name,
+                    step,
+                    y.size,
+                    p.size,
+                )
+            return None
         matrix, dropped = confusion_matrix(y, p, self.category_no)
-        if dropped:
+        if dropped and step not in self._warned:
+            self._warned.add(step)
             self.logger.warning(
                 "%s: step %d: %d label/prediction pairs left out (not finite, "
                 "negative or >= category_no)",
@@ -174,10 +220,7 @@ class Confusion(Rule):
                 step,
                 dropped,
             )
-        tensors = labelled_names(
-            self.base_trial, step, self.labels, self.labels_collection
-        ) + labelled_names(self.base_trial, step, self.predictions, self.predictions_collection)
-        return self._violation(step, tensors, matrix)
+        return matrix
 
     def _violation(self, step: int, tensors: list[str], matrix: np.ndarray) -> bool:
         """Whether some row breaks a bound (each comparison recorded, up to the first that
@@ -220,3 +263,29 @@ class Confusion(Rule):
             ):
                 return True
         return False
+
+
+_SETTLED = 3  # evaluations in a row that break a bound without improving: the fault is certain
+_IMPROVEMENT = 0.01  # a rise of the worst recall above this is the model still learning
+
+
+def _breaks(matrix: np.ndarray, min_diag: float, max_off_diag: float) -> bool:
+    """Whether some true class (a row with samples) has a recall below ``min_diag`` or a
+    share predicted as one other class above ``max_off_diag`` (no evidence recorded)."""
+    totals = matrix.sum(axis=1)
+    for i, row in enumerate(matrix):
+        if totals[i] == 0:
+            continue
+        shares = row / totals[i]
+        if shares[i] < min_diag:
+            return True
+        shares[i] = 0.0
+        if shares.max() > max_off_diag:
+            return True
+    return False
+
+
+def _worst_recall(matrix: np.ndarray) -> float:
+    totals = matrix.sum(axis=1)
+    recalls = [matrix[i, i] / totals[i] for i in range(len(matrix)) if totals[i]]
+    return float(min(recalls)) if recalls else 1.0

@@ -40,7 +40,10 @@ class DeadRelu(Rule):
     named like SageMaker's ``relu_output`` collection (``.*relu_output``), and the outputs of
     layers that are ReLUs by their values (a Keras ``ReLU()`` layer, ``Dense(activation=
     "relu")`` when its kernel and bias are saved) or by their name (PyTorch
-    ``relu1_output_0``, Keras ``hidden_relu/outputs``).
+    ``relu1_output_0``, Keras ``hidden_relu/outputs``), and the tensors of a collection the
+    user named ``relu_output`` (``CollectionConfig("relu_output")``). Each call of a PyTorch
+    module is judged on its own: a ResNet block that reuses one ``nn.ReLU`` saves
+    ``relu_output_0``, ``relu_output_1``, ... and a dead second call fires.
 
     A tensor is one layer's ReLU output for a batch: axis 0 is the sample, every other
     element is a unit (a neuron of a dense layer; a channel at one position of a convolution).

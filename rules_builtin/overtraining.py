@@ -52,8 +52,10 @@ class _Best:
             return False  # the window is still filling
         self.mean = mean = math.fsum(self.window) / len(self.window)
         if self.value is None:
-            if not math.isnan(mean):
-                self.value, self.since = mean, 0
+            if math.isnan(mean):  # NaN from the first values on: no improvement, counted
+                self.since += 1
+                return True
+            self.value, self.since = mean, 0
             return False
         if mean < self.value - delta * abs(self.value):
             self.value, self.since = mean, 0

@@ -32,7 +32,10 @@ class PoorWeightInitialization(Rule):
        ``threshold``. The tensors are those matching ``activation_inputs_regex``; by default,
        the ReLU layer inputs the trial holds, found by name and by value as DeadRelu finds
        ReLU outputs (SageMaker's ``.*relu_input``, Keras ``re_lu/inputs``, PyTorch
-       ``relu1_input_0``). A zero smallest variance with a non-zero largest one
+       ``relu1_input_0``, a ``relu_input`` collection). For a Keras
+       ``Dense(activation="relu")`` the variance is that of the function's input,
+       ``inputs @ kernel + bias`` from the weights saved at s, not of the layer's saved
+       inputs. A zero smallest variance with a non-zero largest one
        counts as an infinite ratio; all variances zero says nothing.
     2. **Gradient spread.** For some tensor of the ``gradients`` collection saved at s with a
        raw value of at least 2 elements, the 95th minus the 5th percentile of its values is
@@ -169,6 +172,11 @@ class PoorWeightInitialization(Rule):
         variances = {}
         names = self._activation_inputs(step)
         for name in names:
+            if self.activation_inputs_regex is None and self.finder.needs_weights(name):
+                pre = self.finder.input_value(name, step)  # a Dense layer's x @ kernel + bias
+                if pre is not None and pre.size and np.isfinite(pre).all():
+                    variances[name] = float(np.var(pre))
+                continue
             batched = self._variances.get(name, step, names)
             if batched is not None:
                 variance = None if math.isnan(batched) else float(batched)

@@ -59,7 +59,12 @@ class SaturatedActivation(Rule):
     (``rules_builtin._activations``): tensors named like SageMaker's ``tanh_input`` /
     ``sigmoid_input`` collections, and the inputs of layers that are tanh or sigmoid by their
     values (a Keras ``Activation("tanh")`` layer, auto-named ``activation``) or their name
-    (PyTorch ``tanh1_input_0``). Which function's thresholds apply is the layer's function
+    (PyTorch ``tanh1_input_0``; every call of a shared module on its own), and the tensors of
+    collections the user named ``tanh_input`` / ``sigmoid_input``. For a Keras
+    ``Dense(units, activation="tanh")`` the saved ``inputs`` are the layer's input, not the
+    function's: the function's input ``inputs @ kernel + bias`` is computed from the kernel and
+    bias saved at the step (a step without them is not checked for that layer). Which
+    function's thresholds apply is the layer's function
     when it is known, else the last of "tanh" / "sigmoid" in the tensor name; a selected
     tensor that is neither is skipped. The 2020 tuple parameters ``threshold_tanh`` /
     ``threshold_sigmoid`` are not accepted.
@@ -166,15 +171,24 @@ class SaturatedActivation(Rule):
             }
         )
 
+    def _input(self, name: str, step: int) -> Any:
+        """The function's input: a selected tensor as saved; a found layer's through the
+        finder (a Dense layer's input times its kernel, plus its bias)."""
+        if not self.selection.given:
+            return self.finder.input_value(name, step)
+        try:
+            return self.base_trial.tensor(name).value(step)
+        except TensorUnavailableForStep:
+            return None
+
     def invoke_at_step(self, step: int) -> bool:
         fired = False
         for name in self._names(step):
             fn = self.finder.function_of(name) or activation_of(name)
             if fn not in self.bounds:
                 continue
-            try:
-                value = self.base_trial.tensor(name).value(step)
-            except TensorUnavailableForStep:
+            value = self._input(name, step)
+            if value is None:
                 continue
             low, high = self.bounds[fn]
             saturated = saturated_percent(value, low, high, self.threshold_inactivity)

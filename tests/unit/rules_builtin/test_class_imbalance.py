@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
@@ -234,3 +234,13 @@ def test_counting_a_small_or_a_large_batch_gives_the_same_counts(size: int) -> N
     expected = Counter({5: 2}) + Counter(int(v) for v in values)
     assert counts == expected
     assert all(type(k) is int for k in counts)
+
+
+def test_a_regression_is_no_classification(make_trial: Callable[..., Any]) -> None:
+    """Continuous labels (a regression's targets) end with Insufficient information instead
+    of counting rounded values as classes and firing."""
+    rng = np.random.default_rng(5)
+    y = rng.normal(10.0, 3.0, size=600).astype(np.float32)
+    trial = make_trial({0: {"labels": y, "predictions": y}})
+    with pytest.raises(InsufficientInformationForRuleInvocation, match="continuous values"):
+        invoke_rule(ClassImbalance(trial), raise_eval_cond=False)

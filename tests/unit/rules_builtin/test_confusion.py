@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
@@ -231,3 +231,37 @@ def test_validation_predictions_are_preferred(tmp_path: Path) -> None:
         assert invoke_rule(Confusion(trial)).fired_steps == (1,)
     finally:
         trial.close()
+
+
+def _predicted(recall: float, n: int = 100) -> dict[str, np.ndarray]:
+    """Two balanced classes, class 1 recalled at ``recall`` (the rest predicted as 0)."""
+    labels = np.repeat([0, 1], n)
+    predictions = labels.copy()
+    predictions[n : n + int(round((1.0 - recall) * n))] = 0
+    return {"labels": labels, "predictions": predictions}
+
+
+def test_a_model_settled_while_confused_fires_during_training(
+    make_trial: Callable[..., Any],
+) -> None:
+    """Recall stuck at 0.5 for three evaluations in a row fires at the third, not at the end."""
+    trial = make_trial({step: _predicted(0.5) for step in range(0, 50, 5)})
+    result = invoke_rule(Confusion(trial), raise_eval_cond=False)
+    assert result.fired_steps[0] == 10
+
+
+def test_a_model_still_improving_is_left_to_improve(make_trial: Callable[..., Any]) -> None:
+    """Recall rising 0.5, 0.6, ..., 0.95: below min_diag at first, never settled: quiet."""
+    recalls = [0.5, 0.6, 0.7, 0.8, 0.85, 0.95, 0.95]
+    trial = make_trial({5 * i: _predicted(r) for i, r in enumerate(recalls)})
+    assert invoke_rule(Confusion(trial), raise_eval_cond=False).fired_steps == ()
+
+
+def test_a_regression_is_no_classification(make_trial: Callable[..., Any]) -> None:
+    """Continuous labels (an XGBoost regression's targets) end with Insufficient information
+    naming a label value, instead of firing on rounded 'classes'."""
+    rng = np.random.default_rng(5)
+    y = rng.normal(10.0, 3.0, size=200).astype(np.float32)
+    trial = make_trial({s: {"labels": y, "predictions": y + 0.3} for s in range(5)})
+    with pytest.raises(InsufficientInformationForRuleInvocation, match="continuous values"):
+        invoke_rule(Confusion(trial), raise_eval_cond=False)

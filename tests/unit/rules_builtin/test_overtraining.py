@@ -100,6 +100,16 @@ def test_a_loss_stuck_at_zero_fires(make_trial: Callable[..., Any]) -> None:
     assert fired(Overtraining(make_trial(train(0, 0, 0, 0)), patience_train="2")) == (3,)
 
 
+def test_a_loss_nan_from_its_first_values_fires(make_trial: Callable[..., Any]) -> None:
+    """A loss NaN from the start never improves: it fires after patience_train values, rather
+    than leaving the moving mean NaN and checking nothing."""
+    nan = float("nan")
+    result = invoke_rule(
+        Overtraining(make_trial(train(*[nan] * 6)), patience_train="2"), raise_eval_cond=False
+    )
+    assert result.fired_steps == (2, 3, 4, 5)
+
+
 def test_global_steps_count_as_training(make_trial: Callable[..., Any]) -> None:
     """A hook that never set modes saves GLOBAL steps, judged with patience_train."""
     values = [(GLOBAL, 1.0)] * 6
