@@ -43,6 +43,8 @@ if TYPE_CHECKING:  # nothing more before the signal handlers are in (mypy only)
     from types import FrameType
     from typing import Any
 
+    from container.output_lines import OutputLines
+
 __all__ = ["main"]
 
 DEFAULT_STOP_GRACE = 8.0
@@ -50,7 +52,6 @@ VERDICT_GRACE = 5.0  # after the verdict, how long the child may take to exit
 DRAIN_SECONDS = 2.0  # after the child's exit, how long its pipes may stay open (grandchildren)
 _TICK = 0.2
 _WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
-_LINE_LIMIT = 64 * 1024  # a longer line without a newline is passed on in pieces
 
 # The child: this package's ``container.child`` with the interpreter running us, started with
 # the script folder or working directory left out of the import path (a folder named like one
@@ -102,7 +103,7 @@ class _Supervisor:
         self.result_fd: int | None = None  # the output folder, opened before rule code ran
         self.message_fd: int | None = None
         self.reaped: set[int] = set()
-        self.lines: _OutputLines | None = None
+        self.lines: OutputLines | None = None
 
     # ---- signals -------------------------------------------------------------------------
 
@@ -167,6 +168,7 @@ class _Supervisor:
 
         from container.lifetime import become_subreaper, kill_descendants
         from container.link import ENV_FDS, parse_messages
+        from container.output_lines import OutputLines
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), DEFAULT_STOP_GRACE)
@@ -186,13 +188,15 @@ class _Supervisor:
                 preexec_fn=_in_child(os.getpid()),
             )
         except OSError as e:
-            return _cannot_start(e, self.message_fd)
+            from container.last_word import cannot_start
+
+            return cannot_start(e, self.message_fd)
         self.pid = child.pid
         for fd in (control_w, out_w, err_w):
             os.close(fd)
 
         control = bytearray()
-        outputs = self.lines = _OutputLines()
+        outputs = self.lines = OutputLines()
         open_fds = {control_r: "control", out_r: "stdout", err_r: "stderr"}
         exit_status: int | None = None
         exited_at: float | None = None
@@ -240,7 +244,7 @@ class _Supervisor:
         self.take_signals()
         return self._conclude(exit_status or 0)
 
-    def _on_message(self, message: dict[str, Any], outputs: _OutputLines, now: float) -> None:
+    def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]
         if kind == "step":
             self.busy[str(message.get("rule"))[:256]] = (message.get("step"), now)
@@ -308,141 +312,18 @@ class _Supervisor:
                 exit_status = status
 
     def _conclude(self, wait_status: int) -> int:
-        """The exit code, with the final status written here when the child's cannot be taken
-        (see the module docstring)."""
-        from evaluator.errors import ExitCode
-        from evaluator.status.final import close_unfinished, confirm
+        from container.last_word import conclude
 
-        result_fd, message_fd = self.result_fd, self.message_fd
-        if self.stops:
-            code = ExitCode.stopped_by(self.stops[0])
-            close_unfinished(
-                result_fd,
-                message_fd,
-                status="Stopped",
-                exit_code=code,
-                text="Stopped",
-                force=self.untrusted,
-            )
-            return code
-        if self.overrun is not None:
-            rule, step, limit = self.overrun
-            own = (
-                f"ClientError: Rule {rule} spent more than {limit:g} s on step {step} "
-                f"(rule_step_timeout={limit:g}); the evaluation was ended. Make the rule's "
-                "work per step lighter, or raise rule_step_timeout."
-            )
-            others = (
-                f"ClientError: The evaluation was ended because rule {rule} spent more than "
-                f"{limit:g} s on step {step} (rule_step_timeout={limit:g})."
-            )
-            close_unfinished(
-                result_fd,
-                message_fd,
-                status="Error",
-                exit_code=ExitCode.CLIENT_ERROR,
-                text=own,
-                error_type="RuleStepTimeout",
-                culprit=rule,
-                others_text=others,
-                force=True,
-            )
-            return ExitCode.CLIENT_ERROR
-        if not self.untrusted and self.verdict is not None:
-            return self.verdict  # no rule code ran: the child's own word
-        why = _death(wait_status)
-        if self.untrusted:
-            code, problem = confirm(result_fd, message_fd)
-            if code is not None:
-                return code
-            if self.verdict_at is not None:  # it said it was done, but its file says not
-                why = f"the evaluation ended, but {problem}"
-        text = "InternalServerError: " + why
-        close_unfinished(
-            result_fd,
-            message_fd,
-            status="Error",
-            exit_code=ExitCode.INTERNAL_ERROR,
-            text=text,
-            force=self.untrusted,
+        return conclude(
+            stops=self.stops,
+            overrun=self.overrun,
+            untrusted=self.untrusted,
+            verdict=self.verdict,
+            said_done=self.verdict_at is not None,
+            result_fd=self.result_fd,
+            message_fd=self.message_fd,
+            wait_status=wait_status,
         )
-        print(text, file=sys.stderr)
-        return ExitCode.INTERNAL_ERROR
-
-
-class _OutputLines:
-    """What the child printed outside the log, as ``rule_output`` log lines on our stdout."""
-
-    def __init__(self) -> None:
-        self.log_format = "json"
-        self.buffers = {"stdout": bytearray(), "stderr": bytearray()}
-
-    def feed(self, stream: str, data: bytes) -> None:
-        buffer = self.buffers[stream]
-        buffer += data
-        while True:
-            end = buffer.find(b"\n")
-            if end < 0:
-                if len(buffer) >= _LINE_LIMIT:
-                    self._emit(stream, bytes(buffer))
-                    buffer.clear()
-                return
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            self._emit(stream, line)
-
-    def log(self, event: str, level: str, **fields: Any) -> None:
-        """One log line of the supervisor's own."""
-        import json
-
-        stamp = _timestamp()
-        if self.log_format == "console":
-            extra = " ".join(f"{k}={v!r}" for k, v in fields.items())
-            line = f"{stamp} [{level:<9}] {event:<14} {extra}\n"
-        else:
-            record = {"event": event, "level": level, "logger": "evaluator.supervisor"}
-            line = json.dumps({**record, **fields, "timestamp": stamp}) + "\n"
-        _write_all(1, line.encode("utf-8", errors="backslashreplace"))
-
-    def flush(self, stream: str) -> None:
-        buffer = self.buffers[stream]
-        if buffer:
-            self._emit(stream, bytes(buffer))
-            buffer.clear()
-
-    def _emit(self, stream: str, raw: bytes) -> None:
-        import json  # container.link loaded it; kept off the lines before the handlers
-
-        text = raw.decode("utf-8", errors="backslashreplace").rstrip("\r")
-        level = "warning" if stream == "stderr" else "info"
-        stamp = _timestamp()
-        if self.log_format == "console":
-            line = f"{stamp} [{level:<9}] rule_output    stream={stream} text={text!r}\n"
-        else:
-            record = {
-                "event": "rule_output",
-                "level": level,
-                "logger": "evaluator.rule_output",
-                "stream": stream,
-                "text": text,
-                "timestamp": stamp,
-            }
-            line = json.dumps(record) + "\n"
-        _write_all(1, line.encode("utf-8", errors="backslashreplace"))
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    try:
-        while data:
-            data = data[os.write(fd, data) :]
-    except OSError:
-        pass  # stdout closed (piped into head): the status files still say everything
-
-
-def _timestamp() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _seconds(value: Any, default: float | None) -> float | None:
@@ -451,23 +332,6 @@ def _seconds(value: Any, default: float | None) -> float | None:
     except (TypeError, ValueError):
         return default
     return seconds if seconds > 0 else default
-
-
-def _death(wait_status: int) -> str:
-    """How the evaluation process ended, in words, for a run without a verdict."""
-    if os.WIFSIGNALED(wait_status):
-        signum = os.WTERMSIG(wait_status)
-        try:
-            name = signal.Signals(signum).name
-        except ValueError:
-            name = f"signal {signum}"
-        hint = " (the container may have run out of memory)" if signum == signal.SIGKILL else ""
-        return f"the evaluation process was killed by {name}{hint} before it reported a verdict"
-    code = os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else wait_status
-    return (
-        f"the evaluation process exited with code {code} before it reported a verdict "
-        "(rule code calling os._exit(), or a crash of the interpreter)"
-    )
 
 
 def _open_folder(path: str) -> int | None:
@@ -499,13 +363,3 @@ def _in_child(supervisor: int) -> Any:
         confine(program)
 
     return prepare
-
-
-def _cannot_start(error: OSError, message_fd: int | None) -> int:
-    from evaluator.errors import ExitCode
-    from evaluator.status.final import close_unfinished
-
-    text = f"InternalServerError: cannot start the evaluation process: {error}"
-    close_unfinished(None, message_fd, status="Error", exit_code=3, text=text)
-    print(text, file=sys.stderr)
-    return ExitCode.INTERNAL_ERROR
