@@ -16,7 +16,7 @@ import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
 from evaluator.errors import ExitCode, SMDebugError, StorageError
-from evaluator.redaction import scrub, secret_values
+from evaluator.redaction import escape_controls, scrub, secret_values
 from evaluator.status.files import (
     RESULT_FILE_NAME,
     EvidenceSource,
@@ -445,7 +445,7 @@ class StatusReporter:
                 if state.outcome is None
                 else f"{state.key}: {state.outcome.status.value}"
             )
-        self._stream.write("\r" + " | ".join(parts) + "\x1b[K")
+        self._stream.write("\r" + escape_controls(" | ".join(parts)) + "\x1b[K")
         self._stream.flush()
         self._drawn_at = now
 
