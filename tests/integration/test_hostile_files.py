@@ -122,3 +122,18 @@ def test_type_swapped_report_inputs_are_a_client_error(finished: EvaluatorCli, s
     data.write_text(json.dumps({"version": 1, "rules": {"VanishingGradient": {"series": "x"}}}))
     report = finished("report", str(finished.output_dir))
     assert report.returncode in (0, 2), report.describe()
+
+
+@pytest.mark.parametrize("folder", ["index", "events"])
+def test_a_fifo_in_the_trial_is_a_client_error_not_a_hang(tmp_path: Path, folder: str) -> None:
+    """A FIFO in place of an index or event file of a local trial: exit 2 naming it, at once."""
+    import shutil
+
+    trial = tmp_path / "trial"
+    shutil.copytree(EXAMPLE, trial)
+    victim = sorted((trial / folder).rglob("*.*"))[2]
+    victim.unlink()
+    os.mkfifo(victim)
+    run = EvaluatorCli(tmp_path)("--trial-dir", str(trial), "--rule", "VanishingGradient")
+    assert run.returncode == 2, run.describe()
+    assert str(victim) in run.stdout and "not a regular file" in run.stdout
