@@ -18,6 +18,7 @@ it is read yields either the old or the new content, never a mix.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import stat
 from collections.abc import AsyncIterator, Iterator
@@ -207,6 +208,8 @@ def _open_regular(path: str) -> int:
     if stat.S_ISREG(mode):
         return fd
     os.close(fd)
+    if stat.S_ISDIR(mode):  # a folder is no object, as on S3
+        raise IsADirectoryError(errno.EISDIR, "is a folder", path)
     raise _NotAFile(path)
 
 
