@@ -139,6 +139,11 @@ RULES = textwrap.dedent("""
                                        stderr=subprocess.DEVNULL)
                 except OSError:
                     pass
+            if self.how == "kill":
+                try:
+                    os.kill(parent, signal.SIGKILL)
+                except OSError:
+                    pass
             time.sleep(0.5)
             return False
 """)
@@ -259,7 +264,8 @@ def test_the_evaluation_dies_with_a_killed_supervisor(tmp_path: Path, rules_file
 @pytest.mark.parametrize("how", ["kill", "group", "subprocess"])
 def test_rule_code_cannot_stop_the_supervisor(tmp_path: Path, rules_file: Path, how: str) -> None:
     """Run without a privilege drop (same user), rule code sends SIGTERM and SIGINT to the
-    supervisor (directly, to its group, through a `kill` process): the run is not stopped."""
+    supervisor (directly, to its group, through a `kill` process), and SIGKILL directly: the
+    run is neither stopped nor killed."""
     run = _custom(EvaluatorCli(tmp_path), rules_file, "SignalsSupervisor", "--how", how)
     assert run.returncode == 0, run.describe()
     assert run.result is not None and run.result["status"] == "NoIssuesFound"
