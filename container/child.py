@@ -14,6 +14,7 @@ __all__ = ["main"]
 
 
 def main() -> int:
+    from container.lifetime import die_with_parent
     from container.link import ENV_FDS, ChildLink
     from container.signals import StopRequested, StopSignals
 
@@ -21,6 +22,7 @@ def main() -> int:
     signals.__enter__()
     link = ChildLink.from_environ()
     if link is not None:
+        die_with_parent()  # (set before exec already; remembered here for the user switch)
         # Ours alone: processes the rules start inherit neither the variable nor the pipe.
         os.environ.pop(ENV_FDS, None)
         os.set_inheritable(link.control_fd, False)

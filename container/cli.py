@@ -108,7 +108,13 @@ def evaluate(
             if signals.signum is not None:  # the stop is the news, not the configuration
                 return _stopped_early(signals.signum, opt_ml_root)
             return _configuration_failed(e, opt_ml_root)
-        if link is not None:
+        from container.privileges import drop_privileges
+
+        try:
+            run_as = drop_privileges(config, environ)
+        except ClientError as e:
+            return _configuration_failed(e, opt_ml_root)
+        if link is not None:  # before rule code: the only time the supervisor takes this
             link.send(
                 "outputs",
                 result_dir=os.path.abspath(config.output_dir),
@@ -116,12 +122,6 @@ def evaluate(
                 log_format=config.log_format,
                 step_timeout=config.rule_step_timeout,
             )
-        from container.privileges import drop_privileges
-
-        try:
-            run_as = drop_privileges(config, environ)
-        except ClientError as e:
-            return _configuration_failed(e, opt_ml_root)
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # The report's charts (matplotlib) need a writable settings folder: one in the output's
         # .sagemaker-ignore works in a read-only container and for any user.
@@ -149,6 +149,8 @@ def evaluate(
         from evaluator.evaluation import Evaluation
 
         evaluation = Evaluation(config, reporter, signals.stop, watch=_step_watch(link, config))
+        if link is not None:  # from here on rule code may run: the supervisor trusts its files
+            link.send("untrusted")
         signals.raise_in_main = True
         try:
             evaluation.run()

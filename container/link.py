@@ -8,10 +8,17 @@ message     meaning
 ready       the child handles SIGTERM/SIGINT itself: the parent may forward them
 outputs     where the run's files go (``result_dir``, ``message_dir``), the log format, and
             ``step_timeout`` (seconds a rule may spend on one step; null: no limit)
+untrusted   from here on rule code may run in the child (sent before any is loaded)
 step        rule ``rule`` started its work at ``step`` (sent only when a limit is set)
-idle        rule ``rule`` finished that work
+idle        rule ``rule`` finished its work at ``step``
+wait        no rule code of the ``rules`` listed runs (every half second while so)
 verdict     the run is over and its status files are written; ``exit_code`` is the run's
 ==========  ==================================================================================
+
+Rule code shares the child's process, so it can write on this pipe too. The supervisor takes
+``ready``, ``outputs`` and a ``verdict`` only before ``untrusted`` (each once); after it, a
+``verdict`` only says the child is done (the outcome comes from the result file), and ``step``
+and ``idle`` only time the steps (see docs/reliability.md for what that leaves open).
 
 The child's ends of three pipes arrive as inherited file descriptors named in the environment
 variable ``EVALUATOR_SUPERVISOR_FDS`` (``control,stdout,stderr``): the child's log goes to the
@@ -76,16 +83,42 @@ class ChildLink:
 
 class StepWatch:
     """Tells the supervisor when a rule starts and ends its work on a step, so it can end a run
-    whose rule overran ``rule_step_timeout`` (the evaluation's ``watch``)."""
+    whose rule overran ``rule_step_timeout`` (the evaluation's ``watch``). While no rule code
+    of a rule runs (between steps, waiting for data, or done), a thread says so every
+    ``HEARTBEAT`` seconds (``wait``): the supervisor counts a rule whose ``idle`` is not followed
+    by these as still in its step, so one forged ``idle`` cannot stop the clock."""
+
+    HEARTBEAT = 0.5
 
     def __init__(self, link: ChildLink) -> None:
         self.link = link
+        self._steps: dict[str, int | None] = {}
+        self._idle: set[str] = set()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._beat, name="step-watch", daemon=True)
+        self._thread.start()
 
     def begin(self, rule: str, step: int | None) -> None:
+        with self._lock:
+            self._steps[rule] = step
+            self._idle.discard(rule)
         self.link.send("step", rule=rule, step=step)
 
     def end(self, rule: str) -> None:
-        self.link.send("idle", rule=rule)
+        with self._lock:
+            step = self._steps.get(rule)
+            self._idle.add(rule)
+        self.link.send("idle", rule=rule, step=step)
+
+    def _beat(self) -> None:
+        import time
+
+        while True:
+            time.sleep(self.HEARTBEAT)
+            with self._lock:
+                idle = sorted(self._idle)
+            if idle:
+                self.link.send("wait", rules=idle)
 
 
 def parse_messages(buffer: bytearray) -> list[dict[str, Any]]:

@@ -9,17 +9,26 @@ a process group of its own, and then
   signal that came earlier waits for it), and kills the child's process group when it has not
   ended ``stop_grace`` seconds later (``EVALUATOR_STOP_GRACE``, default 8: inside the 10 s
   ``docker stop`` and Kubernetes give by default);
-* reads the child's messages (``container.link``): where the status files are, when a rule
-  works on a step (for ``rule_step_timeout``), and the verdict;
+* reads the child's messages (``container.link``): where the status files are (taken only
+  before rule code can run: then it opens those folders and holds them), when a rule works on
+  a step (for ``rule_step_timeout``), and that the run is over;
+* takes SIGTERM/SIGINT with ``sigtimedwait`` (they are blocked), so it knows who sent them:
+  a signal from one of its own descendants (rule code) is logged and ignored;
 * turns what the child's file descriptors 1 and 2 receive (rule code printing) into
   ``rule_output`` log lines, so nothing else reaches the JSON-lines stream;
-* reaps every process that ends (it is PID 1 in a container, where orphans come to it);
-* ends with the child's verdict (once the verdict is in, a child that does not exit within
-  ``VERDICT_GRACE`` seconds, a rule's thread keeping it alive, is killed). Without a verdict it
-  writes the final status itself (``evaluator.status.final``): ``Stopped``, 143/130, after a stop
-  signal; ``Error`` with a ClientError, 2, when a rule overran ``rule_step_timeout``;
-  ``Error`` with an InternalServerError, 3, when the child died (a signal, the OOM killer) or
-  exited without a verdict (rule code calling ``os._exit``).
+* reaps every process that ends: it is a child subreaper (``container.lifetime``), so orphans
+  of rule code's processes come to it, and once the child has ended it kills every process
+  left below it before it reads or writes the run's last word;
+* ends with the verdict it can verify (``evaluator.status.final``): before rule code could run
+  (``untrusted`` not yet said: help, ``summary``, ``report``, a bad configuration) the child's
+  ``verdict`` message; after, only a finished, consistent result file, read once nothing of
+  the run is alive (the ``verdict`` message then only says the child is done: one that does not
+  exit within ``VERDICT_GRACE`` seconds, a rule's thread keeping it alive, is killed).
+  Otherwise it writes the final status itself: ``Stopped``, 143/130, once a stop signal came,
+  whatever the child said or wrote; ``Error`` with a ClientError, 2, when a rule overran
+  ``rule_step_timeout``; ``Error`` with an InternalServerError, 3, when the child died (a
+  signal, the OOM killer), exited without a verdict (rule code calling ``os._exit``), or left a
+  result file that cannot be taken.
 """
 
 from __future__ import annotations
@@ -34,13 +43,15 @@ if TYPE_CHECKING:  # nothing more before the signal handlers are in (mypy only)
     from types import FrameType
     from typing import Any
 
+    from container.output_lines import OutputLines
+
 __all__ = ["main"]
 
 DEFAULT_STOP_GRACE = 8.0
 VERDICT_GRACE = 5.0  # after the verdict, how long the child may take to exit
 DRAIN_SECONDS = 2.0  # after the child's exit, how long its pipes may stay open (grandchildren)
 _TICK = 0.2
-_LINE_LIMIT = 64 * 1024  # a longer line without a newline is passed on in pieces
+_WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
 
 # The child: this package's ``container.child`` with the interpreter running us, started with
 # the script folder or working directory left out of the import path (a folder named like one
@@ -48,10 +59,14 @@ _LINE_LIMIT = 64 * 1024  # a longer line without a newline is passed on in piece
 _BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit(main())"
 
 
+_STOPS = (signal.SIGTERM, signal.SIGINT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command under supervision; the exit code (see the module docstring)."""
     supervisor = _Supervisor()
-    previous = {s: signal.signal(s, supervisor.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, supervisor.on_signal) for s in _STOPS}
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # taken with their sender: sigtimedwait
     try:
         return supervisor.run(list(sys.argv[1:] if argv is None else argv))
     except Exception as e:  # our bug: never exit 1, which means "a rule fired"
@@ -63,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 3
     finally:
+        supervisor.take_signals()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -77,16 +94,54 @@ class _Supervisor:
         # when, its verdict; and how it ended.
         self.state: dict[str, Any] = {}
         self.busy: dict[str, tuple[Any, float]] = {}
+        self.waiting: dict[str, tuple[Any, float]] = {}  # idle rules: last step, last heard
         self.verdict: int | None = None
         self.verdict_at: float | None = None
         self.overrun: tuple[str, Any, float] | None = None
+        self.untrusted = False  # rule code may have run: messages decide nothing
+        self.outputs_taken = False
+        self.result_fd: int | None = None  # the output folder, opened before rule code ran
+        self.message_fd: int | None = None
+        self.reaped: set[int] = set()
+        self.lines: OutputLines | None = None
 
     # ---- signals -------------------------------------------------------------------------
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop(signum)  # (before the signals were blocked)
+
+    def _stop(self, signum: int) -> None:
         self.stops.append(signum)
         if self.pid is not None and self.ready:
             self._send(signum)
+
+    def take_signals(self) -> None:
+        """Take the pending SIGTERM/SIGINT: a stop, unless a descendant of ours (rule code)
+        sent it, which is logged and ignored."""
+        while True:
+            try:
+                info = signal.sigtimedwait(_STOPS, 0)
+            except InterruptedError:
+                continue
+            if info is None:
+                return
+            sender = info.si_pid
+            if sender > 0 and self._ours(sender):
+                if self.lines is not None:
+                    self.lines.log(
+                        "signal_ignored",
+                        "warning",
+                        signal=signal.Signals(info.si_signo).name,
+                        sender_pid=sender,
+                        reason="sent by a process of the evaluation (rule code)",
+                    )
+                continue
+            self._stop(info.si_signo)
+
+    def _ours(self, pid: int) -> bool:
+        from container.lifetime import is_descendant
+
+        return pid == self.pid or pid in self.reaped or is_descendant(pid)
 
     def _send(self, signum: int) -> None:
         if self.pid is None:
@@ -111,11 +166,14 @@ class _Supervisor:
         import subprocess
         import time
 
+        from container.lifetime import become_subreaper, kill_descendants
         from container.link import ENV_FDS, parse_messages
+        from container.output_lines import OutputLines
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), DEFAULT_STOP_GRACE)
-        self.state["message_dir"] = f"{opt_ml}/output"
+        become_subreaper()
+        self.message_fd = _open_folder(f"{opt_ml}/output")
         control_r, control_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -127,19 +185,23 @@ class _Supervisor:
                 pass_fds=(control_w, out_w, err_w),
                 env=env,
                 process_group=0,
+                preexec_fn=_in_child(os.getpid()),
             )
         except OSError as e:
-            return _cannot_start(e, opt_ml)
+            from container.last_word import cannot_start
+
+            return cannot_start(e, self.message_fd)
         self.pid = child.pid
         for fd in (control_w, out_w, err_w):
             os.close(fd)
 
         control = bytearray()
-        outputs = _OutputLines()
+        outputs = self.lines = OutputLines()
         open_fds = {control_r: "control", out_r: "stdout", err_r: "stderr"}
         exit_status: int | None = None
         exited_at: float | None = None
         while True:
+            self.take_signals()
             if self.stops and self.stop_deadline is None:
                 self.stop_deadline = time.monotonic() + grace
                 if self.ready:
@@ -168,7 +230,8 @@ class _Supervisor:
             now = time.monotonic()
             if exit_status is not None and exited_at is None:
                 exited_at = now
-                self._kill_group()  # whatever the child left behind
+                self._kill_group()
+                self.reaped.update(kill_descendants())  # whatever rule code left behind
             if exited_at is None:
                 self._enforce_deadlines(now)
             elif not open_fds or now - exited_at > DRAIN_SECONDS:
@@ -177,22 +240,43 @@ class _Supervisor:
             os.close(fd)
         outputs.flush("stdout")
         outputs.flush("stderr")
+        self.reaped.update(kill_descendants())  # none may outlive the last word
+        self.take_signals()
         return self._conclude(exit_status or 0)
 
-    def _on_message(self, message: dict[str, Any], outputs: _OutputLines, now: float) -> None:
+    def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]
-        if kind == "ready":
+        if kind == "step":
+            self.busy[str(message.get("rule"))[:256]] = (message.get("step"), now)
+        elif kind == "idle":
+            busy = self.busy.get(str(message.get("rule")))
+            if busy is not None and busy[0] == message.get("step"):
+                self.waiting[str(message.get("rule"))] = (busy[0], now)
+                del self.busy[str(message.get("rule"))]
+        elif kind == "wait" and isinstance(message.get("rules"), list):
+            for rule in message["rules"]:
+                if isinstance(rule, str) and rule in self.waiting:
+                    self.waiting[rule] = (self.waiting[rule][0], now)
+        elif kind == "verdict" and self.untrusted:
+            self.verdict_at = self.verdict_at or now  # the child is done: only a hint
+        elif self.untrusted:
+            return  # rule code may have written it: nothing else is taken any more
+        elif kind == "ready" and not self.ready:
             self.ready = True
             if self.stops:
                 self._send(self.stops[0])  # a stop that came before the child could take it
-        elif kind == "outputs":
+        elif kind == "outputs" and not self.outputs_taken:
+            self.outputs_taken = True
             self.state.update(message)
-            outputs.log_format = str(message.get("log_format") or "json")
-        elif kind == "step":
-            self.busy[str(message.get("rule"))] = (message.get("step"), now)
-        elif kind == "idle":
-            self.busy.pop(str(message.get("rule")), None)
-        elif kind == "verdict" and isinstance(message.get("exit_code"), int):
+            outputs.log_format = "console" if message.get("log_format") == "console" else "json"
+            folder = message.get("result_dir")
+            self.result_fd = _open_folder(folder) if isinstance(folder, str) else None
+            folder = message.get("message_dir")
+            _close(self.message_fd)
+            self.message_fd = _open_folder(folder) if isinstance(folder, str) else None
+        elif kind == "untrusted":
+            self.untrusted = True
+        elif kind == "verdict" and type(message.get("exit_code")) is int:
             self.verdict, self.verdict_at = message["exit_code"], now
 
     def _enforce_deadlines(self, now: float) -> None:
@@ -200,8 +284,11 @@ class _Supervisor:
         grace period is over, or when the child lingers after its verdict."""
         limit = _seconds(self.state.get("step_timeout"), None)
         if limit is not None and self.overrun is None:
-            for rule, (step, since) in self.busy.items():
-                if now - since > limit:
+            # In its step since `since`; or said idle, but not heard from since (see link).
+            late = [(r, s, now - t - limit) for r, (s, t) in self.busy.items()]
+            late += [(r, s, now - t - limit - _WAIT_SLACK) for r, (s, t) in self.waiting.items()]
+            for rule, step, over in late:
+                if over > 0:
                     self.overrun = (rule, step, limit)
                     self._kill_group()
                     break
@@ -220,117 +307,23 @@ class _Supervisor:
                 return exit_status
             if pid == 0:
                 return exit_status
+            self.reaped.add(pid)
             if pid == self.pid:
                 exit_status = status
 
     def _conclude(self, wait_status: int) -> int:
-        """The exit code; when the child gave no verdict, the final status written here."""
-        if self.verdict is not None:
-            return self.verdict
-        from pathlib import Path
+        from container.last_word import conclude
 
-        from evaluator.errors import ExitCode
-        from evaluator.status.final import close_unfinished
-
-        state = self.state
-        result_dir = Path(state["result_dir"]) if state.get("result_dir") else None
-        message_dir = Path(state["message_dir"]) if state.get("message_dir") else None
-        if self.stops:
-            code = ExitCode.stopped_by(self.stops[0])
-            close_unfinished(
-                result_dir, message_dir, status="Stopped", exit_code=code, text="Stopped"
-            )
-            return code
-        if self.overrun is not None:
-            rule, step, limit = self.overrun
-            own = (
-                f"ClientError: Rule {rule} spent more than {limit:g} s on step {step} "
-                f"(rule_step_timeout={limit:g}); the evaluation was ended. Make the rule's "
-                "work per step lighter, or raise rule_step_timeout."
-            )
-            others = (
-                f"ClientError: The evaluation was ended because rule {rule} spent more than "
-                f"{limit:g} s on step {step} (rule_step_timeout={limit:g})."
-            )
-            close_unfinished(
-                result_dir,
-                message_dir,
-                status="Error",
-                exit_code=ExitCode.CLIENT_ERROR,
-                text=own,
-                error_type="RuleStepTimeout",
-                culprit=rule,
-                others_text=others,
-            )
-            return ExitCode.CLIENT_ERROR
-        text = "InternalServerError: " + _death(wait_status)
-        close_unfinished(
-            result_dir, message_dir, status="Error", exit_code=ExitCode.INTERNAL_ERROR, text=text
+        return conclude(
+            stops=self.stops,
+            overrun=self.overrun,
+            untrusted=self.untrusted,
+            verdict=self.verdict,
+            said_done=self.verdict_at is not None,
+            result_fd=self.result_fd,
+            message_fd=self.message_fd,
+            wait_status=wait_status,
         )
-        print(text, file=sys.stderr)
-        return ExitCode.INTERNAL_ERROR
-
-
-class _OutputLines:
-    """What the child printed outside the log, as ``rule_output`` log lines on our stdout."""
-
-    def __init__(self) -> None:
-        self.log_format = "json"
-        self.buffers = {"stdout": bytearray(), "stderr": bytearray()}
-
-    def feed(self, stream: str, data: bytes) -> None:
-        buffer = self.buffers[stream]
-        buffer += data
-        while True:
-            end = buffer.find(b"\n")
-            if end < 0:
-                if len(buffer) >= _LINE_LIMIT:
-                    self._emit(stream, bytes(buffer))
-                    buffer.clear()
-                return
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            self._emit(stream, line)
-
-    def flush(self, stream: str) -> None:
-        buffer = self.buffers[stream]
-        if buffer:
-            self._emit(stream, bytes(buffer))
-            buffer.clear()
-
-    def _emit(self, stream: str, raw: bytes) -> None:
-        import json  # container.link loaded it; kept off the lines before the handlers
-
-        text = raw.decode("utf-8", errors="backslashreplace").rstrip("\r")
-        level = "warning" if stream == "stderr" else "info"
-        stamp = _timestamp()
-        if self.log_format == "console":
-            line = f"{stamp} [{level:<9}] rule_output    stream={stream} text={text!r}\n"
-        else:
-            record = {
-                "event": "rule_output",
-                "level": level,
-                "logger": "evaluator.rule_output",
-                "stream": stream,
-                "text": text,
-                "timestamp": stamp,
-            }
-            line = json.dumps(record) + "\n"
-        _write_all(1, line.encode("utf-8", errors="backslashreplace"))
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    try:
-        while data:
-            data = data[os.write(fd, data) :]
-    except OSError:
-        pass  # stdout closed (piped into head): the status files still say everything
-
-
-def _timestamp() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _seconds(value: Any, default: float | None) -> float | None:
@@ -341,30 +334,32 @@ def _seconds(value: Any, default: float | None) -> float | None:
     return seconds if seconds > 0 else default
 
 
-def _death(wait_status: int) -> str:
-    """How the evaluation process ended, in words, for a run without a verdict."""
-    if os.WIFSIGNALED(wait_status):
-        signum = os.WTERMSIG(wait_status)
-        try:
-            name = signal.Signals(signum).name
-        except ValueError:
-            name = f"signal {signum}"
-        hint = " (the container may have run out of memory)" if signum == signal.SIGKILL else ""
-        return f"the evaluation process was killed by {name}{hint} before it reported a verdict"
-    code = os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else wait_status
-    return (
-        f"the evaluation process exited with code {code} before it reported a verdict "
-        "(rule code calling os._exit(), or a crash of the interpreter)"
-    )
+def _open_folder(path: str) -> int | None:
+    """A held file descriptor of a folder the configuration named, or None."""
+    from evaluator.fileio import open_folder
+
+    try:
+        return open_folder(path)
+    except (OSError, ValueError):
+        return None
 
 
-def _cannot_start(error: OSError, opt_ml: str) -> int:
-    from pathlib import Path
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
-    from evaluator.errors import ExitCode
-    from evaluator.status.final import close_unfinished
 
-    text = f"InternalServerError: cannot start the evaluation process: {error}"
-    close_unfinished(None, Path(opt_ml) / "output", status="Error", exit_code=3, text=text)
-    print(text, file=sys.stderr)
-    return ExitCode.INTERNAL_ERROR
+def _in_child(supervisor: int) -> Any:
+    """What the child process does between fork and exec: take SIGTERM/SIGINT again, die
+    with the supervisor, and lose the means to signal it (``container.confine``)."""
+    from container.confine import confine, filter_program
+    from container.lifetime import die_with_parent
+
+    program = filter_program(supervisor, os.getpgrp())
+
+    def prepare() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+        die_with_parent(supervisor)
+        confine(program)
+
+    return prepare

@@ -82,7 +82,13 @@ class Evaluation:
 
     def run(self) -> None:
         """Open the trials and build the rules (the caller may interrupt this), then run."""
-        self._resume_earlier_attempt()
+        try:
+            self._resume_earlier_attempt()
+        except ClientError as e:  # the output folder's result file cannot be taken
+            for spec in self.config.rules:
+                self.reporter.start(spec.configuration_name)
+                self.reporter.fail(spec.configuration_name, e)
+            return
         names = [
             spec.configuration_name
             for spec in self.config.rules

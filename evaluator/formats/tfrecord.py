@@ -42,6 +42,9 @@ _UINT32 = struct.Struct("<I")
 HEADER_SIZE = 12  # length + length CRC
 FOOTER_SIZE = 4
 RECORD_OVERHEAD = HEADER_SIZE + FOOTER_SIZE
+# A length past this is corruption, even in a file still being written (not worth waiting
+# for): 16 GiB, far above a tensor the hooks write in one record.
+MAX_PAYLOAD = 1 << 34
 
 Buffer = bytes | bytearray | memoryview
 
@@ -100,6 +103,9 @@ def _frame(buf: Buffer, pos: int, source: str, label: int) -> tuple[bytes | memo
         expected = _length_crc(n)
     if length_crc != expected:
         reason = f"length CRC {length_crc:#010x} does not match computed {expected:#010x}"
+        raise CorruptRecordError(source, label, reason)
+    if n > MAX_PAYLOAD:
+        reason = f"its length field claims {n} bytes, more than any record holds ({MAX_PAYLOAD})"
         raise CorruptRecordError(source, label, reason)
     total = n + RECORD_OVERHEAD
     if available < total:

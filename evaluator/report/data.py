@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evaluator.fileio import write_atomically
+from evaluator.fileio import read_capped, write_atomically
 from evaluator.rules.evidence import Evidence
 from evaluator.summary import summarize
 
@@ -43,14 +43,16 @@ DATA_FILE_NAME = "rule_report_data.json"
 IGNORED_DIR = ".sagemaker-ignore"  # temporary files; SageMaker does not upload this folder
 POINT_BUDGET = 100_000  # points in the whole file; each series gets its share (>= 500)
 MAX_SUMMARY_TENSORS = 500
+MAX_DATA_FILE_BYTES = 256 * 1024 * 1024
 
 
 def read_data(output_dir: Path) -> dict[str, Any]:
     """The data file of ``output_dir``; an empty one when there is none (or it is unreadable:
     the report then shows verdicts and reasons only)."""
-    try:
-        data = json.loads((output_dir / DATA_FILE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # never from a FIFO or device, never past the size limit (fileio.read_capped)
+        raw = read_capped(output_dir / DATA_FILE_NAME, MAX_DATA_FILE_BYTES)
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {"version": 1, "rules": {}}
     return (
         data

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from evaluator.fileio import write_atomically
+from evaluator.fileio import read_capped, write_atomically
 from evaluator.report.data import IGNORED_DIR, collect, read_data, write_data
 from evaluator.report.render import render_report
 
@@ -29,7 +29,11 @@ def write_report(result_file: Path, *, evidence: Mapping[str, Any] | None = None
     (``rule-evaluator report``). Raises ``OSError`` when a file cannot be read or written,
     ``ValueError`` for a result file that is not JSON."""
     output_dir = result_file.parent
-    result = json.loads(result_file.read_text(encoding="utf-8"))
+    try:  # a regular file within the size limit, never a FIFO or device
+        raw = read_capped(result_file, 64 * 1024 * 1024)
+        result = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{result_file} is nested too deeply to be a result file") from None
     if not isinstance(result, dict):
         raise ValueError(f"{result_file} does not hold a result document")
     data = read_data(output_dir)

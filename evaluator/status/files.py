@@ -67,7 +67,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from evaluator.fileio import write_atomically
+from evaluator.errors import ClientError
+from evaluator.fileio import UnsafeFile, read_capped, write_atomically, write_atomically_at
 from evaluator.status.outcome import (
     RuleOutcome,
     RuleStatus,
@@ -80,15 +81,69 @@ __all__ = [
     "RESULT_FILE_NAME",
     "EvidenceSource",
     "RuleRecord",
+    "MAX_RESULT_FILE_BYTES",
+    "ResultFileError",
     "iso",
+    "read_result_file",
     "result_document",
     "rule_document",
     "write_result_file",
+    "write_result_file_at",
     "write_status_files",
+    "write_status_files_at",
 ]
 
 RESULT_FILE_NAME = "rule_evaluation_result.json"
 _IGNORED_DIR = ".sagemaker-ignore"  # SageMaker does not upload this folder of the output
+MAX_RESULT_FILE_BYTES = 64 * 1024 * 1024
+_MESSAGE_FILES = ("message", "failure")
+
+
+class ResultFileError(ClientError):
+    """A result file that cannot be taken: not a regular file, too large, not this evaluator's
+    JSON document; the message names the file."""
+
+
+def read_result_file(
+    output_dir: Path | None = None, *, dir_fd: int | None = None
+) -> dict[str, Any]:
+    """The result document of ``output_dir`` (or of the folder ``dir_fd``), read with a size
+    limit, never from a FIFO, device or symbolic link. Raises ``FileNotFoundError`` when there
+    is none, ``ResultFileError`` (a ClientError naming the file) when it cannot be taken."""
+    path = RESULT_FILE_NAME if output_dir is None else output_dir / RESULT_FILE_NAME
+    shown = str(path) if output_dir is not None else RESULT_FILE_NAME
+    try:
+        data = read_capped(path, MAX_RESULT_FILE_BYTES, dir_fd=dir_fd, shown=shown)
+    except UnsafeFile as e:
+        raise ResultFileError(f"the result file {e}") from None
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise ResultFileError(
+            f"the result file {shown} cannot be read: {e.strerror or e}"
+        ) from None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        reason = "it is nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise ResultFileError(f"the result file {shown} is not valid JSON: {reason}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
+        raise ResultFileError(
+            f"the result file {shown} is not one this evaluator wrote (no list of rules)"
+        )
+    return document
+
+
+def write_status_files_at(dir_fd: int, text: str) -> bool:
+    """``write_status_files`` into the folder ``dir_fd`` (held open by the caller); nothing
+    there is followed. Returns whether both files were written."""
+    data = truncate_utf8(text).encode("utf-8", errors="backslashreplace")
+    try:
+        for name in _MESSAGE_FILES:
+            write_atomically_at(dir_fd, name, data)
+    except OSError:
+        return False
+    return True
 
 
 def write_status_files(message_dir: Path, text: str) -> bool:
@@ -98,7 +153,7 @@ def write_status_files(message_dir: Path, text: str) -> bool:
         return False
     data = truncate_utf8(text).encode("utf-8", errors="backslashreplace")
     try:
-        for name in ("message", "failure"):
+        for name in _MESSAGE_FILES:
             write_atomically(message_dir / name, data, tmp_dir=message_dir)
     except OSError:
         return False
@@ -204,7 +259,29 @@ def result_document(
 
 def write_result_file(output_dir: Path, document: dict[str, Any]) -> None:
     """Replace ``<output_dir>/rule_evaluation_result.json`` atomically; raises ``OSError``."""
+    write_atomically(
+        output_dir / RESULT_FILE_NAME, _encoded(document), tmp_dir=output_dir / _IGNORED_DIR
+    )
+
+
+def write_result_file_at(dir_fd: int, document: dict[str, Any]) -> None:
+    """``write_result_file`` into the output folder ``dir_fd`` (held open by the caller): the
+    temporary file goes to its ``.sagemaker-ignore`` when that is a real folder, else beside
+    the result file; nothing is followed. Raises ``OSError``."""
+    try:
+        tmp_fd: int | None = os.open(
+            _IGNORED_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        tmp_fd = None
+    try:
+        write_atomically_at(dir_fd, RESULT_FILE_NAME, _encoded(document), tmp_dir_fd=tmp_fd)
+    finally:
+        if tmp_fd is not None:
+            os.close(tmp_fd)
+
+
+def _encoded(document: dict[str, Any]) -> bytes:
     # ASCII escapes keep the file valid UTF-8 even when a path or value given on the command
     # line holds bytes that are not (they reach Python as lone surrogates).
-    data = json.dumps(document, indent=2, ensure_ascii=True).encode("ascii")
-    write_atomically(output_dir / RESULT_FILE_NAME, data, tmp_dir=output_dir / _IGNORED_DIR)
+    return json.dumps(document, indent=2, ensure_ascii=True).encode("ascii")

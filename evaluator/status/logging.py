@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from evaluator.redaction import escape_controls
+
 __all__ = ["VERDICT_LOGGER", "configure_logging"]
 
 # The run's final line is the verdict, not debug output: it passes whatever the level.
@@ -30,6 +32,26 @@ class _ClampFilter(logging.Filter):
         return not any(
             record.name == n or record.name.startswith(n + ".") for n in _CLAMPED_LOGGERS
         )
+
+
+def _escape_controls(logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """For the console: control characters in any text (a tensor or rule name, a message, an
+    exception) are shown as ``\\xNN``, so nothing a trial or rule holds can drive the terminal.
+    The JSON lines escape them already."""
+    clean: dict[str, Any] = {}
+    for key, value in event.items():
+        if isinstance(value, str):
+            value = escape_controls(value)
+        elif isinstance(value, list | tuple | dict | set):
+            value = (
+                escape_controls(repr(value))
+                if escape_controls(repr(value)) != repr(value)
+                else value
+            )
+        elif isinstance(value, BaseException):
+            value = escape_controls(f"{type(value).__name__}: {value}")
+        clean[escape_controls(key) if isinstance(key, str) else key] = value
+    return clean
 
 
 def configure_logging(
@@ -64,7 +86,11 @@ def configure_logging(
     if hasattr(stream, "reconfigure"):  # never die printing a value that is not valid UTF-8
         stream.reconfigure(errors="backslashreplace")
     renderer: list[Any] = (
-        [structlog.dev.ConsoleRenderer(colors=stream.isatty())]
+        [
+            structlog.processors.format_exc_info,
+            _escape_controls,
+            structlog.dev.ConsoleRenderer(colors=stream.isatty()),
+        ]
         if log_format == "console"
         else [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     )

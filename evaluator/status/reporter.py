@@ -15,8 +15,8 @@ from typing import Any, TextIO
 import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
-from evaluator.errors import SMDebugError, StorageError
-from evaluator.redaction import scrub, secret_values
+from evaluator.errors import ExitCode, SMDebugError, StorageError
+from evaluator.redaction import escape_controls, scrub, secret_values
 from evaluator.status.files import (
     RESULT_FILE_NAME,
     EvidenceSource,
@@ -31,6 +31,7 @@ from evaluator.status.outcome import (
     RuleStatus,
     combined_message,
     condition_met_message,
+    internal_error_message,
     overall_exit_code,
     overall_status,
 )
@@ -313,9 +314,15 @@ class StatusReporter:
             self._exit_code = overall_exit_code(outcomes)
             self._finished_at = self._now()
             message = combined_message(outcomes)
+            failure = self._write_result()
+            if failure is not None:  # a full disk: the verdict is not recorded, so none stands
+                self._exit_code = ExitCode.INTERNAL_ERROR.value
+                message = internal_error_message(
+                    f"the result file could not be written in {self._output_dir}: {failure}"
+                )
+                self._log.error("result_file_failed", message=message, exit_code=self._exit_code)
             if message is not None and self._message_dir is not None:
                 write_status_files(self._message_dir, message)
-            self._write_result()
             self._clear_line()
             problems, _ = self._problems()
             if problems:
@@ -438,7 +445,7 @@ class StatusReporter:
                 if state.outcome is None
                 else f"{state.key}: {state.outcome.status.value}"
             )
-        self._stream.write("\r" + " | ".join(parts) + "\x1b[K")
+        self._stream.write("\r" + escape_controls(" | ".join(parts)) + "\x1b[K")
         self._stream.flush()
         self._drawn_at = now
 
@@ -454,9 +461,10 @@ class StatusReporter:
             return None
         return str((self._output_dir / RESULT_FILE_NAME).absolute())
 
-    def _write_result(self) -> None:
+    def _write_result(self) -> str | None:
+        """Rewrite the result file; why it could not be written, or None."""
         if self._output_dir is None:
-            return
+            return None
         self._written_at = self._clock()
         document = result_document(
             list(self._rules.values()),
@@ -476,3 +484,5 @@ class StatusReporter:
                 self._log.warning(
                     "result_file_not_written", path=str(self._output_dir), error=str(e)
                 )
+            return e.strerror or str(e)
+        return None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.status.files import RESULT_FILE_NAME
+from evaluator.status.files import RESULT_FILE_NAME, ResultFileError, read_result_file
 from evaluator.status.outcome import RuleOutcome, RuleStatus
 
 __all__ = ["RecordedEvidence", "Resume", "RuleProgress", "previous_run", "run_key"]
@@ -92,59 +92,82 @@ def run_key(trial: str, rules: Sequence[Any]) -> str:
 
 
 def previous_run(output_dir: Path, key: str) -> tuple[Resume | None, str | None]:
-    """The earlier attempt to resume, or None and why not (None, None: there was none)."""
-    path = output_dir / RESULT_FILE_NAME
+    """The earlier attempt to resume, or None and why not (None, None: there was none).
+    Raises ``ResultFileError`` (a ClientError naming the file) when the result file there is
+    not a regular file within the size limit, not JSON, or, for this run, holds fields of the
+    wrong type."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = read_result_file(output_dir)
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError) as e:
-        return None, f"the earlier result file cannot be read ({e})"
-    if not isinstance(document, dict) or not isinstance(document.get("rules"), list):
-        return None, "the earlier result file is not one this evaluator wrote"
     if document.get("run_key") != key:
         return None, "the earlier run had another trial, rules or parameters"
-    code = document.get("exit_code")
+    shown = output_dir / RESULT_FILE_NAME
+    code = _field(document, "exit_code", int, shown)
     if code is not None and code not in _UNFINISHED_RUN_CODES:
         return None, f"the earlier run finished ({document.get('status')}, exit {code})"
     rules = {}
     for entry in document["rules"]:
-        progress = _progress(entry)
-        if progress is not None:
-            rules[progress.key] = progress
-    return Resume(rules, document.get("started_at")), None
+        progress = _progress(entry, shown)
+        rules[progress.key] = progress
+    return Resume(rules, _field(document, "started_at", str, shown)), None
 
 
-def _progress(entry: Any) -> RuleProgress | None:
+def _field(entry: dict[str, Any], name: str, kind: type, shown: Path) -> Any:
+    """``entry[name]`` when it is None or a ``kind``; else the file is refused."""
+    value = entry.get(name)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise ResultFileError(
+        f"the result file {shown} is not one this evaluator wrote: {name} is "
+        f"{_shown(value)}, not {'a number' if kind is int else 'a ' + kind.__name__}; remove it "
+        "or choose another output folder"
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str | int | float) else type(value).__name__
+    return text[:60]
+
+
+def _progress(entry: Any, shown: Path) -> RuleProgress:
     if not isinstance(entry, dict) or not isinstance(entry.get("configuration_name"), str):
-        return None
-    fired = tuple(s for s in entry.get("fired_steps") or () if isinstance(s, int))
-    step = entry.get("step")
-    status = entry.get("status")
+        raise ResultFileError(
+            f"the result file {shown} is not one this evaluator wrote: a rule entry has no "
+            "configuration_name; remove it or choose another output folder"
+        )
+    fired_list = _field(entry, "fired_steps", list, shown) or []
+    fired = tuple(s for s in fired_list if isinstance(s, int) and not isinstance(s, bool))
+    step = _field(entry, "step", int, shown)
+    status = _field(entry, "status", str, shown)
+    code = _field(entry, "exit_code", int, shown)
+    details = _field(entry, "details", str, shown)
+    error_type = _field(entry, "error_type", str, shown)
+    trace = _field(entry, "traceback", str, shown)
+    evidence = _field(entry, "evidence", dict, shown)
+    evaluated = _field(entry, "steps_evaluated", int, shown)
     outcome = None
-    if status in _VERDICTS or (status == "Error" and entry.get("exit_code") == 2):
+    if status in _VERDICTS or (status == "Error" and code == 2):
         outcome = RuleOutcome(
             str(entry.get("rule")),
             RuleStatus(status),
-            int(entry.get("exit_code") or 0),
-            step if isinstance(step, int) else None,
+            int(code or 0),
+            step,
             fired,
-            entry.get("details"),
-            entry.get("error_type"),
-            entry.get("traceback"),
+            details,
+            error_type,
+            trace,
         )
     # While a rule runs, "step" is its last evaluated step; after a firing the last
     # evaluated step is at least the last firing.
-    last = step if isinstance(step, int) else None
+    last = step
     if fired:
         last = max(fired[-1], last if last is not None else fired[-1])
-    evaluated = entry.get("steps_evaluated")
-    evidence = entry.get("evidence")
     return RuleProgress(
         entry["configuration_name"],
         last,
         fired,
-        evaluated if isinstance(evaluated, int) else 0,
+        evaluated or 0,
         outcome,
-        RecordedEvidence(evidence) if outcome is not None and isinstance(evidence, dict) else None,
+        RecordedEvidence(evidence) if outcome is not None and evidence is not None else None,
     )

@@ -18,7 +18,9 @@ it is read yields either the old or the new content, never a mix.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import stat
 from collections.abc import AsyncIterator, Iterator
 
 from evaluator.errors import AccessDenied, ConfigurationError, ObjectNotFound, StorageError
@@ -86,7 +88,7 @@ class LocalStorage:
     async def read(self, key: str) -> bytes:
         path = self._path(key)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = _open_regular(path)
             try:
                 size = os.fstat(fd).st_size
                 if size <= self._inline_read_limit:
@@ -193,8 +195,32 @@ def _size_or_none(path: str) -> int | None:
         return None
 
 
+def _open_regular(path: str) -> int:
+    """A descriptor of the regular file ``path``. A FIFO, device or socket in the trial folder
+    is refused without blocking (``O_NONBLOCK``, then ``fstat``): a run must never hang on
+    one."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    if stat.S_ISDIR(mode):  # a folder is no object, as on S3
+        raise IsADirectoryError(errno.EISDIR, "is a folder", path)
+    raise _NotAFile(path)
+
+
+class _NotAFile(OSError):
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} is not a regular file (a FIFO, device or socket)")
+        self.strerror = "not a regular file (a FIFO, device or socket)"
+
+
 def _read_file(path: str, start: int, end: int | None) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = _open_regular(path)
     try:
         return _read_all(fd) if end is None else _pread(fd, start, end)
     finally:

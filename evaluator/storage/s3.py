@@ -7,7 +7,9 @@ Every request goes through ``S3Storage._call``, the one choke point:
   jittered exponential back-off, ``max_attempts`` in all, within botocore's retry quota;
   ``retry_mode="adaptive"`` adds botocore's client-side rate limiter after a throttle;
 * **deadlines**: ``connect_timeout`` bounds opening a connection and ``read_timeout`` any wait
-  for bytes, per attempt; ``request_deadline`` bounds all the attempts of one request. An
+  for bytes, per attempt; ``request_deadline`` bounds all the attempts of one request, each
+  attempt's whole answer included (a body or listing trickling in a byte at a time is cut off
+  there, with a warning naming ``s3_request_deadline``, and counts as a read timeout). An
   endpoint that accepts connections and never answers is given up after about a minute with the
   defaults (10 s, 20 s, 60 s), in a message naming the endpoint, the attempts and the time;
 * **outages**: once the endpoint has answered, a request that used up its deadline is not the
@@ -43,6 +45,7 @@ from botocore.exceptions import (
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
+    ReadTimeoutError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 from botocore.retries.quota import RetryQuota
@@ -373,15 +376,35 @@ class S3Storage:
             await self._rules.limiter.on_sending_request(request=None)
         if self._count_requests:
             self.request_counts[request.operation] += 1
-        try:
-            if request.kind == "get":
-                return await wire.get(self._root + request.key, request.range, timeouts), None
-            if request.kind == "head":
-                return await wire.head(self._root + request.key, timeouts), None
+        if request.kind == "get":
+            sent = wire.get(self._root + request.key, request.range, timeouts)
+        elif request.kind == "head":
+            sent = wire.head(self._root + request.key, timeouts)
+        else:
             assert request.params is not None
-            return await wire.list(request.params, timeouts), None
+            sent = wire.list(request.params, timeouts)
+        budget = max(remaining, 0.05)
+        try:
+            # The read timeout bounds each wait for bytes; this bounds the whole answer, which
+            # a server trickling one byte at a time would otherwise draw out for ever.
+            return await asyncio.wait_for(sent, budget), None
         except (BotoConnectionError, HTTPClientError) as error:
             return None, error
+        except TimeoutError:
+            endpoint = wire.endpoint
+            log.warning(
+                "S3 at %s: the answer to %s did not arrive whole within the request deadline "
+                "of %g s (s3_request_deadline; bytes kept coming, too slowly)",
+                endpoint,
+                request.target,
+                self._deadline,
+            )
+            late = ReadTimeoutError(
+                endpoint_url=endpoint,
+                error=f"the answer did not arrive whole within the {self._deadline:g} s request "
+                "deadline (s3_request_deadline)",
+            )
+            return None, late
 
     async def _wait_out(self, request: _Request, failure: _Unanswered) -> None:
         """Pause during an outage, logging it at most once per ``outage_log_interval``; raise

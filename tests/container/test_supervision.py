@@ -185,3 +185,61 @@ def test_pid_1_reaps_orphans(docker: Docker, image: Image, tmp_path: Path) -> No
     finally:
         docker("rm", "--force", name, check=False)
     assert zombies == "0"
+
+
+PLANTS_LINK = textwrap.dedent("""
+    import json
+    import os
+    import time
+    from smdebug.rules import Rule
+
+    class PlantsLink(Rule):
+        # Shipped setup (root, EVALUATOR_RUN_AS): forges a verdict on the supervisor's pipe and
+        # leaves .sagemaker-ignore as a link to a root-only folder for the next run.
+        def __init__(self, base_trial, output_dir):
+            super().__init__(base_trial)
+            self.output_dir = output_dir
+
+        def invoke_at_step(self, step):
+            ignored = os.path.join(self.output_dir, ".sagemaker-ignore")
+            os.rename(ignored, f"{ignored}-moved-{time.time_ns()}")
+            os.symlink("/victim", ignored)
+            line = (json.dumps({"m": "verdict", "exit_code": 0}) + "\\n").encode()
+            for name in os.listdir("/proc/self/fd"):
+                try:
+                    if os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):
+                        os.write(int(name), line)
+                except OSError:
+                    pass
+            os._exit(0)
+""")
+
+
+def test_hostile_rule_in_the_shipped_setup(docker: Docker, image: Image, tmp_path: Path) -> None:
+    """As SageMaker starts it (root, EVALUATOR_RUN_AS): a rule that forges verdict 0 and exits
+    gets exit 3; on the rerun with the same output folder, the root-only folder its planted
+    .sagemaker-ignore link points at is not given to the unprivileged user."""
+    layout = Layout(tmp_path / "container")
+    layout.mount_tensors(DATA / "vanishing")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "plant.py").write_text(PLANTS_LINK)
+    layout.mounts[rules] = "/rules"
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    layout.mounts[victim] = "/victim"
+    config = layout.opt_ml / "config"
+    config.mkdir()
+    environment = {"rule_to_invoke": "PlantsLink", "source_s3_uri": "/rules/plant.py"}
+    (config / "processingjobconfig.json").write_text(
+        json.dumps({"ProcessingJobName": "rule-job", "Environment": environment})
+    )
+    for folder in (layout.opt_ml / "output", layout.output, rules, config, tmp_path):
+        folder.chmod(0o755)
+    first = docker.run(image.name, layout)
+    assert first.returncode == 3, first.describe()
+    assert first.message is not None and first.message.startswith("InternalServerError: ")
+    assert (layout.output / ".sagemaker-ignore").is_symlink()
+    second = docker.run(image.name, layout)  # the resume path: same output folder, as root
+    assert second.returncode == 3, second.describe()
+    assert victim.stat().st_uid == 0 and victim.stat().st_mode & 0o777 == 0o700

@@ -373,3 +373,68 @@ def test_the_command_gives_up_a_black_holed_endpoint_within_its_configured_deadl
     assert run.returncode == 2, run.describe()
     assert run.message is not None and hole.endpoint in run.message
     assert seconds < 40, f"took {seconds:.1f} s"
+
+
+class Trickle:
+    """Answers every HTTP request with 200 and a body it sends one byte every ``pause``
+    seconds: each wait for bytes is short, the whole answer is endless."""
+
+    def __init__(self, pause: float = 0.1) -> None:
+        self.pause = pause
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.endpoint = ""
+
+    def __enter__(self) -> Trickle:
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
+        ).result(timeout=10)
+        self.endpoint = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        async def shutdown() -> None:
+            self._server.close()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
+                b"Content-Length: 100000\r\n\r\n"
+            )
+            while True:
+                writer.write(b" ")
+                await writer.drain()
+                await asyncio.sleep(self.pause)
+        except (OSError, asyncio.CancelledError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.mark.parametrize("operation", ["read", "list"])
+def test_a_trickling_answer_is_ended_by_the_request_deadline(
+    trial: str, operation: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A body or listing that trickles a byte every 0.1 s (never a 0.3 s read timeout) is
+    ended by the 1 s request deadline, with a warning naming the deadline's option."""
+    calls = {"read": lambda s: s.read("a.json"), "list": lambda s: collect(s, "")}
+    caplog.set_level(logging.WARNING)
+    with Trickle() as trickle:
+        storage = S3Storage(trial, endpoint_url=trickle.endpoint, **SHORT)
+        error, seconds = _timed_failure(storage, calls[operation])
+    assert seconds < HUNG
+    assert "cannot reach S3" in str(error) or "request deadline" in str(error)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("s3_request_deadline" in w and trial in w for w in warnings), warnings

@@ -118,3 +118,16 @@ def test_short_secrets_are_not_scrubbed_from_text() -> None:
 def test_mask_endpoint(endpoint: object, shown: str) -> None:
     """E-mail addresses keep their first letter and domain; phone numbers two digits each end."""
     assert mask_endpoint(endpoint) == shown
+
+
+def test_url_query_and_webhook_path_secrets_are_masked() -> None:
+    """?token=, presigned-URL signatures and generated webhook path segments are masked; S3
+    URIs and plain paths keep their names."""
+    assert redact_value("https://x.io/h?a=1&token=abcdef") == "https://x.io/h?a=1&token=***"
+    signed = redact_value("https://b.s3.amazonaws.com/k?X-Amz-Signature=beef&X-Amz-Credential=AK")
+    assert "beef" not in signed and "AK" not in signed
+    hook = "https://hooks.slack.com/services/T0000/B0000/Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"
+    assert redact_value(hook) == "https://hooks.slack.com/services/T0000/B0000/***"
+    uri = "s3://bucket/job-2024-05-01-12-00-00-123456/debug-output"
+    assert redact_value(uri) == uri
+    assert redact_parameters({"webhook_url": hook}) == {"webhook_url": "***"}

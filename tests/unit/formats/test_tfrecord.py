@@ -13,6 +13,7 @@ from evaluator.formats.tfrecord import (
     Record,
     encode_record,
     iter_records,
+    length_crc,
     parse_frame,
     read_record,
 )
@@ -184,3 +185,14 @@ def test_every_fixture_event_file_frames_cleanly(path) -> None:
     records = list(iter_records(data, source=str(path)))
     assert sum(r.length for r in records) == len(data)
     assert all(data[r.offset + r.length - 4 : r.offset + r.length] == FOOTER_MAGIC for r in records)
+
+
+@pytest.mark.parametrize("length", [1 << 40, 1 << 62])
+def test_an_absurd_length_is_corrupt_not_incomplete(length: int) -> None:
+    """A length field of 2^40 with a valid CRC is corruption (a clean CorruptRecordError naming
+    the file), never a wait for bytes that cannot come."""
+    data = struct.pack("<Q", length) + struct.pack("<I", length_crc(length)) + b"x" * 20
+    with pytest.raises(CorruptRecordError, match="claims"):
+        list(iter_records(data, source="f.tfevents"))
+    with pytest.raises(CorruptRecordError, match="f.tfevents"):
+        parse_frame(data, source="f.tfevents", exact=True)

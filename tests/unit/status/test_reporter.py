@@ -245,17 +245,18 @@ def test_result_file_in_progress(dirs: tuple[Path, Path]) -> None:
 def test_result_file_is_replaced_atomically(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, logs: list[dict[str, Any]]
 ) -> None:
-    """A failed write leaves the previous file whole and no temporary file behind."""
+    """A failed write (a full disk) leaves the previous file whole and no temporary file
+    behind, and the run is an internal error (exit 3), not its verdict with a warning."""
     reporter = _reporter(dirs)
     reporter.start("VanishingGradient")
     before = (dirs[0] / RESULT_FILE_NAME).read_bytes()
 
-    def broken_replace(src: Any, dst: Any) -> None:
+    def broken_replace(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", broken_replace)
     reporter.finish("VanishingGradient")
-    reporter.close()
+    assert reporter.close() == 3
     assert (dirs[0] / RESULT_FILE_NAME).read_bytes() == before
     assert list((dirs[0] / ".sagemaker-ignore").iterdir()) == []
     assert [e["event"] for e in logs].count("result_file_not_written") == 1

@@ -1,0 +1,111 @@
+"""The supervisor's last word on a run (``container.supervisor``): which outcome stands, and
+the final status it writes when the evaluation's cannot be taken (``evaluator.status.final``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+__all__ = ["cannot_start", "conclude", "death"]
+
+
+def conclude(
+    *,
+    stops: list[int],
+    overrun: tuple[str, Any, float] | None,
+    untrusted: bool,
+    verdict: int | None,
+    said_done: bool,
+    result_fd: int | None,
+    message_fd: int | None,
+    wait_status: int,
+) -> int:
+    """The exit code, with the final status written here when the child's cannot be taken
+    (see ``container.supervisor``)."""
+    from evaluator.errors import ExitCode
+    from evaluator.status.final import close_unfinished, confirm
+
+    if stops:
+        code = ExitCode.stopped_by(stops[0])
+        close_unfinished(
+            result_fd,
+            message_fd,
+            status="Stopped",
+            exit_code=code,
+            text="Stopped",
+            force=untrusted,
+        )
+        return code
+    if overrun is not None:
+        rule, step, limit = overrun
+        own = (
+            f"ClientError: Rule {rule} spent more than {limit:g} s on step {step} "
+            f"(rule_step_timeout={limit:g}); the evaluation was ended. Make the rule's "
+            "work per step lighter, or raise rule_step_timeout."
+        )
+        others = (
+            f"ClientError: The evaluation was ended because rule {rule} spent more than "
+            f"{limit:g} s on step {step} (rule_step_timeout={limit:g})."
+        )
+        close_unfinished(
+            result_fd,
+            message_fd,
+            status="Error",
+            exit_code=ExitCode.CLIENT_ERROR,
+            text=own,
+            error_type="RuleStepTimeout",
+            culprit=rule,
+            others_text=others,
+            force=True,
+        )
+        return ExitCode.CLIENT_ERROR
+    if not untrusted and verdict is not None:
+        return verdict  # no rule code ran: the child's own word
+    why = death(wait_status)
+    if untrusted:
+        code, problem = confirm(result_fd, message_fd)
+        if code is not None:
+            return code
+        if said_done:  # it said it was done, but its file says not
+            why = f"the evaluation ended, but {problem}"
+    text = "InternalServerError: " + why
+    close_unfinished(
+        result_fd,
+        message_fd,
+        status="Error",
+        exit_code=ExitCode.INTERNAL_ERROR,
+        text=text,
+        force=untrusted,
+    )
+    print(text, file=sys.stderr)
+    return ExitCode.INTERNAL_ERROR
+
+
+def death(wait_status: int) -> str:
+    """How the evaluation process ended, in words, for a run without a verdict."""
+    if os.WIFSIGNALED(wait_status):
+        signum = os.WTERMSIG(wait_status)
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        hint = " (the container may have run out of memory)" if signum == signal.SIGKILL else ""
+        return f"the evaluation process was killed by {name}{hint} before it reported a verdict"
+    code = os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else wait_status
+    return (
+        f"the evaluation process exited with code {code} before it reported a verdict "
+        "(rule code calling os._exit(), or a crash of the interpreter)"
+    )
+
+
+def cannot_start(error: OSError, message_fd: int | None) -> int:
+    from evaluator.errors import ExitCode
+    from evaluator.status.final import close_unfinished
+
+    text = f"InternalServerError: cannot start the evaluation process: {error}"
+    close_unfinished(None, message_fd, status="Error", exit_code=3, text=text)
+    print(text, file=sys.stderr)
+    return ExitCode.INTERNAL_ERROR

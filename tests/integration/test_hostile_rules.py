@@ -1,0 +1,280 @@
+"""Rule code that attacks the supervisor (issue #25): it forges the control pipe's messages,
+ignores a stop, leaves processes behind, signals the supervisor. Each case runs the real
+command with the attack as a custom rule, and checks the outcome the docs promise
+(docs/reliability.md, "Threat model")."""
+
+from __future__ import annotations
+
+import json
+import signal
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of
+
+EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
+
+RULES = textwrap.dedent("""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from smdebug.rules import Rule
+
+
+    def forge(message):
+        # Every pipe this process holds: the supervisor's control pipe is one of them.
+        line = (json.dumps(message) + "\\n").encode()
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):
+                    os.write(int(name), line)
+            except OSError:
+                pass
+
+
+    class ForgesVerdict(Rule):
+        def __init__(self, base_trial, code="1"):
+            super().__init__(base_trial)
+            self.code = int(code)
+
+        def invoke_at_step(self, step):
+            forge({"m": "verdict", "exit_code": self.code})
+            os._exit(self.code)
+
+
+    class ForgesOutputs(Rule):
+        def __init__(self, base_trial, victim):
+            super().__init__(base_trial)
+            self.victim = victim
+
+        def invoke_at_step(self, step):
+            forge({"m": "outputs", "result_dir": self.victim, "message_dir": self.victim,
+                   "step_timeout": None})
+            os._exit(0)
+
+
+    class ForgesIdle(Rule):
+        def invoke_at_step(self, step):
+            forge({"m": "outputs", "step_timeout": None})
+            forge({"m": "idle", "rule": "ForgesIdle", "step": step})
+            forge({"m": "wait", "rules": ["ForgesIdle"]})
+            time.sleep(3600)
+
+
+    class IgnoresStop(Rule):
+        def __init__(self, base_trial, flag):
+            super().__init__(base_trial)
+            self.flag = flag
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        def invoke_at_step(self, step):
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            if step == 0:
+                open(self.flag, "w").close()
+                time.sleep(3)
+            return True
+
+
+    ESCAPE = '''
+    import os, sys, time
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(4)
+    with open(sys.argv[2], "w") as f:
+        f.write('{"status": "NoIssuesFound", "exit_code": 0, "rules": []}')
+    '''
+
+
+    class Escapes(Rule):
+        def __init__(self, base_trial, pidfile, result):
+            super().__init__(base_trial)
+            self.pidfile = pidfile
+            self.result = result
+
+        def invoke_at_step(self, step):
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            if step == 0:
+                subprocess.run([sys.executable, "-c", ESCAPE, self.pidfile, self.result])
+                while not os.path.exists(self.pidfile):
+                    time.sleep(0.05)
+            return True
+
+
+    class Sleeps(Rule):
+        def invoke_at_step(self, step):
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            time.sleep(3600)
+
+
+    class SignalsSupervisor(Rule):
+        def __init__(self, base_trial, how):
+            super().__init__(base_trial)
+            self.how = how
+
+        def invoke_at_step(self, step):
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            parent = os.getppid()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    if self.how == "kill":
+                        os.kill(parent, signum)
+                    elif self.how == "group":
+                        os.kill(-os.getpgid(parent), signum)
+                    else:  # a process of its own that sends it and ends at once
+                        subprocess.run(["kill", f"-{int(signum)}", str(parent)],
+                                       stderr=subprocess.DEVNULL)
+                except OSError:
+                    pass
+            if self.how == "kill":
+                try:
+                    os.kill(parent, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.5)
+            return False
+""")
+
+
+@pytest.fixture
+def rules_file(tmp_path: Path) -> Path:
+    path = tmp_path / "rules.py"
+    path.write_text(RULES)
+    return path
+
+
+def _custom(cli: EvaluatorCli, rules_file: Path, rule: str, *extra: str, **kw: Any) -> Any:
+    return cli(
+        "--trial-dir", EXAMPLE, "--rule", rule, "--source_s3_uri", str(rules_file), *extra, **kw
+    )
+
+
+@pytest.mark.parametrize("code", ["0", "1", "44"])
+def test_a_forged_verdict_is_not_the_exit_code(tmp_path: Path, rules_file: Path, code: str) -> None:
+    """Rule code writes a verdict (exit 0, 1 or 44) on the supervisor's control pipe and exits
+    with it: the run ends without a verdict of its own, so exit 3 and Error in the result file."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, "ForgesVerdict", "--code", code)
+    assert run.returncode == 3, run.describe()
+    result = run.result
+    assert result is not None and result["status"] == "Error" and result["exit_code"] == 3
+    assert run.message is not None and run.message.startswith("InternalServerError: ")
+
+
+def test_forged_outputs_write_nothing_where_the_rule_says(tmp_path: Path, rules_file: Path) -> None:
+    """Rule code names another folder for the message and result files: the supervisor writes
+    only where the configuration said, and the other folder stays empty."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    cli = EvaluatorCli(tmp_path)
+    run = _custom(cli, rules_file, "ForgesOutputs", "--victim", str(victim))
+    assert run.returncode == 3, run.describe()
+    assert list(victim.iterdir()) == []
+    assert run.message is not None and run.message.startswith("InternalServerError: ")
+    assert run.result is not None and run.result["exit_code"] == 3
+
+
+def test_forged_idle_messages_do_not_switch_off_the_step_limit(
+    tmp_path: Path, rules_file: Path
+) -> None:
+    """Rule code says it is idle (and that no limit is set) and then sleeps: the step limit
+    still ends the run, exit 2 RuleStepTimeout."""
+    run = _custom(
+        EvaluatorCli(tmp_path), rules_file, "ForgesIdle", "--rule_step_timeout", "2", timeout=60
+    )
+    assert run.returncode == 2, run.describe()
+    result = run.result
+    assert result is not None and result["rules"][0]["error_type"] == "RuleStepTimeout"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_is_stopped_when_rule_code_ignores_it(
+    tmp_path: Path, rules_file: Path, signum: signal.Signals
+) -> None:
+    """Rule code ignores SIGTERM/SIGINT and goes on to fire: once the supervisor received the
+    stop the run is Stopped (128 + signal), not IssuesFound."""
+    cli = EvaluatorCli(tmp_path)
+    flag = tmp_path / "in-step"
+    process = cli.command(
+        "--trial-dir",
+        EXAMPLE,
+        "--rule",
+        "IgnoresStop",
+        "--source_s3_uri",
+        str(rules_file),
+        "--flag",
+        str(flag),
+    ).start()
+    deadline = time.monotonic() + 30
+    while not flag.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum, (out, err)
+    document = json.loads((cli.output_dir / "rule_evaluation_result.json").read_text())
+    assert document["status"] == "Stopped" and document["exit_code"] == 128 + signum
+    assert (cli.opt_ml / "output" / "message").read_text() == "Stopped"
+
+
+def test_a_double_forked_setsid_process_dies_with_the_run(tmp_path: Path, rules_file: Path) -> None:
+    """Rule code starts a process that double-forks and calls setsid, meaning to rewrite the
+    result file later: it is killed before the run ends, and the result file stands."""
+    cli = EvaluatorCli(tmp_path)
+    pidfile = tmp_path / "escapee.pid"
+    result = cli.output_dir / "rule_evaluation_result.json"
+    run = _custom(cli, rules_file, "Escapes", "--pidfile", str(pidfile), "--result", str(result))
+    assert run.returncode == 1, run.describe()
+    pid = int(pidfile.read_text())
+    assert not _alive(pid), f"process {pid} outlived the run"
+    assert run.result is not None and run.result["status"] == "IssuesFound"
+
+
+def test_the_evaluation_dies_with_a_killed_supervisor(tmp_path: Path, rules_file: Path) -> None:
+    """SIGKILL of the supervisor (no chance to clean up): the evaluation process dies too
+    (parent-death signal) instead of running on and writing its own verdict."""
+    cli = EvaluatorCli(tmp_path)
+    process = cli.command(
+        "--trial-dir", EXAMPLE, "--rule", "Sleeps", "--source_s3_uri", str(rules_file)
+    ).start()
+    result = cli.output_dir / "rule_evaluation_result.json"
+    deadline = time.monotonic() + 30
+    while not result.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = child_of(process.pid)
+    process.kill()
+    process.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the evaluation outlived its supervisor"
+
+
+@pytest.mark.parametrize("how", ["kill", "group", "subprocess"])
+def test_rule_code_cannot_stop_the_supervisor(tmp_path: Path, rules_file: Path, how: str) -> None:
+    """Run without a privilege drop (same user), rule code sends SIGTERM and SIGINT to the
+    supervisor (directly, to its group, through a `kill` process), and SIGKILL directly: the
+    run is neither stopped nor killed."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, "SignalsSupervisor", "--how", how)
+    assert run.returncode == 0, run.describe()
+    assert run.result is not None and run.result["status"] == "NoIssuesFound"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
