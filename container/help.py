@@ -117,7 +117,7 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "waiting",
         "BOOL",
         "wait for training_job_end.ts; when false, a trial is complete after two idle scans",
-        "true for S3 trials, false for a local folder",
+        "true for an S3 trial inside a SageMaker job, else false",
     ),
     "poll_interval": ("waiting", "SECONDS", "seconds between scans for new data", None),
     "rule_step_timeout": (

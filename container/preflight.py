@@ -71,8 +71,9 @@ def matplotlib_folder(output_dir: str | os.PathLike[str]) -> str:
     """Where matplotlib keeps its settings and font cache: a folder of this user's in the
     system's temporary folder (kept between runs, out of the output folder), else, where that
     cannot be had (a read-only container), the output's ``.sagemaker-ignore``."""
-    folder = os.path.join(tempfile.gettempdir(), f"rule-evaluator-matplotlib-{_uid()}")
     try:
+        # gettempdir raises when no temporary folder is writable (--read-only, no tmpfs)
+        folder = os.path.join(tempfile.gettempdir(), f"rule-evaluator-matplotlib-{_uid()}")
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.stat(folder)
         if info.st_uid == _uid() and os.access(folder, os.W_OK):  # not one planted by another
