@@ -15,7 +15,8 @@ S3OutputPath, then ``<job>/debug-output``). ``--dry-run`` prints the request and
 Two ways to send the same job: boto3's ``create_processing_job`` (the default, no extra
 package), or ``--sdk``: the SageMaker Python SDK v2's ``Processor`` (``pip install
 'sagemaker>=2.200,<3'``). tests/integration/test_sagemaker_examples.py checks the boto3 request
-against SageMaker's API model with botocore's Stubber (no AWS).
+against SageMaker's API model with botocore's Stubber (no AWS), and the --sdk path
+where the SDK is installed.
 
 The job ends Completed for NoIssuesFound and Failed for every other outcome (exit 1 is
 IssuesFound); the verdict is in ``<output>/rule_evaluation_result.json`` and
@@ -155,7 +156,7 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, 
     if args.dry_run:
         print(json.dumps(request, indent=2))
     elif args.sdk:
-        _run_with_sdk(request)
+        _run_with_sdk(request, client)
     else:
         arn = client.create_processing_job(**request)["ProcessingJobArn"]
         print(
@@ -165,8 +166,9 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, 
     return request
 
 
-def _run_with_sdk(request: Mapping[str, Any]) -> None:
-    """The same job through the SageMaker Python SDK v2's Processor."""
+def _run_with_sdk(request: Mapping[str, Any], client: Any = None) -> None:
+    """The same job through the SageMaker Python SDK v2's Processor (sent through ``client``,
+    a boto3 SageMaker client, when one is given)."""
     from sagemaker.processing import ProcessingInput, ProcessingOutput, Processor
 
     cluster = request["ProcessingResources"]["ClusterConfig"]
@@ -180,6 +182,7 @@ def _run_with_sdk(request: Mapping[str, Any]) -> None:
         volume_size_in_gb=cluster["VolumeSizeInGB"],
         max_runtime_in_seconds=request["StoppingCondition"]["MaxRuntimeInSeconds"],
         env=dict(request["Environment"]),
+        sagemaker_session=_session(client),
     )
     processor.run(
         inputs=[
@@ -194,8 +197,20 @@ def _run_with_sdk(request: Mapping[str, Any]) -> None:
         ],
         job_name=request["ProcessingJobName"],
         wait=False,
+        logs=False,
     )
     print(f"started {request['ProcessingJobName']} with the SageMaker SDK")
+
+
+def _session(client: Any) -> Any:
+    """A SageMaker SDK session over ``client``; None (the SDK's default) without one."""
+    if client is None:
+        return None
+    import boto3
+    from sagemaker.session import Session
+
+    boto_session = boto3.Session(region_name=client.meta.region_name)
+    return Session(boto_session=boto_session, sagemaker_client=client)
 
 
 if __name__ == "__main__":

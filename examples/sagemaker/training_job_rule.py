@@ -17,7 +17,8 @@ Two ways to send the same job: boto3's ``create_training_job`` (the default, no 
 or ``--sdk``: the SageMaker Python SDK v2, ``Rule.custom(image_uri=…)`` on an ``Estimator``
 (``pip install 'sagemaker>=2.200,<3'``). ``--dry-run`` prints the request and sends nothing.
 tests/integration/test_sagemaker_examples.py checks the boto3 request against SageMaker's API
-model with botocore's Stubber (no AWS).
+model with botocore's Stubber (no AWS); the --sdk path was checked by hand with sagemaker
+2.257.7 (the same rules and hook; the SDK adds ProfilerConfig and orders collections its way).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, 
         print(json.dumps(request, indent=2))
         return request
     if args.sdk:
-        _run_with_sdk(request)
+        _run_with_sdk(request, client)
         return request
     if client is None:
         import boto3
@@ -139,8 +140,9 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, 
     return request
 
 
-def _run_with_sdk(request: Mapping[str, Any]) -> None:
-    """The same job through the SageMaker Python SDK v2: ``Rule.custom`` names our image."""
+def _run_with_sdk(request: Mapping[str, Any], client: Any = None) -> None:
+    """The same job through the SageMaker Python SDK v2: ``Rule.custom`` names our image (sent
+    through ``client``, a boto3 SageMaker client, when one is given)."""
     from sagemaker.debugger import CollectionConfig, DebuggerHookConfig, Rule
     from sagemaker.estimator import Estimator
 
@@ -171,9 +173,22 @@ def _run_with_sdk(request: Mapping[str, Any]) -> None:
             s3_output_path=hook["S3OutputPath"], collection_configs=collections
         ),
         rules=rules,
+        disable_profiler=True,  # the Debugger profiler is not part of this image
+        sagemaker_session=_session(client),
     )
     estimator.fit(job_name=request["TrainingJobName"], wait=False)
     print(estimator.latest_training_job.rule_job_summary())
+
+
+def _session(client: Any) -> Any:
+    """A SageMaker SDK session over ``client``; None (the SDK's default) without one."""
+    if client is None:
+        return None
+    import boto3
+    from sagemaker.session import Session
+
+    boto_session = boto3.Session(region_name=client.meta.region_name)
+    return Session(boto_session=boto_session, sagemaker_client=client)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@ Stubber checks them against the service model; no AWS is called), hold what the 
 and a processing job's request is read by the evaluator as SageMaker would hand it over.
 
 The scripts' boto3 path is what is checked here (create_training_job, create_processing_job);
-their ``--sdk`` path (the SageMaker Python SDK v2, too heavy for the test environment) builds
-the same job from the same request."""
+their ``--sdk`` path (the SageMaker Python SDK v2, too heavy for the test extra) is checked
+where the SDK is installed."""
 
 from __future__ import annotations
 
@@ -252,3 +252,43 @@ def test_dry_run_prints_the_request_and_sends_nothing(
     assert (
         printed["ProcessingInputs"][0]["S3Input"]["S3Uri"] == "s3://my-bucket/debug/x/debug-output"
     )
+
+
+def _sent(client: object, operation: str) -> list[dict[str, object]]:
+    """Every request of ``operation`` the client is asked to send, as the caller gave it."""
+    seen: list[dict[str, object]] = []
+    client.meta.events.register(  # type: ignore[attr-defined]
+        f"provide-client-params.sagemaker.{operation}",
+        lambda params, **_: seen.append(dict(params)),
+    )
+    return seen
+
+
+def test_the_sdk_path_sends_the_same_processing_job(
+    client: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the SageMaker Python SDK v2 installed (not in the test extra: it is heavy), --sdk
+    sends the boto3 path's CreateProcessingJob, plus the SDK's explicit defaults."""
+    pytest.importorskip("sagemaker.processing")
+    monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    module = _load("processing_job_rule")
+    seen = _sent(client, "CreateProcessingJob")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "create_processing_job",
+            {"ProcessingJobArn": "arn:aws:sagemaker:us-west-2:123456789012:processing-job/x"},
+        )
+        args = [a for a in PROCESSING_ARGS]
+        args[args.index("--training-job") : args.index("--training-job") + 2] = [
+            "--debug-output",
+            "s3://my-bucket/debug/mnist-1/debug-output",
+        ]
+        module.main([*args, "--sdk"], client=client)
+    [sent] = seen
+    s3_input = sent["ProcessingInputs"][0]["S3Input"]  # type: ignore[index]
+    assert s3_input["S3DataDistributionType"] == "FullyReplicated"  # an SDK default
+    for key, value in EXPECTED_PROCESSING.items():
+        if key not in ("ProcessingInputs", "ProcessingOutputConfig"):
+            assert sent[key] == value, key
+    assert s3_input["S3Uri"] == "s3://my-bucket/debug/mnist-1/debug-output"
+    assert s3_input["LocalPath"] == "/opt/ml/processing/input/tensors"
