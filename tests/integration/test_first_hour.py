@@ -140,16 +140,23 @@ def test_readme_ci_recipe_runs_verbatim(tmp_path: Path) -> None:
         if not k.startswith("AWS_") and not k.startswith("EVALUATOR_")
     }
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
-    done = subprocess.run(
+    process = subprocess.Popen(
         ["bash", "-c", "set -e\n" + body],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
         start_new_session=True,
     )
-    assert done.returncode == 0, f"{body}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    try:
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        try:  # the recipe's moto server too, had the script stopped before its kill line
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert process.returncode == 0, f"{body}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     result = json.loads((tmp_path / "out" / "rule_evaluation_result.json").read_text())
     assert result["status"] == "IssuesFound"
 
