@@ -3,8 +3,8 @@ tests against a local S3 (moto, MinIO, LocalStack) or a real bucket, without the
 
 The endpoint, region and credentials come from the standard AWS chain (``AWS_ENDPOINT_URL``,
 ``AWS_REGION``, ...), as for reading. ``--create-bucket`` creates the bucket first when it does
-not exist. A freshly started local server is waited for a few seconds (connection failures are
-retried), so ``moto_server &`` then ``upload`` works in one script."""
+not exist. A freshly started local server is waited for (a refused connection is tried again for
+``ENDPOINT_WAIT`` seconds), so ``moto_server &`` then ``upload`` works in one script."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from typing import Any
 from container.suggest import SuggestingParser
 from evaluator.errors import ExitCode
 
-__all__ = ["main"]
+__all__ = ["ENDPOINT_WAIT", "main"]
+
+ENDPOINT_WAIT = 10.0  # seconds a refused connection is tried again before the upload starts
 
 
 def main(argv: Sequence[str]) -> int:
@@ -43,15 +45,24 @@ def main(argv: Sequence[str]) -> int:
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if not files:
         return _fail(f"{args.folder} holds no file to upload")
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
     try:
         client = _client()
-        if args.create_bucket:
-            _ensure_bucket(client, bucket)
+        # One small request first: a server just started is waited for, an endpoint that does
+        # not answer fails here (once, not per file), a missing bucket is named.
+        if not _bucket_exists(client, bucket):
+            if not args.create_bucket:
+                return _fail(f"bucket {bucket!r} does not exist: add --create-bucket")
+            _create_bucket(client, bucket)
         for path in files:
             key = path.relative_to(folder).as_posix()
             client.upload_file(str(path), bucket, f"{prefix}/{key}" if prefix else key)
+    except EndpointConnectionError as e:
+        return _fail(
+            f"uploading {args.folder} to {args.uri} failed: {e} (tried for {ENDPOINT_WAIT:g} s): "
+            "is the S3 server running there? The endpoint comes from AWS_ENDPOINT_URL when set"
+        )
     except (BotoCoreError, ClientError) as e:
         return _fail(f"uploading {args.folder} to {args.uri} failed: {e}")
     target = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
@@ -63,26 +74,42 @@ def _client() -> Any:
     import boto3
     from botocore.config import Config
 
-    # Connection failures retried for a few seconds: a server started just before is waited for.
-    retries: Any = {"mode": "standard", "max_attempts": 8}
+    retries: Any = {"mode": "standard", "max_attempts": 3}
     return boto3.client("s3", config=Config(retries=retries, connect_timeout=5))
 
 
-def _ensure_bucket(client: Any, bucket: str) -> None:
-    from botocore.exceptions import ClientError
+def _bucket_exists(client: Any, bucket: str) -> bool:
+    """Whether the bucket exists; a refused connection is tried again for ENDPOINT_WAIT
+    seconds (a local server still starting), then raised."""
+    import time
 
-    try:
-        client.head_bucket(Bucket=bucket)
-    except ClientError as e:
-        if str(e.response.get("Error", {}).get("Code")) not in ("404", "NoSuchBucket", "NotFound"):
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    deadline = time.monotonic() + ENDPOINT_WAIT
+    while True:
+        try:
+            client.head_bucket(Bucket=bucket)
+        except EndpointConnectionError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.25)
+            continue
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code"))
+            if code in ("404", "NoSuchBucket", "NotFound"):
+                return False
             raise
-        region = client.meta.region_name
-        extra = (
-            {}
-            if region in (None, "us-east-1")
-            else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-        )
-        client.create_bucket(Bucket=bucket, **extra)
+        return True
+
+
+def _create_bucket(client: Any, bucket: str) -> None:
+    region = client.meta.region_name
+    extra = (
+        {}
+        if region in (None, "us-east-1")
+        else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    )
+    client.create_bucket(Bucket=bucket, **extra)
 
 
 def _fail(text: str) -> int:
