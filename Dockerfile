@@ -1,7 +1,9 @@
 # The rule evaluator image: a drop-in RuleEvaluatorImage for SageMaker Debugger rules, and the
 # same `rule-evaluator` command for `docker run`, SDK local mode and Kubernetes (docs/container.md).
 #
-#   docker build -t debugger-rule-evaluator .            # or: container/docker/build_image.sh
+#   container/docker/build_image.sh                     # or, with docker alone:
+#   docker build -t debugger-rule-evaluator --build-arg REVISION="$(git rev-parse --short=12 HEAD)" \
+#       --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
 #
 # BASE_IMAGE is the official python:3.11-slim. Where no registry is reachable, make a local
 # stand-in under that name first (container/docker/make_base_image.sh), or name another
@@ -89,9 +91,12 @@ USER 0:0
 # The console script runs container.cli:main, the same code path as `rule-evaluator` outside.
 ENTRYPOINT ["/opt/venv/bin/rule-evaluator"]
 
-# Last, so that a new revision or date only changes this metadata layer.
+# Last, so that a new revision or date only changes this metadata layer. The defaults are right
+# for a plain `docker build`: VERSION is pyproject.toml's (tests/unit/container/test_dockerfile.py
+# keeps them equal); a build cannot know its git revision and time by itself, so
+# build_image.sh and the command in docs/container.md pass REVISION and CREATED.
 ARG BASE_IMAGE
-ARG VERSION=unknown
+ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
 ARG SOURCE_URL=""

@@ -66,6 +66,10 @@ def run(
             from container.report_command import main as report
 
             return report(args[1:])
+        if args[:1] == ["upload"]:
+            from container.upload_command import main as upload
+
+            return upload(args[1:])
         from container.help import answer
 
         answered = answer(args)  # --help, --version, rules [NAME], --rule NAME --help
@@ -74,6 +78,8 @@ def run(
         return evaluate(args, os.environ, opt_ml_root=opt_ml, signals=signals, link=link)
     except StopRequested as stop:
         return 128 + stop.signum
+    except SystemExit as e:  # a subcommand's argparse said what was wrong (usage, exit 2)
+        return e.code if isinstance(e.code, int) else 2
     except BrokenPipeError:  # e.g. piped into head: not an error
         sys.stderr.close()
         return 0
@@ -107,13 +113,15 @@ def evaluate(
         except ConfigurationError as e:
             if signals.signum is not None:  # the stop is the news, not the configuration
                 return _stopped_early(signals.signum, opt_ml_root)
-            return _configuration_failed(e, opt_ml_root)
+            return _configuration_failed(e, opt_ml_root, argv=argv, environ=environ)
+        from container.preflight import check_output_folder
         from container.privileges import drop_privileges
 
         try:
             run_as = drop_privileges(config, environ)
+            check_output_folder(config.output_dir)  # before any evaluation: exit 2, not 0
         except ClientError as e:
-            return _configuration_failed(e, opt_ml_root)
+            return _configuration_failed(e, opt_ml_root, log_format=config.log_format)
         if link is not None:  # before rule code: the only time the supervisor takes this
             link.send(
                 "outputs",
@@ -123,11 +131,10 @@ def evaluate(
                 step_timeout=config.rule_step_timeout,
             )
         log_stream = _capture_output(link) if link is not None else sys.stdout
-        # The report's charts (matplotlib) need a writable settings folder: one in the output's
-        # .sagemaker-ignore works in a read-only container and for any user.
-        os.environ.setdefault(
-            "MPLCONFIGDIR", os.path.join(config.output_dir, ".sagemaker-ignore", "matplotlib")
-        )
+        # The report's charts (matplotlib) need a writable settings folder, out of the output.
+        from container.preflight import matplotlib_folder
+
+        os.environ.setdefault("MPLCONFIGDIR", matplotlib_folder(config.output_dir))
         # Imported once the configuration is known good: a bad one fails without loading numpy.
         from evaluator.report import ReportWriter
         from evaluator.status import StatusReporter, configure_logging
@@ -210,19 +217,36 @@ def _stopped_early(signum: int, opt_ml_root: str) -> int:
     return ExitCode.stopped_by(signum)
 
 
-def _configuration_failed(error: ClientError, opt_ml_root: str) -> int:
-    """No configuration, so no reporter: say what to fix on stderr, in the log, and in the
-    message files SageMaker shows."""
+def _configuration_failed(
+    error: ClientError,
+    opt_ml_root: str,
+    *,
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    log_format: str | None = None,
+) -> int:
+    """No configuration, so no reporter: say what to fix in the log (in the chosen format),
+    in the message files SageMaker shows, and once on stderr, with the flag ``argv`` most
+    likely misspelt and, without arguments, the usage."""
     import structlog
 
+    from container.preflight import early_log_format, same_terminal
+    from container.suggest import flag_hints, usage
     from evaluator.status import client_error_message, configure_logging, write_status_files
 
-    configure_logging()
-    text = client_error_message(str(error))
-    structlog.get_logger("evaluator.status").error(
-        "rule_status", status="Error", message=text.strip(), exit_code=int(error.exit_code)
-    )
+    said = str(error).rstrip()
+    hint = flag_hints(argv) if argv is not None else ""
+    if hint and not said.endswith((".", "?", "!")):
+        said += "."
+    text = client_error_message(said + hint)
+    configure_logging(log_format=log_format or early_log_format(argv or (), environ or {}))
+    if not same_terminal():  # on one terminal, the plain line below says it once
+        structlog.get_logger("evaluator.status").error(
+            "rule_status", status="Error", message=text.strip(), exit_code=int(error.exit_code)
+        )
     write_status_files(_message_dir(opt_ml_root), text)
+    if argv is not None and not argv and not os.path.exists(f"{opt_ml_root}/config"):
+        print(usage(), file=sys.stderr)  # a user without arguments, not a SageMaker job
     print(text.rstrip("\n"), file=sys.stderr)
     return error.exit_code
 
@@ -243,12 +267,12 @@ def _internal_error(error: Exception, opt_ml_root: str) -> int:
 
 
 def _summary(argv: Sequence[str]) -> int:
-    import argparse
     import json
 
+    from container.suggest import SuggestingParser
     from evaluator.errors import ClientError, ExitCode, SMDebugError
 
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="rule-evaluator summary", description="Print what a trial holds."
     )
     parser.add_argument(
@@ -267,11 +291,13 @@ def _summary(argv: Sequence[str]) -> int:
     from evaluator.storage.local import check_local_folder
     from evaluator.summary import format_summary, summarize
     from evaluator.trial import create_trial
+    from evaluator.trial.parent import check_not_a_parent
 
     wait = args.collection_wait_timeout
     try:
         # the trial-option variables, then the flag when given
         check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
+        check_not_a_parent(args.path, "summary PATH")
         options = trial_options_from_env(
             os.environ, **({} if wait is None else {"collection_wait_timeout": wait})
         )

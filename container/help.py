@@ -117,7 +117,7 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "waiting",
         "BOOL",
         "wait for training_job_end.ts; when false, a trial is complete after two idle scans",
-        "true for S3 trials, false for a local folder",
+        "true for an S3 trial inside a SageMaker job, else false",
     ),
     "poll_interval": ("waiting", "SECONDS", "seconds between scans for new data", None),
     "rule_step_timeout": (
@@ -172,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
             f"       {PROG} rules [NAME]\n"
             f"       {PROG} summary PATH [--json]\n"
             f"       {PROG} report OUTPUT_DIR\n"
+            f"       {PROG} upload FOLDER S3_URI [--create-bucket]\n"
             f"       {PROG} --rule NAME --help | --help | --version"
         ),
         description=_DESCRIPTION,
@@ -232,6 +233,7 @@ _EPILOG = f"""commands:
   {PROG} rules NAME      a rule's parameters, types, defaults and an example
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
   {PROG} report DIR      write a run's rule_report.html again from its output folder
+  {PROG} upload DIR URI  copy a trial folder to S3 (CI against moto: README, "CI")
 
 documentation:
   README.md          "Running rules", "Parameters", statuses and the result file
@@ -294,7 +296,9 @@ def _help_for(rest: Sequence[str]) -> int:
 
 def rules_command(argv: Sequence[str]) -> int:
     """``rules``: every built-in rule in one line; ``rules NAME``: one rule in full."""
-    parser = argparse.ArgumentParser(
+    from container.suggest import SuggestingParser
+
+    parser = SuggestingParser(
         prog=f"{PROG} rules",
         description="The built-in rules: what each detects; with NAME, its parameters.",
     )

@@ -4,18 +4,18 @@ the report's path. Works on a finished run's folder, a live one's, or one copied
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from container.suggest import SuggestingParser
 from evaluator.errors import ExitCode
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="rule-evaluator report",
         description=(
             "Write rule_report.html in OUTPUT_DIR from the run's rule_evaluation_result.json "

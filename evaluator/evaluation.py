@@ -40,6 +40,8 @@ from evaluator.status import StatusReporter
 from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial
+from evaluator.trial.parent import check_not_a_parent
+from evaluator.trial.waits import end_of_data
 from rules_builtin import registry
 
 __all__ = ["Evaluation", "StepWatch"]
@@ -150,11 +152,13 @@ class Evaluation:
             waits = f"{options.idle_scans_to_complete} idle scans (no end marker expected)"
         if options.stop_signal_file:
             waits += f", or the stop signal {options.stop_signal_file}"
+        _, change = end_of_data(options.idle_scans_to_complete, options.stop_signal_file)
         structlog.get_logger("evaluator.evaluation").info(
             "evaluation_started",
             trial=config.base_trial,
             trial_source=config.trial_source,
             waits_for=waits,
+            to_change=change,
             output_dir=str(Path(config.output_dir).absolute()),
         )
 
@@ -190,6 +194,7 @@ class Evaluation:
 
     def _open_base_trial(self) -> Trial:
         check_local_folder(self.config.base_trial, "base_trial")
+        check_not_a_parent(self.config.base_trial, "base_trial")
         trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
         self.reporter.watch_data_problems(lambda: (trial.data_problem_count, trial.data_problems))
         trial.start_polling()
@@ -256,6 +261,7 @@ class Evaluation:
                 parameters.setdefault("output_dir", str(self.config.output_dir))
             for path in self.config.other_trials:
                 check_local_folder(path, "other_trials")
+                check_not_a_parent(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
             rule = build_rule(
                 cls,

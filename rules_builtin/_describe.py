@@ -114,4 +114,4 @@ def text_section(name: str, *, program: str = "rule-evaluator") -> str:
         "",
         f"More: docs/rules.md#{rule.lower()}",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines).replace("``", "")  # reST's code marks are noise on a terminal

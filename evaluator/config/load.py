@@ -15,6 +15,7 @@ from evaluator.config.resolution import (
     check_rule_flags,
     check_unique,
     default_output_dir,
+    in_sagemaker_job,
     other_trials,
     resolve_base_trial,
     resolve_trial_options,
@@ -127,7 +128,9 @@ def _build(
 ) -> EvaluatorConfig:
     base_trial, trial_source = resolve_base_trial(params, processing, root=root, pc_path=pc_path)
     others = other_trials(params)
-    wait, options = resolve_trial_options(params, base_trial, trial_env)
+    wait, options = resolve_trial_options(
+        params, base_trial, trial_env, on_sagemaker=in_sagemaker_job(processing, trial_env)
+    )
     output_dir = _output_dir(params, root)
     job_name = _job_name(processing, pc_path)
     return EvaluatorConfig(

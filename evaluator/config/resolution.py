@@ -31,6 +31,7 @@ __all__ = [
     "check_rule_flags",
     "check_unique",
     "default_output_dir",
+    "in_sagemaker_job",
     "other_trials",
     "resolve_base_trial",
     "resolve_trial_options",
@@ -43,6 +44,7 @@ SAGEMAKER_OUTPUT = "processing/output/rule"
 LOCAL_OUTPUT = "rule-output"
 _SAGEMAKER_TENSORS = "/opt/ml/" + TENSORS_INPUT
 _DISPLAY = {"s3_path": "S3_PATH"}
+_SAGEMAKER_JOB_VARIABLES = ("TRAINING_JOB_NAME", "TRAINING_JOB_ARN")
 
 _RULE_WANTED = (
     "set rule_to_invoke (environment variable rule_to_invoke or RULE_TO_INVOKE, flag "
@@ -139,18 +141,31 @@ def other_trials(params: Mapping[str, str]) -> list[str]:
     return out
 
 
+def in_sagemaker_job(processing: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
+    """Whether this run is a SageMaker job: a processing job's config was read, or SageMaker's
+    training-job variables are set."""
+    return bool(processing) or any(environ.get(v) for v in _SAGEMAKER_JOB_VARIABLES)
+
+
 def resolve_trial_options(
-    params: Mapping[str, str], base_trial: str, trial_env: Mapping[str, str]
+    params: Mapping[str, str],
+    base_trial: str,
+    trial_env: Mapping[str, str],
+    *,
+    on_sagemaker: bool = False,
 ) -> tuple[bool, TrialOptions]:
     """Whether to wait for the end marker, and the options every trial of the run is opened
     with: the environment's, then poll_interval, then idle_scans_to_complete decided here
     (None when waiting, else the variable's value or 2)."""
-    # A local folder never receives the end marker SageMaker writes to S3: complete it by
-    # idle scans instead (an explicit EVALUATOR_IDLE_SCANS_TO_COMPLETE implies the same).
+    # Only training under SageMaker writes the end marker while the rule job runs: an S3 trial
+    # read by a SageMaker job waits for it. Anything else (a local folder, a finished run copied
+    # or uploaded to S3 and read from CI or a laptop) is complete after idle scans, unless
+    # wait_for_training_end says otherwise (EVALUATOR_IDLE_SCANS_TO_COMPLETE implies idle scans).
     wait = bool_value(params, "wait_for_training_end")
     if wait is None:
         wait = (
-            base_trial.startswith("s3://")
+            on_sagemaker
+            and base_trial.startswith("s3://")
             and not trial_env.get("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "").strip()
         )
     poll = seconds_value(params, "poll_interval")

@@ -16,7 +16,9 @@ Every request goes through ``S3Storage._call``, the one choke point:
   end: the storage keeps trying, with back-off, for ``outage_tolerance`` seconds (300), and logs
   one line every ``outage_log_interval`` seconds (60) while S3 stays away, so a live run rides
   out a few minutes of outage. An endpoint that never answered is not having an outage; it is
-  wrong or unreachable, and the deadline alone applies;
+  wrong or unreachable: its requests get ``FIRST_CONTACT_DEADLINE`` (5 s) at most, and the
+  error says which endpoint failed, why, and (``s3_reach``) what a loopback one means in a
+  container;
 * a **body** that breaks while it is read (connection reset, fewer bytes than announced, read
   timeout) is fetched again, at most ``body_retries`` more times;
 * **errors** become ``ObjectNotFound``, ``AccessDenied`` (naming the URI and the permission to
@@ -63,6 +65,7 @@ from botocore.retries.standard import (
 
 from evaluator.errors import AccessDenied, BucketNotFound, ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
+from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, loopback_hint, unreachable_reason
 from evaluator.storage.s3_wire import BodyBroken, Reply, S3Wire, Timeouts, parse_listing
 
 __all__ = ["S3Storage"]
@@ -310,12 +313,17 @@ class S3Storage:
         wire = await self._get_wire()
         rules = self._rules
         started = time.monotonic()
+        # Until the endpoint has sent any answer, a short budget: it is wrong or unreachable.
+        first_contact = min(self._deadline, FIRST_CONTACT_DEADLINE)
+        deadline = self._deadline if self._answered else first_contact
         request_context: dict[str, Any] = {}
         attempt, redirected = 0, False
         while True:
             attempt += 1
-            remaining = self._deadline - (time.monotonic() - started)
+            remaining = deadline - (time.monotonic() - started)
             reply, caught = await self._attempt(wire, request, remaining)
+            if reply is not None:
+                deadline = self._deadline  # it answers (throttling, 5xx): not unreachable
             if (
                 reply is not None
                 and reply.status_code in _REDIRECTS
@@ -354,7 +362,7 @@ class S3Storage:
             delay = rules.backoff.delay_amount(context)
             if (
                 not rules.attempts.is_retryable(context)
-                or elapsed + delay >= self._deadline
+                or elapsed + delay >= deadline
                 or not rules.quota.acquire_retry_quota(context)
             ):
                 raise _Unanswered(
@@ -439,11 +447,23 @@ class S3Storage:
         answered: what was tried, for how long, and where."""
         error = _translate(failure.error, request.target, self._bucket, request.permission)
         endpoint = self._wire.endpoint if self._wire else "S3"
+        first = min(self._deadline, FIRST_CONTACT_DEADLINE)
+        if not isinstance(failure.error, ClientError):  # no answer at all: say where and why
+            error = type(error)(
+                f"cannot reach S3 at {endpoint} ({unreachable_reason(failure.error)}) reading "
+                f"{request.target}{loopback_hint(endpoint)}",
+                uri=request.target,
+            )
+        first_text = (
+            f", {first:g} s until the endpoint first answers" if first < self._deadline else ""
+        )
         budget = (
             f"gave up after {failure.attempts} attempt{'s' if failure.attempts != 1 else ''} "
             f"in {failure.seconds:.1f} s at {endpoint} (each attempt: connect timeout "
             f"{self._timeouts.connect:g} s, read timeout {self._timeouts.read:g} s; at most "
-            f"{self._max_attempts} attempts within {self._deadline:g} s per request)"
+            f"{self._max_attempts} attempts within {self._deadline:g} s per request{first_text})"
+            ". The endpoint comes from AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 when set, else "
+            "from AWS_REGION"
         )
         return type(error)(f"{error}; {budget}", uri=request.target)
 

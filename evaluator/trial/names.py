@@ -53,11 +53,29 @@ def select_names(
     else:
         matched = _matching(names, _flatten([regex]), "tensor_names(regex=...)", options)
     if not matched:
-        log.warning(
-            "tensor_names: no tensor matches regex=%r collection=%r", regex, _cname(collection)
-        )
+        _no_match(regex, collection)
         return []
     return sorted(matched)
+
+
+def _no_match(regex: str | list[Any] | None, collection: str | Collection | None) -> None:
+    """smdebug's warning for a query that matched nothing, once per query in a process (a rule
+    asks the same at every step), then at debug level."""
+    said = (repr(regex), repr(_cname(collection)))
+    fresh = said not in _SAID and len(_SAID) < _SAID_LIMIT
+    if fresh:
+        _SAID.add(said)
+    log.log(
+        logging.WARNING if fresh else logging.DEBUG,
+        "tensor_names: no tensor matches regex=%r collection=%r%s",
+        regex,
+        _cname(collection),
+        " (said once; later ones at debug level)" if fresh else "",
+    )
+
+
+_SAID: set[tuple[str, str]] = set()
+_SAID_LIMIT = 1000
 
 
 def _in_collection(

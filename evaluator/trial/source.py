@@ -119,7 +119,11 @@ class TrialSource:
             keys = [o.key for o in listed]
             if notice is None and not keys:
                 notice = WaitNotice(
-                    "collection files", self.storage.uri, interval=wait_log_interval
+                    "collection files",
+                    self.storage.uri,
+                    interval=wait_log_interval,
+                    ends_when=f"they appear, training ends without them, or {timeout:g} s pass",
+                    to_change="EVALUATOR_COLLECTION_WAIT_TIMEOUT sets the seconds",
                 )
                 if await self._is_empty():
                     log.info(

@@ -36,7 +36,7 @@ from evaluator.trial.source import TrialSource
 from evaluator.trial.state import TrialState
 from evaluator.trial.tensor import Tensor
 from evaluator.trial.view import TrialView
-from evaluator.trial.waits import WaitNotice
+from evaluator.trial.waits import WaitNotice, end_of_data
 
 __all__ = ["Trial"]
 
@@ -389,7 +389,15 @@ class Trial(SmdebugAttributes):
         return None
 
     def _notice(self, awaited: str) -> WaitNotice:
-        return WaitNotice(awaited, self.path, interval=self.options.wait_log_interval)
+        options = self.options
+        ends, change = end_of_data(options.idle_scans_to_complete, options.stop_signal_file)
+        return WaitNotice(
+            awaited,
+            self.path,
+            interval=options.wait_log_interval,
+            ends_when=ends,
+            to_change=change,
+        )
 
     def _wait_for_news(self, timeout: float | None = None) -> None:
         """Sleep until the background poller applies a scan (starting it if needed)."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from importlib.metadata import entry_points, version
 
 import pytest
 
 from tests.container.harness import ROOT, SIZE_TARGET_MB, Docker, Image
+from tests.support.docs import documented_build_command
 
 pytestmark = pytest.mark.container
 
@@ -53,7 +55,25 @@ def test_evaluation_runs_as_a_fixed_non_root_user(image: Image) -> None:
 
 def test_oci_labels(image: Image) -> None:
     """The OCI labels name the project, its version, revision, build time, licence and base."""
-    labels = image.config["Config"]["Labels"]
+    _assert_oci_labels(image.config["Config"]["Labels"])
+
+
+@pytest.mark.slow
+def test_the_documented_docker_build_labels_the_image_right(docker: Docker, image: Image) -> None:
+    """docs/container.md's plain docker build command (run as written, under a tag of its own)
+    gives an image with the same right OCI labels as build_image.sh."""
+    command = documented_build_command()
+    assert command.startswith(f"docker build -t {NAME} ")
+    tag = f"{NAME}:docs-build-test"
+    command = command.replace(f"-t {NAME} ", f"-t {tag} ", 1)
+    done = subprocess.run(
+        ["sh", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_oci_labels(docker.image_config(tag)["Config"]["Labels"])
+
+
+def _assert_oci_labels(labels: dict[str, str]) -> None:
     assert labels["org.opencontainers.image.title"] == NAME
     assert labels["org.opencontainers.image.version"] == VERSION
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"

@@ -273,8 +273,11 @@ def test_other_trials_order(load: Load) -> None:
 @pytest.mark.parametrize(
     ("trial", "env", "waits", "idle"),
     [
-        ("s3://bucket/job/debug-output", {}, True, None),
+        ("s3://bucket/job/debug-output", {}, False, 2),
+        ("s3://bucket/job/debug-output", {"TRAINING_JOB_NAME": "job"}, True, None),
+        ("s3://bucket/job/debug-output", {"wait_for_training_end": "true"}, True, None),
         ("trial", {}, False, 2),
+        ("trial", {"TRAINING_JOB_NAME": "job"}, False, 2),
         ("file:///data/trial", {}, False, 2),
         ("trial", {"wait_for_training_end": "TRUE"}, True, None),
         ("s3://bucket/x", {"WAIT_FOR_TRAINING_END": "false"}, False, 2),
@@ -284,7 +287,8 @@ def test_other_trials_order(load: Load) -> None:
 def test_wait_for_training_end(
     load: Load, trial: str, env: dict[str, str], waits: bool, idle: int | None
 ) -> None:
-    """Waiting for the end marker is the default on S3; a local folder completes by idle scans."""
+    """Waiting for the end marker is the default for an S3 trial read inside a SageMaker job;
+    elsewhere (a local folder, an S3 copy read from CI) the trial completes by idle scans."""
     config = load(env={"rule_to_invoke": "A", "base_trial": trial, **env})
     assert config.wait_for_training_end is waits
     assert config.trial_options.idle_scans_to_complete == idle

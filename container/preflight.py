@@ -1,0 +1,87 @@
+"""The command's first moments: the output folder checked before any trial is opened (a run
+that cannot record its verdict must not end in a "success" nobody can read), and how an error
+that comes before the configuration is known good is shown (the log format asked for; one
+line on a terminal)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from evaluator.errors import ClientError
+
+__all__ = ["check_output_folder", "early_log_format", "matplotlib_folder", "same_terminal"]
+
+
+def check_output_folder(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` when missing and prove this user can write in it (a file made and
+    removed at once); a ``ClientError`` naming the folder, the reason and the fix otherwise."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".write-check-", dir=path)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as e:
+        raise ClientError(
+            f"cannot write the result file to the output folder {str(path)!r} "
+            f"({e.strerror or type(e).__name__}, as user {_user()}): give --output-dir "
+            "(output_dir) a folder this user can write; with docker run, create the mounted "
+            'folder first (mkdir -p) and run as its owner (--user "$(id -u):$(id -g)")'
+        ) from None
+
+
+def _user() -> str:
+    return f"{os.geteuid()}:{os.getegid()}" if hasattr(os, "geteuid") else "this user"
+
+
+def early_log_format(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The log format asked for, read leniently for an error that comes before the
+    configuration is known good: ``--log-format`` (any spelling), then ``log_format`` /
+    ``LOG_FORMAT``, else console on a terminal."""
+    chosen = ""
+    for i, token in enumerate(argv):
+        name, eq, value = token.partition("=")
+        if name.lower().replace("_", "-") == "--log-format":
+            chosen = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    chosen = chosen or environ.get("log_format", "") or environ.get("LOG_FORMAT", "")
+    chosen = chosen.strip().lower()
+    if chosen in ("json", "console"):
+        return chosen
+    return "console" if _isatty(sys.stdout) else "json"
+
+
+def same_terminal() -> bool:
+    """Whether stdout and stderr both reach a terminal (a person reads both as one)."""
+    return _isatty(sys.stdout) and _isatty(sys.stderr)
+
+
+def _isatty(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+def matplotlib_folder(output_dir: str | os.PathLike[str]) -> str:
+    """Where matplotlib keeps its settings and font cache: a folder of this user's in the
+    system's temporary folder (kept between runs, out of the output folder), else, where that
+    cannot be had (a read-only container), the output's ``.sagemaker-ignore``."""
+    try:
+        # gettempdir raises when no temporary folder is writable (--read-only, no tmpfs)
+        folder = os.path.join(tempfile.gettempdir(), f"rule-evaluator-matplotlib-{_uid()}")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.stat(folder)
+        if info.st_uid == _uid() and os.access(folder, os.W_OK):  # not one planted by another
+            return folder
+    except OSError:
+        pass
+    return os.path.join(output_dir, ".sagemaker-ignore", "matplotlib")
+
+
+def _uid() -> int:
+    return os.geteuid() if hasattr(os, "geteuid") else 0

@@ -1,0 +1,64 @@
+"""Why an S3 endpoint that never answered could not be reached, in words a user can act on,
+and the hint for the commonest mistake: a loopback endpoint (``http://127.0.0.1:5000``, the
+moto or MinIO of the docs) given to a process inside a container, where 127.0.0.1 is the
+container itself."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+__all__ = ["FIRST_CONTACT_DEADLINE", "container_markers", "loopback_hint", "unreachable_reason"]
+
+# Before an endpoint has answered once, a request gives up after this many seconds: an
+# endpoint that never answered is wrong or unreachable, and saying so soon is worth more than
+# retrying for the full request deadline.
+FIRST_CONTACT_DEADLINE = 5.0
+
+# Files that exist inside a Docker (/.dockerenv) or Podman (/run/.containerenv) container.
+container_markers: tuple[str, ...] = ("/.dockerenv", "/run/.containerenv")
+_CGROUP_WORDS = ("docker", "kubepods", "containerd", "libpod")
+
+
+def unreachable_reason(error: BaseException) -> str:
+    """What went wrong in a failed connection, from botocore's error and its cause."""
+    cause = getattr(error, "kwargs", {}).get("error") if hasattr(error, "kwargs") else None
+    text = f"{type(error).__name__}: {error} {cause or ''}"
+    if "Errno 111" in text or "Connection refused" in text or "ConnectionRefused" in text:
+        return "connection refused: nothing listens at that address and port"
+    if any(w in text for w in ("Name or service not known", "nodename nor servname", "gaierror")):
+        return "the host name does not resolve"
+    if "Temporary failure in name resolution" in text or "No address associated" in text:
+        return "the host name does not resolve"
+    if "ConnectTimeout" in text:
+        return "no connection within the connect timeout (a wrong address, or a firewall)"
+    if "ReadTimeout" in text:
+        return "it accepted the connection but sent no answer in time"
+    return str(cause or error)
+
+
+def loopback_hint(endpoint: str) -> str:
+    """For a loopback endpoint inside a container: where the user's server really is."""
+    host = urlsplit(endpoint).hostname or ""
+    if not (host == "localhost" or host == "::1" or host.startswith("127.")):
+        return ""
+    if not _in_container():
+        return ""
+    port = urlsplit(endpoint).port
+    there = f"http://host.docker.internal:{port}" if port else "http://host.docker.internal"
+    return (
+        f". Inside a container {host} is the container itself, not the machine running it: "
+        f"run the container with --network host, or set AWS_ENDPOINT_URL={there} "
+        "(on Linux, with --add-host=host.docker.internal:host-gateway)"
+    )
+
+
+def _in_container() -> bool:
+    if any(os.path.exists(marker) for marker in container_markers):
+        return True
+    try:
+        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as f:
+            cgroups = f.read()
+    except OSError:
+        return False
+    return any(word in cgroups for word in _CGROUP_WORDS)
