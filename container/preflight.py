@@ -14,7 +14,13 @@ from typing import TextIO
 
 from evaluator.errors import ClientError
 
-__all__ = ["check_output_folder", "early_log_format", "matplotlib_folder", "same_terminal"]
+__all__ = [
+    "check_output_folder",
+    "early_log_format",
+    "matplotlib_folder",
+    "output_folder_error",
+    "same_terminal",
+]
 
 
 def check_output_folder(folder: str | os.PathLike[str]) -> None:
@@ -27,12 +33,18 @@ def check_output_folder(folder: str | os.PathLike[str]) -> None:
         os.close(handle)
         os.unlink(probe)
     except OSError as e:
-        raise ClientError(
-            f"cannot write the result file to the output folder {str(path)!r} "
-            f"({e.strerror or type(e).__name__}, as user {_user()}): give --output-dir "
-            "(output_dir) a folder this user can write; with docker run, create the mounted "
-            'folder first (mkdir -p) and run as its owner (--user "$(id -u):$(id -g)")'
-        ) from None
+        raise output_folder_error(path, e) from None
+
+
+def output_folder_error(folder: str | os.PathLike[str], error: OSError) -> ClientError:
+    """The ClientError for an output folder this user cannot make or write: the folder, the
+    reason and the fix."""
+    return ClientError(
+        f"cannot write the result file to the output folder {str(folder)!r} "
+        f"({error.strerror or type(error).__name__}, as user {_user()}): give --output-dir "
+        "(output_dir) a folder this user can write; with docker run, create the mounted "
+        'folder first (mkdir -p) and run as its owner (--user "$(id -u):$(id -g)")'
+    )
 
 
 def _user() -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from container.lifetime import rearm
+from container.preflight import output_folder_error
 from evaluator.errors import ClientError
 from evaluator.fileio import open_folder
 
@@ -39,7 +40,7 @@ def drop_privileges(config: Any, environ: Mapping[str, str]) -> str | None:
     try:  # made here in every case: the supervisor holds it open from now on
         output.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ClientError(f"cannot create the output folder {output}: {e.strerror or e}") from None
+        raise output_folder_error(output, e) from None
     spec = environ.get(ENV_RUN_AS, "").strip()
     if not spec or os.geteuid() != 0:
         return None
