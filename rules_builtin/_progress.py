@@ -7,8 +7,8 @@ values saved since the previous diagnosis are read then, so a rule that fires of
 value once. It keeps at most ``MAX_POINTS`` values: past that, every other one is dropped and
 only every other new one kept (the noise of single values is kept; the time resolution
 halves). While a run keeps firing (every step, with ``ignore_converged`` or
-``continue_after_fire``), a diagnosis is reused until the history has grown by
-``REDIAGNOSE_FRACTION`` of its length.
+``continue_after_fire``), a diagnosis is reused until the run has moved on by
+``REDIAGNOSE_FRACTION`` of its length in global steps (nothing is read meanwhile).
 
 A validation loss is read beside its training loss: the same tensor in TRAIN mode for an EVAL
 series, ``X`` for Keras' ``val_X``, ``train-X`` for XGBoost's ``validation-X``.
@@ -16,6 +16,7 @@ series, ``X`` for Keras' ``val_X``, ``train-X`` for XGBoost's ``validation-X``.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -51,7 +52,7 @@ class _History:
     read_to: int = -1  # the last global step read
     stride: int = 1
     seen: int = 0
-    diagnosed_at: int = -1  # len(steps) at the cached diagnosis
+    first_read: int | None = None  # the first global step read
     cached: Diagnosis | None = None
 
     def add(self, mode_step: int, value: float) -> None:
@@ -71,14 +72,23 @@ class LossProgress:
     def __init__(self, rule_name: str, ignore_converged: str | bool) -> None:
         self.ignore_converged = parse_bool(rule_name, "ignore_converged", ignore_converged)
         self._histories: dict[tuple[str, ModeKeys], _History] = {}
-        self._counterparts: dict[tuple[str, ModeKeys], str | None] = {}
+        self._counterparts: dict[tuple[str, ModeKeys], tuple[str, ModeKeys] | None] = {}
 
     def diagnose(self, trial: Any, name: str, mode: ModeKeys, step: int) -> Diagnosis:
         """The diagnosis of the loss ``name`` followed in ``mode`` (TRAIN or EVAL; GLOBAL
         counts as TRAIN) at global ``step``, with ``note`` set when it is converged and
         ``ignore_converged`` is on."""
         mode = as_training(mode) or TRAIN
-        history = self._read(trial, name, mode, step)
+        history = self._histories.setdefault((name, mode), _History())
+        if history.cached is not None and history.first_read is not None:
+            # Reused while the run moved on by less than REDIAGNOSE_FRACTION of its length:
+            # a rule that fires at every step reads and classifies its loss ~50 times per
+            # doubling of the run, not at every step.
+            if step - history.read_to <= REDIAGNOSE_FRACTION * (
+                history.read_to - history.first_read
+            ):
+                return history.cached
+        self._read(trial, name, mode, step)
         key = (name, mode)
         if key not in self._counterparts:
             self._counterparts[key] = _counterpart(trial, name, mode)
@@ -87,9 +97,6 @@ class LossProgress:
         if other is not None:
             found = self._read(trial, other[0], other[1], step)
             beside = measure(found.steps, found.values)
-        grown = len(history.steps) - history.diagnosed_at
-        if history.cached is not None and grown < REDIAGNOSE_FRACTION * len(history.steps):
-            return history.cached
         trend = measure(history.steps, history.values)
         unit = f"{mode.name} steps"
         if trend is None:
@@ -102,16 +109,15 @@ class LossProgress:
             diagnosis = replace(
                 diagnosis, note=True, words=diagnosis.words + " (a note: ignore_converged is set)"
             )
-        history.cached, history.diagnosed_at = diagnosis, len(history.steps)
+        history.cached = diagnosis
         return diagnosis
 
     def _read(self, trial: Any, name: str, mode: ModeKeys, step: int) -> _History:
         history = self._histories.setdefault((name, mode), _History())
         if step <= history.read_to or not trial.has_tensor(name):
             return history
-        for g in trial.tensor(name).steps():
-            if g <= history.read_to:
-                continue
+        saved = trial.tensor(name).steps()
+        for g in saved[bisect.bisect_right(saved, history.read_to) :]:
             if g > step:
                 break
             raw_mode, mode_step = trial.mode_modestep(g)
@@ -120,6 +126,7 @@ class LossProgress:
             value = value_in_mode(trial, name, g, mode, not_scalar=set())
             if value is not None:
                 history.add(mode_step, value)
+                history.first_read = g if history.first_read is None else history.first_read
         history.read_to = step
         return history
 
@@ -138,20 +145,23 @@ def _counterpart(trial: Any, name: str, mode: ModeKeys) -> tuple[str, ModeKeys] 
             candidates.append((name, TRAIN))
         if name.startswith(VALIDATION_PREFIX):
             candidates.append((name[len(VALIDATION_PREFIX) :], TRAIN))
-        renamed = _VALIDATION.sub(lambda m: "TRAIN" if m.group(1).isupper() else "train", name)
+        renamed = _swap(_VALIDATION, name, "train")
         candidates += [(renamed, TRAIN)] if renamed != name else []
     else:
         candidates += [(name, EVAL), (VALIDATION_PREFIX + name, EVAL)]
         for word in ("validation", "valid", "val", "eval", "test"):
-            renamed = _TRAINING.sub(
-                lambda m, w=word: w.upper() if m.group(1).isupper() else w, name
-            )
+            renamed = _swap(_TRAINING, name, word)
             if renamed != name:
                 candidates += [(renamed, TRAIN), (renamed, EVAL)]
     for candidate, wanted in candidates:
         if trial.has_tensor(candidate) and _has_values(trial, candidate, wanted):
             return candidate, wanted
     return None
+
+
+def _swap(pattern: re.Pattern[str], name: str, word: str) -> str:
+    """``name`` with the words ``pattern`` finds replaced by ``word`` (upper case for upper)."""
+    return pattern.sub(lambda m: word.upper() if m.group(1).isupper() else word, name)
 
 
 def _has_values(trial: Any, name: str, mode: ModeKeys) -> bool:

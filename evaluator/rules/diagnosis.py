@@ -37,6 +37,10 @@ not_learning). The figures that decide, all measured on the series itself:
 * ``flat_steps``: the steps since the running median last left a band around ``level`` of
   ``max(2 * noise, RISE * |start|)``.
 
+A validation loss beside its training loss is measured from the training loss's start (one
+initialisation; the first validation pass comes after some training), and while it has fewer
+than ``MIN_RECENT`` values it is judged on the training loss (the words say so).
+
 A rise or a trend counts only when it exceeds ``NOISE_K`` times the noise too, so the
 minibatch noise of a healthy run is never read as a trend. The thresholds are deliberately
 few and fixed: they describe the shape of the curve, not the rule's own parameters.
@@ -46,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -223,6 +227,10 @@ def classify(
     a validation loss, ``validation`` the validation loss beside it when ``loss`` is a
     training loss; either makes ``overfitting`` possible. ``unit`` names the steps in the
     words ("TRAIN steps")."""
+    if training is not None and training.finite and loss.finite:
+        # The same loss on held-out data starts where training started (one initialisation;
+        # the first validation pass comes after some training).
+        loss = replace(loss, start=training.start, scale=abs(training.start) or loss.scale)
     figures: dict[str, float | int | str] = dict(loss.figures())
     if not loss.finite:
         figures["first_non_finite_step"] = loss.first_bad_step or 0
@@ -247,12 +255,17 @@ def classify(
             return Diagnosis(OVERFITTING, _overfit_words(validation, loss, "steps"), figures)
         if gap > OVERFIT_GAP and loss.fall > validation.fall:
             return Diagnosis(OVERFITTING, _gap_words(validation, loss, gap), figures)
+    said = ""
+    if training is not None and loss.count < MIN_RECENT and training.count > loss.count:
+        said = f" (judged on the training loss: the validation loss has {loss.count} value(s))"
+        loss, unit = training, "training steps"
     rising = loss if loss.rising() else training if training and training.rising() else None
     if rising is not None:
         which = "the loss" if rising is loss else "the training loss"
         return Diagnosis(
             DIVERGING,
-            f"{which} {_rise_words(rising, unit)}: the run is diverging; lower the learning rate",
+            f"{which} {_rise_words(rising, unit)}{said}: the run is diverging; lower the "
+            "learning rate",
             figures,
         )
     if loss.fall >= CONVERGED_FALL and loss.noise <= SWING * loss.scale:
@@ -265,21 +278,22 @@ def classify(
         return Diagnosis(
             CONVERGED,
             f"the loss fell {pct(loss.fall)} (from {loss.start:.4g} to {loss.level:.4g}) and "
-            f"{flat}: the run converged; stop it if you wish",
+            f"{flat}{said}: the run converged; stop it if you wish",
             figures,
         )
     if loss.noise > SWING * loss.scale:
         return Diagnosis(
             OSCILLATING,
             f"the loss swings without a trend (noise of ±{pct(loss.part(loss.noise))} of its "
-            f"start; it {_moved(loss)}): the run is oscillating; lower the learning rate or "
+            f"start; it {_moved(loss)}){said}: the run is oscillating; lower the learning rate or "
             "raise the batch size",
             figures,
         )
     return Diagnosis(
         NOT_LEARNING,
         f"the loss {_moved(loss)} (from {loss.start:.4g} to {loss.level:.4g}) and has been "
-        f"flat for {loss.flat_steps} {unit}: the run is not learning; check the learning rate, "
+        f"flat for {loss.flat_steps} {unit}{said}: the run is not learning; check the learning "
+        "rate, "
         "the initialisation and the data",
         figures,
     )

@@ -7,11 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.rules.diagnosis import KINDS
 from evaluator.rules.loader import build_rule
+from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from tests.hook_trials.outcomes import ROOT as HOOK_ROOT
@@ -132,7 +136,20 @@ def test_real_hook_trials_never_say_converged_on_a_fault(name: str) -> None:
         trial.close()
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_the_imbalanced_run_still_fails_a_gate_on_overfit(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The imbalanced run's fault is in its labels (ClassImbalance finds it), not in its loss,
+    which does converge: Overfit's first firing, with two validation values, is judged on the
+    training loss and may say converged, but its later firings say overfitting, so with
+    ignore_converged the rule still fires."""
+    trial = create_trial(str(train(SCENARIOS["imbalanced"], tmp_path / "imbalanced")))
+    reasons, _ = _firings(trial, "Overfit", ignore_converged="true")
+    assert reasons and {r["diagnosis"] for r in reasons} == {"overfitting"}
+
+
+# imbalanced: see the test above
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n != "imbalanced"])
 def test_scenario_trials_never_say_converged_on_a_fault(
     tmp_path_factory: pytest.TempPathFactory, name: str
 ) -> None:
@@ -168,3 +185,50 @@ def test_the_command_keeps_converged_firings_as_notes(
     assert quiet.result is not None and quiet.result["status"] == "NoIssuesFound"
     assert quiet.result["evidence"]["note_count"] >= 1
     assert quiet.result["evidence"]["notes"][0]["note"] is True
+
+
+def _write_keras_converged(root: Path, *, epochs: int = 30, batches: int = 16) -> Path:
+    """A run laid out as smdebug's KerasHook writes ``fit(validation_data=...)``: per-step
+    running means of ``loss`` that reset every epoch, and at each epoch end the training
+    epoch mean as ``loss`` and the validation mean as ``val_loss``; both fall 92 % and
+    flatten (validation as high as training, noise 5 %)."""
+    writer = TrialWriter(root)
+    writer.write_collections([Collection("losses", tensor_names={"loss"})])
+    rng = np.random.default_rng(0)
+    step, counters = 0, {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+    for epoch in range(epochs):
+        batch = []
+        for b in range(batches):
+            level = 0.08 + np.exp(-(epoch + b / batches) / 2.0)
+            batch.append(level * (1 + 0.05 * rng.normal()))
+            mode_step = counters[ModeKeys.TRAIN]
+            writer.write_step(
+                step, {"loss": np.float32(np.mean(batch))}, mode=ModeKeys.TRAIN, mode_step=mode_step
+            )
+            step, counters[ModeKeys.TRAIN] = step + 1, mode_step + 1
+        train_mean = float(np.mean(batch))
+        val = []
+        for v in range(4):
+            val.append(train_mean * (1 + 0.05 * rng.normal()))
+            with writer.step_writer(step) as w:
+                kw: dict[str, Any] = {"mode": ModeKeys.EVAL, "mode_step": counters[ModeKeys.EVAL]}
+                w.write_tensor(np.float32(np.mean(val)), "loss", **kw)
+                if v == 3:  # the epoch-end logs
+                    w.write_tensor(np.float32(train_mean), "loss", **kw)
+                    w.write_tensor(np.float32(np.mean(val)), "val_loss", **kw)
+            step, counters[ModeKeys.EVAL] = step + 1, counters[ModeKeys.EVAL] + 1
+    writer.end_training()
+    return root
+
+
+def test_a_converged_keras_run_says_converged_and_passes_a_gate(tmp_path: Path) -> None:
+    """On a converged run with Keras' epoch-end logs, LossNotDecreasing and Overtraining fire
+    'converged', and with ignore_converged=true none of the three rules fires."""
+    trial = create_trial(str(_write_keras_converged(tmp_path / "keras")))
+    for rule in RULES:
+        reasons, _ = _firings(trial, rule)
+        assert {r["diagnosis"] for r in reasons} <= {"converged"}, rule
+        if rule != "Overfit":
+            assert reasons, rule
+        quiet, (result, _) = _firings(trial, rule, ignore_converged="true")
+        assert quiet == [] and result.fired_steps == (), rule
