@@ -31,6 +31,7 @@ __all__ = ["IGNORE_CONVERGED", "LossProgress"]
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 MAX_POINTS = 4096
 REDIAGNOSE_FRACTION = 0.02
+MAX_SEEN = 65_536
 
 IGNORE_CONVERGED = Param(
     "ignore_converged",
@@ -73,6 +74,15 @@ class LossProgress:
         self.ignore_converged = parse_bool(rule_name, "ignore_converged", ignore_converged)
         self._histories: dict[tuple[str, ModeKeys], _History] = {}
         self._counterparts: dict[tuple[str, ModeKeys], tuple[str, ModeKeys] | None] = {}
+        self._seen: dict[tuple[str, int], float] = {}  # values the rule read, not yet taken
+
+    def saw(self, name: str, step: int, value: float) -> None:
+        """The rule read ``value`` of ``name`` at global ``step`` as a value of the step's
+        mode (what ``value_in_mode`` gives): a later history read takes it from here instead
+        of reading it again. Bounded: past ``MAX_SEEN`` values, forgotten (then read)."""
+        if len(self._seen) >= MAX_SEEN:
+            self._seen.clear()
+        self._seen[(name, step)] = value
 
     def diagnose(self, trial: Any, name: str, mode: ModeKeys, step: int) -> Diagnosis:
         """The diagnosis of the loss ``name`` followed in ``mode`` (TRAIN or EVAL; GLOBAL
@@ -123,7 +133,9 @@ class LossProgress:
             raw_mode, mode_step = trial.mode_modestep(g)
             if as_training(raw_mode) != mode or mode_step is None:
                 continue
-            value = value_in_mode(trial, name, g, mode, not_scalar=set())
+            value = self._seen.pop((name, g), None)
+            if value is None:
+                value = value_in_mode(trial, name, g, mode, not_scalar=set())
             if value is not None:
                 history.add(mode_step, value)
                 history.first_read = g if history.first_read is None else history.first_read

@@ -312,6 +312,7 @@ class LossNotDecreasing(Rule):
                     self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
                     return None
                 view.values[g] = value
+                self.progress.saw(name, g, value)
             total += view.values[g]  # type: ignore[operator]
             count += 1
             first = mode_step if first is None else first

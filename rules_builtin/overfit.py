@@ -202,6 +202,7 @@ class Overfit(Rule):
             if mode == EVAL:
                 pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
+                    self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass
                     if self._judge(
@@ -216,6 +217,7 @@ class Overfit(Rule):
             value = value_in_mode(self.base_trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
+            self.progress.saw(name, step, value)
             means.add(mode, value, mode_step, step)
         return fired
 

@@ -191,6 +191,7 @@ class Overtraining(Rule):
                     if not loss.epoch_logs:  # from now on: epoch-end logs only
                         loss.epoch_logs = True
                         loss.roles = self._fresh()
+                    self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
                     for role, value in zip(("train", "validation"), pair):
                         fired = (
                             self._observe(name, loss, role, value, step, raw_mode, mode_step)
@@ -204,6 +205,7 @@ class Overtraining(Rule):
             value = value_in_mode(trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
+            self.progress.saw(name, step, value)
             fired = (
                 self._observe(name, loss, _ROLE[mode], value, step, raw_mode, mode_step) or fired
             )

@@ -281,6 +281,13 @@ def classify(
             f"{flat}{said}: the run converged; stop it if you wish",
             figures,
         )
+    falling = -loss.change > max(RISE * loss.scale, NOISE_K * loss.noise)
+    now = (
+        f"is still falling ({pct(loss.part(loss.change), signed=True)} of its start over the "
+        f"last {loss.recent_steps} {unit}), but has not fallen by most of its start yet"
+        if falling
+        else f"has been flat for {loss.flat_steps} {unit}"
+    )
     if loss.noise > SWING * loss.scale:
         return Diagnosis(
             OSCILLATING,
@@ -291,10 +298,9 @@ def classify(
         )
     return Diagnosis(
         NOT_LEARNING,
-        f"the loss {_moved(loss)} (from {loss.start:.4g} to {loss.level:.4g}) and has been "
-        f"flat for {loss.flat_steps} {unit}{said}: the run is not learning; check the learning "
-        "rate, "
-        "the initialisation and the data",
+        f"the loss {_moved(loss)} (from {loss.start:.4g} to {loss.level:.4g}) and {now}{said}: "
+        "the run is not learning (enough); check the learning rate, the initialisation and "
+        "the data",
         figures,
     )
 

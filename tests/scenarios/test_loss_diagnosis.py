@@ -164,9 +164,9 @@ def test_scenario_trials_never_say_converged_on_a_fault(
 def test_the_command_keeps_converged_firings_as_notes(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Run as a user runs it on the converged run: without ignore_converged the rule_fired line
-    and result say 'converged'; with it, NoIssuesFound (exit 0), rule_note lines and the
-    notes in the result file."""
+    """Run as a user runs it on the converged run: without ignore_converged the rule_fired line,
+    the result and the report say 'converged'; with it, NoIssuesFound (exit 0), rule_note
+    lines and the notes in the result file and the report."""
     from tests.support.evaluator_cli import EvaluatorCli
 
     trial = str(runs["converged"])
@@ -185,6 +185,8 @@ def test_the_command_keeps_converged_firings_as_notes(
     assert quiet.result is not None and quiet.result["status"] == "NoIssuesFound"
     assert quiet.result["evidence"]["note_count"] >= 1
     assert quiet.result["evidence"]["notes"][0]["note"] is True
+    assert "Diagnosis: converged" in (loud.output_dir / "rule_report.html").read_text()
+    assert "Notes (" in (quiet.output_dir / "rule_report.html").read_text()
 
 
 def _write_keras_converged(root: Path, *, epochs: int = 30, batches: int = 16) -> Path:
