@@ -365,6 +365,7 @@ class _Progress(NullObserver):
     def on_step_evaluated(self, step: int) -> None:
         self.idle()
         if self._replayed(step):
+            self._new_notes(step, report=False)  # the earlier attempt logged them
             return
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
         self._new_notes(step)
@@ -390,7 +391,7 @@ class _Progress(NullObserver):
         self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
         self._new_notes(step)
 
-    def _new_notes(self, step: int) -> None:
+    def _new_notes(self, step: int, *, report: bool = True) -> None:
         """Firings the rule kept as notes at this step (``ignore_converged``) go to the
         reporter; a counter comparison when there are none."""
         if self.evidence is None or self.evidence.note_count == self._notes_seen:
@@ -398,7 +399,7 @@ class _Progress(NullObserver):
         notes = self.evidence.notes_after(self._notes_kept)
         self._notes_seen = self.evidence.note_count
         self._notes_kept += len(notes)
-        if notes:
+        if notes and report:
             self.reporter.noted(self.name, step, notes=[n.to_dict() for n in notes])
 
     def _nothing_yet(self, step: int) -> None:

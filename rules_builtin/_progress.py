@@ -31,7 +31,7 @@ __all__ = ["IGNORE_CONVERGED", "LossProgress"]
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 MAX_POINTS = 4096
 REDIAGNOSE_FRACTION = 0.02
-MAX_SEEN = 65_536
+MAX_SEEN = 8192  # values held for the next history read (then read from the trial)
 
 IGNORE_CONVERGED = Param(
     "ignore_converged",
