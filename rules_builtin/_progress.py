@@ -23,7 +23,13 @@ from typing import Any
 
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import CONVERGED, NOT_LEARNING, Diagnosis, classify, measure
-from rules_builtin._modes import VALIDATION_PREFIX, as_training, value_in_mode
+from rules_builtin._modes import (
+    VALIDATION_PREFIX,
+    as_training,
+    epoch_end_pair,
+    is_epoch_end_log,
+    value_in_mode,
+)
 from rules_builtin._params import Param, parse_bool
 
 __all__ = ["IGNORE_CONVERGED", "LossProgress"]
@@ -48,7 +54,7 @@ _TRAINING = re.compile(r"(?i)(?<![a-z])(training|train)(?![a-z])")
 
 @dataclass
 class _History:
-    steps: list[int] = field(default_factory=list)  # mode steps
+    steps: list[int] = field(default_factory=list)  # global steps
     values: list[float] = field(default_factory=list)
     read_to: int = -1  # the last global step read
     stride: int = 1
@@ -108,7 +114,7 @@ class LossProgress:
             found = self._read(trial, other[0], other[1], step)
             beside = measure(found.steps, found.values)
         trend = measure(history.steps, history.values)
-        unit = f"{mode.name} steps"
+        unit = "steps"
         if trend is None:
             diagnosis = Diagnosis(NOT_LEARNING, "the loss has no saved value yet", {})
         elif other is not None and _is_validation(name, mode):
@@ -130,17 +136,29 @@ class LossProgress:
         for g in saved[bisect.bisect_right(saved, history.read_to) :]:
             if g > step:
                 break
-            raw_mode, mode_step = trial.mode_modestep(g)
-            if as_training(raw_mode) != mode or mode_step is None:
-                continue
+            raw_mode = trial.mode(g)
+            epoch_end = raw_mode == EVAL and is_epoch_end_log(trial, name, g)
+            if (as_training(raw_mode) != mode or epoch_end) and not (epoch_end and mode == TRAIN):
+                continue  # another mode's value (an epoch-end log is a training value)
             value = self._seen.pop((name, g), None)
             if value is None:
-                value = value_in_mode(trial, name, g, mode, not_scalar=set())
+                value = _value(trial, name, g, epoch_end)
             if value is not None:
-                history.add(mode_step, value)
+                history.add(g, value)
                 history.first_read = g if history.first_read is None else history.first_read
         history.read_to = step
         return history
+
+
+def _value(trial: Any, name: str, step: int, epoch_end: bool) -> float | None:
+    """``name`` at global ``step`` as a value of its series: at a Keras epoch-end log the
+    training epoch mean (the one training value a hook saving every few hundred steps is
+    sure to have saved), else the step's own value (``value_in_mode``)."""
+    if epoch_end:
+        pair = epoch_end_pair(trial, name, step)
+        return None if pair is None else pair[0]
+    mode = as_training(trial.mode(step)) or TRAIN
+    return value_in_mode(trial, name, step, mode, not_scalar=set())
 
 
 def _is_validation(name: str, mode: ModeKeys) -> bool:

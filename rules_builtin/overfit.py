@@ -202,6 +202,7 @@ class Overfit(Rule):
             if mode == EVAL:
                 pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
+                    self.progress.saw(name, step, pair[0])  # the training epoch mean
                     self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass

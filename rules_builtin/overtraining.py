@@ -191,6 +191,7 @@ class Overtraining(Rule):
                     if not loss.epoch_logs:  # from now on: epoch-end logs only
                         loss.epoch_logs = True
                         loss.roles = self._fresh()
+                    self.progress.saw(name, step, pair[0])  # the training epoch mean
                     self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
                     for role, value in zip(("train", "validation"), pair):
                         fired = (

@@ -152,8 +152,8 @@ A firing's reason in the result file then reads, for example:
 
 ```
 {"step": 77, "mode": "TRAIN", "diagnosis": "converged",
- "explanation": "the loss fell 98 % (from 1.264 to 0.02525) and has been flat for 64 TRAIN steps: the run converged; stop it if you wish",
- "diagnosis_figures": {"start": 1.264, "level": 0.02525, "fall_percent": 98, "recent_change_percent": -0.4, "noise_percent": 1.2, ...},
+ "explanation": "the loss fell 98 % (from 1.264 to 0.02525) and has been flat for 71 steps: the run converged; stop it if you wish",
+ "diagnosis_figures": {"start": 1.264, "level": 0.02525, "fall_percent": 98, "recent_change_percent": 0.78, "noise_percent": 2.0, "flat_steps": 71, ...},
  "note": false, ...}
 ```
 """

@@ -258,7 +258,7 @@ def classify(
     said = ""
     if training is not None and loss.count < MIN_RECENT and training.count > loss.count:
         said = f" (judged on the training loss: the validation loss has {loss.count} value(s))"
-        loss, unit = training, "training steps"
+        loss = training
     rising = loss if loss.rising() else training if training and training.rising() else None
     if rising is not None:
         which = "the loss" if rising is loss else "the training loss"
