@@ -17,6 +17,7 @@ reads the loss's history (its saved values in one mode, in step order) and names
 ``overfitting``    a validation loss (an EVAL series, or ``val_X``/``validation-X`` beside a
                    training ``X``) that rises while its training loss does not, or that ends
                    more than ``OVERFIT_GAP`` times above a training loss that fell further
+                   and is not rising
 =================  ==========================================================================
 
 tested in that order (a NaN first, then overfitting, diverging, converged, oscillating,
@@ -245,7 +246,7 @@ def classify(
         figures["gap_percent"] = _round(100 * gap)
         if loss.rising() and not training.rising():
             return Diagnosis(OVERFITTING, _overfit_words(loss, training, "steps"), figures)
-        if gap > OVERFIT_GAP and training.fall > loss.fall:
+        if gap > OVERFIT_GAP and training.fall > max(loss.fall, 0) and not training.rising():
             return Diagnosis(OVERFITTING, _gap_words(loss, training, gap), figures)
     if validation is not None and validation.finite:
         figures.update(validation.figures("validation_"))
@@ -253,7 +254,7 @@ def classify(
         figures["gap_percent"] = _round(100 * gap)
         if validation.rising() and not loss.rising():
             return Diagnosis(OVERFITTING, _overfit_words(validation, loss, "steps"), figures)
-        if gap > OVERFIT_GAP and loss.fall > validation.fall:
+        if gap > OVERFIT_GAP and loss.fall > max(validation.fall, 0) and not loss.rising():
             return Diagnosis(OVERFITTING, _gap_words(validation, loss, gap), figures)
     said = ""
     if training is not None and loss.count < MIN_RECENT and training.count > loss.count:
