@@ -357,6 +357,8 @@ class _Progress(NullObserver):
         self._said_nothing_at: float | None = None
         self._visited = 0
         self._last_step: int | None = None
+        self._notes_seen = 0  # notes the rule has made so far (its count)
+        self._notes_kept = 0  # of those, the ones Evidence keeps, already reported
 
     def on_step_start(self, step: int | None) -> None:
         if self.watch is not None:
@@ -375,8 +377,10 @@ class _Progress(NullObserver):
     def on_step_evaluated(self, step: int) -> None:
         self.idle()
         if self._replayed(step):
+            self._new_notes(step, report=False)  # the earlier attempt logged them
             return
         self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
+        self._new_notes(step)
         self._visited += 1
         self._last_step = step
         self._nothing_yet(step)
@@ -397,6 +401,18 @@ class _Progress(NullObserver):
             self._last_step = step
         reasons = self.evidence.firings_at(exc.step) if self.evidence is not None else []
         self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
+        self._new_notes(step)
+
+    def _new_notes(self, step: int, *, report: bool = True) -> None:
+        """Firings the rule kept as notes at this step (``ignore_converged``) go to the
+        reporter; a counter comparison when there are none."""
+        if self.evidence is None or self.evidence.note_count == self._notes_seen:
+            return
+        notes = self.evidence.notes_after(self._notes_kept)
+        self._notes_seen = self.evidence.note_count
+        self._notes_kept += len(notes)
+        if notes and report:
+            self.reporter.noted(self.name, step, notes=[n.to_dict() for n in notes])
 
     def _nothing_yet(self, step: int) -> None:
         if (

@@ -9,10 +9,12 @@ from typing import Any
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
+from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
 from rules_builtin._modes import as_training, is_epoch_end_log
 from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_list, parse_mode
+from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
 from rules_builtin._select import TensorSelection, percent_of, scalar
 from rules_builtin.registry import register
 
@@ -132,6 +134,15 @@ class LossNotDecreasing(Rule):
     it fires at 12 (no 20 % decrease since step 0) and again at 24, where the 2019 rule first
     fired at 24, because that implementation treated ``diff_percent`` as a tolerated
     *increase*. The 2019 default ``diff_percent`` was 0; the documented default 0.1 is used.
+
+    Diagnosis: every firing also says what the loss did: ``converged``, ``not_learning``,
+    ``diverging``, ``oscillating`` or ``overfitting``, with the figures that decided it (fall
+    since the start, recent trend, noise measured on the series), in the reason's
+    ``diagnosis``, ``explanation`` and ``diagnosis_figures`` and at the end of its sentence.
+    How each is decided: ``evaluator.rules.diagnosis`` ("Diagnosing a loss-progress firing"
+    below). With ``ignore_converged=true`` a firing diagnosed ``converged`` is a note (a
+    ``rule_note`` log line, ``evidence.notes`` in the result file), not an issue, and the
+    rule goes on checking: a later firing with any other diagnosis still fires.
     """
 
     PARAMETERS = (
@@ -168,6 +179,7 @@ class LossNotDecreasing(Rule):
             "mode",
             "TRAIN, EVAL or GLOBAL (= training); unset tries EVAL, then TRAIN.",
         ),
+        IGNORE_CONVERGED,
     )
 
     def __init__(
@@ -180,10 +192,12 @@ class LossNotDecreasing(Rule):
         diff_percent: str | float = "0.1",
         increase_threshold_percent: str | float = "5",
         mode: str | None = None,
+        ignore_converged: str | bool = "False",
         action_str: str | None = None,
     ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
+        self.progress = LossProgress(name, ignore_converged)
         use_losses = parse_bool(name, "use_losses_collection", use_losses_collection)
         collections = parse_list(collection_names) + (["losses"] if use_losses else [])
         self.selection = TensorSelection(name, collections, tensor_regex)
@@ -298,6 +312,7 @@ class LossNotDecreasing(Rule):
                     self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
                     return None
                 view.values[g] = value
+                self.progress.saw(name, g, value)
             total += view.values[g]  # type: ignore[operator]
             count += 1
             first = mode_step if first is None else first
@@ -324,6 +339,10 @@ class LossNotDecreasing(Rule):
         decrease = percent_of(prev - cur, prev)
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
+
+        def diagnose() -> Diagnosis:
+            return self.progress.diagnose(self.base_trial, name, mode, step)
+
         not_decreasing = self.evidence.compare(
             step,
             name,
@@ -338,6 +357,7 @@ class LossNotDecreasing(Rule):
                 f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
                 f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"
             ),
+            diagnose=diagnose,
         )
         rise = percent_of(cur - best, best)
         risen = self.evidence.compare(
@@ -356,6 +376,7 @@ class LossNotDecreasing(Rule):
                 f"more than {self.increase_threshold_percent:g}% above its lowest "
                 f"{m} window mean {best:g}"
             ),
+            diagnose=diagnose,
         )
         return not_decreasing or risen
 

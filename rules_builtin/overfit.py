@@ -7,10 +7,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator.modes import ModeKeys
+from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.rule import Rule
-from rules_builtin._modes import epoch_end_pair, is_epoch_end_log, value_in_mode
+from rules_builtin._modes import (
+    VALIDATION_PREFIX,
+    epoch_end_pair,
+    is_epoch_end_log,
+    value_in_mode,
+)
 from rules_builtin._params import Param, parse_float, parse_int
+from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
@@ -109,6 +116,15 @@ class Overfit(Rule):
     Steps before ``start_step`` (a global step) are ignored. The evaluator consumes a
     ``start_step`` RuleParameter itself and never visits earlier steps, which has the same
     effect.
+
+    Diagnosis: every firing also says what the loss did: ``converged``, ``not_learning``,
+    ``diverging``, ``oscillating`` or ``overfitting``, with the figures that decided it (fall
+    since the start, recent trend, noise measured on the series), in the reason's
+    ``diagnosis``, ``explanation`` and ``diagnosis_figures`` and at the end of its sentence.
+    How each is decided: ``evaluator.rules.diagnosis`` ("Diagnosing a loss-progress firing"
+    below). With ``ignore_converged=true`` a firing diagnosed ``converged`` is a note (a
+    ``rule_note`` log line, ``evidence.notes`` in the result file), not an issue, and the
+    rule goes on checking: a later firing with any other diagnosis still fires.
     """
 
     PARAMETERS = (
@@ -131,6 +147,7 @@ class Overfit(Rule):
             "float",
             "Fire when (validation - training) / training exceeds this.",
         ),
+        IGNORE_CONVERGED,
     )
 
     def __init__(
@@ -140,10 +157,12 @@ class Overfit(Rule):
         start_step: str | int = "0",
         patience: str | int = "1",
         ratio_threshold: str | float = "0.1",
+        ignore_converged: str | bool = "False",
         action_str: str | None = None,
     ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
+        self.progress = LossProgress(name, ignore_converged)
         self.selection = TensorSelection(name, None, tensor_regex)
         self._losses = TensorSelection(name, ["losses"], None)
         self.start_step = parse_int(name, "start_step", start_step, minimum=0)
@@ -183,6 +202,8 @@ class Overfit(Rule):
             if mode == EVAL:
                 pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
+                    self.progress.saw(name, step, pair[0])  # the training epoch mean
+                    self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass
                     if self._judge(
@@ -197,6 +218,7 @@ class Overfit(Rule):
             value = value_in_mode(self.base_trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
+            self.progress.saw(name, step, value)
             means.add(mode, value, mode_step, step)
         return fired
 
@@ -273,6 +295,11 @@ class Overfit(Rule):
             f"{self.ratio_threshold:g} for {means.streak} validation pass(es), judged "
             f"at {mode.name} step {mode_step} (global step {step})"
         )
+        validation = VALIDATION_PREFIX + name if means.epoch_logs else name
+
+        def diagnose() -> Diagnosis:
+            return self.progress.diagnose(self.base_trial, validation, EVAL, step)
+
         if self.patience == 1 or not above:
             return self.evidence.compare(
                 step,
@@ -285,6 +312,7 @@ class Overfit(Rule):
                 mode=mode,
                 mode_step=mode_step,
                 sentence=sentence,
+                diagnose=diagnose,
             )
         return self.evidence.compare(
             step,
@@ -297,4 +325,5 @@ class Overfit(Rule):
             mode=mode,
             mode_step=mode_step,
             sentence=sentence,
+            diagnose=diagnose,
         )

@@ -20,12 +20,13 @@ from rules_builtin._modes import (
     value_in_mode,
 )
 from rules_builtin._params import Param, parse_float, parse_int
+from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
 from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["Overtraining"]
 
-EVAL, GLOBAL = ModeKeys.EVAL, ModeKeys.GLOBAL
+TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 
 # Which loss a mode's value is: GLOBAL (a hook that never set modes) counts as training.
 _ROLE = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "validation"}
@@ -112,6 +113,15 @@ class Overtraining(Rule):
     the best against ``patience_train`` / ``patience_validation`` (fires when ``>=``).
 
     Only scalar (one-element) tensors are tracked; a NaN value is never an improvement.
+
+    Diagnosis: every firing also says what the loss did: ``converged``, ``not_learning``,
+    ``diverging``, ``oscillating`` or ``overfitting``, with the figures that decided it (fall
+    since the start, recent trend, noise measured on the series), in the reason's
+    ``diagnosis``, ``explanation`` and ``diagnosis_figures`` and at the end of its sentence.
+    How each is decided: ``evaluator.rules.diagnosis`` ("Diagnosing a loss-progress firing"
+    below). With ``ignore_converged=true`` a firing diagnosed ``converged`` is a note (a
+    ``rule_note`` log line, ``evidence.notes`` in the result file), not an issue, and the
+    rule goes on checking: a later firing with any other diagnosis still fires.
     """
 
     PARAMETERS = (
@@ -128,6 +138,7 @@ class Overtraining(Rule):
             "float",
             "Fraction of the best value a new value must be lower by to be a new best.",
         ),
+        IGNORE_CONVERGED,
     )
 
     def __init__(
@@ -136,10 +147,12 @@ class Overtraining(Rule):
         patience_train: str | int = "5",
         patience_validation: str | int = "10",
         delta: str | float = "0.01",
+        ignore_converged: str | bool = "False",
         action_str: str | None = None,
     ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
+        self.progress = LossProgress(name, ignore_converged)
         self.patience = {
             "train": parse_int(name, "patience_train", patience_train, minimum=1),
             "validation": parse_int(name, "patience_validation", patience_validation, minimum=1),
@@ -180,6 +193,8 @@ class Overtraining(Rule):
                     if not loss.epoch_logs:  # from now on: epoch-end logs only
                         loss.epoch_logs = True
                         loss.roles = self._fresh()
+                    self.progress.saw(name, step, pair[0])  # the training epoch mean
+                    self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
                     for role, value in zip(("train", "validation"), pair):
                         fired = (
                             self._observe(name, loss, role, value, step, raw_mode, mode_step)
@@ -193,6 +208,7 @@ class Overtraining(Rule):
             value = value_in_mode(trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
+            self.progress.saw(name, step, value)
             fired = (
                 self._observe(name, loss, _ROLE[mode], value, step, raw_mode, mode_step) or fired
             )
@@ -220,9 +236,13 @@ class Overtraining(Rule):
             if mode != GLOBAL
             else f"step {step}"
         )
+        followed = (
+            name if not (loss.epoch_logs and role == "validation") else VALIDATION_PREFIX + name
+        )
+        series_mode = EVAL if role == "validation" else TRAIN
         return self.evidence.compare(
             step,
-            name if not (loss.epoch_logs and role == "validation") else VALIDATION_PREFIX + name,
+            followed,
             quantity=f"{which} values without a new best",
             value=best.since,
             parameter=_PARAMETER[role],
@@ -235,4 +255,5 @@ class Overtraining(Rule):
                 f"{best.value if best.value is not None else math.nan:g} for "
                 f"{best.since} saved values at {where}"
             ),
+            diagnose=lambda: self.progress.diagnose(self.base_trial, followed, series_mode, step),
         )

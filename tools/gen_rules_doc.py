@@ -12,6 +12,7 @@ every rule on them (tests/scenarios). Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from pathlib import Path
 
@@ -126,6 +127,39 @@ SEMANTICS = """## How the rules read real training output
 """
 
 
+def diagnosis_section() -> str:
+    """How LossNotDecreasing, Overtraining and Overfit diagnose a firing: the classifier's own
+    docstring (``evaluator.rules.diagnosis``), so the doc is the code's."""
+    from evaluator.rules import diagnosis
+
+    body = inspect.cleandoc(diagnosis.__doc__ or "")
+    return (
+        "## Diagnosing a loss-progress firing\n\n"
+        + body
+        + """
+
+Example: a CI gate that fails a run whose loss did not learn, diverged, oscillated or
+overfitted, but not one that simply converged (the converged firings are kept as notes in
+`rule_evaluation_result.json`, `evidence.notes`, and logged as `rule_note` lines):
+
+```
+rule-evaluator --trial-dir s3://bucket/job/debug-output --rule LossNotDecreasing,Overtraining,Overfit \\
+  --ignore_converged true --continue_after_fire true
+test $? -eq 0   # NoIssuesFound: nothing but convergence
+```
+
+A firing's reason in the result file then reads, for example:
+
+```
+{"step": 77, "mode": "TRAIN", "diagnosis": "converged",
+ "explanation": "the loss fell 98 % (from 1.264 to 0.02525) and has been flat for 71 steps: the run converged; stop it if you wish",
+ "diagnosis_figures": {"start": 1.264, "level": 0.02525, "fall_percent": 98, "recent_change_percent": 0.78, "noise_percent": 2.0, "flat_steps": 71, ...},
+ "note": false, ...}
+```
+"""
+    )
+
+
 def hook_trials_table() -> str:
     table = run_hook_trials()
     names = HOOK_TRIALS
@@ -153,7 +187,16 @@ def render() -> str:
     sections = [rule_section(n) for n in registry.names()]
     contents = "\n".join(f"* [{n}](#{n.lower()})" for n in registry.names())
     return "\n".join(
-        [HEADER, contents, "", SEMANTICS, hook_trials_table(), scenario_table(), *sections]
+        [
+            HEADER,
+            contents,
+            "",
+            SEMANTICS,
+            diagnosis_section(),
+            hook_trials_table(),
+            scenario_table(),
+            *sections,
+        ]
     )
 
 

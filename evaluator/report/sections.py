@@ -79,7 +79,21 @@ def _verdict(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
         more = int(evidence.get("firings") or 0) - min(len(reasons), MAX_REASONS)
         if more > 0:
             body += f'<p class="note">and {more} more firing comparison(s).</p>'
-    elif status == "NoIssuesFound" and evidence.get("closest"):
+        diagnosed = [r for r in reasons if r.get("diagnosis")]
+        if diagnosed:  # a loss-progress rule's reading of its first firing
+            body += (
+                f"<p><strong>Diagnosis: {escape(diagnosed[0]['diagnosis'])}</strong>: "
+                f"{escape(diagnosed[0].get('explanation') or '')}</p>"
+            )
+    notes = [n for n in evidence.get("notes") or [] if isinstance(n, Mapping)]
+    if notes:
+        count = int(evidence.get("note_count") or len(notes))
+        body += (
+            f"<h3>Notes ({count})</h3><p>Firings the rule kept as notes, not issues "
+            "(the loss converged and <code>ignore_converged</code> is set):</p>"
+            + "".join(f"<p>{escape(n.get('sentence') or '')}</p>" for n in notes[:3])
+        )
+    if not reasons and status == "NoIssuesFound" and evidence.get("closest"):
         body += (
             "<h3>Closest approach</h3><p>The comparison that came nearest to firing, per "
             "parameter:</p>" + _checks_table(evidence["closest"])

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evaluator.modes import ModeKeys
+from evaluator.rules.diagnosis import Diagnosis
 
 __all__ = ["Check", "Evidence", "SelectionHint", "Series", "json_number"]
 
@@ -92,9 +93,10 @@ class Check:
     mode_step: int | None = None
     worker: str | None = None
     sentence: str | None = None
+    diagnosis: Diagnosis | None = None  # the rule's reading of a firing (loss progress)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "step": self.step,
             "mode": self.mode,
             "mode_step": self.mode_step,
@@ -107,6 +109,15 @@ class Check:
             "threshold": json_number(self.threshold),
             "sentence": self.sentence,
         }
+        if self.diagnosis is not None:
+            found["diagnosis"] = self.diagnosis.kind
+            found["explanation"] = self.diagnosis.words
+            found["diagnosis_figures"] = {
+                k: json_number(v) if isinstance(v, float) else v
+                for k, v in self.diagnosis.figures.items()
+            }
+            found["note"] = self.diagnosis.note
+        return found
 
 
 @dataclass(frozen=True)
@@ -304,6 +315,8 @@ class Evidence:
         self._closest_margin: dict[tuple[str, str], float] = {}
         self._firings: list[Check] = []
         self._firing_count = 0
+        self._notes: list[Check] = []  # firings the rule keeps as notes (ignore_converged)
+        self._note_count = 0
         self._mode_cache: tuple[int, ModeKeys | None, int | None] | None = None
         self._series: dict[tuple[Any, ...], Series] = {}
         self._series_left_out = 0
@@ -324,6 +337,7 @@ class Evidence:
         sentence: str | Callable[[], str] | None = None,
         mode: ModeKeys | None = None,
         mode_step: int | None = None,
+        diagnose: Callable[[], Diagnosis] | None = None,
     ) -> bool:
         """Record that ``quantity`` of ``tensors`` at global ``step`` was ``value`` and was
         compared with ``parameter`` = ``threshold``; the condition is ``value fires_when
@@ -331,6 +345,11 @@ class Evidence:
         fields) is logged and kept: give a callable (``lambda: f"..."``) so that the text is
         formatted only for a firing. ``mode``/``mode_step`` default to the step's own. The
         value also joins its series (what the rule report charts).
+
+        ``diagnose`` (called for a firing only) gives the rule's reading of the firing
+        (``evaluator.rules.diagnosis``): it is kept with the reason and its words end the
+        sentence. A diagnosis marked ``note`` makes the firing a note: logged and kept under
+        ``notes``, not counted as a firing, and ``compare`` returns False.
 
         Called for every tensor at every step, so it is kept cheap: counters and sets are
         written without the lock (only the rule's thread writes them; readers take their
@@ -346,6 +365,9 @@ class Evidence:
             self._tensors.update(names)
         value, threshold = float(value), float(threshold)
         fired = op(value, threshold)
+        diagnosis = diagnose() if fired and diagnose is not None else None
+        noted = diagnosis is not None and diagnosis.note
+        fired = fired and not noted
         self._comparisons += 1
         self._steps.add(step)
         # How far from meeting the condition (<= 0 when met; NaN when it cannot be said).
@@ -367,7 +389,7 @@ class Evidence:
         finally:
             self._lock.release()
         key = (parameter, fires_when)
-        if not fired and not margin < self._closest_margin.get(key, math.inf):
+        if not fired and not noted and not margin < self._closest_margin.get(key, math.inf):
             return False  # neither a firing nor nearer than before (or NaN): nothing to keep
         if mode is None:
             mode, mode_step = self._mode_of(step)
@@ -381,9 +403,10 @@ class Evidence:
             fires_when,
             mode.name if mode is not None else None,
             mode_step,
+            diagnosis=diagnosis,
         )
-        if fired:
-            check = self._fire(check, sentence)
+        if fired or noted:
+            check = self._fire(check, sentence, note=noted)
         with self._lock:
             if margin < self._closest_margin.get(key, math.inf):
                 self._closest_margin[key] = margin
@@ -452,11 +475,20 @@ class Evidence:
         if len(self._read_tensors) < 10_000:
             self._read_tensors.add(name)
 
-    def _fire(self, check: Check, sentence: str | Callable[[], str] | None) -> Check:
+    def _fire(
+        self, check: Check, sentence: str | Callable[[], str] | None, *, note: bool = False
+    ) -> Check:
         text = (sentence() if callable(sentence) else sentence) or _sentence(self.rule_name, check)
+        if check.diagnosis is not None:
+            text = f"{text}: {check.diagnosis.words}"
         done = replace(check, worker=self._worker(check), sentence=text)
-        self.logger.info("%s", text)
+        self.logger.info("%s%s", "note: " if note else "", text)
         with self._lock:
+            if note:
+                self._note_count += 1
+                if len(self._notes) < MAX_FIRINGS:
+                    self._notes.append(done)
+                return done
             self._firing_count += 1
             if len(self._firings) < MAX_FIRINGS:
                 self._firings.append(done)
@@ -516,6 +548,16 @@ class Evidence:
         with self._lock:
             return [c for c in self._firings if c.step == step]
 
+    @property
+    def note_count(self) -> int:
+        """How many firings the rule kept as notes (``Diagnosis.note``)."""
+        return self._note_count
+
+    def notes_after(self, count: int) -> list[Check]:
+        """The notes kept after the first ``count`` (the first ``MAX_FIRINGS`` are kept)."""
+        with self._lock:
+            return self._notes[count:]
+
     def series(self, *, limit: int | None = None) -> dict[str, Any]:
         """Every series as JSON-ready dicts (``Series.to_dict``), each cut to about ``limit``
         points besides its marks, and how many comparisons fell outside ``MAX_SERIES``."""
@@ -540,6 +582,11 @@ class Evidence:
                 "reasons": [c.to_dict() for c in self._firings],
                 "closest": [c.to_dict() for c in closest],
                 "series": len(self._series),
+                **(
+                    {"note_count": self._note_count, "notes": [c.to_dict() for c in self._notes]}
+                    if self._note_count
+                    else {}
+                ),
             }
 
 

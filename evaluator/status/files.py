@@ -42,6 +42,12 @@ every status change, so a reader never sees half a file. Schema, version 1::
             "tensors": ["gradients/dense/kernelGrad"], "quantity": "mean |gradient|",
             "value": 3.1e-09, "comparison": "<", "parameter": "threshold",
             "threshold": 1e-07, "sentence": "VanishingGradient: mean |gradient| of ..."}],
+                                   # LossNotDecreasing, Overtraining and Overfit add
+                                   # "diagnosis" (converged, not_learning, diverging,
+                                   # oscillating, overfitting), "explanation",
+                                   # "diagnosis_figures" and "note"
+          "note_count": 3, "notes": [ ... ],  # only when the rule kept firings as notes
+                                   # (ignore_converged): same fields as a reason
           "closest": [ ... ]       # per parameter and comparison, the check nearest to
         },                         # firing (or a firing one), same fields as a reason
         "error_after_firing": null,  # a storage/data error after the rule fired: the rule

@@ -44,6 +44,7 @@ _REDRAW_SECONDS = 0.2  # the console progress line, at most this often
 # The result file is the run's progress record (a restarted run resumes from it): rewritten
 # at every status change and firing, and as steps are evaluated at most this often.
 CHECKPOINT_SECONDS = 1.0
+MAX_NOTE_LINES = 20  # rule_note lines per rule (the result file counts every note)
 
 
 def _utc_now() -> datetime:
@@ -59,6 +60,7 @@ class _RuleState(RuleRecord):
     started_clock: float = 0.0
     window_start: float = 0.0  # a progress line's rate is measured since the previous line
     window_count: int = 0
+    notes_logged: int = 0
 
 
 class StatusReporter:
@@ -225,7 +227,12 @@ class StatusReporter:
             state = self._rules[rule]
             state.fired_steps.append(step)
             self._clear_line()
-            extra = {"reasons": [r.get("sentence") for r in reasons]} if reasons else {}
+            extra: dict[str, Any] = (
+                {"reasons": [r.get("sentence") for r in reasons]} if reasons else {}
+            )
+            kinds = [r["diagnosis"] for r in reasons if r.get("diagnosis")]
+            if kinds:
+                extra["diagnosis"] = kinds
             self._log.info(
                 "rule_fired",
                 rule=state.key,
@@ -243,6 +250,31 @@ class StatusReporter:
                     "evidence": self._evidence(),
                 },
             )
+
+    def noted(self, rule: str, step: int, *, notes: Sequence[Mapping[str, Any]]) -> None:
+        """The rule kept firings at ``step`` as notes (a converged loss with
+        ``ignore_converged``): logged as ``rule_note`` (the first ``MAX_NOTE_LINES`` per rule;
+        all of them are counted in the result file's evidence), never an issue."""
+        with self._lock:
+            state = self._rules[rule]
+            state.notes_logged += 1
+            if state.notes_logged > MAX_NOTE_LINES:
+                return
+            self._clear_line()
+            more = (
+                {"further_notes": "counted in the result file, not logged"}
+                if state.notes_logged == MAX_NOTE_LINES
+                else {}
+            )
+            self._log.info(
+                "rule_note",
+                rule=state.key,
+                step=step,
+                diagnosis=[n.get("diagnosis") for n in notes],
+                notes=[n.get("sentence") for n in notes],
+                **more,
+            )
+            self._write_result()
 
     def finish(self, rule: str) -> RuleOutcome:
         """The rule ended normally: IssuesFound if it fired, else NoIssuesFound."""

@@ -250,6 +250,7 @@ def test_parameters_declare_every_constructor_argument() -> None:
         "diff_percent": "0.1",
         "increase_threshold_percent": "5",
         "mode": None,
+        "ignore_converged": "False",
     }
 
 

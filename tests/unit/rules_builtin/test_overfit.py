@@ -145,6 +145,7 @@ def test_parameters_declare_every_constructor_argument() -> None:
         "start_step": "0",
         "patience": "1",
         "ratio_threshold": "0.1",
+        "ignore_converged": "False",
     }
 
 

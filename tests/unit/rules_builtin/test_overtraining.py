@@ -140,7 +140,12 @@ def test_bad_parameter_values_are_configuration_errors(
 def test_parameters_declare_every_constructor_argument() -> None:
     """PARAMETERS lists the constructor's parameters with the documented defaults."""
     declared = {p.name: p.default for p in Overtraining.PARAMETERS}
-    assert declared == {"patience_train": "5", "patience_validation": "10", "delta": "0.01"}
+    assert declared == {
+        "patience_train": "5",
+        "patience_validation": "10",
+        "delta": "0.01",
+        "ignore_converged": "False",
+    }
 
 
 # ---------------------------------------------------------------------- Keras-like and real trials
