@@ -115,6 +115,7 @@ def evaluate(
                 message_dir=None if config.message_dir is None else str(config.message_dir),
                 log_format=config.log_format,
                 step_timeout=config.rule_step_timeout,
+                report=config.report,
             )
         from container.privileges import drop_privileges
 
@@ -123,21 +124,19 @@ def evaluate(
         except ClientError as e:
             return _configuration_failed(e, opt_ml_root)
         log_stream = _capture_output(link) if link is not None else sys.stdout
-        # The report's charts (matplotlib) need a writable settings folder: one in the output's
-        # .sagemaker-ignore works in a read-only container and for any user.
-        os.environ.setdefault(
-            "MPLCONFIGDIR", os.path.join(config.output_dir, ".sagemaker-ignore", "matplotlib")
-        )
         # Imported once the configuration is known good: a bad one fails without loading numpy.
-        from evaluator.report import ReportWriter
+        from evaluator.report import REPORT_FILE_NAME, ReportWriter
         from evaluator.status import StatusReporter, configure_logging
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
+        # rule_report.html beside the result file, after the verdict (--report none: none)
+        report = ReportWriter() if config.report == "html" else None
         reporter = StatusReporter.from_config(
             config,
             console=config.log_format == "console" and log_stream.isatty(),
             stream=log_stream,
-            listeners=[ReportWriter()],  # rule_report.html beside the result file
+            listeners=[report] if report is not None else [],
+            report_file=config.output_dir / REPORT_FILE_NAME if report is not None else None,
         )
         if run_as is not None:
             import structlog
@@ -159,6 +158,11 @@ def evaluate(
         if signals.signum is not None:
             reporter.stop(signals.signum)
         code = reporter.close()
+        if report is not None:
+            # The verdict first: the supervisor has the exit code before the report is done.
+            if link is not None:
+                link.send("verdict", exit_code=code)
+            report.wait()
         evaluation.close()
         return code
 

@@ -177,7 +177,12 @@ class _Supervisor:
             os.close(fd)
         outputs.flush("stdout")
         outputs.flush("stderr")
-        return self._conclude(exit_status or 0)
+        code = self._conclude(exit_status or 0)
+        if self.verdict is None and not self.stops and self.state.get("report") == "html":
+            from evaluator.report import report_unfinished  # killed or timed out: its report
+
+            report_unfinished(self.state.get("result_dir"))
+        return code
 
     def _on_message(self, message: dict[str, Any], outputs: _OutputLines, now: float) -> None:
         kind = message["m"]

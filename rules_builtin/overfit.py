@@ -183,6 +183,8 @@ class Overfit(Rule):
             if mode == EVAL:
                 pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
+                    self.evidence.record(step, name, quantity="loss", value=pair[0], mode=TRAIN)
+                    self.evidence.record(step, name, quantity="loss", value=pair[1], mode=EVAL)
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass
                     if self._judge(
@@ -197,6 +199,8 @@ class Overfit(Rule):
             value = value_in_mode(self.base_trial, name, step, mode, not_scalar=self._skipped)
             if value is None:
                 continue
+            # The curve behind the verdict: training and validation loss, per mode.
+            self.evidence.record(step, name, quantity="loss", value=value, mode=mode)
             means.add(mode, value, mode_step, step)
         return fired
 

@@ -10,6 +10,17 @@ what the trial holds.
 from __future__ import annotations
 
 from evaluator.report.data import DATA_FILE_NAME
-from evaluator.report.writer import REPORT_FILE_NAME, ReportWriter, write_report
+from evaluator.report.writer import (
+    REPORT_FILE_NAME,
+    ReportWriter,
+    report_unfinished,
+    write_report,
+)
 
-__all__ = ["DATA_FILE_NAME", "REPORT_FILE_NAME", "ReportWriter", "write_report"]
+__all__ = [
+    "DATA_FILE_NAME",
+    "REPORT_FILE_NAME",
+    "ReportWriter",
+    "report_unfinished",
+    "write_report",
+]

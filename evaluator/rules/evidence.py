@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from evaluator.modes import ModeKeys
 
 __all__ = ["Check", "Evidence", "SelectionHint", "Series", "json_number"]
@@ -60,6 +62,7 @@ MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
 MAX_SERIES = 200  # series kept per rule (the count of those left out goes on)
 SERIES_BUCKETS = 1024  # a series keeps at most 2 points per bucket, plus its marks
 MAX_MARKS = 1000  # firing points kept exactly per series (the count goes on)
+MAX_READS_CHARTED = 200  # reads charted per step of a rule that watches its reads
 _QUANTITY_CACHE = 4096  # quantities remembered with their step-free label
 
 # "TRAIN steps 3..9", "step 12": a window named in a quantity moves with the step; the series
@@ -149,6 +152,7 @@ class Series:
         "fires_when",
         "firing_count",
         "firings",
+        "mode",
         "parameter",
         "quantity",
         "tensors",
@@ -164,9 +168,11 @@ class Series:
         parameter: str | None,
         fires_when: str | None,
         threshold: float | None,
+        mode: str | None = None,
     ) -> None:
         self.tensors = tensors
         self.quantity = quantity
+        self.mode = mode  # TRAIN, EVAL...: a series the rule keeps per mode (record's)
         self.parameter = parameter
         self.fires_when = fires_when
         self.threshold = threshold
@@ -256,6 +262,7 @@ class Series:
         return {
             "tensors": list(self.tensors),
             "quantity": self.quantity,
+            "mode": self.mode,
             "parameter": self.parameter,
             "comparison": self.fires_when,
             "threshold": json_number(self.threshold),
@@ -308,6 +315,8 @@ class Evidence:
         self._series: dict[tuple[Any, ...], Series] = {}
         self._series_left_out = 0
         self._labels: dict[str, str] = {}
+        self._watching = False  # chart what the rule reads (watch_reads)
+        self._pending: list[tuple[str, int]] = []
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
@@ -391,13 +400,59 @@ class Evidence:
         return fired
 
     def record(
-        self, step: int, tensors: str | Iterable[str], *, quantity: str, value: float
+        self,
+        step: int,
+        tensors: str | Iterable[str],
+        *,
+        quantity: str,
+        value: float,
+        mode: ModeKeys | str | None = None,
     ) -> None:
         """Add ``value`` of ``quantity`` at global ``step`` to the series the rule report
         charts, for a quantity the rule watches but does not compare with a threshold (what
-        it compares, ``compare`` records itself). Optional; it counts as no check."""
+        it compares, ``compare`` records itself): the curve behind a verdict, such as the
+        training and validation loss. ``mode`` (TRAIN, EVAL...) keeps one series per mode.
+        Optional; it counts as no check."""
         names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
-        self._add_point(names, quantity, None, None, step, float(value), None, False, math.nan)
+        mode_name = mode.name if isinstance(mode, ModeKeys) else mode
+        if mode_name == "GLOBAL":
+            mode_name = None
+        self._add_point(
+            names, quantity, None, None, step, float(value), None, False, math.nan, mode_name
+        )
+
+    def watch_reads(self) -> None:
+        """Chart what the rule reads (a rule that records no comparisons: a user's rule):
+        ``chart_reads`` adds each tensor value read at a step to a series."""
+        self._watching = True
+
+    def chart_reads(self) -> None:
+        """Add the values the rule read since the last call (``note_read``) to their series:
+        a scalar as ``value``, an array as ``mean |value|``, per mode; a tensor saved as
+        reductions only, each reduction. Read again outside the rule's observer (from the
+        reader's cache, mostly): it counts as no read. Never raises."""
+        pending, self._pending = self._pending, []
+        for name, step in dict.fromkeys(pending):
+            try:
+                self._chart_read(name, step)
+            except Exception:  # a chart is a help; never fail a rule over it
+                continue
+
+    def _chart_read(self, name: str, step: int) -> None:
+        mode, _ = self._mode_of(step)
+        tensor = self.trial.tensor(name)
+        try:
+            value = np.asarray(tensor.value(step), dtype=np.float64)
+        except Exception:
+            for (reduction, absolute), saved in tensor.reduction_values(step).items():
+                label = f"{'abs ' if absolute else ''}{reduction}"
+                self.record(step, name, quantity=label, value=float(saved), mode=mode)
+            return
+        if value.size == 1:
+            self.record(step, name, quantity="value", value=float(value.ravel()[0]), mode=mode)
+        elif value.size:
+            mean = float(np.abs(value).mean())
+            self.record(step, name, quantity="mean |value|", value=mean, mode=mode)
 
     def _add_point(
         self,
@@ -410,11 +465,14 @@ class Evidence:
         threshold: float | None,
         fired: bool,
         margin: float,
+        mode: str | None = None,
     ) -> None:
         label = self._labels.get(quantity)
         if label is None:
             label = self._label(quantity)
-        key = (names, label, parameter, fires_when)
+        key: tuple[Any, ...] = (names, label, parameter, fires_when)
+        if mode is not None:
+            key = (*key, mode)
         with self._lock:
             series = self._series.get(key)
             if series is None:
@@ -435,8 +493,9 @@ class Evidence:
         if len(self._series) >= MAX_SERIES:
             self._series_left_out += 1
             return None
-        names, label, parameter, fires_when = key
-        series = self._series[key] = Series(names, label, parameter, fires_when, threshold)
+        names, label, parameter, fires_when = key[:4]
+        mode = key[4] if len(key) > 4 else None
+        series = self._series[key] = Series(names, label, parameter, fires_when, threshold, mode)
         return series
 
     def checked(self, step: int, tensors: str | Iterable[str]) -> None:
@@ -451,6 +510,8 @@ class Evidence:
         self._reads += 1
         if len(self._read_tensors) < 10_000:
             self._read_tensors.add(name)
+        if self._watching and len(self._pending) < MAX_READS_CHARTED:
+            self._pending.append((name, step))
 
     def _fire(self, check: Check, sentence: str | Callable[[], str] | None) -> Check:
         text = (sentence() if callable(sentence) else sentence) or _sentence(self.rule_name, check)
