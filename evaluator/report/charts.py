@@ -41,9 +41,11 @@ def _spec(spec: Mapping[str, Any]) -> str:
 
 
 def _json_value(value: Any) -> float | str | None:
+    """A value for a chart: 6 significant digits (the page shows 4), so a long run's report
+    stays small; NaN and infinities as strings."""
     v = as_float(value)
     if math.isfinite(v):
-        return v
+        return float(f"{v:.6g}")
     return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
 
 

@@ -4,10 +4,12 @@ images, tokens, other trials or a live job, are in tests/report/test_rule_series
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from evaluator.report import DATA_FILE_NAME, REPORT_FILE_NAME
 from rules_builtin import registry
 from tests.report.firing import assert_report_holds_the_firing
 from tests.report.harness import HOOK_TRIALS, evaluate_with_report
@@ -43,3 +45,30 @@ def test_report_series_holds_the_firing(rule: str, tmp_path: Path) -> None:
     run = evaluate_with_report(["--trial-dir", str(trial), "--rule", rule], tmp_path / "out")
     assert run.exit_code == 1
     assert_report_holds_the_firing(run.output_dir, rule)
+
+
+# rule -> (trial, the curve it records behind its verdict, the modes it is kept in)
+CURVES = {
+    "Overfit": ("keras_overfit", "loss", {"TRAIN", "EVAL"}),
+    "LossNotDecreasing": ("keras_flat_loss", "loss", {"TRAIN"}),
+    "Overtraining": ("xgboost_overfit", "loss", {"TRAIN"}),
+    "ExplodingTensor": ("keras_exploding", "L2 norm", {None}),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CURVES))
+def test_report_charts_the_curve_behind_the_verdict(rule: str, tmp_path: Path) -> None:
+    """Besides the quantity it tests, the rule records the curve an engineer checks (the loss
+    per mode, a tensor's norm) over several steps, and the report draws it first."""
+    trial, quantity, modes = CURVES[rule]
+    run = evaluate_with_report(
+        ["--trial-dir", str(HOOK_TRIALS / trial), "--rule", rule], tmp_path / "out"
+    )
+    assert run.exit_code == 1
+    data = json.loads((run.output_dir / DATA_FILE_NAME).read_text())
+    curves = [s for s in data["rules"][rule]["series"] if s["parameter"] is None]
+    assert {s["quantity"] for s in curves} == {quantity}
+    assert {s["mode"] for s in curves} == modes
+    assert max(len(s["points"]) for s in curves) >= 5
+    html = (run.output_dir / REPORT_FILE_NAME).read_text(encoding="utf-8")
+    assert html.index("The curves behind the verdict") < html.index("What the rule tested")

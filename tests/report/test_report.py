@@ -105,12 +105,16 @@ def test_error_report_shows_the_message_what_to_fix_and_the_trial(error_run: Rep
     assert summary["collections"] == {"gradients": 6}
 
 
-def test_several_rules_get_one_page_with_an_index(several_run: ReportRun) -> None:
-    """Several rules: one page, an index linking each rule's section."""
+def test_several_rules_get_one_page_with_a_summary_on_top(several_run: ReportRun) -> None:
+    """Several rules: one page, a summary table on top linking each rule's section and
+    saying why each ended as it did."""
     html = _html(several_run)
+    assert html.index("<h2>Summary</h2>") < html.index('<section id="rule-')
     for rule in ("VanishingGradient", "ExplodingTensor"):
         assert f'<a href="#rule-{rule}">{rule}</a>' in html
         assert f'<section id="rule-{rule}">' in html
+    assert "VanishingGradient: mean |gradients/dense_0/kernelGrad|" in html  # why it fired
+    assert "none met the condition" in html  # ExplodingTensor: what it checked
 
 
 @pytest.mark.parametrize("fixture", ["firing_run", "error_run", "several_run"])
