@@ -4,8 +4,9 @@ what the trial holds.
 
 ``ReportWriter`` is the ``StatusReporter`` listener that writes it during a run;
 ``write_report`` writes it from an output folder (``rule-evaluator report``). Modules:
-``data`` (the data file the series are kept in), ``charts`` (matplotlib), ``page`` (the look),
-``sections`` (one rule), ``render`` (the page), ``writer`` (files and the listener)."""
+``data`` (the data file the series are kept in), ``charts`` (chart specs the page's inlined
+uPlot draws), ``page`` (the look, the scripts), ``advice`` (what to try), ``sections`` (one
+rule), ``render`` (the page), ``writer`` (files, the listener, the supervisor's call)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def series_chart(
         for i in others[:MAX_GREY]
     ]
     spec = {
-        "ylabel": str(head.get("quantity") or ""),
+        "ylabel": _short([str(head.get("quantity") or "")], 36),  # the caption has it all
         "log": _use_log(limits),
         "lines": lines,
         "threshold": threshold,

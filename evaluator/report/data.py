@@ -8,7 +8,9 @@ can draw the report again after the run. Schema, version 1::
         "<configuration name>": {
           "series": [{                       # evaluator.rules.evidence.Series.to_dict
             "tensors": ["gradients/dense/kernelGrad"], "quantity": "mean |gradient|",
+            "mode": null,                    # "TRAIN", "EVAL"...: a series kept per mode
             "parameter": "threshold", "comparison": "<", "threshold": 1e-07,
+                                             # (both null: watched, Evidence.record)
             "threshold_changes": [],         # [step, threshold] where it moved
             "count": 2000,                   # values recorded
             "points": [[0, 0.012], ...],     # downsampled; firings and closest kept exactly

@@ -23,10 +23,14 @@ Built-in rules call ``compare`` for every comparison they make::
         fired = True
 
 **Series.** Every ``compare`` also adds the value to the series of its tensor(s), quantity,
-parameter and comparison, the history the rule report (``evaluator.report``) charts. A custom
-rule charts a quantity it does not test with ``record``::
+parameter and comparison, the history the rule report (``evaluator.report``) charts. A rule
+charts a quantity it watches without a threshold (the curve behind its verdict: the loss per
+mode, a tensor's norm) with ``record``::
 
-    self.evidence.record(step, name, quantity="mean |weight|", value=mean)
+    self.evidence.record(step, name, quantity="loss", value=loss, mode=ModeKeys.EVAL)
+
+A rule that records no comparisons (one written for smdebug) has what it reads charted
+(``watch_reads``; ``Rule.invoke`` calls ``chart_reads`` after each step).
 
 A series is bounded whatever the run's length: it keeps the lowest and the highest value of
 each of at most ``SERIES_BUCKETS`` runs of consecutive steps (so a spike survives), and its
