@@ -126,7 +126,8 @@ def evaluate(
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
         from evaluator.report import REPORT_FILE_NAME, ReportWriter
-        from evaluator.status import StatusReporter, configure_logging
+        from evaluator.report.writer import DATA_SECONDS
+        from evaluator.status import RESULT_FILE_NAME, StatusReporter, configure_logging
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
         # rule_report.html beside the result file, after the verdict (--report none: none)
@@ -138,6 +139,12 @@ def evaluate(
             listeners=[report] if report is not None else [],
             report_file=config.output_dir / REPORT_FILE_NAME if report is not None else None,
         )
+        if report is not None:  # a killed evaluation's report keeps its curves
+            report.keep_data_current(
+                config.output_dir / RESULT_FILE_NAME,
+                reporter.evidence,
+                _seconds_from(environ, "EVALUATOR_REPORT_DATA_INTERVAL", DATA_SECONDS),
+            )
         if run_as is not None:
             import structlog
 
@@ -288,3 +295,13 @@ def _summary(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _seconds_from(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A number of seconds > 0 from the environment variable ``name``; ``default`` when it
+    is unset or not such a number (a tuning knob, never an error)."""
+    try:
+        value = float(environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 and value < float("inf") else default

@@ -27,6 +27,7 @@ __all__ = ["REPORT_FILE_NAME", "REPORT_SECONDS", "ReportWriter", "write_report"]
 
 REPORT_FILE_NAME = "rule_report.html"
 REPORT_SECONDS = 3.0  # how long the end of a run waits for its report (inside VERDICT_GRACE)
+DATA_SECONDS = 10.0  # how often a running evaluation brings the data file up to date
 
 
 def write_report(result_file: Path, *, evidence: Mapping[str, Any] | None = None) -> Path:
@@ -74,6 +75,7 @@ class ReportWriter:
         self._timer: threading.Timer | None = None
         self._final: threading.Thread | None = None
         self._ended = False
+        self._over = threading.Event()  # the run ended: the data file keeper stops
         self.path: Path | None = None
         self.seconds: float | None = None  # how long the last write took
 
@@ -88,6 +90,7 @@ class ReportWriter:
                 return
             if kind == "evaluation_finished":
                 self._ended = True
+                self._over.set()
                 if self._timer is not None:
                     self._timer.cancel()
                 self._final = threading.Thread(
@@ -107,6 +110,32 @@ class ReportWriter:
             )
             self._timer.daemon = True
             self._timer.start()
+
+    def keep_data_current(
+        self,
+        result_file: Path,
+        evidence: Callable[[], Mapping[str, Any]],
+        every: float = DATA_SECONDS,
+    ) -> None:
+        """While the run goes on, bring the data file beside ``result_file`` up to date from
+        ``evidence`` (each rule's, by configuration name) every ``every`` seconds, on a thread
+        of its own: the report of a run whose evaluation is killed, which the supervisor draws
+        from the files, then still has its curves."""
+
+        def keep() -> None:
+            while not self._over.wait(every):
+                with self._lock:
+                    if self._over.is_set():
+                        return
+                    try:
+                        result = json.loads(result_file.read_text(encoding="utf-8"))
+                        output_dir = result_file.parent
+                        data = collect(result, read_data(output_dir), evidence())
+                        write_data(output_dir, data)
+                    except Exception:  # not there yet, or being replaced: the next turn
+                        continue
+
+        threading.Thread(target=keep, name="rule-report-data", daemon=True).start()
 
     def wait(self, timeout: float = REPORT_SECONDS) -> bool:
         """Wait at most ``timeout`` seconds for the final report; whether it is done (True

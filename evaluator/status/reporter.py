@@ -219,6 +219,12 @@ class StatusReporter:
         with self._lock:
             self._rules[rule].evidence = evidence
 
+    def evidence(self) -> dict[str, EvidenceSource]:
+        """Each rule's evidence so far, by configuration name (what listeners get with firings
+        and the end; the report's data file is kept current from it)."""
+        with self._lock:
+            return self._evidence()
+
     def fired(self, rule: str, step: int, *, reasons: Sequence[Mapping[str, Any]] = ()) -> None:
         """The rule's condition was met at ``step`` (status follows at ``finish``);
         ``reasons`` are the firing comparisons (``Check.to_dict()``)."""

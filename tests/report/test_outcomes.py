@@ -70,20 +70,31 @@ def test_report_none_writes_no_report(tmp_path: Path, how: str) -> None:
 
 def test_a_killed_evaluation_gets_its_report(tmp_path: Path, rules_file: Path) -> None:
     """The evaluation killed by SIGKILL mid-run (the OOM killer): the supervisor writes the
-    report from the result file: Error with its InternalServerError."""
+    report from the result file (Error with its InternalServerError) and the data file the
+    running evaluation kept current (the curves of what the rule read before)."""
     cli = EvaluatorCli(tmp_path)
     process = cli.command(
-        "--trial-dir", EXAMPLE, "--rule", "SleepsAtStep3", "--source_s3_uri", str(rules_file)
-    ).start()
-    result = cli.output_dir / "rule_evaluation_result.json"
+        "--trial-dir", EXAMPLE, "--rule", "SleepsAtStep3", "--source_s3_uri", str(rules_file),
+        env={"EVALUATOR_REPORT_DATA_INTERVAL": "0.2"},
+    ).start()  # fmt: skip
+    data = cli.output_dir / DATA_FILE_NAME
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not result.exists():
+    while time.monotonic() < deadline and not _holds_series(data):
         time.sleep(0.05)
     os.kill(child_of(process.pid), signal.SIGKILL)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 3, (out, err)
     html = (cli.output_dir / REPORT_FILE_NAME).read_text(encoding="utf-8")
     assert "SleepsAtStep3" in html and "InternalServerError" in html and "SIGKILL" in html
+    assert "The curves behind the verdict" in html and "gradients/layer0_weight" in html
+
+
+def _holds_series(data_file: Path) -> bool:
+    try:
+        rules = json.loads(data_file.read_text())["rules"]
+    except (OSError, ValueError):
+        return False
+    return any(entry.get("series") for entry in rules.values())
 
 
 def test_a_step_over_its_time_limit_gets_a_report(tmp_path: Path, rules_file: Path) -> None:
