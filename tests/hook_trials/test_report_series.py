@@ -47,12 +47,14 @@ def test_report_series_holds_the_firing(rule: str, tmp_path: Path) -> None:
     assert_report_holds_the_firing(run.output_dir, rule)
 
 
-# rule -> (trial, the curve it records behind its verdict, the modes it is kept in)
+# rule -> (trial, the curve it records behind its verdict, the modes it is kept in, the
+# steps it spans at least: ClassImbalance fires at its first step, drawn as bars)
 CURVES = {
-    "Overfit": ("keras_overfit", "loss", {"TRAIN", "EVAL"}),
-    "LossNotDecreasing": ("keras_flat_loss", "loss", {"TRAIN"}),
-    "Overtraining": ("xgboost_overfit", "loss", {"TRAIN"}),
-    "ExplodingTensor": ("keras_exploding", "L2 norm", {None}),
+    "Overfit": ("keras_overfit", "loss", {"TRAIN", "EVAL"}, 5),
+    "LossNotDecreasing": ("keras_flat_loss", "loss", {"TRAIN"}, 5),
+    "Overtraining": ("xgboost_overfit", "loss", {"TRAIN"}, 5),
+    "ExplodingTensor": ("keras_exploding", "L2 norm", {None}, 5),
+    "ClassImbalance": ("xgboost_imbalanced", "labels seen per class", {None}, 1),
 }
 
 
@@ -60,7 +62,7 @@ CURVES = {
 def test_report_charts_the_curve_behind_the_verdict(rule: str, tmp_path: Path) -> None:
     """Besides the quantity it tests, the rule records the curve an engineer checks (the loss
     per mode, a tensor's norm) over several steps, and the report draws it first."""
-    trial, quantity, modes = CURVES[rule]
+    trial, quantity, modes, steps = CURVES[rule]
     run = evaluate_with_report(
         ["--trial-dir", str(HOOK_TRIALS / trial), "--rule", rule], tmp_path / "out"
     )
@@ -69,6 +71,6 @@ def test_report_charts_the_curve_behind_the_verdict(rule: str, tmp_path: Path) -
     curves = [s for s in data["rules"][rule]["series"] if s["parameter"] is None]
     assert {s["quantity"] for s in curves} == {quantity}
     assert {s["mode"] for s in curves} == modes
-    assert max(len(s["points"]) for s in curves) >= 5
+    assert max(len(s["points"]) for s in curves) >= steps
     html = (run.output_dir / REPORT_FILE_NAME).read_text(encoding="utf-8")
     assert html.index("The curves behind the verdict") < html.index("What the rule tested")
