@@ -17,6 +17,11 @@ from rules_builtin.registry import register
 
 __all__ = ["Confusion"]
 
+# The confusion matrix judged, recorded cell by cell ("true → predicted") for the report,
+# which draws it as a table: up to this many classes.
+MATRIX_CHARTED = 10
+MATRIX_QUANTITY = "confusion matrix (true → predicted)"
+
 
 @register
 class Confusion(Rule):
@@ -177,7 +182,13 @@ class Confusion(Rule):
         tensors = labelled_names(
             self.base_trial, step, self.labels, self.labels_collection
         ) + labelled_names(self.base_trial, step, self.predictions, self.predictions_collection)
-        return self._violation(step, tensors, matrix)
+        fired = self._violation(step, tensors, matrix)
+        if len(matrix) <= MATRIX_CHARTED:  # the matrix behind the verdict, for the report
+            for (i, j), count in np.ndenumerate(matrix):
+                self.evidence.record(
+                    step, f"{i} → {j}", quantity=MATRIX_QUANTITY, value=float(count)
+                )
+        return fired
 
     def _violation(self, step: int, tensors: list[str], matrix: np.ndarray) -> bool:
         """Whether some row breaks a bound (each comparison recorded, up to the first that

@@ -19,7 +19,7 @@ from typing import Any
 
 from evaluator.report.page import escape
 
-__all__ = ["PALETTE", "as_float", "bar_chart", "line_chart", "series_chart"]
+__all__ = ["PALETTE", "as_float", "bar_chart", "line_chart", "matrix_table", "series_chart"]
 
 PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4b", "#8e44ad", "#c2185b", "#00838f", "#6d4c41")
 GREY = "#b9c0c7"
@@ -297,3 +297,32 @@ def bar_chart(items: Sequence[tuple[str, float]], *, title: str, integer: bool =
     if not items:
         return '<p class="note">Nothing to plot.</p>'
     return _figure(_bars(items, integer=integer), title, [])
+
+
+def matrix_table(cells: Mapping[tuple[str, str], float], *, title: str) -> str:
+    """A matrix (a confusion matrix: rows the true class, columns the predicted one) as a
+    table, each cell shaded by its share of its row; the diagonal in green, the rest in red."""
+    rows = sorted({r for r, _ in cells}, key=_natural)
+    cols = sorted({c for _, c in cells}, key=_natural)
+    head = "".join(f"<th>{escape(c)}</th>" for c in cols)
+    body = []
+    for r in rows:
+        total = sum(v for (a, _), v in cells.items() if a == r and math.isfinite(v)) or 1.0
+        tds = []
+        for c in cols:
+            v = cells.get((r, c), math.nan)
+            share = v / total if math.isfinite(v) else 0.0
+            tint = "30,122,70" if r == c else "179,38,30"
+            text = str(int(v)) if math.isfinite(v) and v == int(v) else _number(v)
+            tds.append(
+                f'<td style="background:rgba({tint},{0.08 + 0.6 * share:.2f})">{escape(text)}</td>'
+            )
+        body.append(f"<tr><th>{escape(r)}</th>{''.join(tds)}</tr>")
+    table = (
+        f'<table class="matrix"><tr><th>true ↓ predicted →</th>{head}</tr>{"".join(body)}</table>'
+    )
+    return _figure(table, title, [])
+
+
+def _natural(text: str) -> tuple[int, str]:
+    return (int(text), "") if text.lstrip("-").isdigit() else (1 << 62, text)

@@ -73,6 +73,7 @@ table.bars td.track{position:relative;width:48%}
 .bars .bar{height:14px;background:#1f6fb4;border-radius:2px}.bars .bar.fired{background:#b3261e}
 .bars .limit{position:absolute;top:0;bottom:0;border-left:2px dashed #444b52}
 table.bars td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.matrix td{padding:3px 10px;min-width:3.2em}table.matrix th{padding-right:10px}
 .advice{border-left:4px solid #1f6fb4;background:#f2f7fc;padding:8px 14px;
 border-radius:0 6px 6px 0}
 """

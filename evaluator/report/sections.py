@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from evaluator.report.advice import advice_for
-from evaluator.report.charts import as_float, series_chart
+from evaluator.report.charts import as_float, matrix_table, series_chart
 from evaluator.report.page import badge, escape, key_values, number, table
 
 __all__ = ["MAX_CHARTS", "anchor", "rule_section"]
@@ -190,6 +190,10 @@ def _curves(rule: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str
     fired = set(rule.get("fired_steps") or [])
     parts = ["<h3>The curves behind the verdict</h3>"]
     for quantity, members in list(groups.items())[:MAX_CURVES]:
+        cells = _cells(members)
+        if cells is not None:  # "a → b" per series: a matrix at its last step
+            parts.append(matrix_table(cells, title=quantity))
+            continue
         shown = list(range(min(len(members), 8)))
         marks = []
         for step in sorted(fired):
@@ -204,6 +208,20 @@ def _curves(rule: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str
     if len(groups) > MAX_CURVES:
         parts.append(f'<p class="note">{len(groups) - MAX_CURVES} more quantities not charted.</p>')
     return "\n".join(parts)
+
+
+def _cells(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float] | None:
+    """The matrix a group of watched series holds when each names one cell, "row → column"
+    (Confusion's matrix), from each series' last point; None for any other group."""
+    cells: dict[tuple[str, str], float] = {}
+    for s in members:
+        names = s.get("tensors") or []
+        points = s.get("points") or []
+        if len(names) != 1 or " → " not in str(names[0]) or not points:
+            return None
+        row, col = str(names[0]).split(" → ", 1)
+        cells[(row, col)] = as_float(points[-1][1])
+    return cells if len(members) > 1 else None
 
 
 # ---------------------------------------------------------------- charts

@@ -55,6 +55,7 @@ CURVES = {
     "Overtraining": ("xgboost_overfit", "loss", {"TRAIN"}, 5),
     "ExplodingTensor": ("keras_exploding", "L2 norm", {None}, 5),
     "ClassImbalance": ("xgboost_imbalanced", "labels seen per class", {None}, 1),
+    "Confusion": ("xgboost_deep_trees", "confusion matrix (true → predicted)", {None}, 1),
 }
 
 
@@ -74,3 +75,5 @@ def test_report_charts_the_curve_behind_the_verdict(rule: str, tmp_path: Path) -
     assert max(len(s["points"]) for s in curves) >= steps
     html = (run.output_dir / REPORT_FILE_NAME).read_text(encoding="utf-8")
     assert html.index("The curves behind the verdict") < html.index("What the rule tested")
+    if rule == "Confusion":  # its matrix, as a table: true classes in rows
+        assert '<table class="matrix">' in html and "<th>1</th>" in html
