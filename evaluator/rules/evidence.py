@@ -430,15 +430,20 @@ class Evidence:
         ``chart_reads`` adds each tensor value read at a step to a series."""
         self._watching = True
 
-    def chart_reads(self) -> None:
-        """Add the values the rule read since the last call (``note_read``) to their series:
-        a scalar as ``value``, an array as ``mean |value|``, per mode; a tensor saved as
-        reductions only, each reduction. Read again outside the rule's observer (from the
-        reader's cache, mostly): it counts as no read. Never raises."""
+    def chart_reads(self, step: int | None = None) -> None:
+        """Add the values the rule read since the last call (``note_read``) at global
+        ``step`` (the step it evaluated; any step when None) to their series: a scalar as
+        ``value``, an array as ``mean |value|``, per mode; a tensor saved as reductions only,
+        each reduction. A read of another step (a window, or a mode step) is left out: the
+        observer does not say which mode a step number counts in. Read again outside the
+        rule's observer (from the reader's cache, mostly): it counts as no read. Never
+        raises."""
         pending, self._pending = self._pending, []
-        for name, step in dict.fromkeys(pending):
+        for name, read_step in dict.fromkeys(pending):
+            if step is not None and read_step != step:
+                continue
             try:
-                self._chart_read(name, step)
+                self._chart_read(name, read_step)
             except Exception:  # a chart is a help; never fail a rule over it
                 continue
 

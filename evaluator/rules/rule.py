@@ -96,7 +96,7 @@ class Rule(ABC):
             self.set_required_tensors(step)
             self.req_tensors.fetch()
             met = self.invoke_at_step(step)
-        self.evidence.chart_reads()
+        self.evidence.chart_reads(step)
         if met:
             condition = RuleEvaluationConditionMet(self.rule_name, step)
             self._actions.invoke(str(condition))
