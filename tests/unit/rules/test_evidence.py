@@ -18,10 +18,9 @@ from evaluator.rules.evidence import (
     Check,
     Evidence,
     Series,
-    _higher,
-    _lower,
     json_number,
 )
+from evaluator.rules.series import _higher, _lower
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 
