@@ -19,7 +19,16 @@ from typing import Any
 
 from evaluator.report.page import escape
 
-__all__ = ["PALETTE", "as_float", "bar_chart", "line_chart", "matrix_table", "series_chart"]
+__all__ = [
+    "PALETTE",
+    "as_float",
+    "bar_chart",
+    "firing_values",
+    "histogram",
+    "line_chart",
+    "matrix_table",
+    "series_chart",
+]
 
 PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4b", "#8e44ad", "#c2185b", "#00838f", "#6d4c41")
 GREY = "#b9c0c7"
@@ -326,3 +335,39 @@ def matrix_table(cells: Mapping[tuple[str, str], float], *, title: str) -> str:
 
 def _natural(text: str) -> tuple[int, str]:
     return (int(text), "") if text.lstrip("-").isdigit() else (1 << 62, text)
+
+
+def histogram(
+    edges: Sequence[float], counts: Sequence[int], *, title: str, notes: Sequence[str] = ()
+) -> str:
+    """Vertical bars of ``counts`` between ``edges`` (HTML and CSS; each bar's title gives its
+    range and count on hover)."""
+    if not counts:
+        return '<p class="note">No finite value to count.</p>'
+    top = max(counts) or 1
+    bars = "".join(
+        f'<div class="hbar" title="{escape(_number(edges[i]))} to '
+        f'{escape(_number(edges[i + 1]))}: {c}" style="height:{100.0 * c / top:.1f}%"></div>'
+        for i, c in enumerate(counts)
+    )
+    axis = (
+        f'<div class="haxis"><span>{escape(_number(edges[0]))}</span>'
+        f"<span>{escape(_number(edges[-1]))}</span></div>"
+    )
+    return _figure(f'<div class="hist">{bars}</div>{axis}', title, notes)
+
+
+def firing_values(found: Any) -> str:
+    """The fired tensor's values at the firing step (``evaluator.report.histogram``), or
+    nothing."""
+    if not isinstance(found, Mapping) or not found.get("counts"):
+        return ""
+    notes = [f"{found.get('size')} values"]
+    if found.get("low") is not None and found.get("low") == found.get("high"):
+        notes.append(f"no spread: every finite value is {_number(found['low'])}")
+    if found.get("nonfinite"):
+        notes.append(f"{found['nonfinite']} NaN or infinite, not counted")
+    title = f"values of {found.get('tensor')} at step {found.get('step')}"
+    return "<h3>The values that fired</h3>" + histogram(
+        found.get("edges") or [], found.get("counts") or [], title=title, notes=notes
+    )

@@ -74,6 +74,10 @@ table.bars td.track{position:relative;width:48%}
 .bars .limit{position:absolute;top:0;bottom:0;border-left:2px dashed #444b52}
 table.bars td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.matrix td{padding:3px 10px;min-width:3.2em}table.matrix th{padding-right:10px}
+.hist{display:flex;align-items:flex-end;gap:1px;height:140px;max-width:860px;
+border-bottom:1px solid var(--line)}.hist .hbar{flex:1;background:#1f6fb4;min-height:1px}
+.hist .hbar:hover{background:#b3261e}.haxis{display:flex;justify-content:space-between;
+max-width:860px;font-size:12px;color:var(--muted)}
 .advice{border-left:4px solid #1f6fb4;background:#f2f7fc;padding:8px 14px;
 border-radius:0 6px 6px 0}
 """

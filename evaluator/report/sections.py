@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from evaluator.report.advice import advice_for
-from evaluator.report.charts import as_float, matrix_table, series_chart
+from evaluator.report.charts import as_float, firing_values, matrix_table, series_chart
 from evaluator.report.page import badge, escape, key_values, number, table
 
 __all__ = ["MAX_CHARTS", "anchor", "rule_section"]
@@ -60,6 +60,7 @@ def rule_section(rule: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         _verdict(rule, evidence or {}),
         _advice(rule, evidence or {}),
         _curves(rule, data.get("series") or []),
+        firing_values(data.get("histogram")),
         _charts(status, evidence or {}, data.get("series") or []),
     ]
     if status == "Error":

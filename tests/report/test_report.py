@@ -77,6 +77,17 @@ def test_firing_series_holds_the_firing_value_at_the_firing_step(firing_run: Rep
     assert len(_data(firing_run)["rules"]["VanishingGradient"]["series"]) == 6
 
 
+def test_firing_report_holds_the_values_that_fired(firing_run: ReportRun) -> None:
+    """A histogram of the fired tensor's values at the firing step, read from the trial: every
+    value counted, and drawn under "The values that fired"."""
+    found = _data(firing_run)["rules"]["VanishingGradient"]["histogram"]
+    assert (found["tensor"], found["step"]) == (VANISHING_TENSOR, SHORT_VANISHES_AT)
+    assert sum(found["counts"]) + found["nonfinite"] == found["size"] >= 2
+    assert len(found["edges"]) == len(found["counts"]) + 1
+    html = _html(firing_run)
+    assert "The values that fired" in html and 'class="hist"' in html
+
+
 def test_result_file_stays_lean(firing_run: ReportRun) -> None:
     """The series live in the data file; the result file holds only their count."""
     result = json.loads((firing_run.output_dir / RESULT).read_text())
