@@ -13,11 +13,12 @@ import numpy as np
 __all__ = ["firing_histogram"]
 
 MAX_BINS = 40
+MIN_VALUES = 16  # fewer values make no distribution worth drawing
 
 
 def firing_histogram(trial: Any, reasons: Any) -> dict[str, Any] | None:
     """``{"tensor", "step", "edges", "counts", "nonfinite", "size"}`` for the first firing
-    reason naming one tensor whose value at that (global) step has two or more elements;
+    reason naming one tensor whose value at that (global) step has ``MIN_VALUES`` or more;
     None otherwise, or when it cannot be read (never raises)."""
     if trial is None or not isinstance(reasons, list):
         return None
@@ -31,7 +32,7 @@ def firing_histogram(trial: Any, reasons: Any) -> dict[str, Any] | None:
             value = np.asarray(trial.tensor(name).value(step), dtype=np.float64).ravel()
         except Exception:  # a help only: a reduction-only tensor, a step gone...
             continue
-        if value.size < 2:
+        if value.size < MIN_VALUES:
             continue
         finite = value[np.isfinite(value)]
         edges: list[float] = []

@@ -77,15 +77,29 @@ def test_firing_series_holds_the_firing_value_at_the_firing_step(firing_run: Rep
     assert len(_data(firing_run)["rules"]["VanishingGradient"]["series"]) == 6
 
 
-def test_firing_report_holds_the_values_that_fired(firing_run: ReportRun) -> None:
-    """A histogram of the fired tensor's values at the firing step, read from the trial: every
-    value counted, and drawn under "The values that fired"."""
-    found = _data(firing_run)["rules"]["VanishingGradient"]["histogram"]
-    assert (found["tensor"], found["step"]) == (VANISHING_TENSOR, SHORT_VANISHES_AT)
-    assert sum(found["counts"]) + found["nonfinite"] == found["size"] >= 2
+def test_firing_report_holds_the_values_that_fired(tmp_path: Path) -> None:
+    """A histogram of the fired tensor's values at the firing step, read from the trial (a
+    Keras ReLU layer's 256 outputs, all dead): every value counted, drawn under "The values
+    that fired", the lack of spread said."""
+    from tests.report.harness import HOOK_TRIALS, evaluate_with_report
+
+    run = evaluate_with_report(
+        ["--trial-dir", str(HOOK_TRIALS / "keras_dead_relu"), "--rule", "DeadRelu"],
+        tmp_path / "out",
+    )
+    found = _data(run)["rules"]["DeadRelu"]["histogram"]
+    assert (found["tensor"], found["step"]) == ("hidden_relu/outputs", 0)
+    assert sum(found["counts"]) + found["nonfinite"] == found["size"] == 256
     assert len(found["edges"]) == len(found["counts"]) + 1
-    html = _html(firing_run)
+    html = _html(run)
     assert "The values that fired" in html and 'class="hist"' in html
+    assert "no spread: every finite value is 0" in html
+
+
+def test_a_tensor_of_few_values_gets_no_histogram(firing_run: ReportRun) -> None:
+    """Four gradient values make no distribution: no histogram."""
+    assert _data(firing_run)["rules"]["VanishingGradient"]["histogram"] is None
+    assert "The values that fired" not in _html(firing_run)
 
 
 def test_result_file_stays_lean(firing_run: ReportRun) -> None:
