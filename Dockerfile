@@ -28,7 +28,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 # (--no-index: nothing but the pinned versions can be installed). The dependencies' test
 # suites, type stubs and C sources leave it (about 20 MB, numpy's tests mostly), and so do
 # data nothing here reads (about 25 MB): botocore's models of the AWS services other than S3
-# and the credential chain's (STS, SSO, sign-in), and matplotlib's sample data.
+# and the credential chain's (STS, SSO, sign-in).
 COPY container/docker/constraints.txt container/docker/build-constraints.txt /src/container/docker/
 RUN python -m venv /build-venv \
  && /build-venv/bin/pip wheel --quiet --wheel-dir /wheels \
@@ -41,7 +41,6 @@ RUN python -m venv /build-venv \
  && find "$site" -type d -name tests -prune -exec rm -rf {} + \
  && find "$site/botocore/data" -mindepth 1 -maxdepth 1 -type d ! -name s3 ! -name sts \
         ! -name sso ! -name sso-oidc ! -name signin -exec rm -rf {} + \
- && rm -rf "$site/matplotlib/mpl-data/sample_data" \
  && find "$site" -type f \( -name '*.pyi' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.c' \
         -o -name '*.cpp' -o -name '*.h' \) -delete \
  && /opt/venv/bin/python -m compileall -q -f --invalidation-mode unchecked-hash "$site"

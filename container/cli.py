@@ -129,23 +129,30 @@ def evaluate(
                 message_dir=None if config.message_dir is None else str(config.message_dir),
                 log_format=config.log_format,
                 step_timeout=config.rule_step_timeout,
+                report=config.report,
             )
         log_stream = _capture_output(link) if link is not None else sys.stdout
-        # The report's charts (matplotlib) need a writable settings folder, out of the output.
-        from container.preflight import matplotlib_folder
-
-        os.environ.setdefault("MPLCONFIGDIR", matplotlib_folder(config.output_dir))
         # Imported once the configuration is known good: a bad one fails without loading numpy.
-        from evaluator.report import ReportWriter
-        from evaluator.status import StatusReporter, configure_logging
+        from evaluator.report import REPORT_FILE_NAME, ReportWriter
+        from evaluator.report.writer import DATA_SECONDS
+        from evaluator.status import RESULT_FILE_NAME, StatusReporter, configure_logging
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
+        # rule_report.html beside the result file, after the verdict (--report none: none)
+        report = ReportWriter() if config.report == "html" else None
         reporter = StatusReporter.from_config(
             config,
             console=config.log_format == "console" and log_stream.isatty(),
             stream=log_stream,
-            listeners=[ReportWriter()],  # rule_report.html beside the result file
+            listeners=[report] if report is not None else [],
+            report_file=config.output_dir / REPORT_FILE_NAME if report is not None else None,
         )
+        if report is not None:  # a killed evaluation's report keeps its curves
+            report.keep_data_current(
+                config.output_dir / RESULT_FILE_NAME,
+                reporter.evidence,
+                _seconds_from(environ, "EVALUATOR_REPORT_DATA_INTERVAL", DATA_SECONDS),
+            )
         if run_as is not None:
             import structlog
 
@@ -168,6 +175,11 @@ def evaluate(
         if signals.signum is not None:
             reporter.stop(signals.signum)
         code = reporter.close()
+        if report is not None:
+            # The verdict first: the supervisor has the exit code before the report is done.
+            if link is not None:
+                link.send("verdict", exit_code=code)
+            report.wait()
         evaluation.close()
         return code
 
@@ -312,3 +324,13 @@ def _summary(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _seconds_from(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A number of seconds > 0 from the environment variable ``name``; ``default`` when it
+    is unset or not such a number (a tuning knob, never an error)."""
+    try:
+        value = float(environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 and value < float("inf") else default

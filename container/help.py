@@ -48,6 +48,7 @@ def _defaults() -> dict[str, str]:
         "continue_after_fire": str(run["continue_after_fire"].default).lower(),
         "progress_interval": f"{run['progress_interval'].default:g} s",
         "log_level": str(run["log_level"].default),
+        "report": str(run["report"].default),
         "poll_interval": f"{trial['poll_interval'].default:g} s",
         "output_dir": f"/opt/ml/{SAGEMAKER_OUTPUT} under SageMaker (a /opt/ml/processing "
         f"folder exists), else ./{LOCAL_OUTPUT}",
@@ -103,6 +104,13 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "output",
         "FOLDER",
         "where rule_evaluation_result.json goes",
+        None,
+    ),
+    "report": (
+        "output",
+        "none|html",
+        "the rule report beside the result file: rule_report.html, written after the verdict, "
+        "or none",
         None,
     ),
     "log_format": (

@@ -7,12 +7,14 @@ message     meaning
 ==========  ==================================================================================
 ready       the child handles SIGTERM/SIGINT itself: the parent may forward them
 outputs     where the run's files go (``result_dir``, ``message_dir``), the log format, and
-            ``step_timeout`` (seconds a rule may spend on one step; null: no limit)
+            ``step_timeout`` (seconds a rule may spend on one step; null: no limit), and
+            ``report`` (``html``: the supervisor writes the report of a run it ends)
 untrusted   from here on rule code may run in the child (sent before any is loaded)
 step        rule ``rule`` started its work at ``step`` (sent only when a limit is set)
 idle        rule ``rule`` finished its work at ``step``
 wait        no rule code of the ``rules`` listed runs (every half second while so)
 verdict     the run is over and its status files are written; ``exit_code`` is the run's
+            (sent once: before the report is written, so the report never delays it)
 ==========  ==================================================================================
 
 Rule code shares the child's process, so it can write on this pipe too. The supervisor takes
@@ -49,6 +51,7 @@ class ChildLink:
         self.stderr_fd = stderr_fd
         self._lock = threading.Lock()
         self._closed = False
+        self._verdict_sent = False
 
     @classmethod
     def from_environ(cls, environ: Any = None) -> ChildLink | None:
@@ -61,10 +64,13 @@ class ChildLink:
         return cls(control, out, err)
 
     def send(self, message: str, **fields: Any) -> None:
+        """Send ``message``; the verdict is sent once (the command sends it before it writes
+        the report, the process's end would send it again)."""
         data = (json.dumps({"m": message, **fields}, separators=(",", ":")) + "\n").encode()
         with self._lock:
-            if self._closed:
+            if self._closed or (message == "verdict" and self._verdict_sent):
                 return
+            self._verdict_sent = self._verdict_sent or message == "verdict"
             try:
                 os.write(self.control_fd, data)  # short lines: one write, never interleaved
             except OSError:

@@ -17,7 +17,6 @@ from evaluator.errors import ClientError
 __all__ = [
     "check_output_folder",
     "early_log_format",
-    "matplotlib_folder",
     "output_folder_error",
     "same_terminal",
 ]
@@ -77,23 +76,3 @@ def _isatty(stream: TextIO | None) -> bool:
         return stream is not None and stream.isatty()
     except (OSError, ValueError):
         return False
-
-
-def matplotlib_folder(output_dir: str | os.PathLike[str]) -> str:
-    """Where matplotlib keeps its settings and font cache: a folder of this user's in the
-    system's temporary folder (kept between runs, out of the output folder), else, where that
-    cannot be had (a read-only container), the output's ``.sagemaker-ignore``."""
-    try:
-        # gettempdir raises when no temporary folder is writable (--read-only, no tmpfs)
-        folder = os.path.join(tempfile.gettempdir(), f"rule-evaluator-matplotlib-{_uid()}")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        info = os.stat(folder)
-        if info.st_uid == _uid() and os.access(folder, os.W_OK):  # not one planted by another
-            return folder
-    except OSError:
-        pass
-    return os.path.join(output_dir, ".sagemaker-ignore", "matplotlib")
-
-
-def _uid() -> int:
-    return os.geteuid() if hasattr(os, "geteuid") else 0

@@ -242,7 +242,14 @@ class _Supervisor:
         outputs.flush("stderr")
         self.reaped.update(kill_descendants())  # none may outlive the last word
         self.take_signals()
-        return self._conclude(exit_status or 0)
+        code = self._conclude(exit_status or 0)
+        if self.verdict_at is None and not self.stops and self.state.get("report") == "html":
+            # Killed or timed out before its verdict: its report, from the result file just
+            # closed (every process of the run is dead: nothing can race the writes).
+            from evaluator.report import report_unfinished
+
+            report_unfinished(self.state.get("result_dir"))
+        return code
 
     def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]

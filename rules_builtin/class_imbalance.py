@@ -16,6 +16,8 @@ from rules_builtin.registry import register
 
 __all__ = ["ClassImbalance"]
 
+_CHARTED_CLASSES = 30  # classes charted one line each (the report's curves)
+
 
 def _add(counts: Counter[int], values: np.ndarray) -> None:
     """Count each value of ``values`` (whole numbers) into ``counts``."""
@@ -165,6 +167,11 @@ class ClassImbalance(Rule):
             for i, label_name in enumerate(labels):
                 pred_name = predictions[i] if i < len(predictions) else None
                 self._count(step, label_name, pred_name)
+            if len(self.label_counts) <= _CHARTED_CLASSES:  # the curve behind the verdict
+                for cls, count in sorted(self.label_counts.items()):
+                    self.evidence.record(
+                        step, f"class {cls}", quantity="labels seen per class", value=count
+                    )
         return self._violation(step, labels, predictions[: len(labels)])
 
     def _count(self, step: int, label_name: str, pred_name: str | None) -> None:

@@ -22,6 +22,11 @@ from rules_builtin.registry import register
 
 __all__ = ["Confusion"]
 
+# The confusion matrix judged, recorded cell by cell ("true → predicted") for the report,
+# which draws it as a table: up to this many classes.
+MATRIX_CHARTED = 10
+MATRIX_QUANTITY = "confusion matrix (true → predicted)"
+
 
 @register
 class Confusion(Rule):
@@ -170,7 +175,7 @@ class Confusion(Rule):
         del history[:-_SETTLED]
         if len(history) < _SETTLED or max(history[1:]) > history[0] + _IMPROVEMENT:
             return False
-        fired = self._violation(step, self._tensors(step), matrix)
+        fired = self._judged(step, matrix)
         if fired:
             self._fired.add(step)
         return fired
@@ -189,7 +194,7 @@ class Confusion(Rule):
         if y is None or p is None:
             return False
         matrix = self._matrix(step, y, p)
-        return matrix is not None and self._violation(step, self._tensors(step), matrix)
+        return matrix is not None and self._judged(step, matrix)
 
     def _tensors(self, step: int) -> list[str]:
         return labelled_names(
@@ -221,6 +226,17 @@ class Confusion(Rule):
                 dropped,
             )
         return matrix
+
+    def _judged(self, step: int, matrix: np.ndarray) -> bool:
+        """Whether ``matrix`` breaks a bound (the comparisons recorded as evidence), with the
+        matrix itself recorded for the report when it is small enough to draw."""
+        fired = self._violation(step, self._tensors(step), matrix)
+        if len(matrix) <= MATRIX_CHARTED:  # the matrix behind the verdict, for the report
+            for (i, j), count in np.ndenumerate(matrix):
+                self.evidence.record(
+                    step, f"{i} → {j}", quantity=MATRIX_QUANTITY, value=float(count)
+                )
+        return fired
 
     def _violation(self, step: int, tensors: list[str], matrix: np.ndarray) -> bool:
         """Whether some row breaks a bound (each comparison recorded, up to the first that

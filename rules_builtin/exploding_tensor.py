@@ -87,7 +87,7 @@ class ExplodingTensor(Rule):
         for name in names:
             batched = self._counts.get(name, step, names)
             if batched is not None:
-                nan, inf = batched
+                nan, inf, norm = batched
                 where = "elements"
             else:
                 found = self._values(name, step)
@@ -96,6 +96,9 @@ class ExplodingTensor(Rule):
                 value, where = found
                 nan = int(np.count_nonzero(np.isnan(value)))
                 inf = int(np.count_nonzero(np.isinf(value)))
+                norm = _norm(value.reshape(1, -1))[0] if where == "elements" else None
+            if norm is not None:  # the curve behind the verdict: the tensor's size over steps
+                self.evidence.record(step, name, quantity="L2 norm", value=norm)
             if self.only_nan:
                 inf = 0
             what = "NaN" if self.only_nan else "NaN or infinite"
@@ -133,8 +136,19 @@ class ExplodingTensor(Rule):
         return value, where
 
 
-def _nan_inf(rows: np.ndarray) -> list[tuple[int, int]]:
-    """(NaN elements, infinite elements) of each row (one step's flattened value)."""
+def _nan_inf(rows: np.ndarray) -> list[tuple[int, int, float | None]]:
+    """(NaN elements, infinite elements, L2 norm) of each row (one step's flattened value)."""
     nan = np.count_nonzero(np.isnan(rows), axis=1)
     inf = np.count_nonzero(np.isinf(rows), axis=1)
-    return [(int(a), int(b)) for a, b in zip(nan, inf, strict=True)]
+    norms = _norm(rows)
+    return [(int(a), int(b), c) for a, b, c in zip(nan, inf, norms, strict=True)]
+
+
+def _norm(rows: np.ndarray) -> list[float | None]:
+    """The L2 norm of each row (NaN or infinite when the row holds such a value); None for a
+    complex tensor."""
+    if rows.dtype.kind != "f":
+        return [None] * len(rows)
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    return [float(v) for v in np.sqrt(squares)]

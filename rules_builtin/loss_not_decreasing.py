@@ -281,10 +281,10 @@ class LossNotDecreasing(Rule):
         anchor = view.anchor(self.num_steps)
         if anchor is None:
             return False
-        current = self._mean(name, view, view.window(at, self.num_steps))
+        current = self._mean(name, view, view.window(at, self.num_steps), mode)
         if name in self._skipped:
             return False
-        previous = self._mean(name, view, view.window(anchor[0], self.num_steps))
+        previous = self._mean(name, view, view.window(anchor[0], self.num_steps), mode)
         if name in self._skipped or current is None or previous is None:
             return False
         view.last_evaluated = at
@@ -293,7 +293,7 @@ class LossNotDecreasing(Rule):
         return self._judge(name, step, mode, at, current, previous, best)
 
     def _mean(
-        self, name: str, view: _View, window: list[tuple[int, int]]
+        self, name: str, view: _View, window: list[tuple[int, int]], mode: ModeKeys
     ) -> tuple[float, int, int] | None:
         """(mean value, first mode step, last mode step) of the saved values in ``window``;
         None when none of them can be read. A tensor that is not a scalar is skipped from
@@ -313,6 +313,8 @@ class LossNotDecreasing(Rule):
                     return None
                 view.values[g] = value
                 self.progress.saw(name, g, value)
+                # The curve behind the verdict: the loss itself, per mode.
+                self.evidence.record(g, name, quantity="loss", value=value, mode=mode)
             total += view.values[g]  # type: ignore[operator]
             count += 1
             first = mode_step if first is None else first

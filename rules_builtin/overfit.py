@@ -204,6 +204,8 @@ class Overfit(Rule):
                 if pair is not None:
                     self.progress.saw(name, step, pair[0])  # the training epoch mean
                     self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
+                    self.evidence.record(step, name, quantity="loss", value=pair[0], mode=TRAIN)
+                    self.evidence.record(step, name, quantity="loss", value=pair[1], mode=EVAL)
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass
                     if self._judge(
@@ -219,6 +221,8 @@ class Overfit(Rule):
             if value is None:
                 continue
             self.progress.saw(name, step, value)
+            # The curve behind the verdict: training and validation loss, per mode.
+            self.evidence.record(step, name, quantity="loss", value=value, mode=mode)
             means.add(mode, value, mode_step, step)
         return fired
 

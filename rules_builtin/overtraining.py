@@ -227,6 +227,10 @@ class Overtraining(Rule):
         mode: ModeKeys,
         mode_step: int,
     ) -> bool:
+        # The curve behind the verdict: training and validation loss, one series per mode.
+        self.evidence.record(
+            step, name, quantity="loss", value=value, mode="TRAIN" if role == "train" else "EVAL"
+        )
         best = loss.roles[role]
         if not best.observe(value, self.delta):
             return False

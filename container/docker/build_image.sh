@@ -61,4 +61,4 @@ $DOCKER build --force-rm \
 seconds=$(( $(date +%s) - start ))
 size=$($DOCKER image inspect --format '{{.Size}}' "$TAG")
 mb=$(( (size + 500000) / 1000000 ))
-say "built $TAG in $seconds s; image size $mb MB (target under 300 MB)"
+say "built $TAG in $seconds s; image size $mb MB (target under 250 MB)"

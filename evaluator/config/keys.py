@@ -36,6 +36,7 @@ TRIAL_KEYS = frozenset(
         "rule_step_timeout",
         "log_format",
         "log_level",
+        "report",
     }
 )
 KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | {"rule_config_file"}

@@ -147,6 +147,7 @@ def _build(
         rule_step_timeout=seconds_value(params, "rule_step_timeout"),
         log_format=_log_format(params, stdout_is_tty),
         log_level=choice_value(params, "log_level", _LEVELS, upper=True) or "INFO",
+        report=choice_value(params, "report", ("none", "html"), upper=False) or "html",
         on_sagemaker=bool(processing),
         processing_job_name=job_name,
         trial_options=options,

@@ -14,6 +14,7 @@ __all__ = ["EvaluatorConfig", "LogFormat", "LogLevel", "RuleSpec", "redact_param
 
 LogFormat = Literal["json", "console"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+ReportFormat = Literal["none", "html"]
 
 
 class RuleSpec(BaseModel):
@@ -76,6 +77,9 @@ class EvaluatorConfig(BaseModel):
     )
     log_format: LogFormat = "json"
     log_level: LogLevel = "INFO"
+    report: ReportFormat = Field(
+        "html", description="The rule report: html (rule_report.html), or none."
+    )
     on_sagemaker: bool = Field(False, description="processingjobconfig.json was found.")
     processing_job_name: str | None = None
     trial_options: TrialOptions = Field(

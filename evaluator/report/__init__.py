@@ -4,12 +4,24 @@ what the trial holds.
 
 ``ReportWriter`` is the ``StatusReporter`` listener that writes it during a run;
 ``write_report`` writes it from an output folder (``rule-evaluator report``). Modules:
-``data`` (the data file the series are kept in), ``charts`` (matplotlib), ``page`` (the look),
-``sections`` (one rule), ``render`` (the page), ``writer`` (files and the listener)."""
+``data`` (the data file the series are kept in), ``charts`` (chart specs the page's inlined
+uPlot draws), ``page`` (the look, the scripts), ``advice`` (what to try), ``sections`` (one
+rule), ``render`` (the page), ``writer`` (files, the listener, the supervisor's call)."""
 
 from __future__ import annotations
 
 from evaluator.report.data import DATA_FILE_NAME
-from evaluator.report.writer import REPORT_FILE_NAME, ReportWriter, write_report
+from evaluator.report.writer import (
+    REPORT_FILE_NAME,
+    ReportWriter,
+    report_unfinished,
+    write_report,
+)
 
-__all__ = ["DATA_FILE_NAME", "REPORT_FILE_NAME", "ReportWriter", "write_report"]
+__all__ = [
+    "DATA_FILE_NAME",
+    "REPORT_FILE_NAME",
+    "ReportWriter",
+    "report_unfinished",
+    "write_report",
+]

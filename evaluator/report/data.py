@@ -8,7 +8,9 @@ can draw the report again after the run. Schema, version 1::
         "<configuration name>": {
           "series": [{                       # evaluator.rules.evidence.Series.to_dict
             "tensors": ["gradients/dense/kernelGrad"], "quantity": "mean |gradient|",
+            "mode": null,                    # "TRAIN", "EVAL"...: a series kept per mode
             "parameter": "threshold", "comparison": "<", "threshold": 1e-07,
+                                             # (both null: watched, Evidence.record)
             "threshold_changes": [],         # [step, threshold] where it moved
             "count": 2000,                   # values recorded
             "points": [[0, 0.012], ...],     # downsampled; firings and closest kept exactly
@@ -16,6 +18,10 @@ can draw the report again after the run. Schema, version 1::
             "closest": [500, 3.1e-09]        # the value nearest to (or past) the threshold
           }],
           "points_left_out": 0,              # comparisons beyond the series a rule keeps
+          "histogram": {                     # the fired tensor's values at the firing step
+            "tensor": "...", "step": 500, "edges": [...], "counts": [...],
+            "nonfinite": 0, "size": 4096,    # (evaluator.report.histogram; null: none)
+            "low": -0.1, "high": 0.2},       # the finite values' range
           "trial_summary": null              # evaluator.summary.TrialSummary, for an Error
         }
       }
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.fileio import read_capped, write_atomically
+from evaluator.report.histogram import firing_histogram
 from evaluator.rules.evidence import Evidence
 from evaluator.summary import summarize
 
@@ -86,7 +93,14 @@ def collect(
     for rule in rules:
         key = _key(rule)
         found = live[key]
-        entry = dict(old.get(key, {})) if found is None else dict(found.series(limit=limit))
+        kept = old.get(key, {})
+        entry = dict(kept) if found is None else dict(found.series(limit=limit))
+        if kept.get("histogram"):
+            entry["histogram"] = kept["histogram"]
+        elif found is not None and rule.get("fired_steps"):
+            evidence_doc = rule.get("evidence")
+            reasons = evidence_doc.get("reasons") if isinstance(evidence_doc, Mapping) else None
+            entry["histogram"] = firing_histogram(found.trial, reasons)
         if rule.get("status") == "Error" and not entry.get("trial_summary"):
             trial = _trial_of(found, live.values())
             entry["trial_summary"] = _summary(trial) if trial is not None else None

@@ -1,16 +1,25 @@
 """The look of every report page: one stylesheet, the document around a body, and the small
 HTML pieces (escaping, key/value tables, status badges) the sections are made of.
 
-A page is one self-contained file: the stylesheet is inline, charts are embedded images, and
-nothing is fetched (no script, font or stylesheet from the network), so it opens offline."""
+A page is one self-contained file: the stylesheet is inline and, on a page with charts, the
+chart scripts too (uPlot and ours, from ``static/``); its Content-Security-Policy forbids any
+fetch (no script, font, stylesheet or image from anywhere), so it opens offline and from disk."""
 
 from __future__ import annotations
 
 import html
 import numbers
 from collections.abc import Iterable
+from functools import cache
+from importlib import resources
 
-__all__ = ["badge", "document", "escape", "key_values", "number", "table"]
+__all__ = ["badge", "chart_assets", "document", "escape", "key_values", "number", "table"]
+
+# Nothing leaves the page: inline styles and scripts only, images from data: URIs.
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src data:; connect-src 'none'"
+)
 
 CSS = """
 :root{--ink:#1d2329;--muted:#5f6b76;--line:#d9dee3;--soft:#f5f7f9;--fired:#b3261e;
@@ -47,7 +56,42 @@ details summary{cursor:pointer;color:var(--muted)}
 .matrix td,table.numbers td{text-align:right;font-variant-numeric:tabular-nums}
 table.numbers td.name{text-align:left}
 footer{margin-top:3em;color:var(--muted);font-size:12px}
+.chart{position:relative;min-height:280px}
+.chart .tip{position:absolute;display:none;z-index:10;pointer-events:none;white-space:pre;
+background:rgba(255,255,255,.95);border:1px solid var(--line);border-radius:4px;
+padding:4px 7px;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;color:var(--ink)}
+.legend{font-size:13px;color:var(--muted);margin:.2em 0}
+.legend .key{margin-right:14px;white-space:nowrap}
+.legend i{display:inline-block;width:16px;height:3px;margin:0 5px 3px 0;vertical-align:middle;
+background:#444b52}
+.legend .dash i{background:repeating-linear-gradient(90deg,#444b52 0 5px,transparent 5px 8px)}
+.legend .dot i{width:9px;height:9px;border-radius:50%}
+.legend .ring i{width:11px;height:11px;border-radius:50%;background:none!important;
+border:2px solid #b3261e}
+table.bars{width:100%;max-width:860px}table.bars td.name{width:38%;word-break:break-all}
+table.bars td.track{position:relative;width:48%}
+.bars .bar{height:14px;background:#1f6fb4;border-radius:2px}.bars .bar.fired{background:#b3261e}
+.bars .limit{position:absolute;top:0;bottom:0;border-left:2px dashed #444b52}
+table.bars td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.matrix td{padding:3px 10px;min-width:3.2em}table.matrix th{padding-right:10px}
+.hist{display:flex;align-items:flex-end;gap:1px;height:140px;max-width:860px;
+border-bottom:1px solid var(--line)}.hist .hbar{flex:1;background:#1f6fb4;min-height:1px}
+.hist .hbar:hover{background:#b3261e}.haxis{display:flex;justify-content:space-between;
+max-width:860px;font-size:12px;color:var(--muted)}
+.advice{border-left:4px solid #1f6fb4;background:#f2f7fc;padding:8px 14px;
+border-radius:0 6px 6px 0}
 """
+
+
+@cache
+def chart_assets() -> str:
+    """The stylesheet and scripts a page with charts carries: uPlot (MIT, ``static/``, with
+    its license) and ours, inlined."""
+    static = resources.files("evaluator.report") / "static"
+    css = (static / "uPlot.min.css").read_text(encoding="utf-8")
+    lib = (static / "uPlot.iife.min.js").read_text(encoding="utf-8")
+    ours = (static / "charts.js").read_text(encoding="utf-8")
+    return f"<style>{css}</style>\n<script>{lib}</script>\n<script>{ours}</script>\n"
 
 
 def escape(value: object) -> str:
@@ -96,11 +140,14 @@ def key_values(rows: Iterable[tuple[str, str]]) -> str:
 
 
 def document(title: str, body: str, *, footer: str = "") -> str:
-    """The whole page around ``body`` (already HTML)."""
+    """The whole page around ``body`` (already HTML); the chart scripts come at its end
+    when the body holds a chart."""
     foot = f"<footer>{footer}</footer>" if footer else ""
+    scripts = chart_assets() if 'class="chart-spec"' in body else ""
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
-        f"{body}\n{foot}\n</main>\n</body>\n</html>\n"
+        f"{body}\n{foot}\n</main>\n{scripts}</body>\n</html>\n"
     )

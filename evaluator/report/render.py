@@ -59,6 +59,25 @@ def _index(rules: list[Mapping[str, Any]]) -> str:
                 f'<a href="#{anchor(key)}">{escape(key)}</a>',
                 badge(rule.get("status")),
                 escape(", ".join(str(s) for s in fired[:5]) or "—"),
+                escape(_why(rule)),
             ]
         )
-    return "<nav><h2>Rules</h2>" + table(["rule", "status", "fired at"], rows) + "</nav>"
+    header = ["rule", "status", "fired at", "why"]
+    return "<nav><h2>Summary</h2>" + table(header, rows) + "</nav>"
+
+
+def _why(rule: Mapping[str, Any]) -> str:
+    """One line on the verdict: the first firing's sentence, the error, or what was checked."""
+    evidence = rule.get("evidence") if isinstance(rule.get("evidence"), Mapping) else {}
+    reasons = [r for r in (evidence or {}).get("reasons") or [] if isinstance(r, Mapping)]
+    if rule.get("status") == "IssuesFound" and reasons:
+        text = str(reasons[0].get("sentence") or "")
+    elif rule.get("status") == "NoIssuesFound":
+        text = (
+            f"{(evidence or {}).get('comparisons', 0)} comparisons over "
+            f"{rule.get('steps_evaluated')} steps, none met the condition"
+        )
+    else:
+        lines = str(rule.get("details") or "").strip().splitlines()
+        text = lines[0] if lines else ""
+    return text if len(text) <= 160 else text[:159] + "…"

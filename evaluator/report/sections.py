@@ -8,13 +8,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from evaluator.report.charts import as_float, series_chart
+from evaluator.report.advice import advice_for
+from evaluator.report.charts import as_float, firing_values, matrix_table, series_chart
 from evaluator.report.page import badge, escape, key_values, number, table
 
 __all__ = ["MAX_CHARTS", "anchor", "rule_section"]
 
 MAX_CHARTS = 8
+MAX_CURVES = 4  # charts of what the rule watched (the curves behind the verdict)
 MAX_REASONS = 20
+# The fields of a reason the table shows in its own columns; any other (a rule's diagnosis,
+# say) is shown as it is.
+_CHECK_FIELDS = frozenset(
+    {"step", "mode", "mode_step", "worker", "tensors", "quantity", "value", "comparison"}
+    | {"parameter", "threshold", "sentence"}
+)
 
 # What to do about an Error, by error type (the message itself names the thing to fix).
 _ADVICE = {
@@ -50,6 +58,9 @@ def rule_section(rule: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         f'<section id="{anchor(key)}">',
         f"<h2>{escape(key)} {badge(status)}</h2>",
         _verdict(rule, evidence or {}),
+        _advice(rule, evidence or {}),
+        _curves(rule, data.get("series") or []),
+        firing_values(data.get("histogram")),
         _charts(status, evidence or {}, data.get("series") or []),
     ]
     if status == "Error":
@@ -116,7 +127,35 @@ def _headline(rule: Mapping[str, Any]) -> str:
     return f"ended {escape(status)}."
 
 
+def _advice(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
+    """What to try after a firing, with the evidence that led to it."""
+    if rule.get("status") != "IssuesFound":
+        return ""
+    meaning, *steps = advice_for(str(rule.get("rule") or ""))
+    reasons = [r for r in evidence.get("reasons") or [] if isinstance(r, Mapping)]
+    because = ""
+    if reasons:
+        r = reasons[0]
+        because = (
+            f"<p><strong>Evidence:</strong> {escape(r.get('quantity'))} of "
+            f"{escape(', '.join(r.get('tensors') or []))} was "
+            f"{escape(number(as_float(r.get('value'))))} at step {escape(r.get('step'))} "
+            f"({escape(r.get('comparison'))} {escape(r.get('parameter'))} = "
+            f"{escape(number(as_float(r.get('threshold'))))})"
+            + (
+                f"; {escape(int(evidence.get('firings') or 0) - 1)} more firing comparison(s)"
+                if int(evidence.get("firings") or 0) > 1
+                else ""
+            )
+            + ".</p>"
+        )
+    items = "".join(f"<li>{escape(t)}</li>" for t in steps)
+    lead = f"<p>{escape(meaning)}</p>" if meaning else ""
+    return f'<h3>What to try</h3><div class="advice">{lead}<ul>{items}</ul>{because}</div>'
+
+
 def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
+    extra = sorted({k for c in checks for k in c if k not in _CHECK_FIELDS})
     rows = []
     for c in checks:
         mode = c.get("mode")
@@ -133,17 +172,81 @@ def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
                 escape(number(as_float(c.get("value")))),
                 escape(f"{c.get('comparison')} {c.get('parameter')} = ")
                 + escape(number(as_float(c.get("threshold")))),
+                *(escape(_plain(c.get(k))) for k in extra),
             ]
         )
-    return table(["step", "tensor", "quantity", "value", "fires when"], rows, numeric=[3])
+    header = ["step", "tensor", "quantity", "value", "fires when", *extra]
+    return table(header, rows, numeric=[3])
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value)
+    return number(value) if isinstance(value, float) else str(value)
+
+
+# ---------------------------------------------------------------- curves
+
+
+def _curves(rule: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str:
+    """The curves behind the verdict: what the rule watched without a threshold (the loss
+    per mode, what a rule of one's own read), one chart per quantity, the firing steps
+    marked on them."""
+    watched = [s for s in series if s.get("parameter") is None]
+    if not watched:
+        return ""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for s in watched:
+        groups.setdefault(str(s.get("quantity")), []).append(s)
+    fired = set(rule.get("fired_steps") or [])
+    parts = ["<h3>The curves behind the verdict</h3>"]
+    for quantity, members in list(groups.items())[:MAX_CURVES]:
+        cells = _cells(members)
+        if cells is not None:  # "a → b" per series: a matrix at its last step
+            parts.append(matrix_table(cells, title=quantity))
+            continue
+        shown = list(range(min(len(members), 8)))
+        marks = []
+        for step in sorted(fired):
+            for s in members[:8]:
+                found = [p for p in s.get("points") or [] if p[0] == step]
+                if found:
+                    marks.append(found[0])
+                    break
+        modes = sorted({str(s.get("mode")) for s in members if s.get("mode")})
+        title = quantity + (f" per mode ({', '.join(modes)})" if modes else "")
+        parts.append(series_chart(members, highlight=shown, title=title, fired=marks))
+    if len(groups) > MAX_CURVES:
+        parts.append(f'<p class="note">{len(groups) - MAX_CURVES} more quantities not charted.</p>')
+    return "\n".join(parts)
+
+
+def _cells(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], float] | None:
+    """The matrix a group of watched series holds when each names one cell, "row → column"
+    (Confusion's matrix), from each series' last point; None for any other group."""
+    cells: dict[tuple[str, str], float] = {}
+    for s in members:
+        names = s.get("tensors") or []
+        points = s.get("points") or []
+        if len(names) != 1 or " → " not in str(names[0]) or not points:
+            return None
+        row, col = str(names[0]).split(" → ", 1)
+        cells[(row, col)] = as_float(points[-1][1])
+    return cells if len(members) > 1 else None
 
 
 # ---------------------------------------------------------------- charts
 
 
 def _charts(status: str, evidence: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str:
+    watched = bool(series)
+    series = [s for s in series if s.get("parameter") is not None]
     if not series:
-        if status in ("IssuesFound", "NoIssuesFound"):
+        if status in ("IssuesFound", "NoIssuesFound") and not watched:
             return '<p class="note">The rule recorded no series to chart.</p>'
         return ""
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
@@ -157,7 +260,7 @@ def _charts(status: str, evidence: Mapping[str, Any], series: Sequence[Mapping[s
         if isinstance(c, Mapping)
     }
     chosen = _choose(groups, closest, fired=status == "IssuesFound")
-    parts = ["<h3>What the rule tested</h3>"]
+    parts = ["<h3>What the rule tested</h3>"]  # its derived quantity, with the threshold
     for group_key in chosen[:MAX_CHARTS]:
         members = groups[group_key]
         quantity, parameter, comparison = group_key

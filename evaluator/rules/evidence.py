@@ -23,10 +23,14 @@ Built-in rules call ``compare`` for every comparison they make::
         fired = True
 
 **Series.** Every ``compare`` also adds the value to the series of its tensor(s), quantity,
-parameter and comparison, the history the rule report (``evaluator.report``) charts. A custom
-rule charts a quantity it does not test with ``record``::
+parameter and comparison, the history the rule report (``evaluator.report``) charts. A rule
+charts a quantity it watches without a threshold (the curve behind its verdict: the loss per
+mode, a tensor's norm) with ``record``::
 
-    self.evidence.record(step, name, quantity="mean |weight|", value=mean)
+    self.evidence.record(step, name, quantity="loss", value=loss, mode=ModeKeys.EVAL)
+
+A rule that records no comparisons (one written for smdebug) has what it reads charted
+(``watch_reads``; ``Rule.invoke`` calls ``chart_reads`` after each step).
 
 A series is bounded whatever the run's length: it keeps the lowest and the highest value of
 each of at most ``SERIES_BUCKETS`` runs of consecutive steps (so a spike survives), and its
@@ -46,10 +50,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import Diagnosis
+from evaluator.rules.series import MAX_MARKS, SERIES_BUCKETS, Series, json_number
 
-__all__ = ["Check", "Evidence", "SelectionHint", "Series", "json_number"]
+__all__ = [
+    "MAX_MARKS",
+    "SERIES_BUCKETS",
+    "Check",
+    "Evidence",
+    "SelectionHint",
+    "Series",
+    "json_number",
+]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
@@ -59,23 +74,12 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 }
 MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
 MAX_SERIES = 200  # series kept per rule (the count of those left out goes on)
-SERIES_BUCKETS = 1024  # a series keeps at most 2 points per bucket, plus its marks
-MAX_MARKS = 1000  # firing points kept exactly per series (the count goes on)
+MAX_READS_CHARTED = 200  # reads charted per step of a rule that watches its reads
 _QUANTITY_CACHE = 4096  # quantities remembered with their step-free label
 
 # "TRAIN steps 3..9", "step 12": a window named in a quantity moves with the step; the series
 # is the same one.
 _STEP_SPAN = re.compile(r"\b(steps?) \d+(?:\.\.\d+)?|\b\d+\.\.\d+\b")
-
-
-def json_number(value: float | None) -> float | str | None:
-    """``value`` as JSON allows it: NaN and infinities as the strings "NaN", "Infinity",
-    "-Infinity" (JSON has no such numbers)."""
-    if value is None or math.isfinite(value):
-        return value
-    if math.isnan(value):
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
 
 
 @dataclass(frozen=True)
@@ -130,169 +134,6 @@ class SelectionHint:
     advice: str | None = None  # what else to do, e.g. "save the gradients collection"
 
 
-Point = tuple[int, float]
-
-
-def _lower(a: Point, b: Point) -> Point:
-    """The point of lower value; a NaN value loses to any other."""
-    return b if math.isnan(a[1]) or b[1] < a[1] else a
-
-
-def _higher(a: Point, b: Point) -> Point:
-    return b if math.isnan(a[1]) or b[1] > a[1] else a
-
-
-class Series:
-    """One quantity of one tensor (or group of tensors) over the steps a rule evaluated.
-
-    Bounded: values fall into buckets of ``width`` consecutive points, each keeping its lowest
-    and highest point; when ``SERIES_BUCKETS`` are full, neighbours merge and ``width``
-    doubles. Firing points (up to ``MAX_MARKS``) and the closest approach are kept exactly.
-    Written by the rule's thread under the owning ``Evidence``'s lock, read under it."""
-
-    __slots__ = (
-        "_buckets",
-        "_closest",
-        "_margin",
-        "_open",
-        "_open_count",
-        "count",
-        "fires_when",
-        "firing_count",
-        "firings",
-        "parameter",
-        "quantity",
-        "tensors",
-        "threshold",
-        "threshold_changes",
-        "width",
-    )
-
-    def __init__(
-        self,
-        tensors: tuple[str, ...],
-        quantity: str,
-        parameter: str | None,
-        fires_when: str | None,
-        threshold: float | None,
-    ) -> None:
-        self.tensors = tensors
-        self.quantity = quantity
-        self.parameter = parameter
-        self.fires_when = fires_when
-        self.threshold = threshold
-        self.threshold_changes: list[Point] = []  # (step, new threshold) when it moves
-        self.count = 0
-        self.width = 1
-        self._buckets: list[tuple[Point, Point]] = []
-        self._open: tuple[Point, Point] | None = None
-        self._open_count = 0
-        self.firings: list[Point] = []
-        self.firing_count = 0
-        self._closest: Point | None = None
-        self._margin = math.inf
-
-    def add(
-        self,
-        step: int,
-        value: float,
-        threshold: float | None = None,
-        fired: bool = False,
-        margin: float = math.nan,
-    ) -> None:
-        # Called for every comparison: positional arguments, and _lower/_higher inlined.
-        point = (step, value)
-        self.count += 1
-        if threshold is not None and threshold != self.threshold:
-            if len(self.threshold_changes) < MAX_MARKS:
-                self.threshold_changes.append((step, threshold))
-            self.threshold = threshold
-        if fired:
-            self.firing_count += 1
-            if len(self.firings) < MAX_MARKS:
-                self.firings.append(point)
-        if margin < self._margin:
-            self._margin, self._closest = margin, point
-        if self.width == 1:  # a bucket per point (the open one is always empty)
-            self._buckets.append((point, point))
-            if len(self._buckets) >= SERIES_BUCKETS:
-                self._merge()
-            return
-        low_high = self._open
-        if low_high is None:
-            low_high = (point, point)
-        else:
-            low, high = low_high
-            low_high = (
-                point if math.isnan(low[1]) or value < low[1] else low,
-                point if math.isnan(high[1]) or value > high[1] else high,
-            )
-        self._open_count += 1
-        if self._open_count >= self.width:
-            self._buckets.append(low_high)
-            self._open, self._open_count = None, 0
-            if len(self._buckets) >= SERIES_BUCKETS:
-                self._merge()
-        else:
-            self._open = low_high
-
-    def _merge(self) -> None:
-        b = self._buckets
-        self._buckets = [
-            (_lower(b[i][0], b[i + 1][0]), _higher(b[i][1], b[i + 1][1]))
-            for i in range(0, len(b) - 1, 2)
-        ] + ([b[-1]] if len(b) % 2 else [])
-        self.width *= 2
-
-    def points(self, limit: int | None = None) -> list[Point]:
-        """The kept points in step order, marks included; at most about ``limit`` besides
-        the marks when given (lowest and highest of each of ``limit // 2`` runs)."""
-        kept = [p for bucket in self._buckets for p in bucket]
-        if self._open is not None:
-            kept.extend(self._open)
-        kept = sorted(set(kept), key=lambda p: p[0])
-        if limit is not None and len(kept) > limit:
-            kept = _decimate(kept, max(1, limit // 2))
-        marks = self.firings + ([self._closest] if self._closest is not None else [])
-        return sorted(set(kept) | set(marks), key=lambda p: p[0])
-
-    @property
-    def closest(self) -> Point | None:
-        return self._closest
-
-    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
-        def pts(points: list[Point]) -> list[list[Any]]:
-            return [[s, json_number(v)] for s, v in points]
-
-        return {
-            "tensors": list(self.tensors),
-            "quantity": self.quantity,
-            "parameter": self.parameter,
-            "comparison": self.fires_when,
-            "threshold": json_number(self.threshold),
-            "threshold_changes": pts(self.threshold_changes),
-            "count": self.count,
-            "points": pts(self.points(limit)),
-            "firings": pts(self.firings),
-            "firing_count": self.firing_count,
-            "closest": pts([self._closest])[0] if self._closest is not None else None,
-        }
-
-
-def _decimate(points: list[Point], runs: int) -> list[Point]:
-    """The lowest and highest point of each of ``runs`` equal runs of ``points``."""
-    out: list[Point] = []
-    size = len(points) / runs
-    for i in range(runs):
-        chunk = points[int(i * size) : int((i + 1) * size)]
-        if chunk:
-            low, high = chunk[0], chunk[0]
-            for p in chunk[1:]:
-                low, high = _lower(low, p), _higher(high, p)
-            out.extend(sorted({low, high}, key=lambda p: p[0]))
-    return out
-
-
 def _series_label(quantity: str) -> str:
     return _STEP_SPAN.sub(lambda m: f"{m.group(1)} …" if m.group(1) else "…", quantity)
 
@@ -321,6 +162,8 @@ class Evidence:
         self._series: dict[tuple[Any, ...], Series] = {}
         self._series_left_out = 0
         self._labels: dict[str, str] = {}
+        self._watching = False  # chart what the rule reads (watch_reads)
+        self._pending: list[tuple[str, int]] = []
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
@@ -414,13 +257,64 @@ class Evidence:
         return fired
 
     def record(
-        self, step: int, tensors: str | Iterable[str], *, quantity: str, value: float
+        self,
+        step: int,
+        tensors: str | Iterable[str],
+        *,
+        quantity: str,
+        value: float,
+        mode: ModeKeys | str | None = None,
     ) -> None:
         """Add ``value`` of ``quantity`` at global ``step`` to the series the rule report
         charts, for a quantity the rule watches but does not compare with a threshold (what
-        it compares, ``compare`` records itself). Optional; it counts as no check."""
+        it compares, ``compare`` records itself): the curve behind a verdict, such as the
+        training and validation loss. ``mode`` (TRAIN, EVAL...) keeps one series per mode.
+        Optional; it counts as no check."""
         names = (tensors,) if isinstance(tensors, str) else tuple(tensors)
-        self._add_point(names, quantity, None, None, step, float(value), None, False, math.nan)
+        mode_name = mode.name if isinstance(mode, ModeKeys) else mode
+        if mode_name == "GLOBAL":
+            mode_name = None
+        self._add_point(
+            names, quantity, None, None, step, float(value), None, False, math.nan, mode_name
+        )
+
+    def watch_reads(self) -> None:
+        """Chart what the rule reads (a rule that records no comparisons: a user's rule):
+        ``chart_reads`` adds each tensor value read at a step to a series."""
+        self._watching = True
+
+    def chart_reads(self, step: int | None = None) -> None:
+        """Add the values the rule read since the last call (``note_read``) at global
+        ``step`` (the step it evaluated; any step when None) to their series: a scalar as
+        ``value``, an array as ``mean |value|``, per mode; a tensor saved as reductions only,
+        each reduction. A read of another step (a window, or a mode step) is left out: the
+        observer does not say which mode a step number counts in. Read again outside the
+        rule's observer (from the reader's cache, mostly): it counts as no read. Never
+        raises."""
+        pending, self._pending = self._pending, []
+        for name, read_step in dict.fromkeys(pending):
+            if step is not None and read_step != step:
+                continue
+            try:
+                self._chart_read(name, read_step)
+            except Exception:  # a chart is a help; never fail a rule over it
+                continue
+
+    def _chart_read(self, name: str, step: int) -> None:
+        mode, _ = self._mode_of(step)
+        tensor = self.trial.tensor(name)
+        try:
+            value = np.asarray(tensor.value(step), dtype=np.float64)
+        except Exception:
+            for (reduction, absolute), saved in tensor.reduction_values(step).items():
+                label = f"{'abs ' if absolute else ''}{reduction}"
+                self.record(step, name, quantity=label, value=float(saved), mode=mode)
+            return
+        if value.size == 1:
+            self.record(step, name, quantity="value", value=float(value.ravel()[0]), mode=mode)
+        elif value.size:
+            mean = float(np.abs(value).mean())
+            self.record(step, name, quantity="mean |value|", value=mean, mode=mode)
 
     def _add_point(
         self,
@@ -433,11 +327,14 @@ class Evidence:
         threshold: float | None,
         fired: bool,
         margin: float,
+        mode: str | None = None,
     ) -> None:
         label = self._labels.get(quantity)
         if label is None:
             label = self._label(quantity)
-        key = (names, label, parameter, fires_when)
+        key: tuple[Any, ...] = (names, label, parameter, fires_when)
+        if mode is not None:
+            key = (*key, mode)
         with self._lock:
             series = self._series.get(key)
             if series is None:
@@ -458,8 +355,9 @@ class Evidence:
         if len(self._series) >= MAX_SERIES:
             self._series_left_out += 1
             return None
-        names, label, parameter, fires_when = key
-        series = self._series[key] = Series(names, label, parameter, fires_when, threshold)
+        names, label, parameter, fires_when = key[:4]
+        mode = key[4] if len(key) > 4 else None
+        series = self._series[key] = Series(names, label, parameter, fires_when, threshold, mode)
         return series
 
     def checked(self, step: int, tensors: str | Iterable[str]) -> None:
@@ -474,6 +372,8 @@ class Evidence:
         self._reads += 1
         if len(self._read_tensors) < 10_000:
             self._read_tensors.add(name)
+        if self._watching and len(self._pending) < MAX_READS_CHARTED:
+            self._pending.append((name, step))
 
     def _fire(
         self, check: Check, sentence: str | Callable[[], str] | None, *, note: bool = False

@@ -64,6 +64,8 @@ class Rule(ABC):
         self.logger = logging.getLogger(f"evaluator.rules.{self.rule_name}")
         self._actions = Actions(action_str, rule_name=self.rule_name)
         self.evidence = Evidence(self.rule_name, base_trial, logger=self.logger)
+        if not self.RECORDS_COMPARISONS:  # a user's rule: the report charts what it reads
+            self.evidence.watch_reads()
         self.report: dict[str, Any] = {
             "RuleTriggered": 0,
             "Violations": 0,
@@ -94,6 +96,7 @@ class Rule(ABC):
             self.set_required_tensors(step)
             self.req_tensors.fetch()
             met = self.invoke_at_step(step)
+        self.evidence.chart_reads(step)
         if met:
             condition = RuleEvaluationConditionMet(self.rule_name, step)
             self._actions.invoke(str(condition))
@@ -111,6 +114,7 @@ class Rule(ABC):
         the actions and raises ``RuleEvaluationConditionMet`` for that step."""
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             step = self.invoke_at_end()
+        self.evidence.chart_reads()
         if step is not None:
             condition = RuleEvaluationConditionMet(self.rule_name, step)
             self._actions.invoke(str(condition))

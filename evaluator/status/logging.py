@@ -18,9 +18,8 @@ __all__ = ["VERDICT_LOGGER", "configure_logging"]
 # The run's final line is the verdict, not debug output: it passes whatever the level.
 VERDICT_LOGGER = "evaluator.verdict"
 
-# At DEBUG botocore logs request headers, credentials included: never below INFO. matplotlib
-# (the report's charts) says at INFO that it built its font cache: not news either.
-_CLAMPED_LOGGERS = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer", "matplotlib")
+# At DEBUG botocore logs request headers, credentials included: never below INFO.
+_CLAMPED_LOGGERS = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
 
 
 class _ClampFilter(logging.Filter):
@@ -59,7 +58,7 @@ def configure_logging(
 ) -> logging.Handler:
     """Route structlog and stdlib logging through one handler on ``stream`` (stdout): one JSON
     object per line, or structlog's console rendering. Replaces the handler an earlier call
-    installed. botocore, aiobotocore, boto3, urllib3, s3transfer and matplotlib never log below
+    installed. botocore, aiobotocore, boto3, urllib3 and s3transfer never log below
     INFO, and below WARNING only at DEBUG ("Found credentials in environment variables" is not news).
     ``VERDICT_LOGGER`` logs at INFO whatever ``level`` is."""
     numeric = level if isinstance(level, int) else logging.getLevelName(str(level).upper())

@@ -86,6 +86,7 @@ class StatusReporter:
         stream: TextIO | None = None,
         logger: Any = None,
         listeners: Sequence[Callable[[Mapping[str, Any]], None]] = (),
+        report_file: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = _utc_now,
     ) -> None:
@@ -102,6 +103,7 @@ class StatusReporter:
         # The verdict passes at every log level (configure_logging keeps its logger at INFO).
         self._verdict_log = logger if logger is not None else structlog.get_logger(_VERDICT)
         self._listeners = tuple(listeners)
+        self._report_file = report_file  # named by the verdict line; written after it
         self._clock = clock
         self._now = now
         self._lock = threading.RLock()
@@ -219,6 +221,12 @@ class StatusReporter:
         """Where the rule records what it checked: shown in progress lines and the result."""
         with self._lock:
             self._rules[rule].evidence = evidence
+
+    def evidence(self) -> dict[str, EvidenceSource]:
+        """Each rule's evidence so far, by configuration name (what listeners get with firings
+        and the end; the report's data file is kept current from it)."""
+        with self._lock:
+            return self._evidence()
 
     def fired(self, rule: str, step: int, *, reasons: Sequence[Mapping[str, Any]] = ()) -> None:
         """The rule's condition was met at ``step`` (status follows at ``finish``);
@@ -374,6 +382,11 @@ class StatusReporter:
                     if s.outcome is not None
                 },
                 result_file=self._result_path(),
+                **(
+                    {"report": str(self._report_file.absolute())}
+                    if self._report_file is not None and self._output_dir is not None
+                    else {}
+                ),
             )
             self._notify(
                 "evaluation_finished",

@@ -244,7 +244,8 @@ def test_read_only_root_file_system_and_non_root_user(
         "import os; print(os.getuid())",
     ).stdout.strip()
     assert uid == (user.partition(":")[0] if user else "0")
-    # The report's charts need a writable settings folder: the output's, not /tmp or $HOME.
+    # The report is written with a read-only root file system too (it needs no settings
+    # folder: its charts are drawn in the browser).
     assert "VanishingGradient" in (container.layout.output / "rule_report.html").read_text()
 
 

@@ -4,10 +4,12 @@ images, tokens, other trials or a live job, are in tests/report/test_rule_series
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from evaluator.report import DATA_FILE_NAME, REPORT_FILE_NAME
 from rules_builtin import registry
 from tests.report.firing import assert_report_holds_the_firing
 from tests.report.harness import HOOK_TRIALS, evaluate_with_report
@@ -43,3 +45,35 @@ def test_report_series_holds_the_firing(rule: str, tmp_path: Path) -> None:
     run = evaluate_with_report(["--trial-dir", str(trial), "--rule", rule], tmp_path / "out")
     assert run.exit_code == 1
     assert_report_holds_the_firing(run.output_dir, rule)
+
+
+# rule -> (trial, the curve it records behind its verdict, the modes it is kept in, the
+# steps it spans at least: ClassImbalance fires at its first step, drawn as bars)
+CURVES = {
+    "Overfit": ("keras_overfit", "loss", {"TRAIN", "EVAL"}, 5),
+    "LossNotDecreasing": ("keras_flat_loss", "loss", {"TRAIN"}, 5),
+    "Overtraining": ("xgboost_overfit", "loss", {"TRAIN"}, 5),
+    "ExplodingTensor": ("keras_exploding", "L2 norm", {None}, 5),
+    "ClassImbalance": ("xgboost_imbalanced", "labels seen per class", {None}, 1),
+    "Confusion": ("xgboost_deep_trees", "confusion matrix (true → predicted)", {None}, 1),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CURVES))
+def test_report_charts_the_curve_behind_the_verdict(rule: str, tmp_path: Path) -> None:
+    """Besides the quantity it tests, the rule records the curve an engineer checks (the loss
+    per mode, a tensor's norm) over several steps, and the report draws it first."""
+    trial, quantity, modes, steps = CURVES[rule]
+    run = evaluate_with_report(
+        ["--trial-dir", str(HOOK_TRIALS / trial), "--rule", rule], tmp_path / "out"
+    )
+    assert run.exit_code == 1
+    data = json.loads((run.output_dir / DATA_FILE_NAME).read_text())
+    curves = [s for s in data["rules"][rule]["series"] if s["parameter"] is None]
+    assert {s["quantity"] for s in curves} == {quantity}
+    assert {s["mode"] for s in curves} == modes
+    assert max(len(s["points"]) for s in curves) >= steps
+    html = (run.output_dir / REPORT_FILE_NAME).read_text(encoding="utf-8")
+    assert html.index("The curves behind the verdict") < html.index("What the rule tested")
+    if rule == "Confusion":  # its matrix, as a table: true classes in rows
+        assert '<table class="matrix">' in html and "<th>1</th>" in html

@@ -294,19 +294,14 @@ def test_sigterm_mid_run_stops_within_seconds(run: Run, tmp_path: Path) -> None:
 
 def test_trial_and_output_are_left_as_expected(run: Run, tmp_path: Path) -> None:
     """The trial is only read; the output folder holds the result file and the report, and
-    nothing half-written (the charts' settings stay in .sagemaker-ignore, never uploaded)."""
+    nothing else, not even in .sagemaker-ignore."""
     trial = tmp_path / "trial"
     shutil.copytree(DATA / "vanishing", trial)
     before = {p: p.stat().st_mtime_ns for p in trial.rglob("*")}
     run("--trial-dir", str(trial), "--rule", "VanishingGradient")
     assert {p: p.stat().st_mtime_ns for p in trial.rglob("*")} == before
-    ignored = run.out / ".sagemaker-ignore"
     kept = {"rule_evaluation_result.json", "rule_report.html", "rule_report_data.json"}
-    leftovers = [
-        p
-        for p in run.out.rglob("*")
-        if p.is_file() and p.name not in kept and ignored / "matplotlib" not in p.parents
-    ]
+    leftovers = [p for p in run.out.rglob("*") if p.is_file() and p.name not in kept]
     assert leftovers == []
     assert sorted(p.name for p in run.out.iterdir() if p.is_file()) == sorted(kept)
 

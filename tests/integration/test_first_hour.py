@@ -296,7 +296,7 @@ def test_summary_of_a_parent_of_trials_names_them(cli: EvaluatorCli, tmp_path: P
 
 
 def test_nothing_but_results_lands_in_the_output_folder(cli: EvaluatorCli) -> None:
-    """matplotlib's settings and font cache stay out of the output folder."""
+    """Only the run's results land in the output folder (no settings or font caches)."""
     run = cli("--trial-dir", str(TRIAL), "--rule", "VanishingGradient")
     assert run.returncode == 1, run.describe()
     found = [p.name for p in cli.output_dir.rglob("*")]

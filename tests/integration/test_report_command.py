@@ -19,8 +19,8 @@ def test_a_run_writes_the_report_and_report_rewrites_it(tmp_path: Path) -> None:
     run = cli("--trial-dir", EXAMPLE, "--rule", "VanishingGradient,ExplodingTensor")
     assert run.returncode == 1, run.describe()
     report = run.output_dir / "rule_report.html"
-    written = [e for e in run.log_lines if e["event"] == "rule_report_written"]
-    assert written and written[-1]["report"] == str(report.absolute())
+    assert run.log_lines[-1]["event"] == "evaluation_finished"  # names the report
+    assert run.log_lines[-1]["report"] == str(report.absolute()) and report.is_file()
     html = report.read_text()
     assert "VanishingGradient" in html and "ExplodingTensor" in html
     assert "fired at step 8" in html

@@ -3,8 +3,10 @@ console message the page caused, the rendered DOM, and how long the page took to
 
 The page is opened inside a one-line wrapper page whose ``<iframe onload>`` logs
 ``performance.now()`` to the console, so the load time is the browser's own measure. Console
-lines come from ``--enable-logging=stderr --v=0`` (``INFO:CONSOLE`` lines); the report has no
-script, so any console line at all is a fault."""
+lines come from ``--enable-logging=stderr --v=0`` (``INFO:CONSOLE`` lines); the report's
+scripts log nothing, so any console line at all (an exception, a fetch the page's policy
+blocked) is a fault. ``probe_page`` works the charts with the pointer and reads back what
+they showed."""
 
 from __future__ import annotations
 
@@ -108,3 +110,70 @@ def non_blank_share(screenshot: Path) -> float:
         grey = image.convert("L")
         histogram = grey.histogram()
         return sum(histogram[:240]) / (grey.width * grey.height)
+
+
+# Run in the page once it has loaded: hover the first chart at its first firing step (or its
+# first step), drag across the middle half of its steps, and write what the page showed into
+# a <pre id="probe"> as JSON (read back from the dumped DOM).
+_PROBE = """<script>
+window.addEventListener("load", function () { setTimeout(function () {
+  var out = {charts: 0, resources: performance.getEntriesByType("resource").map(function (e) {
+    return e.name; })};
+  var charts = window.ruleReportCharts || [];
+  out.charts = charts.length;
+  out.failed = Array.prototype.some.call(document.querySelectorAll(".chart"), function (e) {
+    return e.textContent.indexOf("could not be drawn") >= 0; });
+  var c = charts[0];
+  if (c) {
+    var u = c.plot, steps = u.data[0];
+    var fi = c.roles.indexOf("fired");
+    out.firedSteps = fi < 0 ? [] : steps.filter(function (s, i) { return u.data[fi][i] != null; });
+    var step = out.firedSteps.length ? out.firedSteps[0] : steps[0];
+    var rect = u.over.getBoundingClientRect();
+    var x = u.valToPos(step, "x");
+    function move(type, px, target) {
+      (target || u.over).dispatchEvent(new MouseEvent(type, {clientX: rect.left + px,
+        clientY: rect.top + rect.height / 2, bubbles: true, button: 0,
+        buttons: type === "mouseup" ? 0 : 1, movementX: type === "mousemove" ? 5 : 0}));
+    }
+    move("mouseenter", x); move("mousemove", x);
+    out.hoverStep = u.cursor.idx == null ? null : steps[u.cursor.idx];
+    var tip = c.host.querySelector(".tip");
+    out.tip = tip.style.display === "block" ? tip.textContent : "";
+    var a = steps[Math.floor(steps.length / 4)], b = steps[Math.floor(3 * steps.length / 4)];
+    move("mousedown", u.valToPos(a, "x")); move("mousemove", (u.valToPos(a, "x") + u.valToPos(b, "x")) / 2);
+    move("mousemove", u.valToPos(b, "x"));
+    move("mouseup", u.valToPos(b, "x"), document);
+    out.dragged = [a, b]; out.allSteps = [steps[0], steps[steps.length - 1]];
+  }
+  setTimeout(function () {  /* uPlot applies a new scale after the event */
+    if (c) out.zoom = [c.plot.scales.x.min, c.plot.scales.x.max];
+    var pre = document.createElement("pre"); pre.id = "probe";
+    pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+  }, 50);
+}, 50); });
+</script>"""
+_PROBED = re.compile(r'<pre id="probe">(.*?)</pre>', re.S)
+
+
+def probe_page(binary: str, page: Path, workdir: Path) -> dict[str, object]:
+    """Open a copy of ``page`` with the probe script added; what the probe saw (JSON)."""
+    import html
+    import json
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    copy = workdir / "probed.html"
+    copy.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8"
+    )
+    run = _run(
+        binary,
+        workdir / "profile-probe",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        copy.absolute().as_uri(),
+    )
+    found = _PROBED.search(run.stdout)
+    assert found, f"the probe reported nothing: {run.stderr[-2000:]}"
+    data: dict[str, object] = json.loads(html.unescape(found.group(1)))
+    return data

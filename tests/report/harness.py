@@ -1,5 +1,5 @@
 """Run an evaluation in this process with the report listener attached, as the command does
-once it registers ``ReportWriter`` (the lead wires it in container/cli.py)."""
+(``container/cli.py``): the verdict line names the report, which is written after it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import structlog
 
 from evaluator.config import load_config
 from evaluator.evaluation import Evaluation
-from evaluator.report import ReportWriter
+from evaluator.report import REPORT_FILE_NAME, ReportWriter
 from evaluator.status import StatusReporter
 
 __all__ = ["ReportRun", "evaluate_with_report"]
@@ -39,13 +39,18 @@ def evaluate_with_report(argv: Sequence[str], output_dir: Path) -> ReportRun:
     )
     writer = ReportWriter()
     reporter = StatusReporter.from_config(
-        config, listeners=[writer], stream=io.StringIO(), console=False
+        config,
+        listeners=[writer],
+        stream=io.StringIO(),
+        console=False,
+        report_file=output_dir / REPORT_FILE_NAME,
     )
     evaluation = Evaluation(config, reporter, threading.Event())
     with structlog.testing.capture_logs() as logs:
         try:
             evaluation.run()
             code = reporter.close()
+            writer.wait()
         finally:
             evaluation.close()
     return ReportRun(code, output_dir, writer.path, logs)

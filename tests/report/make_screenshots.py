@@ -1,5 +1,6 @@
 """Draw the screenshots in docs/ (report-issues-found.png, report-no-issues-found.png,
-report-error.png) from the report tests' 2000-step fading-gradient trial:
+report-error.png) from the report tests' 2000-step fading-gradient trial, and
+report-loss-curves.png from the Keras hook trial where Overfit fires:
 
     .venv/bin/python -m tests.report.make_screenshots [DOCS_DIR]
 """
@@ -14,13 +15,17 @@ from pathlib import Path
 
 from evaluator.report import REPORT_FILE_NAME
 from tests.report.browser import chromium
-from tests.report.harness import ROOT, evaluate_with_report
+from tests.report.harness import HOOK_TRIALS, ROOT, evaluate_with_report
 from tests.report.trials import write_fading_gradients
 
 SHOTS = {
-    "report-issues-found.png": (["--rule", "VanishingGradient"], 1180),
-    "report-no-issues-found.png": (["--rule", "VanishingGradient", "--threshold", "1e-9"], 1180),
+    "report-issues-found.png": (["--rule", "VanishingGradient"], 1350),
+    "report-no-issues-found.png": (["--rule", "VanishingGradient", "--threshold", "1e-9"], 1150),
     "report-error.png": (["--rule", "AllZero", "--tensor_regex", "relu_output"], 1420),
+    "report-loss-curves.png": (
+        ["--trial-dir", str(HOOK_TRIALS / "keras_overfit"), "--rule", "Overfit"],
+        1500,
+    ),
 }
 
 
@@ -31,7 +36,8 @@ def main(argv: list[str]) -> int:
         trial = write_fading_gradients(Path(tmp) / "debug-output")
         for name, (flags, height) in SHOTS.items():
             out = Path(tmp) / name.removesuffix(".png")
-            run = evaluate_with_report(["--trial-dir", str(trial), *flags], out)
+            given = flags if "--trial-dir" in flags else ["--trial-dir", str(trial), *flags]
+            run = evaluate_with_report(given, out)
             profile = Path(tmp) / "profile"
             profile.mkdir(exist_ok=True)
             subprocess.run(

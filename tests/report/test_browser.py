@@ -1,7 +1,9 @@
 """The rule report as a person sees it, in a real headless browser (Debian's chromium): a
 firing VanishingGradient, a NoIssuesFound and an Error each render (screenshot not blank),
-cause no console message, and show the tensor and the step; a 2000-step run's report is
-small and opens fast. Without chromium these tests skip loudly (fail when CI=true)."""
+cause no console message, and show the tensor and the step; the charts answer the pointer
+(hover: step and value at the firing marker; drag: zoom) and fetch nothing; a 2000-step
+run's report is small and opens fast. Without chromium these tests skip loudly (fail when
+CI=true)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.report import REPORT_FILE_NAME
-from tests.report.browser import chromium, non_blank_share, open_page
+from tests.report.browser import chromium, non_blank_share, open_page, probe_page
 from tests.report.conftest import SHORT_VANISHES_AT
 from tests.report.harness import ReportRun, evaluate_with_report
 from tests.report.trials import VANISHING_TENSOR, write_fading_gradients
@@ -58,6 +60,32 @@ def test_error_report_in_the_browser(browser: str, error_run: ReportRun, tmp_pat
     dom = _text(view.dom)
     assert "ClientError: Insufficient information to invoke rule AllZero" in dom
     assert "What to fix" in dom and VANISHING_TENSOR in dom
+
+
+def test_hover_shows_the_step_and_value_at_the_firing_marker(
+    browser: str, firing_run: ReportRun, tmp_path: Path
+) -> None:
+    """The firing marker sits on the firing step; the pointer there shows the step, the
+    tensor's value and the threshold; the page fetched nothing."""
+    seen = probe_page(browser, firing_run.output_dir / REPORT_FILE_NAME, tmp_path)
+    assert seen["charts"] == 1 and seen["failed"] is False
+    assert seen["firedSteps"] == [SHORT_VANISHES_AT]
+    assert seen["hoverStep"] == SHORT_VANISHES_AT
+    tip = str(seen["tip"])
+    assert f"step {SHORT_VANISHES_AT}" in tip and f"{VANISHING_TENSOR}: 5e-8" in tip
+    assert "threshold: 1e-7" in tip and "fired here" in tip
+    assert seen["resources"] == []
+
+
+def test_dragging_across_a_chart_zooms_on_those_steps(
+    browser: str, quiet_run: ReportRun, tmp_path: Path
+) -> None:
+    """A drag from one step to another narrows the x axis to about that range."""
+    seen = probe_page(browser, quiet_run.output_dir / REPORT_FILE_NAME, tmp_path)
+    low, high = seen["dragged"]  # type: ignore[misc]
+    zoom_low, zoom_high = seen["zoom"]  # type: ignore[misc]
+    assert seen["allSteps"] != seen["zoom"]
+    assert abs(zoom_low - low) <= 1 and abs(zoom_high - high) <= 1
 
 
 def test_console_messages_are_caught(browser: str, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ each verdict shows, the data file it is drawn from, and ``rule-evaluator report`
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,14 @@ def test_report_is_written_beside_the_result_file(firing_run: ReportRun) -> None
     assert (firing_run.output_dir / DATA_FILE_NAME).is_file()
 
 
-def test_report_path_is_logged(firing_run: ReportRun) -> None:
-    """The evaluation logs where it wrote the report, each time it writes it."""
-    lines = [e for e in firing_run.log if e["event"] == "rule_report_written"]
-    assert len(lines) == 2  # at the firing and at the end
-    assert {e["report"] for e in lines} == {str(firing_run.output_dir / REPORT_FILE_NAME)}
+def test_verdict_line_names_the_report_written_once_after_it(firing_run: ReportRun) -> None:
+    """The verdict line names the report; the report is written after it, once (a firing just
+    before the end schedules a write the end cancels)."""
+    events = [e["event"] for e in firing_run.log]
+    (verdict,) = [e for e in firing_run.log if e["event"] == "evaluation_finished"]
+    assert verdict["report"] == str(firing_run.output_dir / REPORT_FILE_NAME)
+    assert events.count("rule_report_written") == 1
+    assert events.index("rule_report_written") > events.index("evaluation_finished")
 
 
 def test_firing_report_names_tensor_step_value_and_threshold(firing_run: ReportRun) -> None:
@@ -50,13 +54,14 @@ def test_firing_report_names_tensor_step_value_and_threshold(firing_run: ReportR
 
 
 def test_report_is_self_contained(firing_run: ReportRun) -> None:
-    """No script, and nothing fetched: every image is embedded, no http(s) or // address."""
+    """One file that fetches nothing: scripts and styles inline, a policy forbidding any
+    fetch, no address to load from; the charts are specs the inline script draws."""
     html = _html(firing_run)
-    assert "<script" not in html
-    assert "http://" not in html and "https://" not in html and 'src="//' not in html
-    assert html.count("<img") >= 1 and html.count('src="data:image/png;base64,') == html.count(
-        "<img"
-    )
+    assert "default-src 'none'" in html and "connect-src 'none'" in html
+    assert "<script src" not in html and "<link" not in html and "<img" not in html
+    for attribute in ('src="http', "src='http", 'href="http', "url(http", 'src="//'):
+        assert attribute not in html
+    assert html.count('class="chart-spec"') >= 1 and "new uPlot(" in html
 
 
 def test_firing_series_holds_the_firing_value_at_the_firing_step(firing_run: ReportRun) -> None:
@@ -72,6 +77,31 @@ def test_firing_series_holds_the_firing_value_at_the_firing_step(firing_run: Rep
     assert len(_data(firing_run)["rules"]["VanishingGradient"]["series"]) == 6
 
 
+def test_firing_report_holds_the_values_that_fired(tmp_path: Path) -> None:
+    """A histogram of the fired tensor's values at the firing step, read from the trial (a
+    Keras ReLU layer's 256 outputs, all dead): every value counted, drawn under "The values
+    that fired", the lack of spread said."""
+    from tests.report.harness import HOOK_TRIALS, evaluate_with_report
+
+    run = evaluate_with_report(
+        ["--trial-dir", str(HOOK_TRIALS / "keras_dead_relu"), "--rule", "DeadRelu"],
+        tmp_path / "out",
+    )
+    found = _data(run)["rules"]["DeadRelu"]["histogram"]
+    assert (found["tensor"], found["step"]) == ("hidden_relu/outputs", 0)
+    assert sum(found["counts"]) + found["nonfinite"] == found["size"] == 256
+    assert len(found["edges"]) == len(found["counts"]) + 1
+    html = _html(run)
+    assert "The values that fired" in html and 'class="hist"' in html
+    assert "no spread: every finite value is 0" in html
+
+
+def test_a_tensor_of_few_values_gets_no_histogram(firing_run: ReportRun) -> None:
+    """Four gradient values make no distribution: no histogram."""
+    assert _data(firing_run)["rules"]["VanishingGradient"]["histogram"] is None
+    assert "The values that fired" not in _html(firing_run)
+
+
 def test_result_file_stays_lean(firing_run: ReportRun) -> None:
     """The series live in the data file; the result file holds only their count."""
     result = json.loads((firing_run.output_dir / RESULT).read_text())
@@ -84,8 +114,8 @@ def test_quiet_report_shows_the_closest_approach(quiet_run: ReportRun) -> None:
     html = _html(quiet_run)
     assert quiet_run.exit_code == 0 and "NoIssuesFound" in html
     assert "Closest approach" in html and VANISHING_TENSOR in html
-    assert "closest: 5e-08 at step 50" in html  # the chart's alt text names nothing else
-    assert "<img" in html
+    assert "closest: 5e-08 at step 50" in html  # the chart's caption
+    assert 'class="chart-spec"' in html
 
 
 def test_error_report_shows_the_message_what_to_fix_and_the_trial(error_run: ReportRun) -> None:
@@ -100,12 +130,16 @@ def test_error_report_shows_the_message_what_to_fix_and_the_trial(error_run: Rep
     assert summary["collections"] == {"gradients": 6}
 
 
-def test_several_rules_get_one_page_with_an_index(several_run: ReportRun) -> None:
-    """Several rules: one page, an index linking each rule's section."""
+def test_several_rules_get_one_page_with_a_summary_on_top(several_run: ReportRun) -> None:
+    """Several rules: one page, a summary table on top linking each rule's section and
+    saying why each ended as it did."""
     html = _html(several_run)
+    assert html.index("<h2>Summary</h2>") < html.index('<section id="rule-')
     for rule in ("VanishingGradient", "ExplodingTensor"):
         assert f'<a href="#rule-{rule}">{rule}</a>' in html
         assert f'<section id="rule-{rule}">' in html
+    assert "VanishingGradient: mean |gradients/dense_0/kernelGrad|" in html  # why it fired
+    assert "none met the condition" in html  # ExplodingTensor: what it checked
 
 
 @pytest.mark.parametrize("fixture", ["firing_run", "error_run", "several_run"])
@@ -137,39 +171,62 @@ def test_report_without_a_data_file_shows_the_verdict(
     (tmp_path / RESULT).write_bytes((firing_run.output_dir / RESULT).read_bytes())
     html = write_report(tmp_path / RESULT).read_text()
     assert VANISHING_TENSOR in html and "recorded no series" in html
+    assert "What to try" in html and "normalisation" in html
 
 
-def test_writer_skips_firings_within_its_interval_but_never_the_end(
+def test_a_firing_writes_the_report_later_on_its_own_thread(
     firing_run: ReportRun, tmp_path: Path
 ) -> None:
-    """Firings closer than min_interval write no report; the end always does."""
+    """A firing returns at once and the report appears after firing_delay; a second firing
+    within min_interval adds no write."""
     result = tmp_path / RESULT
     result.write_bytes((firing_run.output_dir / RESULT).read_bytes())
-    now = [0.0]
-    writer = ReportWriter(min_interval=5.0, clock=lambda: now[0])
+    writes: list[str] = []
+    writer = ReportWriter(firing_delay=0.05, logger=_Log(writes))
     writer({"event": "rule_fired", "result_file": str(result)})
-    (tmp_path / REPORT_FILE_NAME).unlink()
-    now[0] = 1.0
+    deadline = time.monotonic() + 30
+    while not (tmp_path / REPORT_FILE_NAME).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (tmp_path / REPORT_FILE_NAME).exists()
+    writer({"event": "rule_fired", "result_file": str(result)})  # within min_interval
+    writer({"event": "evaluation_finished", "result_file": str(result)})
+    assert writer.wait()
+    assert writes == ["rule_report_written", "rule_report_written"]
+
+
+def test_the_end_cancels_a_pending_firing_write(firing_run: ReportRun, tmp_path: Path) -> None:
+    """A run that ends before the firing's write is due writes its report once, at the end."""
+    result = tmp_path / RESULT
+    result.write_bytes((firing_run.output_dir / RESULT).read_bytes())
+    writes: list[str] = []
+    writer = ReportWriter(firing_delay=60.0, logger=_Log(writes))
     writer({"event": "rule_fired", "result_file": str(result)})
     assert not (tmp_path / REPORT_FILE_NAME).exists()
     writer({"event": "evaluation_finished", "result_file": str(result)})
-    assert (tmp_path / REPORT_FILE_NAME).exists()
+    assert writer.wait() and (tmp_path / REPORT_FILE_NAME).exists()
+    assert writes == ["rule_report_written"]
+
+
+class _Log:
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def warning(self, event: str, **_: Any) -> None:
+        self.events.append(event)
+
+    def debug(self, event: str, **_: Any) -> None:
+        self.events.append(event)
+
+    info = debug
 
 
 def test_writer_never_raises(tmp_path: Path) -> None:
     """A result file that cannot be read is logged, not raised: the verdict stands."""
     logged: list[str] = []
-
-    class Log:
-        def warning(self, event: str, **_: Any) -> None:
-            logged.append(event)
-
-        def info(self, event: str, **_: Any) -> None:
-            logged.append(event)
-
-    writer = ReportWriter(logger=Log())
+    writer = ReportWriter(logger=_Log(logged))
     writer({"event": "evaluation_finished", "result_file": str(tmp_path / "missing.json")})
     writer({"event": "rule_status", "result_file": str(tmp_path / "missing.json")})
+    assert writer.wait()
     assert logged == ["rule_report_not_written"]
 
 
@@ -209,5 +266,42 @@ def test_custom_rule_charts_what_it_records(fading_trial: Path, tmp_path: Path) 
     )  # fmt: skip
     assert run.exit_code == 1
     series = _data(run)["rules"]["GradientTooSmall"]["series"]
-    assert {s["quantity"] for s in series} == {"mean |gradient|", "max |gradient|"}
+    assert {s["quantity"] for s in series} >= {"mean |gradient|", "max |gradient|"}
     assert "fired at step 50" in _html(run) and VANISHING_TENSOR in _html(run)
+
+
+READS_ONLY_RULE = """
+from smdebug.rules import Rule
+
+
+class SmallGradient(Rule):
+    def invoke_at_step(self, step):
+        names = self.base_trial.tensor_names(collection="gradients")
+        return any(abs(self.base_trial.tensor(n).value(step)).mean() < 1e-7 for n in names)
+"""
+
+
+def test_custom_rule_that_records_nothing_gets_the_series_it_read(
+    fading_trial: Path, tmp_path: Path
+) -> None:
+    """A rule written for smdebug (no evidence calls) gets a chart of every tensor it read,
+    over the steps, with its firing step marked."""
+    source = tmp_path / "reads.py"
+    source.write_text(READS_ONLY_RULE)
+    from tests.report.harness import evaluate_with_report
+
+    run = evaluate_with_report(
+        ["--trial-dir", str(fading_trial), "--source_s3_uri", str(source),
+         "--rule", "SmallGradient"],
+        tmp_path / "out",
+    )  # fmt: skip
+    assert run.exit_code == 1
+    series = _data(run)["rules"]["SmallGradient"]["series"]
+    read = {tuple(s["tensors"]) for s in series if s["quantity"] == "mean |value|"}
+    assert (VANISHING_TENSOR,) in read and len(read) == 6
+    (vanishing,) = [s for s in series if s["tensors"] == [VANISHING_TENSOR]]
+    assert vanishing["mode"] == "TRAIN" and vanishing["count"] == 51  # steps 0..50
+    assert [50, pytest.approx(5e-8)] in vanishing["points"]
+    html = _html(run)
+    assert "The curves behind the verdict" in html and "recorded no series" not in html
+    assert "What to try" in html

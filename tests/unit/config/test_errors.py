@@ -61,6 +61,7 @@ def _load(argv: list[str] | None = None, env: dict[str, str] | None = None) -> E
         ({}, ["--poll-interval=fast"], "poll_interval must be a number of seconds > 0, got 'fast'"),
         ({"PROGRESS_INTERVAL": "nan"}, [], "progress_interval must be a number of seconds > 0"),
         ({"log_format": "xml"}, [], "log_format must be one of json, console, got 'xml'"),
+        ({"REPORT": "pdf"}, [], "report must be one of none, html, got 'pdf'"),
         (
             {"LOG_LEVEL": "loud"},
             [],

@@ -332,6 +332,18 @@ def test_options_and_defaults(load: Load, opt_ml: Path) -> None:
     assert config.progress_interval == 2.5
 
 
+def test_report_is_html_unless_none_is_asked(load: Load, tmp_path: Path) -> None:
+    """The report is on by default; --report, REPORT, report and a RuleParameters key turn it
+    off, as for the other keys."""
+    assert load(env=BASE).report == "html"
+    assert load(["--report", "none"], env=BASE).report == "none"
+    assert load(env={**BASE, "REPORT": "none"}).report == "none"
+    assert load(env={**BASE, "report": "NONE"}).report == "none"
+    path = write_json(tmp_path / "params.json", {"report": "none"})
+    assert load(["--config", str(path)], env=BASE).report == "none"
+    assert load(["--report=html"], env={**BASE, "REPORT": "none"}).report == "html"
+
+
 def test_log_format_follows_terminal(load: Load) -> None:
     """Console rendering by default on a terminal, JSON otherwise; explicit choice wins."""
     assert load(env=BASE, tty=True).log_format == "console"

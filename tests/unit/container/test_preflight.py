@@ -1,9 +1,8 @@
-"""The command's first moments: the output folder check, where matplotlib's cache goes, and
+"""The command's first moments: the output folder check, and
 the log format of an early error (issue 26, frictions 4 and 9)."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,29 +25,6 @@ def test_an_output_folder_under_a_file_is_a_client_error(tmp_path: Path) -> None
     with pytest.raises(ClientError, match="--output-dir") as error:
         preflight.check_output_folder(blocker / "out")
     assert str(blocker / "out") in str(error.value)
-
-
-def test_matplotlib_cache_goes_to_a_temporary_folder_of_this_user(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The cache folder is in the temporary folder, not in the output."""
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    folder = preflight.matplotlib_folder(tmp_path / "out")
-    assert folder.startswith(str(tmp_path / "tmp")) and Path(folder).is_dir()
-
-
-def test_without_a_usable_temporary_folder_the_cache_goes_to_sagemaker_ignore(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A read-only container without /tmp falls back to the output's .sagemaker-ignore."""
-
-    def none() -> str:
-        raise FileNotFoundError(2, "No usable temporary directory found")
-
-    monkeypatch.setattr(tempfile, "gettempdir", none)
-    folder = preflight.matplotlib_folder(tmp_path / "out")
-    assert folder == str(tmp_path / "out" / ".sagemaker-ignore" / "matplotlib")
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,9 @@ from evaluator.rules.evidence import (
     Check,
     Evidence,
     Series,
-    _higher,
-    _lower,
     json_number,
 )
+from evaluator.rules.series import _higher, _lower
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 
@@ -205,3 +204,30 @@ def test_quantities_naming_their_step_stay_one_series_past_the_label_cache() -> 
     (series,) = ev.series()["series"]
     assert series["quantity"] == "ratio since step …" and series["count"] == steps
     assert len(ev._labels) <= _QUANTITY_CACHE
+
+
+def test_chart_reads_charts_what_was_read_at_the_evaluated_step(tmp_path: Path) -> None:
+    """A rule that watches its reads gets a series per tensor read at the evaluated step (a
+    scalar as its value, an array as mean |value|, per mode); reads of other steps (a window,
+    a mode step) are left out, and charting them counts as no read."""
+    writer = TrialWriter(tmp_path / "trial")
+    writer.write_collections([])
+    for step in range(3):
+        scale = float(step + 1)
+        tensors = {"loss": np.float32(scale), "w": np.array([-1.0, 3.0], np.float32) * scale}
+        writer.write_step(step, tensors, mode=ModeKeys.TRAIN, mode_step=step)
+    writer.end_training()
+    evidence = Evidence("Mine", create_trial(str(tmp_path / "trial")))
+    evidence.watch_reads()
+    for name, step in (("loss", 2), ("w", 2), ("loss", 1), ("loss", 2)):
+        evidence.note_read(name, step)
+    evidence.chart_reads(2)
+    charted = {
+        (s["tensors"][0], s["quantity"], s["mode"]): s["points"]
+        for s in evidence.series()["series"]
+    }
+    assert charted == {
+        ("loss", "value", "TRAIN"): [[2, 3.0]],
+        ("w", "mean |value|", "TRAIN"): [[2, 6.0]],
+    }
+    assert evidence.reads == 4

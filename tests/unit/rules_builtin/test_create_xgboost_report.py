@@ -156,7 +156,7 @@ def test_full_trial_report(make_trial: Callable[..., Any], tmp_path: Path) -> No
     assert "my-xgboost-job" in text and "Feature importance at step 10" in text
     assert {"metrics", "feature-importance", "labels-predictions", "hyperparameters"} <= report.ids
     assert "missing" not in report.ids
-    assert report.tags["img"] >= 4  # rmse lines, two importance types, class distribution
+    assert report.tags["figure"] >= 4  # rmse lines, two importance types, class distribution
     assert "multi:softmax" in text and "recall" in text and "validation" in text
 
 

@@ -1,0 +1,55 @@
+"""The distribution behind a firing: a histogram of the values of the tensor that fired, at
+the step it fired, read from the trial when the report's data file is written (once per rule:
+kept in the data file after that). What a dead, saturated or vanishing layer looks like."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["firing_histogram"]
+
+MAX_BINS = 40
+MIN_VALUES = 16  # fewer values make no distribution worth drawing
+
+
+def firing_histogram(trial: Any, reasons: Any) -> dict[str, Any] | None:
+    """``{"tensor", "step", "edges", "counts", "nonfinite", "size"}`` for the first firing
+    reason naming one tensor whose value at that (global) step has ``MIN_VALUES`` or more;
+    None otherwise, or when it cannot be read (never raises)."""
+    if trial is None or not isinstance(reasons, list):
+        return None
+    for reason in reasons:
+        if not isinstance(reason, Mapping) or len(reason.get("tensors") or []) != 1:
+            continue
+        name, step = reason["tensors"][0], reason.get("step")
+        if not isinstance(step, int):
+            continue
+        try:
+            value = np.asarray(trial.tensor(name).value(step), dtype=np.float64).ravel()
+        except Exception:  # a help only: a reduction-only tensor, a step gone...
+            continue
+        if value.size < MIN_VALUES:
+            continue
+        finite = value[np.isfinite(value)]
+        edges: list[float] = []
+        counts: list[int] = []
+        if finite.size:
+            bins = max(5, min(MAX_BINS, int(math.sqrt(finite.size))))
+            found, bounds = np.histogram(finite, bins=bins)
+            counts = [int(c) for c in found]
+            edges = [float(f"{e:.6g}") for e in bounds]
+        return {
+            "tensor": name,
+            "step": step,
+            "edges": edges,
+            "counts": counts,
+            "nonfinite": int(value.size - finite.size),
+            "low": float(finite.min()) if finite.size else None,
+            "high": float(finite.max()) if finite.size else None,
+            "size": int(value.size),
+        }
+    return None
