@@ -57,6 +57,7 @@ class Trial:
         range_steps: tuple[int | None, int | None] | None = None,
         cache: bool = False,
         loop: BackgroundLoop | None = None,
+        source: TrialSource | None = None,
     ) -> None:
         self.name = name
         self.path = path
@@ -66,7 +67,10 @@ class Trial:
         self.dynamic_refresh = True
         self._storage = storage
         self._loop = loop or get_loop()
-        self._source = TrialSource(storage, options=options)
+        # smdebug's output, or another format's source (TensorBoardSource) over ``storage``.
+        self._source = source or TrialSource(storage, options=options)
+        #: ``"smdebug"`` or ``"tensorboard"``: what kind of output was found at ``path``.
+        self.kind: str = self._source.kind
         self._tensor_objects: dict[str, Tensor] = {}
         self._closed = False
         try:
@@ -88,11 +92,12 @@ class Trial:
             incomplete_step_window=options.incomplete_step_window,
             range_steps=range_steps,
         )
-        local = isinstance(storage, SyncRangeReader)  # a folder: the OS keeps its bytes
+        values = self._source.value_storage
+        local = isinstance(values, SyncRangeReader)  # a folder: the OS keeps its bytes
         self._cache = TrialCache(state, options, uri=path, local=local)
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
-        self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
+        self._reader = ValueReader(self._cache, self._source, values, self._loop, uri=path)
         self._view = TrialView(state, self._cache.lock, self._reader, self.maybe_refresh)
         self.refresh_data()
 
@@ -103,7 +108,7 @@ class Trial:
 
     def _release_storage(self) -> None:
         try:
-            self._loop.run(self._storage.aclose(), timeout=5)
+            self._loop.run(self._source.aclose(), timeout=5)
         except Exception:  # closing must not hide why the trial could not be opened
             log.debug("closing the storage of %s failed", self.path, exc_info=True)
 
@@ -115,7 +120,7 @@ class Trial:
         self._poller.stop()
         self._reader.forget()
         self._cache.clear()
-        self._run(self._storage.aclose())
+        self._run(self._source.aclose())
 
     def __enter__(self) -> Trial:
         return self
@@ -150,6 +155,12 @@ class Trial:
     @property
     def last_index_token(self) -> str | None:
         return self._state.last_index_token
+
+    @property
+    def tensorboard_mapping(self) -> Any:
+        """For a TensorBoard log, how it was mapped (``TensorBoardMapping``: run, folders and
+        their modes, step rule, collections); None for smdebug output."""
+        return self._source.mapping
 
     @property
     def data_problems(self) -> list[dict[str, Any]]:

@@ -1,0 +1,477 @@
+"""The TensorBoard side of a trial: event files read as the same steps, tensors and collections.
+
+``TensorBoardSource`` answers what ``TrialSource`` answers for smdebug output (collections,
+scans of new steps, event-file bytes), so one ``Trial`` serves both. Its scans tail every
+``events.out.tfevents.*`` file of the run from the offset read last (one ranged read per file
+that grew; a torn last record is read again from its start next time), parse the summaries
+(``evaluator.formats.tb_summary``), and hand each (mode, step) on as an index file whose
+records sit in an in-memory event store, in smdebug's record form: a scalar or tensor as its
+value, a histogram as saved reductions (``min``, ``max``, ``mean``, ``variance``, ``l2``,
+``count`` …) and its buckets (the ``histogram`` reduction, ``Tensor.histogram``).
+
+Mapping (docs/tensorboard.md): tags are tensor names; a run is a folder with event files, with
+its phase sub-folders (``train``/``training`` -> TRAIN, ``validation``/``val``/``eval``/``test``
+-> EVAL, also as the last word: ``loss_train``). With phases, mode steps are the event steps
+and the global step is ``2 * step`` (TRAIN, or the run's own folder) or ``2 * step + 1``
+(EVAL), so that a step's training values come before its validation values; without, the mode
+is GLOBAL and the global step is the event step. Files of one folder are read in name order
+(their names start with the time they were created); a value logged again for a step
+(a restarted job) replaces the earlier one, and ``SessionLog.START`` at step ``s`` drops what
+the folder logged at steps ``>= s``, as TensorBoard purges orphaned data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import re
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import numpy as np
+import structlog
+
+from evaluator.errors import (
+    ClientError,
+    CorruptRecordError,
+    IncompleteRecord,
+    ObjectNotFound,
+    SMDebugValueError,
+)
+from evaluator.formats.collections_file import Collection, CollectionsFile
+from evaluator.formats.events import encode_tensor_event
+from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
+from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
+from evaluator.formats.tb_summary import (
+    Histogram,
+    SummaryDatum,
+    is_event_file,
+    parse_event,
+    phase_of_folder,
+)
+from evaluator.formats.tfrecord import encode_record, read_record
+from evaluator.modes import ModeKeys
+from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.trial.options import TrialOptions
+from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
+from evaluator.trial.waits import WaitNotice
+
+__all__ = ["DEFAULT_COLLECTIONS", "EventStore", "TensorBoardMapping", "TensorBoardSource"]
+
+log = structlog.get_logger("evaluator.trial")
+
+WORKER = "worker_0"
+HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
+COUNT = "count"
+
+#: Collections made from tag names (``re.search``, case-insensitive), in this order; a tag
+#: in ``gradients`` is never also in ``weights`` or ``biases``.
+DEFAULT_COLLECTIONS: dict[str, list[str]] = {
+    "losses": [r"loss"],
+    "gradients": [
+        r"(^|[/._])grads?([/._]|$)",
+        r"gradients?([/._]|$)",
+        r"grad_norm",
+        r"grad_[0-9.]+_norm",
+    ],
+    "biases": [r"bias"],
+    "weights": [r"weight", r"kernel"],
+    "metrics": [r"acc", r"precision", r"recall", r"(^|[/._])f1", r"auc", r"mae", r"mse", r"iou"],
+}
+_EXCLUSIVE = {"weights": ("gradients", "biases"), "biases": ("gradients",)}
+
+
+class EventStore:
+    """The records a TensorBoard trial serves values from: ``key -> bytes`` in memory, read
+    like a local folder (``read_range_sync``). Keys and records have smdebug's form."""
+
+    def __init__(self, uri: str) -> None:
+        self._uri = uri
+        self._objects: dict[str, bytes] = {}
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    def append(self, key: str, data: bytes) -> int:
+        """Add ``data`` at the end of ``key``; returns where it starts."""
+        old = self._objects.get(key, b"")
+        self._objects[key] = old + data
+        return len(old)
+
+    def read_range_sync(self, key: str, start: int, end: int) -> bytes:
+        data = self._objects.get(key)
+        if data is None:
+            raise ObjectNotFound(f"{self._uri}#{key} does not exist", uri=f"{self._uri}#{key}")
+        return data[start:end]
+
+    async def read_range(self, key: str, start: int, end: int) -> bytes:
+        return self.read_range_sync(key, start, end)
+
+    async def read(self, key: str) -> bytes:
+        return self.read_range_sync(key, 0, len(self._objects.get(key, b"")))
+
+    async def exists(self, key: str) -> bool:
+        return key in self._objects
+
+    async def list_after(
+        self, prefix: str, start_after: str | None = None
+    ) -> AsyncGenerator[ObjectInfo, None]:
+        for key in sorted(self._objects):
+            if key.startswith(prefix) and (start_after is None or key > start_after):
+                yield ObjectInfo(key, len(self._objects[key]))
+
+    async def aclose(self) -> None:
+        self._objects.clear()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(v) for v in self._objects.values())
+
+
+@dataclass
+class TensorBoardMapping:
+    """How a TensorBoard log was mapped (shown by ``summary`` and ``evaluation_started``)."""
+
+    run: str  # the run's folder, relative to the trial ("" for the trial's own folder)
+    runs: list[str]  # every run found
+    folders: dict[str, str]  # folder (relative to the trial) -> mode name
+    phases: bool  # global step = 2 * step (+1 for EVAL); else global step = step
+    collections: dict[str, list[str]]
+
+    def describe(self) -> str:
+        folders = ", ".join(f"{f or '.'} -> {m}" for f, m in sorted(self.folders.items()))
+        steps = (
+            "global step = 2 x event step (+1 for EVAL), mode step = event step"
+            if self.phases
+            else "global step = event step"
+        )
+        return f"run {self.run or '.'}; folders {folders}; {steps}; tags are tensor names"
+
+
+@dataclass
+class _Folder:
+    mode: ModeKeys
+    plugin_of: dict[str, str] = field(default_factory=dict)
+    file_version: float | None = None
+    recent_step: int = -1
+    # step -> tag -> datum, not handed on yet
+    pending: dict[int, dict[str, SummaryDatum]] = field(default_factory=dict)
+
+
+@dataclass
+class _File:
+    folder: str
+    offset: int = 0
+    broken: bool = False
+
+
+class TensorBoardSource(TrialSource):
+    """Reads one TensorBoard run through a ``Storage`` and serves it as smdebug-style steps."""
+
+    kind = "tensorboard"
+
+    def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
+        super().__init__(storage, options=options)
+        options = self.options
+        self.values = EventStore(storage.uri)
+        self.mapping: TensorBoardMapping | None = None
+        self._files: dict[str, _File] = {}
+        self._folders: dict[str, _Folder] = {}
+        self._collections: dict[str, Collection] = {}
+        self._patterns: list[tuple[Collection, list[re.Pattern[str]]]] = []
+        self._known_tags: set[str] = set()
+        self._emitted: dict[int, int] = {}  # global step -> times handed on
+        self._last_step = -1
+
+    @property
+    def value_storage(self) -> Storage:
+        """The in-memory records values are read from."""
+        return cast(Storage, self.values)
+
+    async def aclose(self) -> None:
+        await self.values.aclose()
+        await self.storage.aclose()
+
+    # ------------------------------------------------------------------ discovery
+
+    async def _event_files(self) -> list[ObjectInfo]:
+        pages = cast(AsyncGenerator[ObjectInfo, None], self.storage.list_after(""))
+        async with contextlib.aclosing(pages) as listing:
+            return [o async for o in listing if is_event_file(o.key)]
+
+    async def load_collections(
+        self, *, timeout: float, poll_interval: float, wait_log_interval: float = 30.0
+    ) -> LoadedCollections:
+        """Wait until event files exist, then decide the run and the mapping."""
+        deadline = time.monotonic() + timeout
+        notice: WaitNotice | None = None
+        while True:
+            found = await self._event_files()
+            if found:
+                self._map([o.key for o in found])
+                manifest = CollectionsFile(dict(self._collections), num_workers=1)
+                return LoadedCollections(manifest, {WORKER}, [])
+            if await self.training_ended() or time.monotonic() >= deadline:
+                raise ClientError(
+                    f"no TensorBoard event files (events.out.tfevents.*) under "
+                    f"{self.storage.uri} after {timeout:g} s"
+                )
+            notice = notice or WaitNotice(
+                "TensorBoard event files", self.storage.uri, interval=wait_log_interval
+            )
+            notice.tick()
+            await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    def _map(self, keys: list[str]) -> None:
+        folders = sorted({posixpath.dirname(k) for k in keys})
+        runs: dict[str, dict[str, ModeKeys | None]] = {}
+        for folder in folders:
+            phase = phase_of_folder(posixpath.basename(folder)) if folder else None
+            run = posixpath.dirname(folder) if phase is not None else folder
+            runs.setdefault(run, {})[folder] = phase
+        wanted = self.options.tensorboard_run
+        names = sorted(runs)
+        if wanted is not None:
+            run = wanted.strip("/")
+            if run not in runs:
+                raise ClientError(
+                    f"tensorboard_run={wanted!r} is not a run of {self.storage.uri}: its runs "
+                    f"are {', '.join(r or '.' for r in names)}"
+                )
+        elif len(runs) == 1:
+            run = names[0]
+        else:
+            shown = ", ".join(r or "." for r in names[:20])
+            raise ClientError(
+                f"{self.storage.uri} holds {len(runs)} TensorBoard runs ({shown}): point the "
+                "trial at one run's folder, or choose one with tensorboard_run "
+                "(EVALUATOR_TENSORBOARD_RUN)"
+            )
+        members = runs[run]
+        phases = any(m is not None for m in members.values())
+        for folder, phase in members.items():
+            mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
+            self._folders[folder] = _Folder(mode)
+        specs = dict(DEFAULT_COLLECTIONS)
+        specs.update(self.options.tensorboard_collections or {})
+        for name, patterns in specs.items():
+            collection = Collection(name, include_regex=[])
+            self._collections[name] = collection
+            self._patterns.append((collection, [re.compile(p, re.IGNORECASE) for p in patterns]))
+        for name in ("scalars", "histograms"):
+            self._collections[name] = Collection(name)
+        self.mapping = TensorBoardMapping(
+            run=run,
+            runs=names,
+            folders={f: self._folders[f].mode.name for f in members},
+            phases=phases,
+            collections=specs,
+        )
+
+    def _classify(self, datum: SummaryDatum) -> None:
+        tag = datum.tag
+        if tag in self._known_tags:
+            return
+        self._known_tags.add(tag)
+        joined: set[str] = set()
+        for collection, patterns in self._patterns:
+            excluded = _EXCLUSIVE.get(collection.name, ())
+            if any(p.search(tag) for p in patterns) and not joined & set(excluded):
+                joined.add(collection.name)
+                collection.tensor_names = collection.tensor_names | {tag}  # replaced, not grown
+        kind = "histograms" if datum.kind == "histogram" else "scalars"
+        if datum.kind != "tensor":
+            coll = self._collections[kind]
+            coll.tensor_names = coll.tensor_names | {tag}
+
+    # ------------------------------------------------------------------ scans
+
+    async def scan(
+        self,
+        start_after: str | None,
+        already_read: frozenset[str] | set[str],
+        range_steps: tuple[int | None, int | None] | None,
+        *,
+        with_end_marker: bool,
+        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
+    ) -> IndexScan:
+        """Read what every event file of the run gained since the last scan, and hand on
+        the steps it brought. The end marker is looked up when ``with_end_marker``."""
+        listed = await self._event_files()
+        grown: list[tuple[ObjectInfo, _File]] = []
+        for obj in sorted(listed, key=lambda o: (posixpath.dirname(o.key), o.key)):
+            folder = posixpath.dirname(obj.key)
+            if folder not in self._folders:
+                continue  # another run, or a folder that appeared after the mapping was made
+            state = self._files.get(obj.key)
+            if state is None:
+                state = self._files[obj.key] = _File(folder)
+            if not state.broken and obj.size > state.offset:
+                grown.append((obj, state))
+        blobs = await asyncio.gather(
+            *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
+        )
+        for (obj, state), blob in zip(grown, blobs, strict=True):
+            self._consume(obj.key, state, blob)
+        files = self._hand_on(range_steps)
+        end = with_end_marker and await self.training_ended()
+        last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
+        return IndexScan(files, last, end_marker=end)
+
+    def _consume(self, key: str, state: _File, blob: bytes) -> None:
+        """Parse the records of ``blob`` (bytes from ``state.offset`` on) into the folder's
+        pending steps; a record cut short is left for the next scan."""
+        folder = self._folders[state.folder]
+        where = f"{self.storage.uri.rstrip('/')}/{key}"
+        pos = 0
+        size = len(blob)
+        while pos < size:
+            try:
+                record = read_record(blob, pos, source=where)
+            except IncompleteRecord:
+                break  # a writer is appending: read again from here next time
+            except CorruptRecordError as e:
+                log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
+                state.broken = True  # as TensorBoard: nothing after a corrupt record is read
+                break
+            try:
+                event = parse_event(record.payload, folder.plugin_of, source=where)
+            except SMDebugValueError as e:
+                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                pos += record.length
+                continue
+            pos += record.length
+            self._apply(folder, event.what, event.step, event.data, event.file_version)
+        state.offset += pos
+
+    def _apply(
+        self,
+        folder: _Folder,
+        what: str,
+        step: int,
+        data: list[SummaryDatum],
+        version: str,
+    ) -> None:
+        if what == "file_version":
+            with contextlib.suppress(ValueError):
+                folder.file_version = float(version.rsplit(":", 1)[-1])
+        if folder.file_version is not None and folder.file_version >= 2:
+            if what == "start":
+                _purge(folder.pending, step, None)
+        elif what == "summary" and step < folder.recent_step:
+            _purge(folder.pending, step, {d.tag for d in data})  # TensorBoard's old-file rule
+        else:
+            folder.recent_step = step
+        if what != "summary" or step < 0 or not data:
+            return  # no trial step can be negative
+        at = folder.pending.get(step)
+        if at is None:
+            at = folder.pending[step] = {}
+        for datum in data:
+            at[datum.tag] = datum  # a repeated step: the value written last wins
+            self._classify(datum)
+
+    def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
+        """Turn every folder's pending steps into index files, in global-step order."""
+        phases = self.mapping is not None and self.mapping.phases
+        by_step: dict[tuple[int, ModeKeys, int], dict[str, SummaryDatum]] = {}
+        for folder in self._folders.values():
+            mode = folder.mode
+            for step, data in folder.pending.items():
+                g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
+                if range_steps is not None and not _in_range(g, range_steps):
+                    continue
+                by_step.setdefault((g, mode, step), {}).update(data)
+            folder.pending = {}
+        out = []
+        for (g, mode, step), data in sorted(by_step.items(), key=lambda kv: kv[0][0]):
+            out.append(self._index_file(g, mode, step, data))
+            self._last_step = max(self._last_step, g)
+        return out
+
+    def _index_file(
+        self, g: int, mode: ModeKeys, step: int, data: dict[str, SummaryDatum]
+    ) -> ParsedIndex:
+        records: list[tuple[str, np.ndarray]] = []
+        for tag, datum in data.items():
+            if isinstance(datum.value, Histogram):
+                records.extend(_histogram_records(tag, datum.value))
+            else:
+                records.append((tag, datum.value))
+        key = event_key(g, WORKER)
+        chunks = []
+        entries = []
+        offset = 0
+        for name, value in records:
+            payload = encode_tensor_event(
+                name, value, step=g, mode=mode, mode_step=step, wall_time=0.0
+            )
+            framed = encode_record(payload)
+            entries.append((name, offset, len(framed)))
+            chunks.append(framed)
+            offset += len(framed)
+        base = self.values.append(key, b"".join(chunks))
+        tensors = tuple(TensorEntry(n, base + s, n_bytes) for n, s, n_bytes in entries)
+        index = IndexFile(IndexMeta(mode, step, key), tensors, ())
+        times = self._emitted.get(g, 0)
+        self._emitted[g] = times + 1
+        ikey = index_key(g, WORKER) + (f"#{times}" if times else "")
+        return ParsedIndex(ikey, g, WORKER, index)
+
+    # ------------------------------------------------------------------ values
+
+    async def read_event_bytes(
+        self,
+        key: str,
+        start: int,
+        end: int,
+        *,
+        wait: float,
+        poll_interval: float,
+        complete: Callable[[], bool] | None = None,
+    ) -> bytes | None:
+        """Bytes of the in-memory records: they are whole when their index is handed on."""
+        try:
+            return self.values.read_range_sync(key, start, end)
+        except ObjectNotFound:
+            return None
+
+    async def event_file_problem(self, key: str) -> Literal["missing", "empty", "truncated"]:
+        return "missing" if not await self.values.exists(key) else "truncated"
+
+    async def read_optional(self, key: str) -> bytes | None:
+        try:
+            return await self.storage.read(key)
+        except ObjectNotFound:
+            return None
+
+
+def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, np.ndarray]]:
+    for (name, is_abs), value in h.reductions().items():
+        yield reduction_tensor_name(tag, name, abs=is_abs), np.asarray(value, dtype=np.float64)
+    yield reduction_tensor_name(tag, COUNT), np.asarray(h.count, dtype=np.float64)
+    stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
+    yield reduction_tensor_name(tag, HISTOGRAM_STATS + "_stats"), np.asarray(stats, np.float64)
+    yield reduction_tensor_name(tag, HISTOGRAM_STATS), h.buckets
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else x
+
+
+def _purge(pending: dict[int, dict[str, Any]], step: int, tags: set[str] | None) -> None:
+    for s in [s for s in pending if s >= step]:
+        if tags is None:
+            del pending[s]
+        else:
+            for tag in tags:
+                pending[s].pop(tag, None)
+
+
+def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:
+    begin, end = range_steps
+    return (begin is None or begin <= step) and (end is None or step < end)
