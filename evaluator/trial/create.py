@@ -16,7 +16,7 @@ from evaluator.trial.runner import get_loop
 from evaluator.trial.tb_source import TensorBoardSource
 from evaluator.trial.trial import Trial
 
-__all__ = ["create_trial"]
+__all__ = ["create_trial", "describe_location"]
 
 _OPTION_NAMES = frozenset(TrialOptions.model_fields)
 
@@ -70,6 +70,30 @@ def create_trial(
     return Trial(
         name, path, backend, options=options, range_steps=range_steps, cache=cache, source=source
     )
+
+
+def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
+    """What ``create_trial`` would find at ``path``, without waiting: ``{"trial_kind": ...}``
+    and, for a TensorBoard log, ``"trial_mapping"`` (run, folders and modes, step rule).
+    Empty when the location cannot be listed (opening the trial then says why)."""
+    try:
+        backend = open_storage(path.strip(), **_storage_options(path.strip(), options))
+    except Exception:
+        return {}
+    loop = get_loop()
+    try:
+        kind = _kind(backend, options)
+        out = {"trial_kind": kind}
+        if kind == "tensorboard":
+            source = TensorBoardSource(backend, options=options)
+            mapping = loop.run(source.describe())
+            if mapping is not None:
+                out["trial_mapping"] = mapping
+        return out
+    except Exception:
+        return {}
+    finally:
+        loop.run(backend.aclose(), timeout=5)
 
 
 def _kind(storage: Storage, options: TrialOptions) -> str:

@@ -226,6 +226,16 @@ class TensorBoardSource(TrialSource):
             notice.tick()
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
 
+    async def describe(self) -> str | None:
+        """How the log would be mapped now (None without event files); raises ClientError
+        as opening would (several runs and none chosen)."""
+        found = await self._event_files()
+        if not found:
+            return None
+        self._map([o.key for o in found])
+        assert self.mapping is not None
+        return self.mapping.describe()
+
     def _map(self, keys: list[str]) -> None:
         folders = sorted({posixpath.dirname(k) for k in keys})
         runs: dict[str, dict[str, ModeKeys | None]] = {}

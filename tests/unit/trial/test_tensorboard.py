@@ -256,3 +256,34 @@ def test_smdebug_trial_is_still_smdebug(tmp_path: Path) -> None:
     with create_trial(str(tmp_path)) as trial:
         assert trial.kind == "smdebug" and trial.tensorboard_mapping is None
         assert trial.tensor("loss").value(0).item() == 1.0
+
+
+def test_summary_shows_kind_mapping_and_collections(tmp_path: Path) -> None:
+    """summary says a TensorBoard log was found, how it was mapped, and its collections."""
+    from evaluator.summary import format_summary, summarize
+
+    torch_style(tmp_path / "train", scalars={"loss": [(0, 1.0), (1, 0.5)]})
+    torch_style(tmp_path / "val", scalars={"loss": [(0, 1.1)]})
+    with create_trial(str(tmp_path)) as trial:
+        summary = summarize(trial)
+    text = format_summary(summary)
+    assert summary.kind == "tensorboard"
+    assert "TensorBoard log" in text
+    assert "train -> TRAIN, val -> EVAL" in text and "2 x event step" in text
+    assert "losses (1)" in text and summary.steps_per_mode == {"TRAIN": 2, "EVAL": 1}
+
+
+def test_s3_log_reads_as_the_local_one(
+    tmp_path: Path, s3_bucket: str, upload_folder: object
+) -> None:
+    """The same log on S3 (moto) gives the same tensors and values as the local folder."""
+    log = _torch_log(tmp_path / "run")
+    uri = upload_folder(log, "jobs/exp1")  # type: ignore[operator]
+    with create_trial(str(log)) as local, create_trial(uri) as remote:
+        assert remote.kind == "tensorboard"
+        assert remote.tensor_names() == local.tensor_names()
+        for name in local.tensor_names():
+            for step in local.tensor(name).steps():
+                assert remote.tensor(name).reduction_value(step, "max") == local.tensor(
+                    name
+                ).reduction_value(step, "max")
