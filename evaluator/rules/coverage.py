@@ -108,7 +108,11 @@ TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
     ),
     "TensorVariance": _WEIGHTS_AND_GRADS,
     "AllZero": _WEIGHTS_AND_GRADS,
-    "WeightUpdateRatio": _WEIGHTS_AND_GRADS,
+    "WeightUpdateRatio": (
+        "the weights' values (a histogram holds their distribution, not the update of each "
+        "element)",
+        "tf.summary.write(name, weight, step=step) for each weight (a tensor summary)",
+    ),
     "PoorWeightInitialization": _WEIGHTS_AND_GRADS,
     "UnchangedTensor": _WEIGHTS_AND_GRADS,
     "DeadRelu": _ACTIVATIONS,

@@ -165,7 +165,8 @@ class _Folder:
 @dataclass
 class _File:
     folder: str
-    offset: int = 0
+    offset: int = 0  # bytes consumed: every record before it is whole and parsed
+    seen: int = 0  # the size listed when the file was last read
     broken: bool = False
 
 
@@ -320,8 +321,9 @@ class TensorBoardSource(TrialSource):
             state = self._files.get(obj.key)
             if state is None:
                 state = self._files[obj.key] = _File(folder)
-            if not state.broken and obj.size > state.offset:
-                grown.append((obj, state))
+            if not state.broken and obj.size > max(state.offset, state.seen):
+                grown.append((obj, state))  # bytes beyond a torn record are read once more
+                state.seen = obj.size
         blobs = await asyncio.gather(
             *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
         )
