@@ -64,6 +64,7 @@ __all__ = ["DEFAULT_COLLECTIONS", "EventStore", "TensorBoardMapping", "TensorBoa
 log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
+_HPARAMS_FOLDER = re.compile(r"^\d+(\.\d+)?$")
 HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
 COUNT = "count"
 
@@ -185,6 +186,7 @@ class TensorBoardSource(TrialSource):
         self._collections: dict[str, Collection] = {}
         self._patterns: list[tuple[Collection, list[re.Pattern[str]]]] = []
         self._known_tags: set[str] = set()
+        self._ignored: set[str] = set()  # folders of other runs
         self._emitted: dict[int, int] = {}  # global step -> times handed on
         self._last_step = -1
 
@@ -240,7 +242,12 @@ class TensorBoardSource(TrialSource):
     def _map(self, keys: list[str]) -> None:
         folders = sorted({posixpath.dirname(k) for k in keys})
         runs: dict[str, dict[str, ModeKeys | None]] = {}
+        with_files = set(folders)
         for folder in folders:
+            if _HPARAMS_FOLDER.match(posixpath.basename(folder)) and (
+                posixpath.dirname(folder) in with_files
+            ):
+                continue  # torch's add_hparams writes its summary into <run>/<time.time()>/
             phase = phase_of_folder(posixpath.basename(folder)) if folder else None
             run = posixpath.dirname(folder) if phase is not None else folder
             runs.setdefault(run, {})[folder] = phase
@@ -283,6 +290,29 @@ class TensorBoardSource(TrialSource):
             collections=specs,
         )
 
+    def _adopt(self, folder: str) -> bool:
+        """Whether a folder that appeared after the mapping was made belongs to the run (a
+        phase folder created on first use, such as Keras' ``validation/``); it is added."""
+        mapping = self.mapping
+        if folder in self._ignored or mapping is None:
+            return False
+        phase = phase_of_folder(posixpath.basename(folder)) if folder else None
+        if phase is None or posixpath.dirname(folder) != mapping.run:
+            self._ignored.add(folder)
+            return False
+        if not mapping.phases:
+            log.warning(
+                "tensorboard_folder_ignored",
+                folder=folder,
+                reason="the run had no train/validation folder when the trial was opened, so "
+                "its steps are global steps; reopen the trial to read this folder",
+            )
+            self._ignored.add(folder)
+            return False
+        self._folders[folder] = _Folder(phase)
+        mapping.folders[folder] = phase.name
+        return True
+
     def _classify(self, datum: SummaryDatum) -> None:
         tag = datum.tag
         if tag in self._known_tags:
@@ -316,8 +346,8 @@ class TensorBoardSource(TrialSource):
         grown: list[tuple[ObjectInfo, _File]] = []
         for obj in sorted(listed, key=lambda o: (posixpath.dirname(o.key), o.key)):
             folder = posixpath.dirname(obj.key)
-            if folder not in self._folders:
-                continue  # another run, or a folder that appeared after the mapping was made
+            if folder not in self._folders and not self._adopt(folder):
+                continue  # another run's
             state = self._files.get(obj.key)
             if state is None:
                 state = self._files[obj.key] = _File(folder)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.modes import ModeKeys
 from evaluator.storage import MemoryStorage
 from evaluator.trial import create_trial
 from tests.support.tb_logs import oracle_values, torch_style
@@ -112,3 +113,15 @@ def test_growing_log_on_s3_is_followed(tmp_path: Path, s3_server: object, s3_buc
         trial.refresh_data()
         assert trial.steps() == list(range(8))
         assert float(trial.tensor("loss").value(7)) == 3.0
+
+
+def test_validation_folder_created_later_is_read_as_eval(tmp_path: Path) -> None:
+    """Keras creates validation/ at the first validation: a phase folder that appears after
+    the trial was opened is read, as EVAL."""
+    torch_style(tmp_path / "train", scalars={"epoch_loss": [(0, 1.0)]})
+    with create_trial(str(tmp_path)) as trial:
+        assert trial.steps() == [0]
+        torch_style(tmp_path / "validation", scalars={"epoch_loss": [(0, 1.5)]})
+        trial.refresh_data()
+        assert float(trial.tensor("epoch_loss").value(0, mode=ModeKeys.EVAL)) == 1.5
+        assert trial.tensorboard_mapping.folders["validation"] == "EVAL"
