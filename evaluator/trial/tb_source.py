@@ -42,7 +42,7 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import Collection, CollectionsFile
-from evaluator.formats.events import encode_tensor_event
+from evaluator.formats.events import encode_array_event
 from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
 from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
 from evaluator.formats.tb_summary import (
@@ -64,6 +64,7 @@ __all__ = ["DEFAULT_COLLECTIONS", "EventStore", "TensorBoardMapping", "TensorBoa
 log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
+_RECORDS_PER_FILE_BYTES = 4 * 1024 * 1024
 _HPARAMS_FOLDER = re.compile(r"^\d+(\.\d+)?$")
 HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
 COUNT = "count"
@@ -91,7 +92,7 @@ class EventStore:
 
     def __init__(self, uri: str) -> None:
         self._uri = uri
-        self._objects: dict[str, bytes] = {}
+        self._objects: dict[str, bytearray] = {}
 
     @property
     def uri(self) -> str:
@@ -99,15 +100,18 @@ class EventStore:
 
     def append(self, key: str, data: bytes) -> int:
         """Add ``data`` at the end of ``key``; returns where it starts."""
-        old = self._objects.get(key, b"")
-        self._objects[key] = old + data
-        return len(old)
+        held = self._objects.get(key)
+        if held is None:
+            held = self._objects[key] = bytearray()
+        start = len(held)
+        held += data
+        return start
 
     def read_range_sync(self, key: str, start: int, end: int) -> bytes:
         data = self._objects.get(key)
         if data is None:
             raise ObjectNotFound(f"{self._uri}#{key} does not exist", uri=f"{self._uri}#{key}")
-        return data[start:end]
+        return bytes(data[start:end])
 
     async def read_range(self, key: str, start: int, end: int) -> bytes:
         return self.read_range_sync(key, start, end)
@@ -187,6 +191,8 @@ class TensorBoardSource(TrialSource):
         self._patterns: list[tuple[Collection, list[re.Pattern[str]]]] = []
         self._known_tags: set[str] = set()
         self._ignored: set[str] = set()  # folders of other runs
+        self._file_key: str | None = None  # the in-memory file records are appended to
+        self._file_bytes = 0
         self._emitted: dict[int, int] = {}  # global step -> times handed on
         self._last_step = -1
 
@@ -444,19 +450,22 @@ class TensorBoardSource(TrialSource):
                 records.extend(_histogram_records(tag, datum.value))
             else:
                 records.append((tag, datum.value))
-        key = event_key(g, WORKER)
+        # Records go into in-memory files of a few MiB, many steps each: the reader then
+        # holds one file for many steps.
+        if self._file_key is None or self._file_bytes > _RECORDS_PER_FILE_BYTES:
+            self._file_key, self._file_bytes = event_key(g, WORKER), 0
+        key = self._file_key
         chunks = []
         entries = []
         offset = 0
         for name, value in records:
-            payload = encode_tensor_event(
-                name, value, step=g, mode=mode, mode_step=step, wall_time=0.0
-            )
+            payload = encode_array_event(name.encode(), value, step=g, mode=mode, mode_step=step)
             framed = encode_record(payload)
             entries.append((name, offset, len(framed)))
             chunks.append(framed)
             offset += len(framed)
         base = self.values.append(key, b"".join(chunks))
+        self._file_bytes = base + offset
         tensors = tuple(TensorEntry(n, base + s, n_bytes) for n, s, n_bytes in entries)
         index = IndexFile(IndexMeta(mode, step, key), tensors, ())
         times = self._emitted.get(g, 0)
