@@ -216,9 +216,7 @@ def test_array_event_decodes_as_the_protobuf_one(value: np.ndarray) -> None:
     encode_tensor_event's do."""
     from evaluator.formats.events import encode_array_event
 
-    fast = encode_array_event(
-        b"a/tag.grad", value, step=300, mode=ModeKeys.EVAL, mode_step=150
-    )
+    fast = encode_array_event(b"a/tag.grad", value, step=300, mode=ModeKeys.EVAL, mode_step=150)
     slow = encode_tensor_event(
         "a/tag.grad", value, step=300, mode=ModeKeys.EVAL, mode_step=150, wall_time=0.0
     )
