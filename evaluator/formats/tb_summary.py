@@ -122,9 +122,9 @@ class Histogram:
         """Every reduction this histogram can give, keyed as smdebug keys saved reductions
         (``(name, abs)``): exact ones, and bucket-based ones within ``error_bound``."""
         n = self.count
+        if not n > 0:
+            return {}  # an empty histogram (a TF2 one of no values) has no reductions
         out: dict[tuple[str, bool], float] = {("min", False): self.min, ("max", False): self.max}
-        if n <= 0:
-            return out
         out[("max", True)] = max(abs(self.min), abs(self.max))
         if self.min >= 0 or self.max <= 0:
             out[("min", True)] = min(abs(self.min), abs(self.max))

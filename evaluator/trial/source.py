@@ -92,11 +92,6 @@ class TrialSource:
     async def training_ended(self) -> bool:
         return await self.storage.exists(END_OF_JOB_KEY)
 
-    @property
-    def value_storage(self) -> Storage:
-        """Where the records values are read from: the trial's own storage."""
-        return self.storage
-
     async def aclose(self) -> None:
         await self.storage.aclose()
 

@@ -5,8 +5,8 @@ scans of new steps, event-file bytes), so one ``Trial`` serves both. Its scans t
 ``events.out.tfevents.*`` file of the run from the offset read last (one ranged read per file
 that grew; a torn last record is read again from its start next time), parse the summaries
 (``evaluator.formats.tb_summary``), and hand each (mode, step) on as an index file whose
-records sit in an in-memory event store, in smdebug's record form: a scalar or tensor as its
-value, a histogram as saved reductions (``min``, ``max``, ``mean``, ``variance``, ``l2``,
+values are held decoded in memory (``ValueStore``, read by ``HeldValueReader``): a scalar or
+tensor as its value, a histogram as saved reductions (``min``, ``max``, ``mean``, ``variance``, ``l2``,
 ``count`` …) and its buckets (the ``histogram`` reduction, ``Tensor.histogram``).
 
 Mapping (docs/tensorboard.md): tags are tensor names; a run is a folder with event files, with
@@ -29,7 +29,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 import structlog
@@ -42,7 +42,6 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import Collection, CollectionsFile
-from evaluator.formats.events import encode_array_event
 from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
 from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
 from evaluator.formats.tb_summary import (
@@ -52,19 +51,19 @@ from evaluator.formats.tb_summary import (
     parse_event,
     phase_of_folder,
 )
-from evaluator.formats.tfrecord import encode_record, read_record
+from evaluator.formats.tfrecord import read_record
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
 from evaluator.trial.waits import WaitNotice
 
-__all__ = ["DEFAULT_COLLECTIONS", "EventStore", "TensorBoardMapping", "TensorBoardSource"]
+__all__ = ["DEFAULT_COLLECTIONS", "TensorBoardMapping", "TensorBoardSource", "ValueStore"]
 
 log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
-_RECORDS_PER_FILE_BYTES = 4 * 1024 * 1024
+_VALUES_PER_FILE = 100_000
 _HPARAMS_FOLDER = re.compile(r"^\d+(\.\d+)?$")
 HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
 COUNT = "count"
@@ -86,55 +85,32 @@ DEFAULT_COLLECTIONS: dict[str, list[str]] = {
 _EXCLUSIVE = {"weights": ("gradients", "biases"), "biases": ("gradients",)}
 
 
-class EventStore:
-    """The records a TensorBoard trial serves values from: ``key -> bytes`` in memory, read
-    like a local folder (``read_range_sync``). Keys and records have smdebug's form."""
+class ValueStore:
+    """The values a TensorBoard trial serves, decoded once and held: ``(key, position) ->
+    value`` in per-file lists. Index entries point at (key, position, 1)."""
 
     def __init__(self, uri: str) -> None:
-        self._uri = uri
-        self._objects: dict[str, bytearray] = {}
+        self.uri = uri
+        self._files: dict[str, list[Any]] = {}
 
-    @property
-    def uri(self) -> str:
-        return self._uri
-
-    def append(self, key: str, data: bytes) -> int:
-        """Add ``data`` at the end of ``key``; returns where it starts."""
-        held = self._objects.get(key)
+    def append(self, key: str, values: list[Any]) -> int:
+        """Add ``values`` at the end of ``key``; returns the position of the first."""
+        held = self._files.get(key)
         if held is None:
-            held = self._objects[key] = bytearray()
+            held = self._files[key] = []
         start = len(held)
-        held += data
+        held.extend(values)
         return start
 
-    def read_range_sync(self, key: str, start: int, end: int) -> bytes:
-        data = self._objects.get(key)
-        if data is None:
-            raise ObjectNotFound(f"{self._uri}#{key} does not exist", uri=f"{self._uri}#{key}")
-        return bytes(data[start:end])
+    def get(self, key: str, position: int) -> np.ndarray | None:
+        """The value at ``position`` of ``key`` as a new array, None if there is none."""
+        held = self._files.get(key)
+        if held is None or not 0 <= position < len(held):
+            return None
+        return np.array(held[position])
 
-    async def read_range(self, key: str, start: int, end: int) -> bytes:
-        return self.read_range_sync(key, start, end)
-
-    async def read(self, key: str) -> bytes:
-        return self.read_range_sync(key, 0, len(self._objects.get(key, b"")))
-
-    async def exists(self, key: str) -> bool:
-        return key in self._objects
-
-    async def list_after(
-        self, prefix: str, start_after: str | None = None
-    ) -> AsyncGenerator[ObjectInfo, None]:
-        for key in sorted(self._objects):
-            if key.startswith(prefix) and (start_after is None or key > start_after):
-                yield ObjectInfo(key, len(self._objects[key]))
-
-    async def aclose(self) -> None:
-        self._objects.clear()
-
-    @property
-    def nbytes(self) -> int:
-        return sum(len(v) for v in self._objects.values())
+    def clear(self) -> None:
+        self._files.clear()
 
 
 @dataclass
@@ -183,7 +159,7 @@ class TensorBoardSource(TrialSource):
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         super().__init__(storage, options=options)
         options = self.options
-        self.values = EventStore(storage.uri)
+        self.values = ValueStore(storage.uri)
         self.mapping: TensorBoardMapping | None = None
         self._files: dict[str, _File] = {}
         self._folders: dict[str, _Folder] = {}
@@ -191,18 +167,13 @@ class TensorBoardSource(TrialSource):
         self._patterns: list[tuple[Collection, list[re.Pattern[str]]]] = []
         self._known_tags: set[str] = set()
         self._ignored: set[str] = set()  # folders of other runs
-        self._file_key: str | None = None  # the in-memory file records are appended to
-        self._file_bytes = 0
+        self._file_key: str | None = None  # the in-memory file values are appended to
+        self._file_values = 0
         self._emitted: dict[int, int] = {}  # global step -> times handed on
         self._last_step = -1
 
-    @property
-    def value_storage(self) -> Storage:
-        """The in-memory records values are read from."""
-        return cast(Storage, self.values)
-
     async def aclose(self) -> None:
-        await self.values.aclose()
+        self.values.clear()
         await self.storage.aclose()
 
     # ------------------------------------------------------------------ discovery
@@ -444,29 +415,20 @@ class TensorBoardSource(TrialSource):
     def _index_file(
         self, g: int, mode: ModeKeys, step: int, data: dict[str, SummaryDatum]
     ) -> ParsedIndex:
-        records: list[tuple[str, np.ndarray]] = []
+        records: list[tuple[str, Any]] = []
         for tag, datum in data.items():
             if isinstance(datum.value, Histogram):
                 records.extend(_histogram_records(tag, datum.value))
             else:
-                records.append((tag, datum.value))
-        # Records go into in-memory files of a few MiB, many steps each: the reader then
-        # holds one file for many steps.
-        if self._file_key is None or self._file_bytes > _RECORDS_PER_FILE_BYTES:
-            self._file_key, self._file_bytes = event_key(g, WORKER), 0
+                value = datum.value
+                records.append((tag, value[()] if value.ndim == 0 else value))
+        # Values go into in-memory files of many steps each.
+        if self._file_key is None or self._file_values > _VALUES_PER_FILE:
+            self._file_key, self._file_values = event_key(g, WORKER), 0
         key = self._file_key
-        chunks = []
-        entries = []
-        offset = 0
-        for name, value in records:
-            payload = encode_array_event(name.encode(), value, step=g, mode=mode, mode_step=step)
-            framed = encode_record(payload)
-            entries.append((name, offset, len(framed)))
-            chunks.append(framed)
-            offset += len(framed)
-        base = self.values.append(key, b"".join(chunks))
-        self._file_bytes = base + offset
-        tensors = tuple(TensorEntry(n, base + s, n_bytes) for n, s, n_bytes in entries)
+        base = self.values.append(key, [v for _, v in records])
+        self._file_values = base + len(records)
+        tensors = tuple(TensorEntry(name, base + k, 1) for k, (name, _) in enumerate(records))
         index = IndexFile(IndexMeta(mode, step, key), tensors, ())
         times = self._emitted.get(g, 0)
         self._emitted[g] = times + 1
@@ -475,25 +437,6 @@ class TensorBoardSource(TrialSource):
 
     # ------------------------------------------------------------------ values
 
-    async def read_event_bytes(
-        self,
-        key: str,
-        start: int,
-        end: int,
-        *,
-        wait: float,
-        poll_interval: float,
-        complete: Callable[[], bool] | None = None,
-    ) -> bytes | None:
-        """Bytes of the in-memory records: they are whole when their index is handed on."""
-        try:
-            return self.values.read_range_sync(key, start, end)
-        except ObjectNotFound:
-            return None
-
-    async def event_file_problem(self, key: str) -> Literal["missing", "empty", "truncated"]:
-        return "missing" if not await self.values.exists(key) else "truncated"
-
     async def read_optional(self, key: str) -> bytes | None:
         try:
             return await self.storage.read(key)
@@ -501,10 +444,10 @@ class TensorBoardSource(TrialSource):
             return None
 
 
-def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, np.ndarray]]:
+def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, Any]]:
     for (name, is_abs), value in h.reductions().items():
-        yield reduction_tensor_name(tag, name, abs=is_abs), np.asarray(value, dtype=np.float64)
-    yield reduction_tensor_name(tag, COUNT), np.asarray(h.count, dtype=np.float64)
+        yield reduction_tensor_name(tag, name, abs=is_abs), float(value)
+    yield reduction_tensor_name(tag, COUNT), float(h.count)
     stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
     yield reduction_tensor_name(tag, HISTOGRAM_STATS + "_stats"), np.asarray(stats, np.float64)
     yield reduction_tensor_name(tag, HISTOGRAM_STATS), h.buckets

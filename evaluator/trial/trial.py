@@ -26,6 +26,7 @@ from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.columns import Columns, raw_reader, read_columns
+from evaluator.trial.held_values import HeldValueReader
 from evaluator.trial.names import names_at, numeric_suffix, select_names
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.poller import Poller
@@ -33,6 +34,7 @@ from evaluator.trial.reader import ValueReader
 from evaluator.trial.runner import BackgroundLoop, get_loop
 from evaluator.trial.source import TrialSource
 from evaluator.trial.state import TrialState
+from evaluator.trial.tb_source import TensorBoardSource
 from evaluator.trial.tensor import Tensor
 from evaluator.trial.view import TrialView
 from evaluator.trial.waits import WaitNotice
@@ -92,12 +94,16 @@ class Trial:
             incomplete_step_window=options.incomplete_step_window,
             range_steps=range_steps,
         )
-        values = self._source.value_storage
-        local = isinstance(values, SyncRangeReader)  # a folder: the OS keeps its bytes
+        local = isinstance(storage, SyncRangeReader)  # a folder: the OS keeps its bytes
         self._cache = TrialCache(state, options, uri=path, local=local)
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
-        self._reader = ValueReader(self._cache, self._source, values, self._loop, uri=path)
+        if isinstance(self._source, TensorBoardSource):  # values held decoded in memory
+            held = HeldValueReader(self._cache, self._source, storage, self._loop, uri=path)
+            held.store = self._source.values
+            self._reader: ValueReader = held
+        else:
+            self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
         self._view = TrialView(state, self._cache.lock, self._reader, self.maybe_refresh)
         self.refresh_data()
 
