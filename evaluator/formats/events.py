@@ -23,7 +23,6 @@ from evaluator.formats.tensor_codec import (
     decode_tensor_proto,
     encode_tensor_proto,
     make_numpy_array,
-    proto_dtype_of,
 )
 from evaluator.formats.tfrecord import Buffer, parse_frame, smdebug_payload
 from evaluator.modes import ModeKeys
@@ -35,7 +34,6 @@ __all__ = [
     "decode_record_value",
     "decode_tensor_event",
     "decode_tensor_value",
-    "encode_array_event",
     "encode_tensor_event",
 ]
 
@@ -134,52 +132,6 @@ def encode_tensor_event(
     summary_value = _Summary.Value(tag=tag, tensor=tensor, metadata={"plugin_data": plugin_data})
     event = _Event(wall_time=wall_time, step=step, summary=_Summary(value=[summary_value]))
     return event.SerializeToString()
-
-
-def encode_array_event(
-    tag: bytes, value: np.ndarray, *, step: int, mode: ModeKeys, mode_step: int
-) -> bytes:
-    """A serialized tensor ``Event`` for a numeric ``value`` under ``tag`` (UTF-8), built
-    straight from protobuf's wire format: what ``encode_tensor_event`` gives (wall time 0,
-    dims unnamed) at a fraction of its cost, for readers that hand on many small values."""
-    if value.dtype.byteorder == ">":
-        value = value.astype(value.dtype.newbyteorder("<"))
-    dims = b"".join(_field(2, b"\x08" + _varint(d)) for d in value.shape)
-    content = value.tobytes()
-    tensor = (
-        b"\x08"
-        + _varint(proto_dtype_of(value.dtype))
-        + _field(2, dims)
-        + b"\x22"
-        + _varint(len(content))
-        + content
-    )
-    plugins = _field(1, _field(1, b"mode_step") + _field(2, str(mode_step).encode())) + _field(
-        1, _field(1, b"mode") + _field(2, str(mode.value).encode())
-    )
-    summary_value = _field(1, tag) + b"\x42" + _varint(len(tensor)) + tensor + b"\x4a"
-    summary_value += _varint(len(plugins)) + plugins
-    summary = _field(1, summary_value)
-    return b"\x10" + _varint(step) + b"\x2a" + _varint(len(summary)) + summary
-
-
-def _varint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL_VARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_VARINTS = [bytes((i,)) for i in range(0x80)]
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2) with a field number below 16."""
-    return bytes((number << 3 | 2,)) + _varint(len(payload)) + payload
 
 
 def _parse(payload: Buffer) -> event_pb2.Event:

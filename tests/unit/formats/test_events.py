@@ -199,31 +199,3 @@ def test_index_ranges_decode_to_smdebug_values(path: Path) -> None:
             check_against_golden(value, answer, entry.tensorname)
             compared += 1
     assert compared or not index.tensors
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        np.array(1.5, dtype=np.float32),
-        np.arange(12, dtype=np.float64).reshape(4, 3),
-        np.array([-1, 200, 3], dtype=np.int64),
-        np.array([], dtype=np.float32),
-        np.arange(300, dtype=np.float16).reshape(3, 100),
-    ],
-)
-def test_array_event_decodes_as_the_protobuf_one(value: np.ndarray) -> None:
-    """encode_array_event's wire bytes decode to the value, step, mode and mode step that
-    encode_tensor_event's do."""
-    from evaluator.formats.events import encode_array_event
-
-    fast = encode_array_event(b"a/tag.grad", value, step=300, mode=ModeKeys.EVAL, mode_step=150)
-    slow = encode_tensor_event(
-        "a/tag.grad", value, step=300, mode=ModeKeys.EVAL, mode_step=150, wall_time=0.0
-    )
-    for payload in (fast, slow):
-        event = decode_tensor_event(payload)
-        assert event.tag == "a/tag.grad" and event.step == 300
-        assert (event.mode, event.mode_step) == (ModeKeys.EVAL, 150)
-        assert event.value.dtype == value.dtype and event.value.shape == value.shape
-        np.testing.assert_array_equal(event.value, value)
-        np.testing.assert_array_equal(decode_tensor_value(payload), value)
