@@ -171,7 +171,7 @@ class SummaryDatum:
 
     tag: str
     kind: Literal["scalar", "histogram", "tensor"]
-    value: np.ndarray | Histogram
+    value: np.ndarray | np.generic | Histogram  # a 0-d scalar: a numpy scalar
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +210,7 @@ def _datum(value: summary_pb2.Summary.Value, plugin_of: dict[str, str]) -> Summa
     kind = value.WhichOneof("value")
     tag = value.tag
     if kind == "simple_value":
-        return SummaryDatum(tag, "scalar", np.array(value.simple_value, dtype=np.float32))
+        return SummaryDatum(tag, "scalar", np.float32(value.simple_value))
     if kind == "histo":
         return SummaryDatum(tag, "histogram", _from_proto(value.histo))
     if kind != "tensor":
@@ -231,7 +231,7 @@ def _datum(value: summary_pb2.Summary.Value, plugin_of: dict[str, str]) -> Summa
     if plugin == HISTOGRAMS_PLUGIN and array.ndim == 2 and array.shape[1] == 3:
         return SummaryDatum(tag, "histogram", _from_tensor(array))
     if plugin == SCALARS_PLUGIN and array.size == 1:
-        return SummaryDatum(tag, "scalar", array.reshape(()))
+        return SummaryDatum(tag, "scalar", array.reshape(())[()])
     return SummaryDatum(tag, "tensor", array)
 
 

@@ -64,6 +64,7 @@ log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
 _VALUES_PER_FILE = 100_000
+_CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
 _HPARAMS_FOLDER = re.compile(r"^\d+(\.\d+)?$")
 HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
 COUNT = "count"
@@ -335,16 +336,26 @@ class TensorBoardSource(TrialSource):
             *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
         )
         for (obj, state), blob in zip(grown, blobs, strict=True):
-            self._consume(obj.key, state, blob)
+            self._consume(obj.key, state, blob, range_steps, apply_chunk)
         files = self._hand_on(range_steps)
         end = with_end_marker and await self.training_ended()
         last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
         return IndexScan(files, last, end_marker=end)
 
-    def _consume(self, key: str, state: _File, blob: bytes) -> None:
+    def _consume(
+        self,
+        key: str,
+        state: _File,
+        blob: bytes,
+        range_steps: tuple[int | None, int | None] | None = None,
+        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
+    ) -> None:
         """Parse the records of ``blob`` (bytes from ``state.offset`` on) into the folder's
-        pending steps; a record cut short is left for the next scan."""
+        pending steps; a record cut short is left for the next scan. With ``apply_chunk``, a
+        long file's steps are handed on every ``_CHUNK_EVENTS`` events, all but the folder's
+        newest (which may still gain values), so that they are not all held at once."""
         folder = self._folders[state.folder]
+        countdown = _CHUNK_EVENTS
         where = f"{self.storage.uri.rstrip('/')}/{key}"
         pos = 0
         size = len(blob)
@@ -365,6 +376,12 @@ class TensorBoardSource(TrialSource):
                 continue
             pos += record.length
             self._apply(folder, event.what, event.step, event.data, event.file_version)
+            countdown -= 1
+            if countdown <= 0 and apply_chunk is not None:
+                countdown = _CHUNK_EVENTS
+                files = self._hand_on(range_steps, all_steps=False)
+                if files:
+                    apply_chunk(files, files[-1].key)
         state.offset += pos
 
     def _apply(
@@ -394,18 +411,26 @@ class TensorBoardSource(TrialSource):
             at[datum.tag] = datum  # a repeated step: the value written last wins
             self._classify(datum)
 
-    def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
-        """Turn every folder's pending steps into index files, in global-step order."""
+    def _hand_on(
+        self, range_steps: tuple[int | None, int | None] | None, *, all_steps: bool = True
+    ) -> list[ParsedIndex]:
+        """Turn every folder's pending steps (all, or all but its newest) into index files,
+        in global-step order."""
         phases = self.mapping is not None and self.mapping.phases
         by_step: dict[tuple[int, ModeKeys, int], dict[str, SummaryDatum]] = {}
         for folder in self._folders.values():
             mode = folder.mode
-            for step, data in folder.pending.items():
+            pending = folder.pending
+            if not all_steps and pending:
+                newest = max(pending)
+                folder.pending = {newest: pending.pop(newest)}
+            for step, data in pending.items():
                 g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
                 if range_steps is not None and not _in_range(g, range_steps):
                     continue
                 by_step.setdefault((g, mode, step), {}).update(data)
-            folder.pending = {}
+            if all_steps:
+                folder.pending = {}
         out = []
         for (g, mode, step), data in sorted(by_step.items(), key=lambda kv: kv[0][0]):
             out.append(self._index_file(g, mode, step, data))
@@ -421,7 +446,7 @@ class TensorBoardSource(TrialSource):
                 records.extend(_histogram_records(tag, datum.value))
             else:
                 value = datum.value
-                records.append((tag, value[()] if value.ndim == 0 else value))
+                records.append((tag, value))  # a numpy scalar, or an array
         # Values go into in-memory files of many steps each.
         if self._file_key is None or self._file_values > _VALUES_PER_FILE:
             self._file_key, self._file_values = event_key(g, WORKER), 0

@@ -287,3 +287,26 @@ def test_s3_log_reads_as_the_local_one(
                 assert remote.tensor(name).reduction_value(step, "max") == local.tensor(
                     name
                 ).reduction_value(step, "max")
+
+
+def test_long_file_handed_on_in_parts_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file read in parts (steps handed on every few events, the newest held back) gives
+    every value EventAccumulator shows, each step once."""
+    import evaluator.trial.tb_source as tb_source
+
+    monkeypatch.setattr(tb_source, "_CHUNK_EVENTS", 7)
+    log = _torch_log(tmp_path / "run")
+    expected = oracle_values(log)
+    with create_trial(str(log)) as trial:
+        assert trial.steps() == list(STEPS)
+        for tag, by_step in expected.items():
+            tensor = trial.tensor(tag)
+            assert tensor.steps() == sorted(by_step)
+            for step, want in by_step.items():
+                got = tensor.value(step) if isinstance(want, float) else None
+                if got is not None:
+                    assert float(got) == want
+                else:
+                    assert tensor.reduction_value(step, "max") == want.max
