@@ -8,6 +8,7 @@ nothing is decoded twice, and nothing waits on storage (a value exists once its 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 
@@ -15,9 +16,36 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.trial.entries import FileIndex
 from evaluator.trial.reader import Reading, ValueReader
-from evaluator.trial.tb_source import ValueStore
 
-__all__ = ["HeldValueReader"]
+__all__ = ["HeldValueReader", "ValueStore"]
+
+
+class ValueStore:
+    """The values a TensorBoard trial serves, decoded once and held: ``(key, position) ->
+    value`` in per-file lists. Index entries point at (key, position, 1)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self._files: dict[str, list[Any]] = {}
+
+    def append(self, key: str, values: list[Any]) -> int:
+        """Add ``values`` at the end of ``key``; returns the position of the first."""
+        held = self._files.get(key)
+        if held is None:
+            held = self._files[key] = []
+        start = len(held)
+        held.extend(values)
+        return start
+
+    def get(self, key: str, position: int) -> np.ndarray | None:
+        """The value at ``position`` of ``key`` as a new array, None if there is none."""
+        held = self._files.get(key)
+        if held is None or not 0 <= position < len(held):
+            return None
+        return np.array(held[position])
+
+    def clear(self) -> None:
+        self._files.clear()
 
 
 class HeldValueReader(ValueReader):

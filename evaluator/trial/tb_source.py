@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
-import re
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from evaluator.errors import (
     ObjectNotFound,
     SMDebugValueError,
 )
-from evaluator.formats.collections_file import Collection, CollectionsFile
+from evaluator.formats.collections_file import CollectionsFile
 from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
 from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
 from evaluator.formats.tb_summary import (
@@ -54,84 +53,21 @@ from evaluator.formats.tb_summary import (
 from evaluator.formats.tfrecord import read_record
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.trial.held_values import ValueStore
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
+from evaluator.trial.tb_layout import TagCollections, TensorBoardMapping, choose_run, find_runs
 from evaluator.trial.waits import WaitNotice
 
-__all__ = ["DEFAULT_COLLECTIONS", "TensorBoardMapping", "TensorBoardSource", "ValueStore"]
+__all__ = ["TensorBoardSource"]
 
 log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
 _VALUES_PER_FILE = 100_000
 _CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
-_HPARAMS_FOLDER = re.compile(r"^\d+(\.\d+)?$")
 HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
 COUNT = "count"
-
-#: Collections made from tag names (``re.search``, case-insensitive), in this order; a tag
-#: in ``gradients`` is never also in ``weights`` or ``biases``.
-DEFAULT_COLLECTIONS: dict[str, list[str]] = {
-    "losses": [r"loss"],
-    "gradients": [
-        r"(^|[/._])grads?([/._]|$)",
-        r"gradients?([/._]|$)",
-        r"grad_norm",
-        r"grad_[0-9.]+_norm",
-    ],
-    "biases": [r"bias"],
-    "weights": [r"weight", r"kernel"],
-    "metrics": [r"acc", r"precision", r"recall", r"(^|[/._])f1", r"auc", r"mae", r"mse", r"iou"],
-}
-_EXCLUSIVE = {"weights": ("gradients", "biases"), "biases": ("gradients",)}
-
-
-class ValueStore:
-    """The values a TensorBoard trial serves, decoded once and held: ``(key, position) ->
-    value`` in per-file lists. Index entries point at (key, position, 1)."""
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri
-        self._files: dict[str, list[Any]] = {}
-
-    def append(self, key: str, values: list[Any]) -> int:
-        """Add ``values`` at the end of ``key``; returns the position of the first."""
-        held = self._files.get(key)
-        if held is None:
-            held = self._files[key] = []
-        start = len(held)
-        held.extend(values)
-        return start
-
-    def get(self, key: str, position: int) -> np.ndarray | None:
-        """The value at ``position`` of ``key`` as a new array, None if there is none."""
-        held = self._files.get(key)
-        if held is None or not 0 <= position < len(held):
-            return None
-        return np.array(held[position])
-
-    def clear(self) -> None:
-        self._files.clear()
-
-
-@dataclass
-class TensorBoardMapping:
-    """How a TensorBoard log was mapped (shown by ``summary`` and ``evaluation_started``)."""
-
-    run: str  # the run's folder, relative to the trial ("" for the trial's own folder)
-    runs: list[str]  # every run found
-    folders: dict[str, str]  # folder (relative to the trial) -> mode name
-    phases: bool  # global step = 2 * step (+1 for EVAL); else global step = step
-    collections: dict[str, list[str]]
-
-    def describe(self) -> str:
-        folders = ", ".join(f"{f or '.'} -> {m}" for f, m in sorted(self.folders.items()))
-        steps = (
-            "global step = 2 x event step (+1 for EVAL), mode step = event step"
-            if self.phases
-            else "global step = event step"
-        )
-        return f"run {self.run or '.'}; folders {folders}; {steps}; tags are tensor names"
 
 
 @dataclass
@@ -164,9 +100,7 @@ class TensorBoardSource(TrialSource):
         self.mapping: TensorBoardMapping | None = None
         self._files: dict[str, _File] = {}
         self._folders: dict[str, _Folder] = {}
-        self._collections: dict[str, Collection] = {}
-        self._patterns: list[tuple[Collection, list[re.Pattern[str]]]] = []
-        self._known_tags: set[str] = set()
+        self._tags = TagCollections(None)
         self._ignored: set[str] = set()  # folders of other runs
         self._file_key: str | None = None  # the in-memory file values are appended to
         self._file_values = 0
@@ -194,7 +128,7 @@ class TensorBoardSource(TrialSource):
             found = await self._event_files()
             if found:
                 self._map([o.key for o in found])
-                manifest = CollectionsFile(dict(self._collections), num_workers=1)
+                manifest = CollectionsFile(dict(self._tags.collections), num_workers=1)
                 return LoadedCollections(manifest, {WORKER}, [])
             if await self.training_ended() or time.monotonic() >= deadline:
                 raise ClientError(
@@ -218,54 +152,21 @@ class TensorBoardSource(TrialSource):
         return self.mapping.describe()
 
     def _map(self, keys: list[str]) -> None:
-        folders = sorted({posixpath.dirname(k) for k in keys})
-        runs: dict[str, dict[str, ModeKeys | None]] = {}
-        with_files = set(folders)
-        for folder in folders:
-            if _HPARAMS_FOLDER.match(posixpath.basename(folder)) and (
-                posixpath.dirname(folder) in with_files
-            ):
-                continue  # torch's add_hparams writes its summary into <run>/<time.time()>/
-            phase = phase_of_folder(posixpath.basename(folder)) if folder else None
-            run = posixpath.dirname(folder) if phase is not None else folder
-            runs.setdefault(run, {})[folder] = phase
-        wanted = self.options.tensorboard_run
+        runs = find_runs(keys)
+        run = choose_run(runs, self.options.tensorboard_run, self.storage.uri)
         names = sorted(runs)
-        if wanted is not None:
-            run = wanted.strip("/")
-            if run not in runs:
-                raise ClientError(
-                    f"tensorboard_run={wanted!r} is not a run of {self.storage.uri}: its runs "
-                    f"are {', '.join(r or '.' for r in names)}"
-                )
-        elif len(runs) == 1:
-            run = names[0]
-        else:
-            shown = ", ".join(r or "." for r in names[:20])
-            raise ClientError(
-                f"{self.storage.uri} holds {len(runs)} TensorBoard runs ({shown}): point the "
-                "trial at one run's folder, or choose one with tensorboard_run "
-                "(EVALUATOR_TENSORBOARD_RUN)"
-            )
         members = runs[run]
         phases = any(m is not None for m in members.values())
         for folder, phase in members.items():
             mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
             self._folders[folder] = _Folder(mode)
-        specs = dict(DEFAULT_COLLECTIONS)
-        specs.update(self.options.tensorboard_collections or {})
-        for name, patterns in specs.items():
-            collection = Collection(name, include_regex=[])
-            self._collections[name] = collection
-            self._patterns.append((collection, [re.compile(p, re.IGNORECASE) for p in patterns]))
-        for name in ("scalars", "histograms"):
-            self._collections[name] = Collection(name)
+        self._tags = TagCollections(self.options.tensorboard_collections)
         self.mapping = TensorBoardMapping(
             run=run,
             runs=names,
             folders={f: self._folders[f].mode.name for f in members},
             phases=phases,
-            collections=specs,
+            collections=self._tags.specs,
         )
 
     def _adopt(self, folder: str) -> bool:
@@ -290,22 +191,6 @@ class TensorBoardSource(TrialSource):
         self._folders[folder] = _Folder(phase)
         mapping.folders[folder] = phase.name
         return True
-
-    def _classify(self, datum: SummaryDatum) -> None:
-        tag = datum.tag
-        if tag in self._known_tags:
-            return
-        self._known_tags.add(tag)
-        joined: set[str] = set()
-        for collection, patterns in self._patterns:
-            excluded = _EXCLUSIVE.get(collection.name, ())
-            if any(p.search(tag) for p in patterns) and not joined & set(excluded):
-                joined.add(collection.name)
-                collection.tensor_names = collection.tensor_names | {tag}  # replaced, not grown
-        kind = "histograms" if datum.kind == "histogram" else "scalars"
-        if datum.kind != "tensor":
-            coll = self._collections[kind]
-            coll.tensor_names = coll.tensor_names | {tag}
 
     # ------------------------------------------------------------------ scans
 
@@ -409,7 +294,7 @@ class TensorBoardSource(TrialSource):
             at = folder.pending[step] = {}
         for datum in data:
             at[datum.tag] = datum  # a repeated step: the value written last wins
-            self._classify(datum)
+            self._tags.add(datum.tag, datum.kind)
 
     def _hand_on(
         self, range_steps: tuple[int | None, int | None] | None, *, all_steps: bool = True
