@@ -40,6 +40,7 @@ from evaluator.status import StatusReporter
 from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial
+from evaluator.trial.create import describe_location
 from evaluator.trial.parent import check_not_a_parent
 from evaluator.trial.waits import end_of_data
 from rules_builtin import registry
@@ -146,10 +147,19 @@ class Evaluation:
         result file goes."""
         config = self.config
         options = config.trial_options
+        found = describe_location(config.base_trial, options)
         if config.wait_for_training_end:
             waits = "the end marker training_job_end.ts"
         else:
             waits = f"{options.idle_scans_to_complete} idle scans (no end marker expected)"
+        if found.get("trial_kind") == "tensorboard":
+            waits = (
+                "the end marker training_job_end.ts (TensorBoard writes none: set "
+                "wait_for_training_end false to end after idle scans)"
+                if config.wait_for_training_end
+                else f"{options.idle_scans_to_complete} idle scans (TensorBoard writes no end "
+                "marker; training_job_end.ts also ends it if present)"
+            )
         if options.stop_signal_file:
             waits += f", or the stop signal {options.stop_signal_file}"
         _, change = end_of_data(options.idle_scans_to_complete, options.stop_signal_file)
@@ -157,6 +167,7 @@ class Evaluation:
             "evaluation_started",
             trial=config.base_trial,
             trial_source=config.trial_source,
+            **found,
             waits_for=waits,
             to_change=change,
             output_dir=str(Path(config.output_dir).absolute()),

@@ -23,6 +23,8 @@ class TrialSummary:
     steps_per_mode: dict[str, int]
     collections: dict[str, int]  # name -> tensors in the trial that belong to it
     tensors: dict[str, int] = field(default_factory=dict)  # name -> steps saved
+    kind: str = "smdebug"  # or "tensorboard"
+    mapping: str | None = None  # how a TensorBoard log was mapped (docs/tensorboard.md)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -56,13 +58,28 @@ def _summarize(trial: Any) -> TrialSummary:
         steps_per_mode=per_mode,
         collections={c: len(trial.tensor_names(collection=c)) for c in sorted(trial.collections())},
         tensors={n: len(trial.tensor(n).steps()) for n in names},
+        kind=getattr(trial, "kind", "smdebug"),
+        mapping=_mapping(trial),
     )
+
+
+def _mapping(trial: Any) -> str | None:
+    mapping = getattr(trial, "tensorboard_mapping", None)
+    return None if mapping is None else str(mapping.describe())
+
+
+_KINDS = {
+    "smdebug": "smdebug output (collections, index and event files)",
+    "tensorboard": "TensorBoard log (events.out.tfevents.* files)",
+}
 
 
 def format_summary(s: TrialSummary) -> str:
     step_range = f"{s.first_step}..{s.last_step}" if s.steps else "none"
     lines = [
         f"trial           {s.path}",
+        f"kind            {_KINDS.get(s.kind, s.kind)}",
+        *([f"mapping         {s.mapping}"] if s.mapping else []),
         f"training ended  {'yes' if s.training_ended else 'no (still being written, or no end marker)'}",
         f"workers         {s.num_workers}: {', '.join(s.workers)}",
         f"steps           {s.steps} (global steps {step_range})",

@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluator.rules.coverage import TENSORBOARD_NEEDS  # noqa: E402
 from rules_builtin import registry  # noqa: E402
 from rules_builtin._describe import markdown_section  # noqa: E402
 from tests.hook_trials.outcomes import FAULTS as HOOK_FAULTS  # noqa: E402
@@ -26,6 +27,8 @@ from tests.hook_trials.outcomes import TRIALS as HOOK_TRIALS  # noqa: E402
 from tests.hook_trials.outcomes import run_all as run_hook_trials  # noqa: E402
 from tests.scenarios.outcomes import FAULTS, NOT_APPLICABLE, PARAMETERS, run_all  # noqa: E402
 from tests.scenarios.training import SCENARIOS  # noqa: E402
+from tests.support.tb_runs import RUNS as TB_RUNS  # noqa: E402
+from tests.support.tb_runs import run_all as run_tb_runs  # noqa: E402
 
 DOC = ROOT / "docs" / "rules.md"
 
@@ -183,6 +186,37 @@ def hook_trials_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def tensorboard_table() -> str:
+    table = run_tb_runs()
+    names = list(TB_RUNS)
+    lines = [
+        "## Rules on TensorBoard logs",
+        "",
+        "Runs logged with tensorboardX (the protos torch's `SummaryWriter` writes: the loss "
+        "every step, weight and gradient histograms every 5 steps, a validation loss in `val/` "
+        "where noted; `tests/support/tb_runs.py`), read as TensorBoard trials "
+        "([tensorboard.md](tensorboard.md)). Every rule runs with its DEFAULT parameters; "
+        "the TensorBoard column says what a rule needs in a log and the line that logs it "
+        "(also in its Insufficient-information message). Bold: the run's fault.",
+        "",
+        "| run | what was done |",
+        "|---|---|",
+        *[f"| `{n}` | {TB_RUNS[n][1]} |" for n in names],
+        "",
+        "| rule | TensorBoard: needs (logged with) | " + " | ".join(f"`{n}`" for n in names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for rule, outcomes in table.items():
+        need = TENSORBOARD_NEEDS.get(rule)
+        what = f"{need[0]} (`{need[1]}`)" if need else "not applicable"
+        cells = [
+            f"**{outcomes[n].cell}**" if TB_RUNS[n][0] == rule else outcomes[n].cell  # type: ignore[attr-defined]
+            for n in names
+        ]
+        lines.append(f"| {rule} | {what.replace('|', '&#124;')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render() -> str:
     sections = [rule_section(n) for n in registry.names()]
     contents = "\n".join(f"* [{n}](#{n.lower()})" for n in registry.names())
@@ -194,6 +228,7 @@ def render() -> str:
             SEMANTICS,
             diagnosis_section(),
             hook_trials_table(),
+            tensorboard_table(),
             scenario_table(),
             *sections,
         ]

@@ -58,6 +58,8 @@ TRIAL_ENVIRONMENT = {
     "EVALUATOR_S3_READ_TIMEOUT": "s3_read_timeout",
     "EVALUATOR_S3_REQUEST_DEADLINE": "s3_request_deadline",
     "EVALUATOR_S3_OUTAGE_TOLERANCE": "s3_outage_tolerance",
+    "EVALUATOR_TENSORBOARD_RUN": "tensorboard_run",
+    "EVALUATOR_TRIAL_FORMAT": "trial_format",
 }
 
 # smdebug's SMDEBUG_MISSING_EVENT_FILE_RETRY_LIMIT counts looks for a missing event file, 2 s

@@ -17,6 +17,7 @@ Two families live here:
       ├── MissingCollectionFiles
       │   └── CollectionFilesTimeout          ours: gave up waiting (training still running)
       ├── IndexReaderException, StepUnavailable, TensorUnavailableForStep,
+      │   └── HistogramValueUnavailable     ours: value() of a TensorBoard histogram
       ├── ShapeUnavailableForStep, TensorUnavailable, InvalidWorker, NoMoreProfilerData,
       ├── NoMoreData, RuleEvaluationConditionMet, InsufficientInformationForRuleInvocation
       └── UnsupportedDtypeError (SMDebugValueError, KeyError)  ours: a DataType numpy cannot hold
@@ -65,6 +66,7 @@ from evaluator.errors.evaluator_tree import (
 from evaluator.errors.smdebug_tree import (
     CollectionFilesTimeout,
     CorruptRecordError,
+    HistogramValueUnavailable,
     IncompleteRecord,
     IndexReaderException,
     InsufficientInformationForRuleInvocation,
@@ -119,6 +121,7 @@ __all__ = [
     "SMDebugValueError",
     "StopRequested",
     "ShapeUnavailableForStep",
+    "HistogramValueUnavailable",
     "StepNotYetAvailable",
     "StepUnavailable",
     "StorageError",

@@ -105,6 +105,22 @@ class TensorUnavailableForStep(SMDebugError):
         return msg
 
 
+class HistogramValueUnavailable(TensorUnavailableForStep):
+    """Ours: ``value()`` of a TensorBoard histogram, whose elements were never logged."""
+
+    def __init__(self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        super().__init__(tname, step, mode, has_reductions=True)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.tname} at step {self.step} (mode {self.mode.name}) is a TensorBoard "
+            "histogram: its elements were not logged, so it has no value. Call "
+            "tensor.reduction_value(step, 'min' | 'max' | 'mean' | 'variance' | 'std' | 'l2' "
+            "| 'sum', abs=...) for its reductions, or tensor.histogram(step) for its buckets "
+            "and exact count (docs/tensorboard.md)."
+        )
+
+
 class ShapeUnavailableForStep(SMDebugError):
     def __init__(self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
         self.tname = tname

@@ -125,8 +125,8 @@ def encode_tensor_event(
         mode_step = step
     # smdebug's order: mode_step first, then mode.
     plugin_data = [
-        _PluginData(plugin_name=MODE_STEP_PLUGIN_NAME, content=str(mode_step)),
-        _PluginData(plugin_name=MODE_PLUGIN_NAME, content=str(mode.value)),
+        _PluginData(plugin_name=MODE_STEP_PLUGIN_NAME, content=str(mode_step).encode()),
+        _PluginData(plugin_name=MODE_PLUGIN_NAME, content=str(mode.value).encode()),
     ]
     tensor = encode_tensor_proto(make_numpy_array(value), tag)
     summary_value = _Summary.Value(tag=tag, tensor=tensor, metadata={"plugin_data": plugin_data})
@@ -166,16 +166,19 @@ def _mode_of(plugin_data: Iterable[_PluginData]) -> tuple[ModeKeys | None, int |
     return mode, mode_step
 
 
-def _parse_mode(content: str) -> ModeKeys:
+def _parse_mode(content: bytes) -> ModeKeys:
     number = _parse_int(content, MODE_PLUGIN_NAME)
     try:
         return ModeKeys(number)
     except ValueError:
-        raise SMDebugValueError(f"plugin data 'mode' holds unknown mode {content!r}") from None
+        raise SMDebugValueError(
+            f"plugin data 'mode' holds unknown mode {content.decode(errors='replace')!r}"
+        ) from None
 
 
-def _parse_int(content: str, name: str) -> int:
+def _parse_int(content: bytes, name: str) -> int:
     try:
         return int(content)
     except ValueError:
-        raise SMDebugValueError(f"plugin data {name!r} is not an integer: {content!r}") from None
+        shown = content.decode(errors="replace")
+        raise SMDebugValueError(f"plugin data {name!r} is not an integer: {shown!r}") from None

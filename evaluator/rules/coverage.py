@@ -18,7 +18,14 @@ from evaluator.errors import InsufficientInformationForRuleInvocation
 from evaluator.rules.evidence import Evidence, SelectionHint
 from evaluator.rules.invoker import InvokeResult, Termination
 
-__all__ = ["checked_nothing", "closest_names", "nothing_checked_error", "suggest_regex"]
+__all__ = [
+    "TENSORBOARD_NEEDS",
+    "checked_nothing",
+    "closest_names",
+    "nothing_checked_error",
+    "suggest_regex",
+    "tensorboard_advice",
+]
 
 _REGEX_SYNTAX = re.compile(r"\\[dDsSwWb]|[.*+?^$()\[\]{}|\\]")
 _MOST_COLLECTIONS = 12
@@ -56,7 +63,74 @@ def nothing_checked_error(
     advice = _advice(hints, close)
     if advice:
         parts.append(advice)
+    if getattr(trial, "kind", None) == "tensorboard":
+        parts.append(tensorboard_advice(name))
     return InsufficientInformationForRuleInvocation(name, "; ".join(parts))
+
+
+_WEIGHTS_AND_GRADS = (
+    "weights and gradients",
+    "for name, p in model.named_parameters(): writer.add_histogram(name, p, step); "
+    'writer.add_histogram(name + ".grad", p.grad, step)',
+)
+_ACTIVATIONS = (
+    "layer outputs (activations)",
+    'writer.add_histogram("relu1/outputs", relu1_output, step)',
+)
+_LABELS = (
+    "labels and predictions as tensors",
+    'tf.summary.write("labels", y_true, step=step); '
+    'tf.summary.write("predictions", y_pred, step=step)',
+)
+#: What each built-in rule needs from a TensorBoard log, and one line of logging code that
+#: adds it (torch's SummaryWriter or tensorboardX ``writer``; TF where only TF can).
+TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
+    "LossNotDecreasing": (
+        "a loss scalar (a tag containing 'loss') at 10 or more steps",
+        'writer.add_scalar("loss", loss.item(), step)',
+    ),
+    "Overfit": (
+        "the same loss tag in a training and a validation run folder",
+        'SummaryWriter(logdir + "/val").add_scalar("loss", val_loss, step)',
+    ),
+    "Overtraining": (
+        "the same loss tag in a training and a validation run folder",
+        'SummaryWriter(logdir + "/val").add_scalar("loss", val_loss, step)',
+    ),
+    "StalledTrainingRule": ("steps logged while training runs", "writer.flush()"),
+    "VanishingGradient": (
+        "gradients",
+        'writer.add_histogram(name + ".grad", p.grad, step) for each named parameter',
+    ),
+    "ExplodingTensor": (
+        "gradients or losses",
+        'writer.add_histogram(name + ".grad", p.grad, step) for each named parameter',
+    ),
+    "TensorVariance": _WEIGHTS_AND_GRADS,
+    "AllZero": _WEIGHTS_AND_GRADS,
+    "WeightUpdateRatio": (
+        "the weights' values (a histogram holds their distribution, not the update of each "
+        "element)",
+        "tf.summary.write(name, weight, step=step) for each weight (a tensor summary)",
+    ),
+    "PoorWeightInitialization": _WEIGHTS_AND_GRADS,
+    "UnchangedTensor": _WEIGHTS_AND_GRADS,
+    "DeadRelu": _ACTIVATIONS,
+    "SaturatedActivation": _ACTIVATIONS,
+    "ClassImbalance": _LABELS,
+    "Confusion": _LABELS,
+}
+
+
+def tensorboard_advice(rule_name: str) -> str:
+    """For a TensorBoard log: what ``rule_name`` needs and the logging line that adds it."""
+    what, line = TENSORBOARD_NEEDS.get(
+        rule_name, ("the tensors the rule reads", "writer.add_scalar(tag, value, step)")
+    )
+    return (
+        f"this TensorBoard log lacks {what}; log it during training, for example: {line} "
+        "(docs/tensorboard.md)"
+    )
 
 
 def _hints(rule: Any) -> list[SelectionHint]:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
+from evaluator.formats.keys import COLLECTIONS_PREFIX, INDEX_PREFIX
+from evaluator.formats.tb_summary import is_event_file
 from evaluator.storage import open_storage
-from evaluator.storage.base import Storage
+from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.options import TrialOptions, validated_options
+from evaluator.trial.runner import get_loop
+from evaluator.trial.tb_source import TensorBoardSource
 from evaluator.trial.trial import Trial
 
-__all__ = ["create_trial"]
+__all__ = ["create_trial", "describe_location"]
 
 _OPTION_NAMES = frozenset(TrialOptions.model_fields)
 
@@ -30,7 +36,8 @@ def create_trial(
     options: TrialOptions | None = None,
     **option_kwargs: Any,
 ) -> Trial:
-    """Open the smdebug output at ``path`` (a folder, ``file://`` URL or ``s3://bucket/prefix``).
+    """Open the smdebug output or TensorBoard log at ``path`` (a folder, ``file://`` URL or
+    ``s3://bucket/prefix``); see docs/tensorboard.md for how a TensorBoard log is mapped.
 
     Arguments follow smdebug's ``create_trial``; ``check``, ``index_mode`` and ``parallel`` are
     accepted for compatibility and have no effect. ``storage`` reads the trial through a given
@@ -53,7 +60,60 @@ def create_trial(
     backend = (
         storage if storage is not None else open_storage(path, **_storage_options(path, options))
     )
-    return Trial(name, path, backend, options=options, range_steps=range_steps, cache=cache)
+    source = None
+    try:
+        if _kind(backend, options) == "tensorboard":
+            source = TensorBoardSource(backend, options=options)
+    except BaseException:
+        get_loop().run(backend.aclose(), timeout=5)
+        raise
+    return Trial(
+        name, path, backend, options=options, range_steps=range_steps, cache=cache, source=source
+    )
+
+
+def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
+    """What ``create_trial`` would find at ``path``, without waiting: ``{"trial_kind": ...}``
+    and, for a TensorBoard log, ``"trial_mapping"`` (run, folders and modes, step rule).
+    Empty when the location cannot be listed (opening the trial then says why)."""
+    try:
+        backend = open_storage(path.strip(), **_storage_options(path.strip(), options))
+    except Exception:
+        return {}
+    loop = get_loop()
+    try:
+        kind = _kind(backend, options)
+        out = {"trial_kind": kind}
+        if kind == "tensorboard":
+            source = TensorBoardSource(backend, options=options)
+            mapping = loop.run(source.describe())
+            if mapping is not None:
+                out["trial_mapping"] = mapping
+        return out
+    except Exception:
+        return {}
+    finally:
+        loop.run(backend.aclose(), timeout=5)
+
+
+def _kind(storage: Storage, options: TrialOptions) -> str:
+    """``smdebug`` or ``tensorboard``: ``options.trial_format``, or, for ``auto``, what the
+    location holds (smdebug's ``collections/`` or ``index/`` win; an empty one is smdebug's)."""
+    if options.trial_format != "auto":
+        return options.trial_format
+    return str(get_loop().run(_detect(storage)))
+
+
+async def _detect(storage: Storage) -> str:
+    pages = cast(AsyncGenerator[ObjectInfo, None], storage.list_after(""))
+    found = "smdebug"
+    async with contextlib.aclosing(pages) as listing:
+        async for obj in listing:
+            if obj.key.startswith((COLLECTIONS_PREFIX, INDEX_PREFIX)):
+                return "smdebug"
+            if found == "smdebug" and is_event_file(obj.key):
+                found = "tensorboard"
+    return found
 
 
 def _storage_options(path: str, options: TrialOptions) -> dict[str, float]:

@@ -7,7 +7,7 @@ The trial layer takes options as given and reads no environment variable: the co
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -127,6 +127,21 @@ class TrialOptions(BaseModel):
         gt=0,
         description="While waiting for collection files or steps, a log line says what is "
         "awaited and for how long so far, at most this often.",
+    )
+    trial_format: Literal["auto", "smdebug", "tensorboard"] = Field(
+        "auto",
+        description="What the trial holds: smdebug's output or TensorBoard event files; auto "
+        "decides from what is there when the trial is opened (an empty location: smdebug).",
+    )
+    tensorboard_run: str | None = Field(
+        None,
+        description="For a TensorBoard log folder holding several runs: the run to read (its "
+        "sub-folder, relative to the trial). A folder of one run needs none.",
+    )
+    tensorboard_collections: dict[str, list[str]] | None = Field(
+        None,
+        description="For a TensorBoard log: collections of tag names, name -> regular "
+        "expressions (re.search); each replaces the default collection of that name.",
     )
 
 

@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import structlog
 
@@ -78,6 +78,9 @@ class TrialSource:
     (``max_index_file_mb``, ``max_index_entries``, ``max_collections_file_mb``,
     ``max_regex_length``) as bad data, with errors that name the file and the limit."""
 
+    kind = "smdebug"
+    mapping: Any = None  # how a TensorBoard log was mapped (TensorBoardSource)
+
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         self.storage = storage
         self.options = options = options or TrialOptions()
@@ -88,6 +91,9 @@ class TrialSource:
 
     async def training_ended(self) -> bool:
         return await self.storage.exists(END_OF_JOB_KEY)
+
+    async def aclose(self) -> None:
+        await self.storage.aclose()
 
     # ------------------------------------------------------------------ collections
 

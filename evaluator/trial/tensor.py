@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evaluator.errors import (
+    HistogramValueUnavailable,
     InvalidWorker,
     ShapeUnavailableForStep,
     SMDebugNotImplementedError,
@@ -16,6 +17,7 @@ from evaluator.errors import (
     StepUnavailable,
     TensorUnavailableForStep,
 )
+from evaluator.formats.tb_summary import Histogram, histogram_from_reductions
 from evaluator.modes import ModeKeys, StepState
 from evaluator.trial.entries import FileIndex, StepEntry, TensorRecord
 from evaluator.trial.reads import note_read, observing
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["Tensor"]
 
 GLOBAL = ModeKeys.GLOBAL
+HISTOGRAM = "histogram"  # a TensorBoard histogram's buckets, saved beside its reductions
+_NOT_REDUCTIONS = frozenset({HISTOGRAM, HISTOGRAM + "_stats", "count"})
 
 
 class Tensor:
@@ -121,8 +125,11 @@ class Tensor:
         file = self._file(step_num, mode, worker)
         saved = file.location(self.name)
         if saved is None:
+            held = file.reductions.get(self.name)
+            if held is not None and (HISTOGRAM, False) in held:
+                raise HistogramValueUnavailable(self.name, step_num, mode)
             raise TensorUnavailableForStep(
-                self.name, step_num, mode, has_reductions=self.name in file.reductions
+                self.name, step_num, mode, has_reductions=held is not None
             )
         note_read(self.name, step_num)
         return self._view.reader.read_value(
@@ -155,14 +162,38 @@ class Tensor:
     def reduction_values(
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
     ) -> dict[tuple[str, bool], Any]:
-        """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)``."""
+        """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)`` (a TensorBoard
+        histogram's buckets and count are not reductions: see ``histogram``)."""
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
         reader, what = self._view.reader, (self.name, step_num, mode)
         return {
             key: reader.read_value(loc, what=what, layout=(self.name, *key))
             for key, loc in entry.reductions.items()
+            if key[0] not in _NOT_REDUCTIONS
         }
+
+    def histogram(
+        self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
+    ) -> Histogram:
+        """Ours, for TensorBoard histograms: the logged histogram at ``step_num`` (its exact
+        ``min``, ``max``, ``count``, ``sum`` and ``sum_squares`` where logged, and its
+        ``buckets``, ``[k, 3]`` rows of left edge, right edge, count; see
+        ``evaluator.formats.tb_summary.Histogram`` for the reductions and their error bound).
+        ``TensorUnavailableForStep`` when the tensor is not a histogram there."""
+        entry = self._step(step_num, mode, worker)
+        buckets = entry.reductions.get((HISTOGRAM, False))
+        stats = entry.reductions.get((HISTOGRAM + "_stats", False))
+        if buckets is None or stats is None:
+            raise TensorUnavailableForStep(self.name, step_num, mode)
+        note_read(self.name, step_num)
+        reader, what = self._view.reader, (self.name, step_num, mode)
+        return histogram_from_reductions(
+            {
+                "stats": reader.read_value(stats, what=what),
+                "buckets": reader.read_value(buckets, what=what),
+            }
+        )
 
     def shape(
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None

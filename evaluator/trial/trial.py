@@ -26,6 +26,7 @@ from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
 from evaluator.trial.columns import Columns, raw_reader, read_columns
+from evaluator.trial.held_values import HeldValueReader
 from evaluator.trial.names import names_at, numeric_suffix, select_names
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.poller import Poller
@@ -34,6 +35,7 @@ from evaluator.trial.runner import BackgroundLoop, get_loop
 from evaluator.trial.smdebug_attrs import SmdebugAttributes
 from evaluator.trial.source import TrialSource
 from evaluator.trial.state import TrialState
+from evaluator.trial.tb_source import TensorBoardSource
 from evaluator.trial.tensor import Tensor
 from evaluator.trial.view import TrialView
 from evaluator.trial.waits import WaitNotice, end_of_data
@@ -60,6 +62,7 @@ class Trial(SmdebugAttributes):
         range_steps: tuple[int | None, int | None] | None = None,
         cache: bool = False,
         loop: BackgroundLoop | None = None,
+        source: TrialSource | None = None,
     ) -> None:
         self.name = name
         self.path = path
@@ -69,7 +72,10 @@ class Trial(SmdebugAttributes):
         self.dynamic_refresh = True
         self._storage = storage
         self._loop = loop or get_loop()
-        self._source = TrialSource(storage, options=options)
+        # smdebug's output, or another format's source (TensorBoardSource) over ``storage``.
+        self._source = source or TrialSource(storage, options=options)
+        #: ``"smdebug"`` or ``"tensorboard"``: what kind of output was found at ``path``.
+        self.kind: str = self._source.kind
         self._tensor_objects: dict[str, Tensor] = {}
         self._closed = False
         try:
@@ -95,7 +101,12 @@ class Trial(SmdebugAttributes):
         self._cache = TrialCache(state, options, uri=path, local=local)
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
-        self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
+        if isinstance(self._source, TensorBoardSource):  # values held decoded in memory
+            held = HeldValueReader(self._cache, self._source, storage, self._loop, uri=path)
+            held.store = self._source.values
+            self._reader: ValueReader = held
+        else:
+            self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
         self._view = TrialView(state, self._cache.lock, self._reader, self.maybe_refresh)
         self.refresh_data()
 
@@ -106,7 +117,7 @@ class Trial(SmdebugAttributes):
 
     def _release_storage(self) -> None:
         try:
-            self._loop.run(self._storage.aclose(), timeout=5)
+            self._loop.run(self._source.aclose(), timeout=5)
         except Exception:  # closing must not hide why the trial could not be opened
             log.debug("closing the storage of %s failed", self.path, exc_info=True)
 
@@ -118,7 +129,7 @@ class Trial(SmdebugAttributes):
         self._poller.stop()
         self._reader.forget()
         self._cache.clear()
-        self._run(self._storage.aclose())
+        self._run(self._source.aclose())
 
     def __enter__(self) -> Trial:
         return self
@@ -149,6 +160,12 @@ class Trial(SmdebugAttributes):
     @property
     def last_complete_step(self) -> int:
         return self._state.last_complete_step
+
+    @property
+    def tensorboard_mapping(self) -> Any:
+        """For a TensorBoard log, how it was mapped (``TensorBoardMapping``: run, folders and
+        their modes, step rule, collections); None for smdebug output."""
+        return self._source.mapping
 
     @property
     def data_problems(self) -> list[dict[str, Any]]:

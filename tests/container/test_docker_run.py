@@ -290,3 +290,16 @@ def test_stop_mid_run_ends_as_stopped_within_seconds(
     assert outcome.message == "Stopped"
     assert outcome.result is not None and outcome.result["status"] == "Stopped"
     assert outcome.statuses()[-1] == "Stopped"
+
+
+def test_tensorboard_log_mounted(docker: Docker, image: Image, tmp_path: Path) -> None:
+    """A tensorboardX log folder mounted as the trial: the image gives the plain command's
+    verdict (LossNotDecreasing fires on a flat loss)."""
+    pytest.importorskip("tensorboardX")
+    from tests.support.tb_runs import write_run
+
+    log = write_run("flat_loss", tmp_path / "log")
+    container, plain = both(docker, image, tmp_path, log, {"rule_to_invoke": "LossNotDecreasing"})
+    assert_same(container, plain)
+    assert container.returncode == 1
+    assert container.message == FIRED.format(rule="LossNotDecreasing", step=10)

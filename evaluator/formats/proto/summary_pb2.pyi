@@ -38,8 +38,8 @@ class SummaryMetadata(_message.Message):
         PLUGIN_NAME_FIELD_NUMBER: _ClassVar[int]
         CONTENT_FIELD_NUMBER: _ClassVar[int]
         plugin_name: str
-        content: str
-        def __init__(self, plugin_name: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+        content: bytes
+        def __init__(self, plugin_name: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
     PLUGIN_DATA_FIELD_NUMBER: _ClassVar[int]
     plugin_data: _containers.RepeatedCompositeFieldContainer[SummaryMetadata.PluginData]
     def __init__(self, plugin_data: _Optional[_Iterable[_Union[SummaryMetadata.PluginData, _Mapping]]] = ...) -> None: ...

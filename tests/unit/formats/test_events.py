@@ -119,7 +119,7 @@ def test_garbage_payload_is_a_value_error() -> None:
 
 def test_unknown_mode_in_plugin_data_is_refused() -> None:
     """A mode number outside ModeKeys is malformed."""
-    meta = {"plugin_data": [{"plugin_name": "mode", "content": "9"}]}
+    meta = {"plugin_data": [{"plugin_name": "mode", "content": b"9"}]}
     value = Summary.Value(tag="x", metadata=meta, tensor={"dtype": 1, "float_val": [2.0]})
     with pytest.raises(SMDebugValueError, match="unknown mode"):
         decode_tensor_event(Event(summary=Summary(value=[value])).SerializeToString())

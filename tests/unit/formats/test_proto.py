@@ -45,7 +45,8 @@ def test_event_fields() -> None:
 
 
 def test_summary_value_fields() -> None:
-    """Summary.Value and PluginData keep the spec's numbers; plugin content is a string."""
+    """Summary.Value and PluginData keep the spec's numbers; plugin content is bytes (the
+    wire form of smdebug's string; TensorBoard plugins put binary protobufs there)."""
     value = fields(summary_pb2.Summary.Value)
     assert {k: v[0] for k, v in value.items()} == {
         "node_name": 7,
@@ -60,7 +61,7 @@ def test_summary_value_fields() -> None:
     }
     assert fields(summary_pb2.SummaryMetadata.PluginData) == {
         "plugin_name": (1, T.TYPE_STRING),
-        "content": (2, T.TYPE_STRING),
+        "content": (2, T.TYPE_BYTES),
     }
 
 

@@ -1,0 +1,231 @@
+"""Bench: reading a large TensorBoard log, ours against TensorBoard's own EventAccumulator.
+
+Writes a log of ``--scalars`` scalar events (``--tags`` tags, one event per tag per step,
+``simple_value`` as torch and tensorboardX write them) and ``--histograms`` ``HistogramProto``
+histograms (4 tags, 30 buckets each), then, each side in a fresh process (peak memory is the
+process's ``ru_maxrss``):
+
+* TensorBoard: ``EventAccumulator(size_guidance=0)`` (keeps everything), ``Reload()``, and every
+  value of every tag (``Scalars``, ``Histograms``);
+* ours: ``create_trial``, and every value of every tag (``value`` of each scalar, and for each
+  histogram the exact reductions and the buckets).
+
+Both sides write a digest of every value they read; the run checks the digests are equal
+(values match) and writes the figures into bench/RESULTS.md (a section of its own).
+
+    .venv/bin/python bench/tb_log.py --scalars 20000 --histograms 400    # quick check
+    .venv/bin/python bench/tb_log.py                                     # 1,000,000 / 20,000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORK = ROOT / "bench" / ".work" / "tensorboard"
+RESULTS = ROOT / "bench" / "RESULTS.md"
+BEGIN = "<!-- tensorboard bench: begin -->"
+END = "<!-- tensorboard bench: end -->"
+HIST_TAGS = ("fc1.weight", "fc1.weight.grad", "fc2.weight", "fc2.weight.grad")
+
+
+def write_log(folder: Path, scalars: int, histograms: int, tags: int) -> Path:
+    """The log, written with our protobuf classes and TensorBoard's framing (payload CRC)."""
+    from evaluator.formats.proto import event_pb2, summary_pb2
+    from evaluator.formats.tfrecord import encode_record
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "events.out.tfevents.1700000000.bench.1.0"
+    steps = scalars // tags
+    hist_every = max(1, steps * len(HIST_TAGS) // max(1, histograms))
+    rng = np.random.default_rng(5)
+    edges = np.linspace(-1, 1, 31)
+    with open(path, "wb") as f:
+        first = event_pb2.Event(wall_time=1.0, file_version="brain.Event:2")
+        f.write(encode_record(first.SerializeToString(), payload_crc=True))
+        written = 0
+        for step in range(steps):
+            for t in range(tags):
+                value = summary_pb2.Summary.Value(
+                    tag=f"scalar_{t}", simple_value=1.0 / (step + t + 1)
+                )
+                event = event_pb2.Event(
+                    wall_time=1.0 + step, step=step, summary=summary_pb2.Summary(value=[value])
+                )
+                f.write(encode_record(event.SerializeToString(), payload_crc=True))
+            if step % hist_every == 0 and written < histograms:
+                for tag in HIST_TAGS:
+                    x = rng.normal(0, 0.1, 1000)
+                    counts, _ = np.histogram(x, edges)
+                    h = summary_pb2.HistogramProto(
+                        min=float(x.min()),
+                        max=float(x.max()),
+                        num=len(x),
+                        sum=float(x.sum()),
+                        sum_squares=float(np.dot(x, x)),
+                        bucket_limit=list(edges[1:]),
+                        bucket=[float(c) for c in counts],
+                    )
+                    value = summary_pb2.Summary.Value(tag=tag, histo=h)
+                    event = event_pb2.Event(
+                        wall_time=1.0 + step, step=step, summary=summary_pb2.Summary(value=[value])
+                    )
+                    f.write(encode_record(event.SerializeToString(), payload_crc=True))
+                    written += 1
+    return folder
+
+
+def _digest(items: list[tuple[str, int, tuple[float, ...]]]) -> str:
+    h = hashlib.sha256()
+    for tag, step, values in sorted(items):
+        h.update(tag.encode())
+        h.update(struct.pack(f"<q{len(values)}d", step, *values))
+    return h.hexdigest()
+
+
+def side_tensorboard(folder: str) -> dict[str, object]:
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    start = time.perf_counter()
+    guidance = {k: 0 for k in (ea.SCALARS, ea.HISTOGRAMS, ea.TENSORS, ea.IMAGES, ea.AUDIO)}
+    guidance[ea.COMPRESSED_HISTOGRAMS] = 0
+    acc = ea.EventAccumulator(folder, size_guidance=guidance)
+    acc.Reload()
+    items: list[tuple[str, int, tuple[float, ...]]] = []
+    tags = acc.Tags()
+    for tag in tags["scalars"]:
+        items.extend((tag, e.step, (e.value,)) for e in acc.Scalars(tag))
+    for tag in tags["histograms"]:
+        for e in acc.Histograms(tag):
+            h = e.histogram_value
+            mean = h.sum / h.num
+            items.append((tag, e.step, (h.min, h.max, h.num, mean, *h.bucket)))
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "values": len(items), "digest": _digest(items)}
+
+
+def side_ours(folder: str) -> dict[str, object]:
+    from evaluator.trial import create_trial
+
+    start = time.perf_counter()
+    items: list[tuple[str, int, tuple[float, ...]]] = []
+    with create_trial(folder, idle_scans_to_complete=1) as trial:
+        hists = set(trial.tensor_names(collection="histograms"))
+        for tag in trial.tensor_names():
+            tensor = trial.tensor(tag)
+            if tag in hists:
+                for step in tensor.steps():
+                    h = tensor.histogram(step)
+                    mean = tensor.reduction_value(step, "mean")
+                    buckets = tuple(h.buckets[:, 2])
+                    items.append((tag, step, (h.min, h.max, h.count, mean, *buckets)))
+            else:
+                items.extend((tag, s, (float(tensor.value(s)),)) for s in tensor.steps())
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "values": len(items), "digest": _digest(items)}
+
+
+def _child(side: str, folder: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--side", side, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scalars", type=int, default=1_000_000)
+    parser.add_argument("--histograms", type=int, default=20_000)
+    parser.add_argument("--tags", type=int, default=5)
+    parser.add_argument("--side", choices=("tensorboard", "ours"))
+    parser.add_argument("folder", nargs="?")
+    parser.add_argument("--no-write-results", action="store_true")
+    args = parser.parse_args()
+    if args.side:
+        result = (side_tensorboard if args.side == "tensorboard" else side_ours)(args.folder)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        result["peak_mib"] = usage.ru_maxrss / 1024
+        result["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # every thread, imports too
+        print(json.dumps(result))
+        return 0
+    folder = WORK / f"log_{args.scalars}x{args.histograms}"
+    if not folder.exists():
+        t = time.perf_counter()
+        write_log(folder, args.scalars, args.histograms, args.tags)
+        print(f"wrote {folder} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    size = sum(p.stat().st_size for p in folder.iterdir())
+    tb = _child("tensorboard", str(folder))
+    ours = _child("ours", str(folder))
+    # CPU seconds of the whole process decide: on a shared machine wall time measures the load.
+    speed = tb["cpu_seconds"] / ours["cpu_seconds"]  # type: ignore[operator]
+    memory = tb["peak_mib"] / ours["peak_mib"]  # type: ignore[operator]
+    match = tb["digest"] == ours["digest"] and tb["values"] == ours["values"]
+    row = (
+        f"| {args.scalars:,} scalars + {args.histograms:,} histograms ({size / 2**20:.0f} MiB) "
+        f"| {tb['cpu_seconds']:.1f} | {ours['cpu_seconds']:.1f} | {speed:.1f}x | "
+        f"{'yes' if speed >= 10 else 'NO'} | {tb['seconds']:.1f} | {ours['seconds']:.1f} | "
+        f"{tb['peak_mib']:.0f} | {ours['peak_mib']:.0f} | "
+        f"{memory:.2f}x | {'yes' if memory > 1 else 'NO'} | "
+        f"{'match' if match else 'DIFFER'} ({tb['values']:,} values) |"
+    )
+    print(row)
+    if not args.no_write_results:
+        _write_results(row)
+    return 0 if match else 1
+
+
+def _write_results(row: str) -> None:
+    text = RESULTS.read_text() if RESULTS.exists() else ""
+    section = "\n".join(
+        [
+            BEGIN,
+            "## TensorBoard logs: ours against EventAccumulator",
+            "",
+            f"_Written {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by "
+            "`bench/tb_log.py` (one run, each side in a fresh process; peak memory is the "
+            "process's `ru_maxrss`)._ Both read every value of every tag of one local log "
+            "(`simple_value` scalars, 5 tags; `HistogramProto` histograms, 4 tags, 30 buckets): "
+            "TensorBoard 2.x `EventAccumulator(size_guidance=0)` with `Reload()` then "
+            "`Scalars`/`Histograms` of each tag, against `create_trial` then `value` of each "
+            "scalar and `histogram` + `reduction_value(mean)` of each histogram. values: the "
+            "SHA-256 of every (tag, step, value, min, max, count, mean, bucket counts) equal.",
+            "",
+            "Speed-up is on CPU seconds (user + system, every thread, imports included): on "
+            "this shared 2-core machine the wall time (also shown) measures the other jobs.",
+            "",
+            "| log | EventAccumulator CPU s | ours CPU s | speed-up | ≥10x | "
+            "EventAccumulator wall s | ours wall s | EventAccumulator peak MiB "
+            "| ours peak MiB | memory ratio | lower | values |",
+            "|---|---:|---:|---:|:-:|---:|---:|---:|---:|---:|:-:|---|",
+            row,
+            END,
+        ]
+    )
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    RESULTS.write_text(text)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""TensorBoard event files: what their summaries hold, as pure functions (bytes in, values out).
+
+TensorBoard's files use the same TFRecord framing and ``Event`` protobuf as smdebug's (with the
+payload CRC in the footer). Each ``Summary.Value`` is one of:
+
+* a scalar: ``simple_value`` (torch, tensorboardX), or a tensor summary whose plugin is
+  ``scalars`` (``tf.summary``, Keras, ``new_style`` writers);
+* a histogram: ``HistogramProto`` (torch, tensorboardX: exact ``sum`` and ``sum_squares``), or a
+  ``[k, 3]`` tensor of (left edge, right edge, count) whose plugin is ``histograms`` (TF2: only
+  min, max and count are exact);
+* any other numeric tensor summary (its value as written);
+* images, audio, text and other non-numeric data: skipped.
+
+A TF2 writer sends a tag's plugin metadata with its first value only: callers remember the
+plugin per tag (``plugin_of``) and pass it back for the values that come without it.
+
+``Histogram`` turns either histogram form into reductions: the exact ones, and those only the
+buckets can give, each with the error bound stated in its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, cast
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from evaluator.errors import SMDebugValueError
+from evaluator.formats.proto import event_pb2, summary_pb2
+from evaluator.formats.tensor_codec import decode_tensor_proto
+from evaluator.formats.tfrecord import Buffer
+from evaluator.modes import ModeKeys
+
+__all__ = [
+    "EVENT_FILE_PATTERN",
+    "Histogram",
+    "ParsedEvent",
+    "SummaryDatum",
+    "histogram_from_reductions",
+    "is_event_file",
+    "parse_event",
+    "phase_of_folder",
+]
+
+#: The name every TensorBoard writer gives its files (``tf.summary``, torch, tensorboardX, Keras).
+EVENT_FILE_PATTERN = re.compile(r"(?:^|/)events\.out\.tfevents\.[^/]+$")
+
+SCALARS_PLUGIN = "scalars"
+HISTOGRAMS_PLUGIN = "histograms"
+# Plugins whose tensors are not numbers a rule reads (bytes, or empty tensors carrying metadata).
+_SKIPPED_PLUGINS = frozenset(
+    {"images", "audio", "text", "hparams", "graph", "projector", "mesh", "custom_scalars"}
+)
+
+_TRAIN_NAMES = frozenset({"train", "training"})
+_EVAL_NAMES = frozenset({"validation", "val", "valid", "eval", "evaluation", "test", "testing"})
+_TOKEN = re.compile(r"[^A-Za-z0-9]+")
+
+_Event = event_pb2.Event
+_parse = cast(Callable[[Buffer], event_pb2.Event], _Event.FromString)
+_START = event_pb2.SessionLog.START
+
+
+def is_event_file(key: str) -> bool:
+    """Whether ``key`` (a path or an object key) names a TensorBoard event file."""
+    return EVENT_FILE_PATTERN.search(key) is not None
+
+
+def phase_of_folder(name: str) -> ModeKeys | None:
+    """TRAIN for a folder named like ``train``/``training``, EVAL for ``validation``, ``val``,
+    ``eval``, ``test`` (also as the last word of a name: ``loss_train``, ``loss_val``, the
+    folders torch's ``add_scalars`` makes); None for any other folder (a run of its own)."""
+    words = [w for w in _TOKEN.split(name.lower()) if w]
+    if not words:
+        return None
+    if words[-1] in _TRAIN_NAMES or words[0] in _TRAIN_NAMES:
+        return ModeKeys.TRAIN
+    if words[-1] in _EVAL_NAMES or words[0] in _EVAL_NAMES:
+        return ModeKeys.EVAL
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A logged histogram: ``buckets`` is ``[k, 3]`` float64 rows (left edge, right edge,
+    count); ``sum`` and ``sum_squares`` are None when the writer did not log them (TF2).
+
+    Exact: ``min``, ``max``, ``count``, the maximum of absolute values, and with ``sum`` and
+    ``sum_squares`` (torch, tensorboardX) the mean, variance, standard deviation and L2 norm.
+    Everything else comes from the buckets, each value placed in its bucket (at its middle, or
+    spread evenly over a bucket that holds zero for absolute values): such a mean or mean of
+    absolute values is within ``error_bound`` (half the widest non-empty bucket) of the true one,
+    a standard deviation or root mean square too, and an L1 norm within ``count *
+    error_bound``."""
+
+    min: float
+    max: float
+    count: float
+    sum: float | None
+    sum_squares: float | None
+    buckets: np.ndarray
+
+    @property
+    def exact_moments(self) -> bool:
+        """Whether mean, variance and L2 norm are exact (the writer logged sum and squares)."""
+        return self.sum is not None and self.sum_squares is not None
+
+    @property
+    def error_bound(self) -> float:
+        """Half the width of the widest non-empty bucket: the bound of bucket-based values."""
+        b = self.buckets
+        if not len(b):
+            return 0.0
+        full = b[b[:, 2] > 0]
+        return float(np.max(full[:, 1] - full[:, 0]) / 2) if len(full) else 0.0
+
+    def reductions(self) -> dict[tuple[str, bool], float]:
+        """Every reduction this histogram can give, keyed as smdebug keys saved reductions
+        (``(name, abs)``): exact ones, and bucket-based ones within ``error_bound``."""
+        n = self.count
+        if not n > 0:
+            return {}  # an empty histogram (a TF2 one of no values) has no reductions
+        out: dict[tuple[str, bool], float] = {("min", False): self.min, ("max", False): self.max}
+        out[("max", True)] = max(abs(self.min), abs(self.max))
+        if self.min >= 0 or self.max <= 0:
+            out[("min", True)] = min(abs(self.min), abs(self.max))
+        counts = self.buckets[:, 2]
+        left, right = self.buckets[:, 0], self.buckets[:, 1]
+        mid = (left + right) / 2
+        if self.sum is not None and self.sum_squares is not None:
+            total, squares = self.sum, self.sum_squares
+        else:
+            total = float(np.dot(counts, mid))
+            squares = float(np.dot(counts, mid * mid))
+        mean = total / n
+        variance = max(squares / n - mean * mean, 0.0)
+        if self.sum is None or self.sum_squares is None:
+            variance = float(np.dot(counts, (mid - mean) ** 2) / n)
+        out[("sum", False)] = total
+        out[("mean", False)] = mean
+        out[("variance", False)] = variance
+        out[("std", False)] = math.sqrt(variance)
+        out[("l2", False)] = math.sqrt(max(squares, 0.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            straddle = (left < 0) & (right > 0)
+            width = np.where(straddle, right - left, 1.0)
+            abs_mid = np.where(straddle, (left * left + right * right) / (2 * width), np.abs(mid))
+        l1 = float(np.dot(counts, abs_mid))
+        out[("l1", False)] = l1
+        out[("mean", True)] = l1 / n
+        out[("sum", True)] = l1
+        return out
+
+    def zero_fraction(self) -> float:
+        """The fraction of values in buckets that hold zero: an upper bound of the fraction of
+        exact zeros (equal to it when that bucket is ``[0, 0]``, or when every value is 0)."""
+        if self.count <= 0:
+            return math.nan
+        b = self.buckets
+        holds = (b[:, 0] <= 0) & (b[:, 1] >= 0)
+        return float(np.sum(b[holds, 2]) / self.count)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDatum:
+    """One value of a summary: its tag, the plugin it belongs to, and what it holds."""
+
+    tag: str
+    kind: Literal["scalar", "histogram", "tensor"]
+    value: np.ndarray | np.generic | Histogram  # a 0-d scalar: a numpy scalar
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedEvent:
+    """An event's step and wall time, its summary values, what kind of event it is
+    (``file_version``, ``start`` for SessionLog.START, ``summary``, ``other``), the file
+    version string, and the plugin names first seen on tags in this event."""
+
+    step: int
+    wall_time: float
+    what: Literal["file_version", "start", "summary", "other"]
+    data: list[SummaryDatum]
+    file_version: str = ""
+    plugins: dict[str, str] | None = None
+
+
+def parse_event(payload: Buffer, plugin_of: dict[str, str], *, source: str) -> ParsedEvent:
+    """Decode one event-file record's payload. ``plugin_of`` maps tags to the plugin their
+    first value named (it is read, and also updated with the plugins this event names)."""
+    try:
+        event = _parse(payload)
+    except DecodeError as e:
+        raise SMDebugValueError(f"{source}: record is not a valid Event: {e}") from e
+    what = event.WhichOneof("what")
+    if what == "summary":
+        data = [d for d in (_datum(v, plugin_of) for v in event.summary.value) if d is not None]
+        return ParsedEvent(event.step, event.wall_time, "summary", data)
+    if what == "file_version":
+        return ParsedEvent(event.step, event.wall_time, "file_version", [], event.file_version)
+    if what == "session_log" and event.session_log.status == _START:
+        return ParsedEvent(event.step, event.wall_time, "start", [])
+    return ParsedEvent(event.step, event.wall_time, "other", [])
+
+
+def _datum(value: summary_pb2.Summary.Value, plugin_of: dict[str, str]) -> SummaryDatum | None:
+    kind = value.WhichOneof("value")
+    tag = value.tag
+    if kind == "simple_value":
+        return SummaryDatum(tag, "scalar", np.float32(value.simple_value))
+    if kind == "histo":
+        return SummaryDatum(tag, "histogram", _from_proto(value.histo))
+    if kind != "tensor":
+        return None  # images, audio, old-style histograms: nothing a rule reads
+    tag = tag or value.node_name
+    plugins = value.metadata.plugin_data
+    if plugins:
+        plugin_of[tag] = plugins[0].plugin_name
+    plugin = plugin_of.get(tag, "")
+    if plugin in _SKIPPED_PLUGINS:
+        return None
+    try:
+        array = decode_tensor_proto(value.tensor)
+    except SMDebugValueError:
+        return None  # a dtype numpy cannot hold (resources, variants)
+    if array.dtype.kind not in "biuf":
+        return None  # strings: text, encoded images
+    if plugin == HISTOGRAMS_PLUGIN and array.ndim == 2 and array.shape[1] == 3:
+        return SummaryDatum(tag, "histogram", _from_tensor(array))
+    if plugin == SCALARS_PLUGIN and array.size == 1:
+        return SummaryDatum(tag, "scalar", array.reshape(())[()])
+    return SummaryDatum(tag, "tensor", array)
+
+
+def _from_proto(h: summary_pb2.HistogramProto) -> Histogram:
+    """A HistogramProto, with TensorBoard's own bucket edges: the first bucket starts at
+    ``min``, the last ends at ``max``, the others end at their ``bucket_limit``."""
+    limits = list(h.bucket_limit)
+    counts = list(h.bucket)
+    k = min(len(limits), len(counts))
+    if k:
+        lefts = [h.min, *limits[: k - 1]]
+        rights = [*limits[: k - 1], h.max]
+        buckets = np.array([lefts, rights, counts[:k]], dtype=np.float64).T
+    else:
+        buckets = np.zeros((0, 3), dtype=np.float64)
+    return Histogram(h.min, h.max, h.num, h.sum, h.sum_squares, buckets)
+
+
+def _from_tensor(array: np.ndarray) -> Histogram:
+    """A TF2 ``[k, 3]`` histogram: min and max are the outer edges of the non-empty buckets."""
+    buckets = np.asarray(array, dtype=np.float64).reshape(-1, 3)
+    counts = buckets[:, 2]
+    count = float(np.sum(counts))
+    full = np.flatnonzero(counts > 0)
+    if not len(full):
+        return Histogram(math.nan, math.nan, count, None, None, buckets)
+    lo, hi = float(buckets[full[0], 0]), float(buckets[full[-1], 1])
+    return Histogram(min(lo, hi), max(lo, hi), count, None, None, buckets)
+
+
+def histogram_from_reductions(saved: Mapping[str, np.ndarray]) -> Histogram:
+    """The ``Histogram`` a TensorBoard trial saved as reductions (``histogram_stats`` and
+    ``histogram``)."""
+    stats = np.asarray(saved["stats"], dtype=np.float64).reshape(-1)
+    total, squares = float(stats[3]), float(stats[4])
+    return Histogram(
+        float(stats[0]),
+        float(stats[1]),
+        float(stats[2]),
+        None if np.isnan(total) else total,
+        None if np.isnan(squares) else squares,
+        np.asarray(saved["buckets"], dtype=np.float64).reshape(-1, 3),
+    )

@@ -1,0 +1,381 @@
+"""The TensorBoard side of a trial: event files read as the same steps, tensors and collections.
+
+``TensorBoardSource`` answers what ``TrialSource`` answers for smdebug output (collections,
+scans of new steps, event-file bytes), so one ``Trial`` serves both. Its scans tail every
+``events.out.tfevents.*`` file of the run from the offset read last (one ranged read per file
+that grew; a torn last record is read again from its start next time), parse the summaries
+(``evaluator.formats.tb_summary``), and hand each (mode, step) on as an index file whose
+values are held decoded in memory (``ValueStore``, read by ``HeldValueReader``): a scalar or
+tensor as its value, a histogram as saved reductions (``min``, ``max``, ``mean``, ``variance``, ``l2``,
+``count`` …) and its buckets (the ``histogram`` reduction, ``Tensor.histogram``).
+
+Mapping (docs/tensorboard.md): tags are tensor names; a run is a folder with event files, with
+its phase sub-folders (``train``/``training`` -> TRAIN, ``validation``/``val``/``eval``/``test``
+-> EVAL, also as the last word: ``loss_train``). With phases, mode steps are the event steps
+and the global step is ``2 * step`` (TRAIN, or the run's own folder) or ``2 * step + 1``
+(EVAL), so that a step's training values come before its validation values; without, the mode
+is GLOBAL and the global step is the event step. Files of one folder are read in name order
+(their names start with the time they were created); a value logged again for a step
+(a restarted job) replaces the earlier one, and ``SessionLog.START`` at step ``s`` drops what
+the folder logged at steps ``>= s``, as TensorBoard purges orphaned data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import structlog
+
+from evaluator.errors import (
+    ClientError,
+    CorruptRecordError,
+    IncompleteRecord,
+    ObjectNotFound,
+    SMDebugValueError,
+)
+from evaluator.formats.collections_file import CollectionsFile
+from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
+from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
+from evaluator.formats.tb_summary import (
+    Histogram,
+    SummaryDatum,
+    is_event_file,
+    parse_event,
+    phase_of_folder,
+)
+from evaluator.formats.tfrecord import read_record
+from evaluator.modes import ModeKeys
+from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.trial.held_values import ValueStore
+from evaluator.trial.options import TrialOptions
+from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
+from evaluator.trial.tb_layout import TagCollections, TensorBoardMapping, choose_run, find_runs
+from evaluator.trial.waits import WaitNotice
+
+__all__ = ["TensorBoardSource"]
+
+log = structlog.get_logger("evaluator.trial")
+
+WORKER = "worker_0"
+_VALUES_PER_FILE = 100_000
+_CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
+HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
+COUNT = "count"
+
+
+@dataclass
+class _Folder:
+    mode: ModeKeys
+    plugin_of: dict[str, str] = field(default_factory=dict)
+    file_version: float | None = None
+    recent_step: int = -1
+    # step -> tag -> datum, not handed on yet
+    pending: dict[int, dict[str, SummaryDatum]] = field(default_factory=dict)
+
+
+@dataclass
+class _File:
+    folder: str
+    offset: int = 0  # bytes consumed: every record before it is whole and parsed
+    seen: int = 0  # the size listed when the file was last read
+    broken: bool = False
+
+
+class TensorBoardSource(TrialSource):
+    """Reads one TensorBoard run through a ``Storage`` and serves it as smdebug-style steps."""
+
+    kind = "tensorboard"
+
+    def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
+        super().__init__(storage, options=options)
+        options = self.options
+        self.values = ValueStore(storage.uri)
+        self.mapping: TensorBoardMapping | None = None
+        self._files: dict[str, _File] = {}
+        self._folders: dict[str, _Folder] = {}
+        self._tags = TagCollections(None)
+        self._ignored: set[str] = set()  # folders of other runs
+        self._file_key: str | None = None  # the in-memory file values are appended to
+        self._file_values = 0
+        self._emitted: dict[int, int] = {}  # global step -> times handed on
+        self._last_step = -1
+
+    async def aclose(self) -> None:
+        self.values.clear()
+        await self.storage.aclose()
+
+    # ------------------------------------------------------------------ discovery
+
+    async def _event_files(self) -> list[ObjectInfo]:
+        pages = cast(AsyncGenerator[ObjectInfo, None], self.storage.list_after(""))
+        async with contextlib.aclosing(pages) as listing:
+            return [o async for o in listing if is_event_file(o.key)]
+
+    async def load_collections(
+        self, *, timeout: float, poll_interval: float, wait_log_interval: float = 30.0
+    ) -> LoadedCollections:
+        """Wait until event files exist, then decide the run and the mapping."""
+        deadline = time.monotonic() + timeout
+        notice: WaitNotice | None = None
+        while True:
+            found = await self._event_files()
+            if found:
+                self._map([o.key for o in found])
+                manifest = CollectionsFile(dict(self._tags.collections), num_workers=1)
+                return LoadedCollections(manifest, {WORKER}, [])
+            if await self.training_ended() or time.monotonic() >= deadline:
+                raise ClientError(
+                    f"no TensorBoard event files (events.out.tfevents.*) under "
+                    f"{self.storage.uri} after {timeout:g} s"
+                )
+            notice = notice or WaitNotice(
+                "TensorBoard event files", self.storage.uri, interval=wait_log_interval
+            )
+            notice.tick()
+            await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
+
+    async def describe(self) -> str | None:
+        """How the log would be mapped now (None without event files); raises ClientError
+        as opening would (several runs and none chosen)."""
+        found = await self._event_files()
+        if not found:
+            return None
+        self._map([o.key for o in found])
+        assert self.mapping is not None
+        return self.mapping.describe()
+
+    def _map(self, keys: list[str]) -> None:
+        runs = find_runs(keys)
+        run = choose_run(runs, self.options.tensorboard_run, self.storage.uri)
+        names = sorted(runs)
+        members = runs[run]
+        phases = any(m is not None for m in members.values())
+        for folder, phase in members.items():
+            mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
+            self._folders[folder] = _Folder(mode)
+        self._tags = TagCollections(self.options.tensorboard_collections)
+        self.mapping = TensorBoardMapping(
+            run=run,
+            runs=names,
+            folders={f: self._folders[f].mode.name for f in members},
+            phases=phases,
+            collections=self._tags.specs,
+        )
+
+    def _adopt(self, folder: str) -> bool:
+        """Whether a folder that appeared after the mapping was made belongs to the run (a
+        phase folder created on first use, such as Keras' ``validation/``); it is added."""
+        mapping = self.mapping
+        if folder in self._ignored or mapping is None:
+            return False
+        phase = phase_of_folder(posixpath.basename(folder)) if folder else None
+        if phase is None or posixpath.dirname(folder) != mapping.run:
+            self._ignored.add(folder)
+            return False
+        if not mapping.phases:
+            log.warning(
+                "tensorboard_folder_ignored",
+                folder=folder,
+                reason="the run had no train/validation folder when the trial was opened, so "
+                "its steps are global steps; reopen the trial to read this folder",
+            )
+            self._ignored.add(folder)
+            return False
+        self._folders[folder] = _Folder(phase)
+        mapping.folders[folder] = phase.name
+        return True
+
+    # ------------------------------------------------------------------ scans
+
+    async def scan(
+        self,
+        start_after: str | None,
+        already_read: frozenset[str] | set[str],
+        range_steps: tuple[int | None, int | None] | None,
+        *,
+        with_end_marker: bool,
+        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
+    ) -> IndexScan:
+        """Read what every event file of the run gained since the last scan, and hand on
+        the steps it brought. The end marker is looked up when ``with_end_marker``."""
+        listed = await self._event_files()
+        grown: list[tuple[ObjectInfo, _File]] = []
+        for obj in sorted(listed, key=lambda o: (posixpath.dirname(o.key), o.key)):
+            folder = posixpath.dirname(obj.key)
+            if folder not in self._folders and not self._adopt(folder):
+                continue  # another run's
+            state = self._files.get(obj.key)
+            if state is None:
+                state = self._files[obj.key] = _File(folder)
+            if not state.broken and obj.size > max(state.offset, state.seen):
+                grown.append((obj, state))  # bytes beyond a torn record are read once more
+                state.seen = obj.size
+        blobs = await asyncio.gather(
+            *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
+        )
+        for (obj, state), blob in zip(grown, blobs, strict=True):
+            self._consume(obj.key, state, blob, range_steps, apply_chunk)
+        files = self._hand_on(range_steps)
+        end = with_end_marker and await self.training_ended()
+        last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
+        return IndexScan(files, last, end_marker=end)
+
+    def _consume(
+        self,
+        key: str,
+        state: _File,
+        blob: bytes,
+        range_steps: tuple[int | None, int | None] | None = None,
+        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
+    ) -> None:
+        """Parse the records of ``blob`` (bytes from ``state.offset`` on) into the folder's
+        pending steps; a record cut short is left for the next scan. With ``apply_chunk``, a
+        long file's steps are handed on every ``_CHUNK_EVENTS`` events, all but the folder's
+        newest (which may still gain values), so that they are not all held at once."""
+        folder = self._folders[state.folder]
+        countdown = _CHUNK_EVENTS
+        where = f"{self.storage.uri.rstrip('/')}/{key}"
+        pos = 0
+        size = len(blob)
+        while pos < size:
+            try:
+                record = read_record(blob, pos, source=where)
+            except IncompleteRecord:
+                break  # a writer is appending: read again from here next time
+            except CorruptRecordError as e:
+                log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
+                state.broken = True  # as TensorBoard: nothing after a corrupt record is read
+                break
+            try:
+                event = parse_event(record.payload, folder.plugin_of, source=where)
+            except SMDebugValueError as e:
+                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                pos += record.length
+                continue
+            pos += record.length
+            self._apply(folder, event.what, event.step, event.data, event.file_version)
+            countdown -= 1
+            if countdown <= 0 and apply_chunk is not None:
+                countdown = _CHUNK_EVENTS
+                files = self._hand_on(range_steps, all_steps=False)
+                if files:
+                    apply_chunk(files, files[-1].key)
+        state.offset += pos
+
+    def _apply(
+        self,
+        folder: _Folder,
+        what: str,
+        step: int,
+        data: list[SummaryDatum],
+        version: str,
+    ) -> None:
+        if what == "file_version":
+            with contextlib.suppress(ValueError):
+                folder.file_version = float(version.rsplit(":", 1)[-1])
+        if folder.file_version is not None and folder.file_version >= 2:
+            if what == "start":
+                _purge(folder.pending, step, None)
+        elif what == "summary" and step < folder.recent_step:
+            _purge(folder.pending, step, {d.tag for d in data})  # TensorBoard's old-file rule
+        else:
+            folder.recent_step = step
+        if what != "summary" or step < 0 or not data:
+            return  # no trial step can be negative
+        at = folder.pending.get(step)
+        if at is None:
+            at = folder.pending[step] = {}
+        for datum in data:
+            at[datum.tag] = datum  # a repeated step: the value written last wins
+            self._tags.add(datum.tag, datum.kind)
+
+    def _hand_on(
+        self, range_steps: tuple[int | None, int | None] | None, *, all_steps: bool = True
+    ) -> list[ParsedIndex]:
+        """Turn every folder's pending steps (all, or all but its newest) into index files,
+        in global-step order."""
+        phases = self.mapping is not None and self.mapping.phases
+        by_step: dict[tuple[int, ModeKeys, int], dict[str, SummaryDatum]] = {}
+        for folder in self._folders.values():
+            mode = folder.mode
+            pending = folder.pending
+            if not all_steps and pending:
+                newest = max(pending)
+                folder.pending = {newest: pending.pop(newest)}
+            for step, data in pending.items():
+                g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
+                if range_steps is not None and not _in_range(g, range_steps):
+                    continue
+                by_step.setdefault((g, mode, step), {}).update(data)
+            if all_steps:
+                folder.pending = {}
+        out = []
+        for (g, mode, step), data in sorted(by_step.items(), key=lambda kv: kv[0][0]):
+            out.append(self._index_file(g, mode, step, data))
+            self._last_step = max(self._last_step, g)
+        return out
+
+    def _index_file(
+        self, g: int, mode: ModeKeys, step: int, data: dict[str, SummaryDatum]
+    ) -> ParsedIndex:
+        records: list[tuple[str, Any]] = []
+        for tag, datum in data.items():
+            if isinstance(datum.value, Histogram):
+                records.extend(_histogram_records(tag, datum.value))
+            else:
+                value = datum.value
+                records.append((tag, value))  # a numpy scalar, or an array
+        # Values go into in-memory files of many steps each.
+        if self._file_key is None or self._file_values > _VALUES_PER_FILE:
+            self._file_key, self._file_values = event_key(g, WORKER), 0
+        key = self._file_key
+        base = self.values.append(key, [v for _, v in records])
+        self._file_values = base + len(records)
+        tensors = tuple(TensorEntry(name, base + k, 1) for k, (name, _) in enumerate(records))
+        index = IndexFile(IndexMeta(mode, step, key), tensors, ())
+        times = self._emitted.get(g, 0)
+        self._emitted[g] = times + 1
+        ikey = index_key(g, WORKER) + (f"#{times}" if times else "")
+        return ParsedIndex(ikey, g, WORKER, index)
+
+    # ------------------------------------------------------------------ values
+
+    async def read_optional(self, key: str) -> bytes | None:
+        try:
+            return await self.storage.read(key)
+        except ObjectNotFound:
+            return None
+
+
+def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, Any]]:
+    for (name, is_abs), value in h.reductions().items():
+        yield reduction_tensor_name(tag, name, abs=is_abs), float(value)
+    yield reduction_tensor_name(tag, COUNT), float(h.count)
+    stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
+    yield reduction_tensor_name(tag, HISTOGRAM_STATS + "_stats"), np.asarray(stats, np.float64)
+    yield reduction_tensor_name(tag, HISTOGRAM_STATS), h.buckets
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else x
+
+
+def _purge(pending: dict[int, dict[str, Any]], step: int, tags: set[str] | None) -> None:
+    for s in [s for s in pending if s >= step]:
+        if tags is None:
+            del pending[s]
+        else:
+            for tag in tags:
+                pending[s].pop(tag, None)
+
+
+def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:
+    begin, end = range_steps
+    return (begin is None or begin <= step) and (end is None or step < end)
