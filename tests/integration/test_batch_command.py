@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fleet import RULES, comparable, single_runs, write_fleet
+from tests.support.fleet import RULES, comparable, live_trial, single_runs, write_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET = 50
@@ -169,3 +169,48 @@ def test_bad_requests_say_what_to_fix(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "ClientError: " in done.stderr and expected in done.stderr
     assert not (tmp_path / "o" / ".batch").exists()
+
+
+def test_a_stopped_batch_stops_its_jobs_and_runs_them_next_time(tmp_path: Path) -> None:
+    """SIGTERM to the batch ends its running jobs Stopped (their result files say so), lists
+    the jobs it had not started as Stopped, exits 143, and the next run runs them all again."""
+    import signal
+    import time
+
+    for i in range(3):
+        live_trial(tmp_path / "trials" / f"run-{i}")
+    out = tmp_path / "out"
+    args = [str(tmp_path / "trials"), "--rule", "VanishingGradient", "--output-dir", str(out)]
+    args += ["--wait_for_training_end", "true", "--jobs", "2"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "container.cli", "batch", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # both running jobs have started evaluating
+        states = [
+            json.loads(p.read_text()).get("status") if p.is_file() else None
+            for p in (out / f"run-{i}" / "rule_evaluation_result.json" for i in range(2))
+        ]
+        if states == ["InProgress", "InProgress"]:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stdout + stderr
+    jobs = {j["name"]: j for j in json.loads((out / "batch_summary.json").read_text())["jobs"]}
+    assert {name: j["status"] for name, j in jobs.items()} == dict.fromkeys(
+        ["run-0", "run-1", "run-2"], "Stopped"
+    )
+    for i in range(2):
+        result = json.loads((out / f"run-{i}" / "rule_evaluation_result.json").read_text())
+        assert result["status"] == "Stopped" and result["exit_code"] == 143
+    assert not (out / "run-2").exists()
+    for i in range(3):
+        (tmp_path / "trials" / f"run-{i}" / "training_job_end.ts").touch()
+    again = batch(*args, env={**os.environ})
+    assert "0 finished earlier (kept), 3 to run" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0

@@ -25,7 +25,7 @@ from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 
-__all__ = ["RULES", "FleetTrial", "comparable", "single_runs", "write_fleet"]
+__all__ = ["RULES", "FleetTrial", "comparable", "live_trial", "single_runs", "write_fleet"]
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = "VanishingGradient,ExplodingTensor"
@@ -128,3 +128,12 @@ def comparable(result: Mapping[str, Any]) -> dict[str, Any]:
         "message": result["message"],
         "rules": rules,
     }
+
+
+def live_trial(folder: Path) -> Path:
+    """A trial still being written (three clean steps, no end marker)."""
+    writer = TrialWriter(folder)
+    writer.write_collections([Collection("gradients", include_regex=["^gradients/"])])
+    for step in range(3):
+        writer.write_step(step, {"gradients/w": np.full(4, 0.5, np.float32)}, mode=ModeKeys.TRAIN)
+    return folder
