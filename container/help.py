@@ -172,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
             f"       {PROG} rules [NAME]\n"
             f"       {PROG} summary PATH [--json]\n"
             f"       {PROG} report OUTPUT_DIR\n"
+            f"       {PROG} batch TRIAL... --rule NAME --output-dir DIR\n"
             f"       {PROG} --rule NAME --help | --help | --version"
         ),
         description=_DESCRIPTION,
@@ -232,6 +233,7 @@ _EPILOG = f"""commands:
   {PROG} rules NAME      a rule's parameters, types, defaults and an example
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
   {PROG} report DIR      write a run's rule_report.html again from its output folder
+  {PROG} batch TRIAL...  many trials in parallel, one summary (batch --help; docs/scale.md)
 
 documentation:
   README.md          "Running rules", "Parameters", statuses and the result file
