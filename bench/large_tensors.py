@@ -12,12 +12,14 @@ users write them against the Trial API:
 * VanishingGradient: per step, per gradient, ``mean(|g|)`` (compared with 1e-7);
 * ExplodingTensor: per step, per tensor, ``isnan(v).any() or isinf(v).any()``;
 * WeightUpdateRatio: per step after the first, per weight, ``norm(w_t - w_{t-1}) /
-  norm(w_{t-1})``, reading both steps' values (as the rule does).
+  norm(w_{t-1})``: ours reads both steps' values through the API (as the rule does), the floor
+  reads each value once and keeps the previous step's.
 
 ``ours``: ``create_trial`` then ``trial.tensor(name).value(step)`` for each value the body
 needs. ``floor``: no reader at all: read the index files, then per value read its step's event
-file, frame the record (lengths checked) and ``numpy.frombuffer`` the tensor's bytes (the last
-bytes of the record's payload; checked against the shape once), then the same numpy work.
+file, frame the record (lengths checked), find the tensor's bytes (the ``tensor_content``
+field's tag and length, searched in the record) and ``numpy.frombuffer`` them, then the same
+numpy work.
 Both report each body's seconds and a checksum of every number the bodies computed; the
 checksums must be equal. Medians over ``--repeat`` runs, alternating the sides; stored in
 ``bench/results_scale.json`` and RESULTS.md's section (``bench/scale_report.py``). Never run
@@ -90,6 +92,7 @@ class _Floor:
                     self.where[(t["tensorname"], step)] = (event, t["start_idx"], t["length"])
         self.steps = sorted({s for _, s in self.where})
         self.header = struct.Struct("<QI")
+        self.markers: dict[int, bytes] = {}
 
     def value(self, name: str, step: int):
         import numpy as np
@@ -102,18 +105,27 @@ class _Floor:
         if n + 16 != length:
             raise SystemExit(f"bad record {event}:{start}")
         count = 1 if name == "loss" else SIZE
-        payload_end = 12 + n
-        return np.frombuffer(data, np.float32, count, payload_end - 4 * count)
+        marker = self.markers.get(count)
+        if marker is None:  # TensorProto.tensor_content: field 4, length-delimited, 4 * count
+            size, varint = 4 * count, bytearray()
+            while True:
+                varint.append((size & 0x7F) | (0x80 if size > 0x7F else 0))
+                size >>= 7
+                if not size:
+                    break
+            marker = self.markers[count] = b"\x22" + bytes(varint)
+        at = data.find(marker, 12, 12 + n) + len(marker)
+        return np.frombuffer(data, np.float32, count, at)
 
 
 def run_side(side: str, path: str) -> dict:
     sys.path.insert(0, REPO)
     import numpy as np
 
-    start = time.perf_counter()
     if side == "ours":
         from evaluator.trial import create_trial
-
+    start = time.perf_counter()
+    if side == "ours":
         trial = create_trial(path)
         steps = trial.steps()
 
@@ -141,10 +153,16 @@ def run_side(side: str, path: str) -> dict:
             numbers.append(float(bool(np.isnan(v).any() or np.isinf(v).any())))
     phases["ExplodingTensor"] = time.perf_counter() - t
     t = time.perf_counter()
+    previous: dict[str, object] = {}
     for step in steps[1:]:
         for name in WEIGHTS:
-            before = value(name, step - 1)
+            # ours reads both steps through the API, as the rule does; the floor reads each
+            # value once and keeps the previous step's
+            before = value(name, step - 1) if side == "ours" else previous.get(name)
+            if before is None:
+                before = value(name, step - 1)
             now = value(name, step)
+            previous[name] = now
             numbers.append(float(np.linalg.norm(now - before) / np.linalg.norm(before)))
     phases["WeightUpdateRatio"] = time.perf_counter() - t
     phases["rules"] = sum(v for k, v in phases.items() if k != "open")

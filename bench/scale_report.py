@@ -40,6 +40,12 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
+def _load(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return " / ".join(f"{v:.1f}" for v in value) + " (1, 5, 15 min)"
+    return str(value)
+
+
 def many_workers_lines(mw: dict) -> list[str]:
     lines = [
         "## Scale: many workers",
@@ -49,7 +55,7 @@ def many_workers_lines(mw: dict) -> list[str]:
         "`tensor_names()`; seconds (wall and the process's CPU) and peak resident memory above "
         "what the imports took. On S3 the trial is served by moto in the benchmark's process, "
         "so the wall time is mostly moto's (about 12 ms per GET on this machine); the CPU "
-        f"seconds are ours. Machine load average during the run: {mw.get('load', '?')}.",
+        f"seconds are ours. Machine load average at the end of the run: {_load(mw.get('load'))}.",
         "",
         "| storage | workers x steps | index files | open s (wall) | CPU s | peak MiB above imports |",
         "|---|---|---|---|---|---|",
@@ -95,7 +101,7 @@ def large_tensors_lines(lt: dict) -> list[str]:
         "(VanishingGradient, ExplodingTensor, WeightUpdateRatio) through the Trial API (ours) and "
         "with no reader at all (floor: read the record, frame it, `numpy.frombuffer`, the same "
         f"numpy work). Medians of {lt['repeat']} fresh-process runs per side, alternating; "
-        f"answers equal: {'yes' if lt['same'] else '**no**'}. Load average: {lt.get('load')}.",
+        f"answers equal: {'yes' if lt['same'] else '**no**'}. Load average: {_load(lt.get('load'))}.",
         "",
         "| side | open s | VanishingGradient s | ExplodingTensor s | WeightUpdateRatio s | rules s | peak RSS MiB |",
         "|---|---|---|---|---|---|---|",
@@ -110,8 +116,10 @@ def large_tensors_lines(lt: dict) -> list[str]:
         "",
         f"- ours / floor over the three bodies: **{lt['ratio_rules']:.2f}x** (target: at most "
         "1.2x; not restructured here, see issue 28 item 1).",
-        "",
     ]
+    if lt.get("note"):
+        lines.append(f"- {lt['note']}")
+    lines.append("")
     return lines
 
 
