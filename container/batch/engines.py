@@ -104,7 +104,7 @@ def _job_on_node(spec: JobSpec) -> tuple[JobOutcome, dict[str, bytes]]:
         return outcome, files
 
 
-def _store(root: Path, spec: JobSpec, files: dict[str, bytes]) -> None:
+def _store(root: Path, spec: JobSpec, files: dict[str, bytes], seconds: float | None) -> None:
     """Write what a task returned under the batch's output folder, and the job's request."""
     import json
 
@@ -118,7 +118,7 @@ def _store(root: Path, spec: JobSpec, files: dict[str, bytes]) -> None:
         write_atomically(root / relative, data, tmp_dir=tmp)
     write_atomically(
         root / BATCH_FOLDER / "jobs" / f"{spec.name}.json",
-        json.dumps(spec.request(), indent=1).encode(),
+        json.dumps({**spec.request(), "seconds": seconds}, indent=1).encode(),
         tmp_dir=tmp,
     )
 
@@ -188,7 +188,7 @@ def run_on_ray(
             except Exception as e:  # the task itself failed or was cancelled
                 outcome = _task_failed(spec, e, stopped=stop.is_set(), code=stop_code())
             else:
-                _store(root, spec, files)
+                _store(root, spec, files, outcome.seconds)
                 if (root / spec.name / "rule_report.html").is_file():
                     outcome.report = f"{spec.name}/rule_report.html"
             outcomes.append(outcome)

@@ -138,7 +138,10 @@ def finished_outcome(spec: JobSpec, root: Path, *, retry_errors: bool) -> JobOut
         asked = json.loads((root / BATCH_FOLDER / "jobs" / f"{spec.name}.json").read_text())
     except (OSError, ValueError):
         return None
-    if asked != spec.request():
+    if (
+        not isinstance(asked, dict)
+        or {k: asked.get(k) for k in ("trial", "args")} != spec.request()
+    ):
         return None
     document = _read_result(root / spec.name)
     if document is None or document.get("exit_code") not in _FINISHED:
@@ -147,6 +150,8 @@ def finished_outcome(spec: JobSpec, root: Path, *, retry_errors: bool) -> JobOut
         return None
     outcome = outcome_from_result(spec.name, spec.trial, document)
     outcome.kept = True
+    seconds = asked.get("seconds")
+    outcome.seconds = float(seconds) if isinstance(seconds, (int, float)) else None
     _add_report(outcome, root)
     return outcome
 
@@ -217,6 +222,11 @@ def run_job(
         )
     outcome.seconds = round(seconds, 3)
     _add_report(outcome, root)
+    write_atomically(  # how long it took, for the summary of a later batch that keeps it
+        batch / "jobs" / f"{spec.name}.json",
+        json.dumps({**spec.request(), "seconds": outcome.seconds}, indent=1).encode(),
+        tmp_dir=batch / "jobs",
+    )
     return outcome
 
 

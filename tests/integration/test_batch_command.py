@@ -137,6 +137,11 @@ def test_a_crashing_job_is_that_jobs_error(tmp_path: Path) -> None:
     again = batch(*args, "--output-dir", str(out))
     assert "2 finished earlier (kept), 1 to run" in again.stdout, again.stdout + again.stderr
     assert again.returncode == 3
+    kept = json.loads((out / "batch_summary.json").read_text())["jobs"]
+    assert [(j["kept"], j["seconds"] == jobs[j["name"]]["seconds"]) for j in kept[:2]] == [
+        (True, True),
+        (True, True),
+    ]
 
 
 @pytest.mark.parametrize(
