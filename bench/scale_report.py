@@ -54,7 +54,7 @@ def many_workers_lines(mw: dict) -> list[str]:
         "event file per step and worker) in a fresh process and answer `steps()`, `workers()`, "
         "`tensor_names()`; seconds (wall and the process's CPU) and peak resident memory above "
         "what the imports took. On S3 the trial is served by moto in the benchmark's process, "
-        "so the wall time is mostly moto's (about 12 ms per GET on this machine); the CPU "
+        "so the wall time is mostly moto's (about 9 ms per GET on this machine); the CPU "
         f"seconds are ours. Machine load average at the end of the run: {_load(mw.get('load'))}.",
         "",
         "| storage | workers x steps | index files | open s (wall) | CPU s | peak MiB above imports |",
