@@ -62,6 +62,7 @@ OURS_PY_DEFAULT = os.path.join(REPO, ".venv", "bin", "python")
 MOTO_SERVER_DEFAULT = os.path.join(REPO, ".venv", "bin", "moto_server")
 RESULTS_JSON = os.path.join(HERE, "results.json")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
+SCALE_MD = os.path.join(HERE, "results_scale.md")  # bench/scale_report.py writes it
 IMPLS = ("smdebug", "ours")
 # The floors (bench/workloads.py, README "Floors"): what the same answers cost with no reader at
 # all.  A local metadata or values_all run also runs its floor, as a third side named "floor"
@@ -1617,6 +1618,12 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
     report_requests(L, data, problems)
     report_live(L, data)
     report_s3_cpu(L, data, problems)
+    # The scale workloads (bench/many_workers.py, bench/large_tensors.py) keep their own
+    # section file, which each rewrites after its run; it is copied in as it is.
+    if os.path.exists(SCALE_MD):
+        with open(SCALE_MD) as f:
+            L.extend(f.read().rstrip("\n").splitlines())
+        L.append("")
 
     # Machine
     L.append("## Machine and software")

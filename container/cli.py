@@ -62,6 +62,11 @@ def run(
         if args[:1] == ["summary"]:
             signals.raise_in_main = True  # waits for collection files: a stop ends it
             return _summary(args[1:])
+        if args[:1] == ["batch"]:
+            from container.batch import main as batch
+
+            signals.raise_in_main = False  # the batch polls the stop and stops its jobs
+            return batch(args[1:], signals=signals)
         if args[:1] == ["report"]:
             from container.report_command import main as report
 

@@ -181,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
             f"       {PROG} summary PATH [--json]\n"
             f"       {PROG} report OUTPUT_DIR\n"
             f"       {PROG} upload FOLDER S3_URI [--create-bucket]\n"
+            f"       {PROG} batch TRIAL... --rule NAME --output-dir DIR\n"
             f"       {PROG} --rule NAME --help | --help | --version"
         ),
         description=_DESCRIPTION,
@@ -242,6 +243,7 @@ _EPILOG = f"""commands:
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
   {PROG} report DIR      write a run's rule_report.html again from its output folder
   {PROG} upload DIR URI  copy a trial folder to S3 (CI against moto: README, "CI")
+  {PROG} batch TRIAL...  many trials in parallel, one summary (batch --help; docs/scale.md)
 
 documentation:
   README.md          "Running rules", "Parameters", statuses and the result file

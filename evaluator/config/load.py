@@ -32,7 +32,8 @@ from evaluator.config.sources import (
     rule_environment,
     string_map,
 )
-from evaluator.config.values import bool_value, choice_value, seconds_value
+from evaluator.config.trial_list import listed_trial
+from evaluator.config.values import bool_value, check_location, choice_value, seconds_value
 from evaluator.errors import ConfigurationError
 
 __all__ = ["load_config"]
@@ -126,12 +127,26 @@ def _build(
     trial_env: Mapping[str, str],
     stdout_is_tty: bool | None,
 ) -> EvaluatorConfig:
-    base_trial, trial_source = resolve_base_trial(params, processing, root=root, pc_path=pc_path)
+    listed = listed_trial(trial_env)  # a Kubernetes Indexed Job: this pod's trial of a list
+    if listed is None:
+        base_trial, trial_source = resolve_base_trial(
+            params, processing, root=root, pc_path=pc_path
+        )
+    else:
+        given = [k for k in ("base_trial", "s3_path") if params.get(k, "").strip()]
+        if given:
+            raise ConfigurationError(
+                f"{given[0]} is set and so is a trial list ({listed.source}): give one or the other"
+            )
+        base_trial = check_location(listed.source, listed.trial)
+        trial_source = listed.source
     others = other_trials(params)
     wait, options = resolve_trial_options(
         params, base_trial, trial_env, on_sagemaker=in_sagemaker_job(processing, trial_env)
     )
     output_dir = _output_dir(params, root)
+    if listed is not None:  # each pod's outputs in a folder of their own, as in a batch
+        output_dir = output_dir / listed.name
     job_name = _job_name(processing, pc_path)
     return EvaluatorConfig(
         rules=rules,

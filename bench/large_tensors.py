@@ -1,0 +1,231 @@
+"""Large tensors: three user-style rule bodies over megabyte tensors, ours against the floor.
+
+    .venv/bin/python bench/large_tensors.py                     # write the trial once, run both
+    .venv/bin/python bench/large_tensors.py --steps 10 --repeat 3
+    .venv/bin/python bench/large_tensors.py --side ours|floor --trial T   # the child
+
+The trial (``bench/.work/large_tensors/<steps>``, written once with ``TrialWriter``): per step,
+4 gradients and 4 weights of float32[1,000,000] (4 MB each) and a scalar loss, one worker.
+Each side runs in a fresh process and runs, one after the other, the bodies of three rules as
+users write them against the Trial API:
+
+* VanishingGradient: per step, per gradient, ``mean(|g|)`` (compared with 1e-7);
+* ExplodingTensor: per step, per tensor, ``isnan(v).any() or isinf(v).any()``;
+* WeightUpdateRatio: per step after the first, per weight, ``norm(w_t - w_{t-1}) /
+  norm(w_{t-1})``: ours reads both steps' values through the API (as the rule does), the floor
+  reads each value once and keeps the previous step's.
+
+``ours``: ``create_trial`` then ``trial.tensor(name).value(step)`` for each value the body
+needs. ``floor``: no reader at all: read the index files, then per value read its step's event
+file, frame the record (lengths checked), find the tensor's bytes (the ``tensor_content``
+field's tag and length, searched in the record) and ``numpy.frombuffer`` them, then the same
+numpy work.
+Both report each body's seconds and a checksum of every number the bodies computed; the
+checksums must be equal. Medians over ``--repeat`` runs, alternating the sides; stored in
+``bench/results_scale.json`` and RESULTS.md's section (``bench/scale_report.py``). Never run
+from the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SIZE = 1_000_000
+GRADIENTS = [f"gradients/layer{i}/kernel" for i in range(4)]
+WEIGHTS = [f"weights/layer{i}/kernel" for i in range(4)]
+
+
+def write_trial(path: str, steps: int) -> None:
+    if os.path.exists(os.path.join(path, "training_job_end.ts")):
+        return
+    sys.path.insert(0, REPO)
+    import numpy as np
+
+    from evaluator.formats import Collection
+    from evaluator.modes import ModeKeys
+    from evaluator.testing import TrialWriter
+
+    writer = TrialWriter(path)
+    writer.write_collections(
+        [
+            Collection("gradients", include_regex=["^gradients/"]),
+            Collection("weights", include_regex=["^weights/"]),
+            Collection("losses", tensor_names={"loss"}),
+        ]
+    )
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal(SIZE, dtype=np.float32) for _ in WEIGHTS]
+    for step in range(steps):
+        tensors: dict[str, object] = {"loss": np.float32(1 / (step + 1))}
+        for name in GRADIENTS:
+            tensors[name] = rng.standard_normal(SIZE, dtype=np.float32) * np.float32(1e-3)
+        for i, name in enumerate(WEIGHTS):
+            weights[i] = weights[i] + rng.standard_normal(SIZE, dtype=np.float32) * 1e-4
+            tensors[name] = weights[i]
+        writer.write_step(step, tensors, mode=ModeKeys.TRAIN)
+    writer.end_training()
+
+
+class _Floor:
+    """Values with no reader: index files parsed once, each value's event file read whole."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.where: dict[tuple[str, int], tuple[str, int, int]] = {}
+        root = os.path.join(path, "index")
+        for folder in os.scandir(root):
+            for entry in os.scandir(folder.path):
+                with open(entry.path, "rb") as f:
+                    doc = json.loads(f.read())
+                step = int(entry.name.split("_", 1)[0])
+                event = doc["meta"]["event_file_name"]
+                for t in doc["tensor_payload"]:
+                    self.where[(t["tensorname"], step)] = (event, t["start_idx"], t["length"])
+        self.steps = sorted({s for _, s in self.where})
+        self.header = struct.Struct("<QI")
+        self.markers: dict[int, bytes] = {}
+
+    def value(self, name: str, step: int):
+        import numpy as np
+
+        event, start, length = self.where[(name, step)]
+        with open(os.path.join(self.path, event), "rb") as f:
+            f.seek(start)
+            data = f.read(length)
+        n, _ = self.header.unpack_from(data, 0)
+        if n + 16 != length:
+            raise SystemExit(f"bad record {event}:{start}")
+        count = 1 if name == "loss" else SIZE
+        marker = self.markers.get(count)
+        if marker is None:  # TensorProto.tensor_content: field 4, length-delimited, 4 * count
+            size, varint = 4 * count, bytearray()
+            while True:
+                varint.append((size & 0x7F) | (0x80 if size > 0x7F else 0))
+                size >>= 7
+                if not size:
+                    break
+            marker = self.markers[count] = b"\x22" + bytes(varint)
+        at = data.find(marker, 12, 12 + n) + len(marker)
+        return np.frombuffer(data, np.float32, count, at)
+
+
+def run_side(side: str, path: str) -> dict:
+    sys.path.insert(0, REPO)
+    import numpy as np
+
+    if side == "ours":
+        from evaluator.trial import create_trial
+    start = time.perf_counter()
+    if side == "ours":
+        trial = create_trial(path)
+        steps = trial.steps()
+
+        def value(name: str, step: int):
+            return trial.tensor(name).value(step)
+    else:
+        floor = _Floor(path)
+        steps = floor.steps
+        value = floor.value
+        probe = floor.value(GRADIENTS[0], steps[0])
+        assert probe.shape == (SIZE,)
+    opened = time.perf_counter() - start
+    numbers: list[float] = []
+    phases = {"open": opened}
+
+    t = time.perf_counter()
+    for step in steps:
+        for name in GRADIENTS:
+            numbers.append(float(np.mean(np.abs(value(name, step)))))
+    phases["VanishingGradient"] = time.perf_counter() - t
+    t = time.perf_counter()
+    for step in steps:
+        for name in [*GRADIENTS, *WEIGHTS, "loss"]:
+            v = value(name, step)
+            numbers.append(float(bool(np.isnan(v).any() or np.isinf(v).any())))
+    phases["ExplodingTensor"] = time.perf_counter() - t
+    t = time.perf_counter()
+    previous: dict[str, object] = {}
+    for step in steps[1:]:
+        for name in WEIGHTS:
+            # ours reads both steps through the API, as the rule does; the floor reads each
+            # value once and keeps the previous step's
+            before = value(name, step - 1) if side == "ours" else previous.get(name)
+            if before is None:
+                before = value(name, step - 1)
+            now = value(name, step)
+            previous[name] = now
+            numbers.append(float(np.linalg.norm(now - before) / np.linalg.norm(before)))
+    phases["WeightUpdateRatio"] = time.perf_counter() - t
+    phases["rules"] = sum(v for k, v in phases.items() if k != "open")
+    with open("/proc/self/status") as f:
+        peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    return {
+        "side": side,
+        "phases": {k: round(v, 3) for k, v in phases.items()},
+        "checksum": hash(tuple(round(x, 6) for x in numbers)),
+        "numbers": len(numbers),
+        "peak_rss_mib": round(peak, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--side", choices=("ours", "floor"))
+    parser.add_argument("--trial")
+    args = parser.parse_args()
+    if args.side:
+        print(json.dumps(run_side(args.side, args.trial)))
+        return 0
+    path = os.path.join(HERE, ".work", "large_tensors", str(args.steps))
+    write_trial(path, args.steps)
+    for name in os.listdir(os.path.join(path, "events")):  # warm the page cache
+        for file in os.scandir(os.path.join(path, "events", name)):
+            with open(file.path, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+    runs: dict[str, list[dict]] = {"ours": [], "floor": []}
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    for _ in range(args.repeat):
+        for side in ("floor", "ours"):
+            done = subprocess.run(
+                [sys.executable, __file__, "--side", side, "--trial", path],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            )
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    checks = {r["checksum"] for side in runs.values() for r in side}
+    out = {
+        "steps": args.steps,
+        "repeat": args.repeat,
+        "load": os.getloadavg(),
+        "same": len(checks) == 1,
+    }
+    for side, rs in runs.items():
+        out[side] = {
+            k: round(statistics.median(r["phases"][k] for r in rs), 3) for k in rs[0]["phases"]
+        }
+        out[side]["peak_rss_mib"] = max(r["peak_rss_mib"] for r in rs)
+    out["ratio_rules"] = round(out["ours"]["rules"] / out["floor"]["rules"], 2)
+    print(json.dumps(out, indent=1))
+    sys.path.insert(0, HERE)
+    from scale_report import store
+
+    store("large_tensors", out)
+    return 0 if out["same"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

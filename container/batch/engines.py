@@ -1,0 +1,209 @@
+"""Where a batch's jobs run: a pool of processes on this machine, or tasks of a Ray cluster.
+
+Both run each job exactly as ``container.batch.job.run_job`` does (one ``rule-evaluator``
+process per job), so one job's crash or kill is that job's ``Error``, never the batch's.
+
+* ``pool``: ``jobs`` processes at once (default: the CPUs this process may use); each job's
+  outputs are written in place, so a job killed with the batch resumes when the batch runs
+  again.
+* ``ray``: one task per job (one CPU each), at most ``jobs`` in flight (default: the cluster's
+  CPUs). A task runs the job in a temporary folder of its node and returns the job's files,
+  which are written under the batch's output folder here: the nodes need no shared file
+  system, only the package (the image) and access to the trials (S3, or a folder every node
+  mounts). ``address`` is the cluster's (``ray://head:10001``, ``auto``); without one, a Ray
+  process already connected is used, else a local cluster is started for the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from container.batch.job import BATCH_FOLDER, JobOutcome, JobSpec, run_job
+from evaluator.errors import ConfigurationError
+from evaluator.fileio import write_atomically
+
+__all__ = ["run_on_pool", "run_on_ray"]
+
+Done = Callable[[JobOutcome], None]
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _not_run(spec: JobSpec, code: int) -> JobOutcome:
+    return JobOutcome(
+        name=spec.name,
+        trial=spec.trial,
+        status="Stopped",
+        exit_code=code,
+        message="Stopped: the batch was stopped before this job ran",
+    )
+
+
+def run_on_pool(
+    specs: Sequence[JobSpec],
+    root: Path,
+    *,
+    jobs: int | None,
+    stop: threading.Event,
+    stop_code: Callable[[], int],
+    done: Done,
+) -> list[JobOutcome]:
+    """Run the jobs, ``jobs`` at once; each finished one is handed to ``done`` as it ends."""
+    outcomes: list[JobOutcome] = []
+    workers = jobs or default_jobs()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="batch-job") as pool:
+        pending: dict[Future[JobOutcome], JobSpec] = {}
+        queue = list(specs)
+        while queue or pending:
+            while queue and len(pending) < workers and not stop.is_set():
+                spec = queue.pop(0)
+                pending[pool.submit(run_job, spec, root, stopped=stop.is_set)] = spec
+            if stop.is_set() and queue:
+                outcomes += [_not_run(s, stop_code()) for s in queue]
+                queue = []
+            if not pending:
+                continue
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in finished:
+                pending.pop(future)
+                outcome = future.result()
+                outcomes.append(outcome)
+                done(outcome)
+    return outcomes
+
+
+# ---- Ray ----------------------------------------------------------------------------------
+
+
+def _job_on_node(spec: JobSpec) -> tuple[JobOutcome, dict[str, bytes]]:
+    """A Ray task: the job in a temporary folder of this node; its outcome and its files
+    (paths relative to the batch's output folder)."""
+    with tempfile.TemporaryDirectory(prefix="rule-evaluator-batch-") as folder:
+        root = Path(folder)
+        outcome = run_job(spec, root)
+        files: dict[str, bytes] = {}
+        for path in sorted((root / spec.name).rglob("*")):
+            relative = path.relative_to(root)
+            if path.is_file() and ".sagemaker-ignore" not in relative.parts:
+                files[relative.as_posix()] = path.read_bytes()
+        log = root / BATCH_FOLDER / "logs" / f"{spec.name}.log"
+        if log.is_file():
+            files[log.relative_to(root).as_posix()] = log.read_bytes()
+        return outcome, files
+
+
+def _store(root: Path, spec: JobSpec, files: dict[str, bytes], seconds: float | None) -> None:
+    """Write what a task returned under the batch's output folder, and the job's request."""
+    import json
+
+    tmp = root / BATCH_FOLDER / "tmp"
+    job_folder = root / spec.name
+    if job_folder.is_dir():  # the run's files replace an earlier attempt's
+        for old in job_folder.iterdir():
+            if old.is_file():
+                old.unlink()
+    for relative, data in files.items():
+        write_atomically(root / relative, data, tmp_dir=tmp)
+    write_atomically(
+        root / BATCH_FOLDER / "jobs" / f"{spec.name}.json",
+        json.dumps({**spec.request(), "seconds": seconds}, indent=1).encode(),
+        tmp_dir=tmp,
+    )
+
+
+def _connect(address: str | None) -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigurationError(
+            "--engine ray needs Ray: pip install 'debugger-rule-evaluator[ray]' (or pip install "
+            "ray) where the batch runs and on the cluster's nodes"
+        ) from None
+    if address is None and ray.is_initialized():
+        return ray
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            configure_logging=False,
+        )
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise ConfigurationError(
+            f"cannot connect to the Ray cluster at {address!r}: {e}; check --ray-address "
+            "(ray://<head>:10001, or <head>:6379 from a node of the cluster)"
+        ) from None
+    return ray
+
+
+def run_on_ray(
+    specs: Sequence[JobSpec],
+    root: Path,
+    *,
+    jobs: int | None,
+    address: str | None,
+    stop: threading.Event,
+    stop_code: Callable[[], int],
+    done: Done,
+) -> list[JobOutcome]:
+    """Run the jobs as Ray tasks, at most ``jobs`` in flight."""
+    ray = _connect(address)
+    task = ray.remote(num_cpus=1, max_retries=0)(_job_on_node)
+    workers = jobs or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    outcomes: list[JobOutcome] = []
+    pending: dict[Any, JobSpec] = {}
+    queue = list(specs)
+    cancelled = False
+    while queue or pending:
+        while queue and len(pending) < workers and not stop.is_set():
+            spec = queue.pop(0)
+            pending[task.remote(spec)] = spec
+        if stop.is_set():
+            outcomes += [_not_run(s, stop_code()) for s in queue]
+            queue = []
+            if not cancelled:
+                for ref in pending:
+                    ray.cancel(ref)  # the task's run_job stops its job (SIGTERM) on the way out
+                cancelled = True
+        if not pending:
+            continue
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+        for ref in ready:
+            spec = pending.pop(ref)
+            try:
+                outcome, files = ray.get(ref)
+            except Exception as e:  # the task itself failed or was cancelled
+                outcome = _task_failed(spec, e, stopped=stop.is_set(), code=stop_code())
+            else:
+                _store(root, spec, files, outcome.seconds)
+                if (root / spec.name / "rule_report.html").is_file():
+                    outcome.report = f"{spec.name}/rule_report.html"
+            outcomes.append(outcome)
+            done(outcome)
+    return outcomes
+
+
+def _task_failed(spec: JobSpec, error: Exception, *, stopped: bool, code: int) -> JobOutcome:
+    if stopped:
+        return _not_run(spec, code)
+    text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+    return JobOutcome(
+        name=spec.name,
+        trial=spec.trial,
+        status="Error",
+        exit_code=3,
+        message=f"InternalServerError: the Ray task of this job failed: {text}",
+    )

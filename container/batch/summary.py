@@ -1,0 +1,135 @@
+"""The batch's summary: a table for the terminal, ``batch_summary.csv``, ``batch_summary.json``
+and ``index.html`` (one row per job, linking its ``rule_report.html``), and the exit code of
+the worst outcome."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from container.batch.job import BATCH_FOLDER, JobOutcome
+from evaluator.fileio import write_atomically
+
+__all__ = ["SUMMARY_CSV", "SUMMARY_JSON", "SUMMARY_PAGE", "format_table", "worst_exit_code"]
+
+SUMMARY_JSON = "batch_summary.json"
+SUMMARY_CSV = "batch_summary.csv"
+SUMMARY_PAGE = "index.html"
+_COLUMNS = ("job", "status", "exit_code", "step", "rules", "seconds", "kept", "trial", "message")
+
+
+def _rank(code: int) -> int:
+    """Stopped, then an internal error, then a client error, then issues found, then none."""
+    return {0: 0, 1: 1, 2: 2, 3: 3, 130: 5, 143: 5}.get(code, 4)
+
+
+def worst_exit_code(outcomes: Sequence[JobOutcome]) -> int:
+    """The exit code of the most severe outcome; 0 for none."""
+    return max((o.exit_code for o in outcomes), key=_rank, default=0)
+
+
+def _rules_cell(outcome: JobOutcome) -> str:
+    return "; ".join(
+        f"{r['rule']}={r['status']}" + (f"@{r['step']}" if r["status"] == "IssuesFound" else "")
+        for r in outcome.rules
+    )
+
+
+def _row(outcome: JobOutcome) -> dict[str, Any]:
+    message = (outcome.message or "").strip().replace("\n", " ")
+    return {
+        "job": outcome.name,
+        "status": outcome.status,
+        "exit_code": outcome.exit_code,
+        "step": "" if outcome.step is None else outcome.step,
+        "rules": _rules_cell(outcome),
+        "seconds": "" if outcome.seconds is None else f"{outcome.seconds:.1f}",
+        "kept": "yes" if outcome.kept else "",
+        "trial": outcome.trial,
+        "message": message,
+    }
+
+
+def format_table(outcomes: Sequence[JobOutcome], *, width: int = 120) -> str:
+    """The terminal's table: one line per job, then the counts by status."""
+    shown = ("job", "status", "exit_code", "step", "rules", "seconds", "kept")
+    rows = [{k: str(v) for k, v in _row(o).items()} for o in outcomes]
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in shown}
+    widths["rules"] = min(widths["rules"], 60)
+    lines = ["  ".join(c.ljust(widths[c]) for c in shown).rstrip()]
+    for r in rows:
+        cells = [r[c] if len(r[c]) <= widths[c] else r[c][: widths[c] - 1] + "…" for c in shown]
+        lines.append("  ".join(v.ljust(widths[c]) for v, c in zip(cells, shown)).rstrip())
+    counts = Counter(o.status for o in outcomes)
+    lines.append(
+        f"{len(outcomes)} job(s): "
+        + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        + f"; exit code {worst_exit_code(outcomes)}"
+    )
+    return "\n".join(line[:width] if i else line for i, line in enumerate(lines)) + "\n"
+
+
+def write_summary(root: Path, outcomes: Sequence[JobOutcome], *, engine: str) -> None:
+    """``batch_summary.json``, ``batch_summary.csv`` and ``index.html`` in ``root``."""
+    tmp = root / BATCH_FOLDER / "tmp"
+    code = worst_exit_code(outcomes)
+    document = {
+        "version": 1,
+        "exit_code": code,
+        "engine": engine,
+        "written_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z",
+        "counts": dict(Counter(o.status for o in outcomes)),
+        "jobs": [o.to_dict() for o in outcomes],
+    }
+    write_atomically(root / SUMMARY_JSON, json.dumps(document, indent=1).encode(), tmp_dir=tmp)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for outcome in outcomes:
+        writer.writerow(_row(outcome))
+    write_atomically(root / SUMMARY_CSV, buffer.getvalue().encode(), tmp_dir=tmp)
+    write_atomically(root / SUMMARY_PAGE, _page(outcomes, code).encode(), tmp_dir=tmp)
+
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse}th,td{padding:4px 10px;border-bottom:1px solid #ddd;
+text-align:left;vertical-align:top}th{background:#f4f4f4}
+.IssuesFound{color:#b35900;font-weight:600}.Error{color:#b00020;font-weight:600}
+.NoIssuesFound{color:#1b7a2f}.Stopped{color:#555}td.msg{max-width:40em;font-size:12px}
+"""
+
+
+def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
+    """One self-contained page; every value escaped (trial paths and messages are the user's)."""
+    e = html.escape
+    counts = Counter(o.status for o in outcomes)
+    rows = []
+    for o in outcomes:
+        r = _row(o)
+        job = e(o.name)
+        link = f'<a href="{e(o.report)}">{job}</a>' if o.report else job
+        rows.append(
+            "<tr>"
+            f"<td>{link}</td><td class='{e(o.status)}'>{e(o.status)}</td>"
+            f"<td>{o.exit_code}</td><td>{e(str(r['step']))}</td><td>{e(r['rules'])}</td>"
+            f"<td>{e(r['seconds'])}</td><td>{e(r['kept'])}</td><td>{e(o.trial)}</td>"
+            f"<td class='msg'>{e(r['message'])}</td></tr>"
+        )
+    tally = ", ".join(f"{n} {e(s)}" for s, n in sorted(counts.items()))
+    head = "".join(f"<th>{c}</th>" for c in _COLUMNS)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Rule evaluation batch</title>"
+        f"<style>{_STYLE}</style></head><body><h1>Rule evaluation batch</h1>"
+        f"<p>{len(outcomes)} job(s): {tally}; exit code {code}. "
+        f"<a href='{SUMMARY_CSV}'>CSV</a> · <a href='{SUMMARY_JSON}'>JSON</a></p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "</body></html>\n"
+    )

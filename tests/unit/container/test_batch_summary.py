@@ -1,0 +1,46 @@
+"""The batch summary (container.batch.summary): the worst outcome's exit code, and a page
+that shows the user's trial paths and messages as text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from container.batch.job import JobOutcome
+from container.batch.summary import format_table, worst_exit_code, write_summary
+
+
+def outcome(name: str, status: str, code: int, message: str | None = None) -> JobOutcome:
+    return JobOutcome(
+        name=name, trial=f"s3://b/{name}", status=status, exit_code=code, message=message
+    )
+
+
+def test_worst_outcome_order() -> None:
+    """Stopped beats an internal error, which beats a client error, then issues found, then
+    no issues; no job is 0."""
+    assert worst_exit_code([]) == 0
+    assert worst_exit_code([outcome("a", "NoIssuesFound", 0), outcome("b", "IssuesFound", 1)]) == 1
+    assert worst_exit_code([outcome("a", "IssuesFound", 1), outcome("b", "Error", 2)]) == 2
+    assert worst_exit_code([outcome("a", "Error", 3), outcome("b", "Error", 2)]) == 3
+    assert worst_exit_code([outcome("a", "Error", 3), outcome("b", "Stopped", 143)]) == 143
+
+
+def test_page_escapes_what_the_user_gave(tmp_path: Path) -> None:
+    """A trial name or message holding HTML is shown as text, never as markup; the JSON and
+    CSV hold every job."""
+    jobs = [
+        outcome("<script>x</script>", "Error", 2, "ClientError: <img src=x onerror=alert(1)>"),
+        outcome("ok", "NoIssuesFound", 0),
+    ]
+    jobs[1].report = "ok/rule_report.html"
+    write_summary(tmp_path, jobs, engine="pool")
+    page = (tmp_path / "index.html").read_text()
+    assert "<script>x" not in page and "<img" not in page
+    assert "&lt;script&gt;x&lt;/script&gt;" in page
+    assert '<a href="ok/rule_report.html">ok</a>' in page
+    summary = json.loads((tmp_path / "batch_summary.json").read_text())
+    assert [j["name"] for j in summary["jobs"]] == ["<script>x</script>", "ok"]
+    assert summary["exit_code"] == 2
+    assert len((tmp_path / "batch_summary.csv").read_text().splitlines()) == 3
+    assert "exit code 2" in format_table(jobs)
