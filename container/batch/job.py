@@ -7,9 +7,6 @@ report); its log lines go to ``<output>/.batch/logs/<name>.log``, and what was a
 (exit 0, 1 or 2) for the same request is finished: a batch run again keeps it. Anything else
 (no result file, ``InProgress``, ``Stopped``, an internal error such as a killed process) runs
 again, and the single run resumes from its result file where it can.
-
-Jobs share one matplotlib settings folder (``<output>/.batch/matplotlib``): its font cache is
-built once, not once per job.
 """
 
 from __future__ import annotations
@@ -171,7 +168,7 @@ def run_job(
     """Run the job to its end and return its outcome. When ``stopped()`` turns true the job
     gets SIGTERM (it ends ``Stopped``, as a single run does)."""
     batch = root / BATCH_FOLDER
-    for sub in ("jobs", "logs", "matplotlib", "opt_ml"):
+    for sub in ("jobs", "logs", "opt_ml"):
         (batch / sub).mkdir(parents=True, exist_ok=True)
     write_atomically(
         batch / "jobs" / f"{spec.name}.json",
@@ -179,7 +176,6 @@ def run_job(
         tmp_dir=batch / "jobs",
     )
     env = dict(os.environ if environ is None else environ)
-    env.setdefault("MPLCONFIGDIR", str(batch / "matplotlib"))
     # Message files are per run: each job's would overwrite the others', so none is written
     # (a folder that does not exist); the processing config is the batch's, not the job's.
     env["EVALUATOR_OPT_ML"] = str(batch / "opt_ml" / spec.name)

@@ -94,7 +94,6 @@ def single_runs(
 ) -> dict[str, dict[str, Any]]:
     """{name: result file} of one ``rule-evaluator`` run per (name, trial), two at a time."""
     base = dict(os.environ if env is None else env)
-    base["MPLCONFIGDIR"] = str(folder / "matplotlib")  # one font cache, as a batch shares it
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
             name: pool.submit(_run, trial, folder / name, folder / "opt_ml" / name, base)
