@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
+import struct
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -41,7 +42,8 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import CollectionsFile
-from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
+from evaluator.formats.crc import masked_crc32c
+from evaluator.formats.index_file import IndexColumns, IndexMeta
 from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
 from evaluator.formats.tb_summary import (
     Histogram,
@@ -49,8 +51,15 @@ from evaluator.formats.tb_summary import (
     is_event_file,
     parse_event,
     phase_of_folder,
+    simple_scalar,
 )
-from evaluator.formats.tfrecord import read_record
+from evaluator.formats.tfrecord import (
+    FOOTER_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    KNOWN_LENGTH_CRCS,
+    read_record,
+)
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.held_values import ValueStore
@@ -68,6 +77,9 @@ _VALUES_PER_FILE = 100_000
 _CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
 HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
 COUNT = "count"
+_ONES = [1] * 64
+_FOOTER = struct.Struct("<I")
+Value = np.ndarray | np.generic | Histogram
 
 
 @dataclass
@@ -76,8 +88,8 @@ class _Folder:
     plugin_of: dict[str, str] = field(default_factory=dict)
     file_version: float | None = None
     recent_step: int = -1
-    # step -> tag -> datum, not handed on yet
-    pending: dict[int, dict[str, SummaryDatum]] = field(default_factory=dict)
+    # step -> tag -> value (a numpy scalar or array, or a Histogram), not handed on yet
+    pending: dict[int, dict[str, Value]] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,6 +118,8 @@ class TensorBoardSource(TrialSource):
         self._file_values = 0
         self._emitted: dict[int, int] = {}  # global step -> times handed on
         self._last_step = -1
+        self._tag_names: dict[bytes, str] = {}  # tag bytes -> tag, of the fast path
+        self._known_scalars: set[str] = set()  # tags filed as scalars by the fast path
 
     async def aclose(self) -> None:
         self.values.clear()
@@ -244,23 +258,47 @@ class TensorBoardSource(TrialSource):
         where = f"{self.storage.uri.rstrip('/')}/{key}"
         pos = 0
         size = len(blob)
+        tag_names = self._tag_names
+        known = self._known_scalars
+        unpack_header = HEADER.unpack_from
+        unpack_footer = _FOOTER.unpack_from
+        crcs = KNOWN_LENGTH_CRCS
         while pos < size:
-            try:
-                record = read_record(blob, pos, source=where)
-            except IncompleteRecord:
-                break  # a writer is appending: read again from here next time
-            except CorruptRecordError as e:
-                log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
-                state.broken = True  # as TensorBoard: nothing after a corrupt record is read
-                break
-            try:
-                event = parse_event(record.payload, folder.plugin_of, source=where)
-            except SMDebugValueError as e:
-                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+            # The common record framed inline (its length CRC known, its payload CRC right)
+            # and, if it is one simple_value scalar, read off the wire format.
+            fast = None
+            end = pos + HEADER_SIZE
+            if end <= size:
+                n, check = unpack_header(blob, pos)
+                end += n
+                if crcs.get(n) == check and end + FOOTER_SIZE <= size:
+                    payload = blob[pos + HEADER_SIZE : end]
+                    if unpack_footer(blob, end)[0] == masked_crc32c(payload):
+                        fast = simple_scalar(payload, tag_names)
+            if fast is not None:
+                pos = end + FOOTER_SIZE
+                step, tag, value = fast
+                if tag not in known:
+                    known.add(tag)
+                    self._tags.add(tag, "scalar")
+                self._apply_scalar(folder, step, tag, np.float32(value))
+            else:
+                try:
+                    record = read_record(blob, pos, source=where)
+                except IncompleteRecord:
+                    break  # a writer is appending: read again from here next time
+                except CorruptRecordError as e:
+                    log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
+                    state.broken = True  # as TensorBoard: nothing after a corrupt record
+                    break
+                try:
+                    event = parse_event(record.payload, folder.plugin_of, source=where)
+                except SMDebugValueError as e:
+                    log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                    pos += record.length
+                    continue
                 pos += record.length
-                continue
-            pos += record.length
-            self._apply(folder, event.what, event.step, event.data, event.file_version)
+                self._apply(folder, event.what, event.step, event.data, event.file_version)
             countdown -= 1
             if countdown <= 0 and apply_chunk is not None:
                 countdown = _CHUNK_EVENTS
@@ -268,6 +306,21 @@ class TensorBoardSource(TrialSource):
                 if files:
                     apply_chunk(files, files[-1].key)
         state.offset += pos
+
+    def _apply_scalar(self, folder: _Folder, step: int, tag: str, value: np.generic) -> None:
+        """``_apply`` of a summary event of one scalar (the fast path)."""
+        version = folder.file_version
+        if version is None or version < 2:
+            if step < folder.recent_step:
+                _purge(folder.pending, step, {tag})  # TensorBoard's old-file rule
+            else:
+                folder.recent_step = step
+        if step < 0:
+            return  # no trial step can be negative
+        at = folder.pending.get(step)
+        if at is None:
+            at = folder.pending[step] = {}
+        at[tag] = value  # a repeated step: the value written last wins
 
     def _apply(
         self,
@@ -293,7 +346,7 @@ class TensorBoardSource(TrialSource):
         if at is None:
             at = folder.pending[step] = {}
         for datum in data:
-            at[datum.tag] = datum  # a repeated step: the value written last wins
+            at[datum.tag] = datum.value  # a repeated step: the value written last wins
             self._tags.add(datum.tag, datum.kind)
 
     def _hand_on(
@@ -302,7 +355,7 @@ class TensorBoardSource(TrialSource):
         """Turn every folder's pending steps (all, or all but its newest) into index files,
         in global-step order."""
         phases = self.mapping is not None and self.mapping.phases
-        by_step: dict[tuple[int, ModeKeys, int], dict[str, SummaryDatum]] = {}
+        by_step: dict[tuple[int, ModeKeys, int], dict[str, Value]] = {}
         for folder in self._folders.values():
             mode = folder.mode
             pending = folder.pending
@@ -322,24 +375,27 @@ class TensorBoardSource(TrialSource):
             self._last_step = max(self._last_step, g)
         return out
 
-    def _index_file(
-        self, g: int, mode: ModeKeys, step: int, data: dict[str, SummaryDatum]
-    ) -> ParsedIndex:
-        records: list[tuple[str, Any]] = []
-        for tag, datum in data.items():
-            if isinstance(datum.value, Histogram):
-                records.extend(_histogram_records(tag, datum.value))
+    def _index_file(self, g: int, mode: ModeKeys, step: int, data: dict[str, Value]) -> ParsedIndex:
+        names: list[str] = []
+        values: list[Any] = []
+        for tag, value in data.items():
+            if isinstance(value, Histogram):
+                for name, held in _histogram_records(tag, value):
+                    names.append(name)
+                    values.append(held)
             else:
-                value = datum.value
-                records.append((tag, value))  # a numpy scalar, or an array
+                names.append(tag)
+                values.append(value)  # a numpy scalar, or an array
         # Values go into in-memory files of many steps each.
         if self._file_key is None or self._file_values > _VALUES_PER_FILE:
             self._file_key, self._file_values = event_key(g, WORKER), 0
         key = self._file_key
-        base = self.values.append(key, [v for _, v in records])
-        self._file_values = base + len(records)
-        tensors = tuple(TensorEntry(name, base + k, 1) for k, (name, _) in enumerate(records))
-        index = IndexFile(IndexMeta(mode, step, key), tensors, ())
+        base = self.values.append(key, values)
+        count = len(values)
+        self._file_values = base + count
+        starts = list(range(base, base + count))
+        lengths = _ONES[:count] if count <= len(_ONES) else [1] * count
+        index = IndexColumns(IndexMeta(mode, step, key), names, starts, lengths, ())
         times = self._emitted.get(g, 0)
         self._emitted[g] = times + 1
         ikey = index_key(g, WORKER) + (f"#{times}" if times else "")
