@@ -130,27 +130,29 @@ class Histogram:
         out[("max", True)] = max(abs(self.min), abs(self.max))
         if self.min >= 0 or self.max <= 0:
             out[("min", True)] = min(abs(self.min), abs(self.max))
-        counts = self.buckets[:, 2]
-        left, right = self.buckets[:, 0], self.buckets[:, 1]
+        b = self.buckets
+        counts, left, right = b[:, 2], b[:, 0], b[:, 1]
         mid = (left + right) / 2
         if self.sum is not None and self.sum_squares is not None:
             total, squares = self.sum, self.sum_squares
+            mean = total / n
+            variance = max(squares / n - mean * mean, 0.0)
         else:
             total = float(np.dot(counts, mid))
             squares = float(np.dot(counts, mid * mid))
-        mean = total / n
-        variance = max(squares / n - mean * mean, 0.0)
-        if self.sum is None or self.sum_squares is None:
+            mean = total / n
             variance = float(np.dot(counts, (mid - mean) ** 2) / n)
         out[("sum", False)] = total
         out[("mean", False)] = mean
         out[("variance", False)] = variance
         out[("std", False)] = math.sqrt(variance)
         out[("l2", False)] = math.sqrt(max(squares, 0.0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            straddle = (left < 0) & (right > 0)
-            width = np.where(straddle, right - left, 1.0)
-            abs_mid = np.where(straddle, (left * left + right * right) / (2 * width), np.abs(mid))
+        abs_mid = np.abs(mid)
+        # Buckets are ordered and apart: at most one holds zero inside (Python floats: no
+        # warning for infinite edges, the same IEEE results as numpy's).
+        for i in np.flatnonzero((left < 0) & (right > 0)).tolist():
+            lo, hi = float(left[i]), float(right[i])
+            abs_mid[i] = (lo * lo + hi * hi) / (2 * (hi - lo))
         l1 = float(np.dot(counts, abs_mid))
         out[("l1", False)] = l1
         out[("mean", True)] = l1 / n

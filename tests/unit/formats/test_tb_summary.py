@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evaluator.formats.proto import event_pb2, summary_pb2
-from evaluator.formats.tb_summary import parse_event, simple_scalar
+from evaluator.formats.tb_summary import Histogram, parse_event, simple_scalar
 
 
 def _scalar_event(step: int, tag: str, value: float, wall_time: float = 1.5) -> bytes:
@@ -66,3 +66,14 @@ def test_invalid_utf8_tag_is_left_to_the_protobuf_decode() -> None:
     payload = bytearray(_scalar_event(3, "ab", 1.0))
     payload[payload.index(b"ab")] = 0xFF
     assert simple_scalar(bytes(payload), {}) is None
+
+
+def test_abs_mean_spreads_the_bucket_holding_zero() -> None:
+    """The bucket across zero counts its values spread evenly for the mean of absolutes;
+    the others count them at their middle."""
+    buckets = np.array([[-3.0, -1.0, 2.0], [-1.0, 3.0, 4.0], [3.0, 5.0, 2.0]])
+    h = Histogram(-3.0, 5.0, 8.0, None, None, buckets)
+    spread = (1.0 + 9.0) / (2 * 4.0)  # mean of |x| for x uniform on [-1, 3]
+    expected = (2 * 2.0 + 4 * spread + 2 * 4.0) / 8
+    assert h.reductions()[("mean", True)] == pytest.approx(expected, rel=1e-15)
+    assert h.reductions()[("mean", False)] == pytest.approx((2 * -2.0 + 4 * 1.0 + 2 * 4.0) / 8)
