@@ -31,6 +31,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import google_crc32c
 import numpy as np
 import structlog
 
@@ -42,7 +43,7 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import CollectionsFile
-from evaluator.formats.crc import masked_crc32c
+from evaluator.formats.crc import MASK_DELTA as _MASK_DELTA
 from evaluator.formats.index_file import IndexColumns, IndexMeta
 from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
 from evaluator.formats.tb_summary import (
@@ -79,7 +80,8 @@ HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hoo
 COUNT = "count"
 _ONES = [1] * 64
 _FOOTER = struct.Struct("<I")
-Value = np.ndarray | np.generic | Histogram
+# A Python float is a float32 simple_value (the fast path); reductions are numpy float64.
+Value = np.ndarray | np.generic | Histogram | float
 
 
 @dataclass
@@ -263,6 +265,7 @@ class TensorBoardSource(TrialSource):
         unpack_header = HEADER.unpack_from
         unpack_footer = _FOOTER.unpack_from
         crcs = KNOWN_LENGTH_CRCS
+        crc32c = google_crc32c.value
         while pos < size:
             # The common record framed inline (its length CRC known, its payload CRC right)
             # and, if it is one simple_value scalar, read off the wire format.
@@ -273,7 +276,9 @@ class TensorBoardSource(TrialSource):
                 end += n
                 if crcs.get(n) == check and end + FOOTER_SIZE <= size:
                     payload = blob[pos + HEADER_SIZE : end]
-                    if unpack_footer(blob, end)[0] == masked_crc32c(payload):
+                    crc = crc32c(payload)  # masked as TFRecord masks it, inline
+                    crc = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+                    if unpack_footer(blob, end)[0] == crc:
                         fast = simple_scalar(payload, tag_names)
             if fast is not None:
                 pos = end + FOOTER_SIZE
@@ -281,7 +286,7 @@ class TensorBoardSource(TrialSource):
                 if tag not in known:
                     known.add(tag)
                     self._tags.add(tag, "scalar")
-                self._apply_scalar(folder, step, tag, np.float32(value))
+                self._apply_scalar(folder, step, tag, value)
             else:
                 try:
                     record = read_record(blob, pos, source=where)
@@ -307,8 +312,9 @@ class TensorBoardSource(TrialSource):
                     apply_chunk(files, files[-1].key)
         state.offset += pos
 
-    def _apply_scalar(self, folder: _Folder, step: int, tag: str, value: np.generic) -> None:
-        """``_apply`` of a summary event of one scalar (the fast path)."""
+    def _apply_scalar(self, folder: _Folder, step: int, tag: str, value: float) -> None:
+        """``_apply`` of a summary event of one scalar (the fast path): ``value`` is a
+        float32 ``simple_value`` held as a Python float (``ValueStore`` gives it as float32)."""
         version = folder.file_version
         if version is None or version < 2:
             if step < folder.recent_step:
@@ -412,8 +418,8 @@ class TensorBoardSource(TrialSource):
 
 def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, Any]]:
     for (name, is_abs), value in h.reductions().items():
-        yield reduction_tensor_name(tag, name, abs=is_abs), float(value)
-    yield reduction_tensor_name(tag, COUNT), float(h.count)
+        yield reduction_tensor_name(tag, name, abs=is_abs), np.float64(value)
+    yield reduction_tensor_name(tag, COUNT), np.float64(h.count)
     stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
     yield reduction_tensor_name(tag, HISTOGRAM_STATS + "_stats"), np.asarray(stats, np.float64)
     yield reduction_tensor_name(tag, HISTOGRAM_STATS), h.buckets
