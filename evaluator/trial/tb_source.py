@@ -63,6 +63,7 @@ from evaluator.formats.tfrecord import (
 )
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.held_values import ValueStore
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
@@ -236,8 +237,9 @@ class TensorBoardSource(TrialSource):
         blobs = await asyncio.gather(
             *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
         )
-        for (obj, state), blob in zip(grown, blobs, strict=True):
-            self._consume(obj.key, state, blob, range_steps, apply_chunk)
+        with gc_paused():  # many small containers, no cycles (as loading index files)
+            for (obj, state), blob in zip(grown, blobs, strict=True):
+                self._consume(obj.key, state, blob, range_steps, apply_chunk)
         files = self._hand_on(range_steps)
         end = with_end_marker and await self.training_ended()
         last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
