@@ -27,12 +27,11 @@ import contextlib
 import posixpath
 import struct
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import google_crc32c
-import numpy as np
 import structlog
 
 from evaluator.errors import (
@@ -45,10 +44,9 @@ from evaluator.errors import (
 from evaluator.formats.collections_file import CollectionsFile
 from evaluator.formats.crc import MASK_DELTA as _MASK_DELTA
 from evaluator.formats.index_file import IndexColumns, IndexMeta
-from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
+from evaluator.formats.keys import event_key, index_key
 from evaluator.formats.tb_summary import (
     Histogram,
-    SummaryDatum,
     is_event_file,
     parse_event,
     phase_of_folder,
@@ -68,6 +66,14 @@ from evaluator.trial.held_values import ValueStore
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
 from evaluator.trial.tb_layout import TagCollections, TensorBoardMapping, choose_run, find_runs
+from evaluator.trial.tb_steps import (
+    Folder,
+    Value,
+    apply_event,
+    apply_scalar,
+    histogram_records,
+    in_range,
+)
 from evaluator.trial.waits import WaitNotice
 
 __all__ = ["TensorBoardSource"]
@@ -77,22 +83,8 @@ log = structlog.get_logger("evaluator.trial")
 WORKER = "worker_0"
 _VALUES_PER_FILE = 100_000
 _CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
-HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
-COUNT = "count"
 _ONES = [1] * 64
 _FOOTER = struct.Struct("<I")
-# A Python float is a float32 simple_value (the fast path); reductions are numpy float64.
-Value = np.ndarray | np.generic | Histogram | float
-
-
-@dataclass
-class _Folder:
-    mode: ModeKeys
-    plugin_of: dict[str, str] = field(default_factory=dict)
-    file_version: float | None = None
-    recent_step: int = -1
-    # step -> tag -> value (a numpy scalar or array, or a Histogram), not handed on yet
-    pending: dict[int, dict[str, Value]] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,7 +106,7 @@ class TensorBoardSource(TrialSource):
         self.values = ValueStore(storage.uri)
         self.mapping: TensorBoardMapping | None = None
         self._files: dict[str, _File] = {}
-        self._folders: dict[str, _Folder] = {}
+        self._folders: dict[str, Folder] = {}
         self._tags = TagCollections(None)
         self._ignored: set[str] = set()  # folders of other runs
         self._file_key: str | None = None  # the in-memory file values are appended to
@@ -176,7 +168,7 @@ class TensorBoardSource(TrialSource):
         phases = any(m is not None for m in members.values())
         for folder, phase in members.items():
             mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
-            self._folders[folder] = _Folder(mode)
+            self._folders[folder] = Folder(mode)
         self._tags = TagCollections(self.options.tensorboard_collections)
         self.mapping = TensorBoardMapping(
             run=run,
@@ -205,7 +197,7 @@ class TensorBoardSource(TrialSource):
             )
             self._ignored.add(folder)
             return False
-        self._folders[folder] = _Folder(phase)
+        self._folders[folder] = Folder(phase)
         mapping.folders[folder] = phase.name
         return True
 
@@ -288,7 +280,7 @@ class TensorBoardSource(TrialSource):
                 if tag not in known:
                     known.add(tag)
                     self._tags.add(tag, "scalar")
-                self._apply_scalar(folder, step, tag, value)
+                apply_scalar(folder, step, tag, value)
             else:
                 try:
                     record = read_record(blob, pos, source=where)
@@ -305,7 +297,7 @@ class TensorBoardSource(TrialSource):
                     pos += record.length
                     continue
                 pos += record.length
-                self._apply(folder, event.what, event.step, event.data, event.file_version)
+                apply_event(folder, event, self._tags)
             countdown -= 1
             if countdown <= 0 and apply_chunk is not None:
                 countdown = _CHUNK_EVENTS
@@ -313,49 +305,6 @@ class TensorBoardSource(TrialSource):
                 if files:
                     apply_chunk(files, files[-1].key)
         state.offset += pos
-
-    def _apply_scalar(self, folder: _Folder, step: int, tag: str, value: float) -> None:
-        """``_apply`` of a summary event of one scalar (the fast path): ``value`` is a
-        float32 ``simple_value`` held as a Python float (``ValueStore`` gives it as float32)."""
-        version = folder.file_version
-        if version is None or version < 2:
-            if step < folder.recent_step:
-                _purge(folder.pending, step, {tag})  # TensorBoard's old-file rule
-            else:
-                folder.recent_step = step
-        if step < 0:
-            return  # no trial step can be negative
-        at = folder.pending.get(step)
-        if at is None:
-            at = folder.pending[step] = {}
-        at[tag] = value  # a repeated step: the value written last wins
-
-    def _apply(
-        self,
-        folder: _Folder,
-        what: str,
-        step: int,
-        data: list[SummaryDatum],
-        version: str,
-    ) -> None:
-        if what == "file_version":
-            with contextlib.suppress(ValueError):
-                folder.file_version = float(version.rsplit(":", 1)[-1])
-        if folder.file_version is not None and folder.file_version >= 2:
-            if what == "start":
-                _purge(folder.pending, step, None)
-        elif what == "summary" and step < folder.recent_step:
-            _purge(folder.pending, step, {d.tag for d in data})  # TensorBoard's old-file rule
-        else:
-            folder.recent_step = step
-        if what != "summary" or step < 0 or not data:
-            return  # no trial step can be negative
-        at = folder.pending.get(step)
-        if at is None:
-            at = folder.pending[step] = {}
-        for datum in data:
-            at[datum.tag] = datum.value  # a repeated step: the value written last wins
-            self._tags.add(datum.tag, datum.kind)
 
     def _hand_on(
         self, range_steps: tuple[int | None, int | None] | None, *, all_steps: bool = True
@@ -372,7 +321,7 @@ class TensorBoardSource(TrialSource):
                 folder.pending = {newest: pending.pop(newest)}
             for step, data in pending.items():
                 g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
-                if range_steps is not None and not _in_range(g, range_steps):
+                if range_steps is not None and not in_range(g, range_steps):
                     continue
                 by_step.setdefault((g, mode, step), {}).update(data)
             if all_steps:
@@ -388,7 +337,7 @@ class TensorBoardSource(TrialSource):
         values: list[Any] = []
         for tag, value in data.items():
             if isinstance(value, Histogram):
-                for name, held in _histogram_records(tag, value):
+                for name, held in histogram_records(tag, value):
                     names.append(name)
                     values.append(held)
             else:
@@ -416,30 +365,3 @@ class TensorBoardSource(TrialSource):
             return await self.storage.read(key)
         except ObjectNotFound:
             return None
-
-
-def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, Any]]:
-    for (name, is_abs), value in h.reductions().items():
-        yield reduction_tensor_name(tag, name, abs=is_abs), np.float64(value)
-    yield reduction_tensor_name(tag, COUNT), np.float64(h.count)
-    stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
-    yield reduction_tensor_name(tag, HISTOGRAM_STATS + "_stats"), np.asarray(stats, np.float64)
-    yield reduction_tensor_name(tag, HISTOGRAM_STATS), h.buckets
-
-
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else x
-
-
-def _purge(pending: dict[int, dict[str, Any]], step: int, tags: set[str] | None) -> None:
-    for s in [s for s in pending if s >= step]:
-        if tags is None:
-            del pending[s]
-        else:
-            for tag in tags:
-                pending[s].pop(tag, None)
-
-
-def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:
-    begin, end = range_steps
-    return (begin is None or begin <= step) and (end is None or step < end)
