@@ -12,9 +12,10 @@ import struct
 
 import google_crc32c
 
-__all__ = ["FOOTER_MAGIC", "FOOTER_MAGIC_VALUE", "mask_crc32c", "masked_crc32c"]
+__all__ = ["FOOTER_MAGIC", "FOOTER_MAGIC_VALUE", "MASK_DELTA", "mask_crc32c", "masked_crc32c"]
 
-_MASK_DELTA = 0xA282EAD8
+MASK_DELTA = 0xA282EAD8  # added after the rotation (for loops that mask inline)
+_MASK_DELTA = MASK_DELTA
 
 
 def mask_crc32c(crc: int) -> int:

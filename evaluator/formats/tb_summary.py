@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -44,6 +45,7 @@ __all__ = [
     "is_event_file",
     "parse_event",
     "phase_of_folder",
+    "simple_scalar",
 ]
 
 #: The name every TensorBoard writer gives its files (``tf.summary``, torch, tensorboardX, Keras).
@@ -128,27 +130,29 @@ class Histogram:
         out[("max", True)] = max(abs(self.min), abs(self.max))
         if self.min >= 0 or self.max <= 0:
             out[("min", True)] = min(abs(self.min), abs(self.max))
-        counts = self.buckets[:, 2]
-        left, right = self.buckets[:, 0], self.buckets[:, 1]
+        b = self.buckets
+        counts, left, right = b[:, 2], b[:, 0], b[:, 1]
         mid = (left + right) / 2
         if self.sum is not None and self.sum_squares is not None:
             total, squares = self.sum, self.sum_squares
+            mean = total / n
+            variance = max(squares / n - mean * mean, 0.0)
         else:
             total = float(np.dot(counts, mid))
             squares = float(np.dot(counts, mid * mid))
-        mean = total / n
-        variance = max(squares / n - mean * mean, 0.0)
-        if self.sum is None or self.sum_squares is None:
+            mean = total / n
             variance = float(np.dot(counts, (mid - mean) ** 2) / n)
         out[("sum", False)] = total
         out[("mean", False)] = mean
         out[("variance", False)] = variance
         out[("std", False)] = math.sqrt(variance)
         out[("l2", False)] = math.sqrt(max(squares, 0.0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            straddle = (left < 0) & (right > 0)
-            width = np.where(straddle, right - left, 1.0)
-            abs_mid = np.where(straddle, (left * left + right * right) / (2 * width), np.abs(mid))
+        abs_mid = np.abs(mid)
+        # Buckets are ordered and apart: at most one holds zero inside (Python floats: no
+        # warning for infinite edges, the same IEEE results as numpy's).
+        for i in np.flatnonzero((left < 0) & (right > 0)).tolist():
+            lo, hi = float(left[i]), float(right[i])
+            abs_mid[i] = (lo * lo + hi * hi) / (2 * (hi - lo))
         l1 = float(np.dot(counts, abs_mid))
         out[("l1", False)] = l1
         out[("mean", True)] = l1 / n
@@ -204,6 +208,62 @@ def parse_event(payload: Buffer, plugin_of: dict[str, str], *, source: str) -> P
     if what == "session_log" and event.session_log.status == _START:
         return ParsedEvent(event.step, event.wall_time, "start", [])
     return ParsedEvent(event.step, event.wall_time, "other", [])
+
+
+_WALL_TIME = struct.Struct("<d")
+_FLOAT = struct.Struct("<f")
+
+
+def simple_scalar(payload: bytes, tags: dict[bytes, str]) -> tuple[int, str, float] | None:
+    """(step, tag, value) of an event that is exactly one ``simple_value`` scalar summary
+    (what torch and tensorboardX write for each ``add_scalar``), read straight off the wire
+    format: wall_time (field 1), step (field 2), summary (field 5) holding one value of a tag
+    (field 1) and a simple_value (field 2), nothing else. None for any other event, which
+    ``parse_event`` then decodes. ``tags`` caches tag bytes -> str (read and filled)."""
+    try:
+        if payload[0] != 0x09:  # wall_time, fixed64
+            return None
+        pos = 9
+        byte = payload[pos]
+        step = 0
+        if byte == 0x10:  # step, varint
+            shift = 0
+            pos += 1
+            while True:
+                byte = payload[pos]
+                pos += 1
+                step |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            if step >= 1 << 63:
+                step -= 1 << 64
+            byte = payload[pos]
+        # summary (field 5), one value (Summary field 1), tag, simple_value: lengths < 128
+        if byte != 0x2A or payload[pos + 2] != 0x0A or payload[pos + 4] != 0x0A:
+            return None
+        size = payload[pos + 1]
+        n = payload[pos + 5]
+        end = pos + 2 + size
+        if (
+            size >= 0x80
+            or n >= 0x80
+            or end != len(payload)
+            or payload[pos + 3] != size - 2
+            or pos + 6 + n + 5 != end
+            or payload[pos + 6 + n] != 0x15
+        ):
+            return None
+        raw = payload[pos + 6 : pos + 6 + n]
+        tag = tags.get(raw)
+        if tag is None:
+            tag = raw.decode()
+            if len(tags) < 65536:
+                tags[raw] = tag
+        (value,) = _FLOAT.unpack_from(payload, end - 4)
+        return step, tag, value
+    except (IndexError, UnicodeDecodeError):
+        return None
 
 
 def _datum(value: summary_pb2.Summary.Value, plugin_of: dict[str, str]) -> SummaryDatum | None:

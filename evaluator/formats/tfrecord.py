@@ -26,7 +26,9 @@ from evaluator.formats.crc import FOOTER_MAGIC, FOOTER_MAGIC_VALUE, masked_crc32
 
 __all__ = [
     "FOOTER_SIZE",
+    "HEADER",
     "HEADER_SIZE",
+    "KNOWN_LENGTH_CRCS",
     "RECORD_OVERHEAD",
     "Record",
     "encode_record",
@@ -136,6 +138,10 @@ def smdebug_payload(buf: Buffer) -> Buffer | None:
 # A trial's records have few distinct lengths, so the length CRC is nearly always looked up.
 _LENGTH_CRCS: dict[int, int] = {}
 _LENGTH_CRCS_MAX = 4096
+#: For framing loops of their own: ``HEADER.unpack_from(buf, pos)`` is (length, length CRC),
+#: and ``KNOWN_LENGTH_CRCS.get(length)`` the expected CRC when memoized (else ``length_crc``).
+HEADER = _HEADER
+KNOWN_LENGTH_CRCS = _LENGTH_CRCS
 
 
 def length_crc(n: int) -> int:

@@ -22,7 +22,9 @@ __all__ = ["HeldValueReader", "ValueStore"]
 
 class ValueStore:
     """The values a TensorBoard trial serves, decoded once and held: ``(key, position) ->
-    value`` in per-file lists. Index entries point at (key, position, 1)."""
+    value`` in per-file lists. Index entries point at (key, position, 1). A value held as a
+    Python ``float`` is a float32 scalar (TensorBoard's ``simple_value``): it is given as a
+    0-d float32 array; anything else as the array of what is held."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
@@ -42,7 +44,10 @@ class ValueStore:
         held = self._files.get(key)
         if held is None or not 0 <= position < len(held):
             return None
-        return np.array(held[position])
+        value = held[position]
+        if type(value) is float:  # a simple_value scalar, held as a Python float
+            return np.array(value, np.float32)
+        return np.array(value)
 
     def clear(self) -> None:
         self._files.clear()

@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
+import struct
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
-import numpy as np
+import google_crc32c
 import structlog
 
 from evaluator.errors import (
@@ -41,22 +42,38 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import CollectionsFile
-from evaluator.formats.index_file import IndexFile, IndexMeta, TensorEntry
-from evaluator.formats.keys import event_key, index_key, reduction_tensor_name
+from evaluator.formats.crc import MASK_DELTA as _MASK_DELTA
+from evaluator.formats.index_file import IndexColumns, IndexMeta
+from evaluator.formats.keys import event_key, index_key
 from evaluator.formats.tb_summary import (
     Histogram,
-    SummaryDatum,
     is_event_file,
     parse_event,
     phase_of_folder,
+    simple_scalar,
 )
-from evaluator.formats.tfrecord import read_record
+from evaluator.formats.tfrecord import (
+    FOOTER_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    KNOWN_LENGTH_CRCS,
+    read_record,
+)
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.held_values import ValueStore
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
 from evaluator.trial.tb_layout import TagCollections, TensorBoardMapping, choose_run, find_runs
+from evaluator.trial.tb_steps import (
+    Folder,
+    Value,
+    apply_event,
+    apply_scalar,
+    histogram_records,
+    in_range,
+)
 from evaluator.trial.waits import WaitNotice
 
 __all__ = ["TensorBoardSource"]
@@ -66,18 +83,8 @@ log = structlog.get_logger("evaluator.trial")
 WORKER = "worker_0"
 _VALUES_PER_FILE = 100_000
 _CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
-HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
-COUNT = "count"
-
-
-@dataclass
-class _Folder:
-    mode: ModeKeys
-    plugin_of: dict[str, str] = field(default_factory=dict)
-    file_version: float | None = None
-    recent_step: int = -1
-    # step -> tag -> datum, not handed on yet
-    pending: dict[int, dict[str, SummaryDatum]] = field(default_factory=dict)
+_ONES = [1] * 64
+_FOOTER = struct.Struct("<I")
 
 
 @dataclass
@@ -99,13 +106,15 @@ class TensorBoardSource(TrialSource):
         self.values = ValueStore(storage.uri)
         self.mapping: TensorBoardMapping | None = None
         self._files: dict[str, _File] = {}
-        self._folders: dict[str, _Folder] = {}
+        self._folders: dict[str, Folder] = {}
         self._tags = TagCollections(None)
         self._ignored: set[str] = set()  # folders of other runs
         self._file_key: str | None = None  # the in-memory file values are appended to
         self._file_values = 0
         self._emitted: dict[int, int] = {}  # global step -> times handed on
         self._last_step = -1
+        self._tag_names: dict[bytes, str] = {}  # tag bytes -> tag, of the fast path
+        self._known_scalars: set[str] = set()  # tags filed as scalars by the fast path
 
     async def aclose(self) -> None:
         self.values.clear()
@@ -159,7 +168,7 @@ class TensorBoardSource(TrialSource):
         phases = any(m is not None for m in members.values())
         for folder, phase in members.items():
             mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
-            self._folders[folder] = _Folder(mode)
+            self._folders[folder] = Folder(mode)
         self._tags = TagCollections(self.options.tensorboard_collections)
         self.mapping = TensorBoardMapping(
             run=run,
@@ -188,7 +197,7 @@ class TensorBoardSource(TrialSource):
             )
             self._ignored.add(folder)
             return False
-        self._folders[folder] = _Folder(phase)
+        self._folders[folder] = Folder(phase)
         mapping.folders[folder] = phase.name
         return True
 
@@ -220,8 +229,9 @@ class TensorBoardSource(TrialSource):
         blobs = await asyncio.gather(
             *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
         )
-        for (obj, state), blob in zip(grown, blobs, strict=True):
-            self._consume(obj.key, state, blob, range_steps, apply_chunk)
+        with gc_paused():  # many small containers, no cycles (as loading index files)
+            for (obj, state), blob in zip(grown, blobs, strict=True):
+                self._consume(obj.key, state, blob, range_steps, apply_chunk)
         files = self._hand_on(range_steps)
         end = with_end_marker and await self.training_ended()
         last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
@@ -244,23 +254,50 @@ class TensorBoardSource(TrialSource):
         where = f"{self.storage.uri.rstrip('/')}/{key}"
         pos = 0
         size = len(blob)
+        tag_names = self._tag_names
+        known = self._known_scalars
+        unpack_header = HEADER.unpack_from
+        unpack_footer = _FOOTER.unpack_from
+        crcs = KNOWN_LENGTH_CRCS
+        crc32c = google_crc32c.value
         while pos < size:
-            try:
-                record = read_record(blob, pos, source=where)
-            except IncompleteRecord:
-                break  # a writer is appending: read again from here next time
-            except CorruptRecordError as e:
-                log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
-                state.broken = True  # as TensorBoard: nothing after a corrupt record is read
-                break
-            try:
-                event = parse_event(record.payload, folder.plugin_of, source=where)
-            except SMDebugValueError as e:
-                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+            # The common record framed inline (its length CRC known, its payload CRC right)
+            # and, if it is one simple_value scalar, read off the wire format.
+            fast = None
+            end = pos + HEADER_SIZE
+            if end <= size:
+                n, check = unpack_header(blob, pos)
+                end += n
+                if crcs.get(n) == check and end + FOOTER_SIZE <= size:
+                    payload = blob[pos + HEADER_SIZE : end]
+                    crc = crc32c(payload)  # masked as TFRecord masks it, inline
+                    crc = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+                    if unpack_footer(blob, end)[0] == crc:
+                        fast = simple_scalar(payload, tag_names)
+            if fast is not None:
+                pos = end + FOOTER_SIZE
+                step, tag, value = fast
+                if tag not in known:
+                    known.add(tag)
+                    self._tags.add(tag, "scalar")
+                apply_scalar(folder, step, tag, value)
+            else:
+                try:
+                    record = read_record(blob, pos, source=where)
+                except IncompleteRecord:
+                    break  # a writer is appending: read again from here next time
+                except CorruptRecordError as e:
+                    log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
+                    state.broken = True  # as TensorBoard: nothing after a corrupt record
+                    break
+                try:
+                    event = parse_event(record.payload, folder.plugin_of, source=where)
+                except SMDebugValueError as e:
+                    log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                    pos += record.length
+                    continue
                 pos += record.length
-                continue
-            pos += record.length
-            self._apply(folder, event.what, event.step, event.data, event.file_version)
+                apply_event(folder, event, self._tags)
             countdown -= 1
             if countdown <= 0 and apply_chunk is not None:
                 countdown = _CHUNK_EVENTS
@@ -269,40 +306,13 @@ class TensorBoardSource(TrialSource):
                     apply_chunk(files, files[-1].key)
         state.offset += pos
 
-    def _apply(
-        self,
-        folder: _Folder,
-        what: str,
-        step: int,
-        data: list[SummaryDatum],
-        version: str,
-    ) -> None:
-        if what == "file_version":
-            with contextlib.suppress(ValueError):
-                folder.file_version = float(version.rsplit(":", 1)[-1])
-        if folder.file_version is not None and folder.file_version >= 2:
-            if what == "start":
-                _purge(folder.pending, step, None)
-        elif what == "summary" and step < folder.recent_step:
-            _purge(folder.pending, step, {d.tag for d in data})  # TensorBoard's old-file rule
-        else:
-            folder.recent_step = step
-        if what != "summary" or step < 0 or not data:
-            return  # no trial step can be negative
-        at = folder.pending.get(step)
-        if at is None:
-            at = folder.pending[step] = {}
-        for datum in data:
-            at[datum.tag] = datum  # a repeated step: the value written last wins
-            self._tags.add(datum.tag, datum.kind)
-
     def _hand_on(
         self, range_steps: tuple[int | None, int | None] | None, *, all_steps: bool = True
     ) -> list[ParsedIndex]:
         """Turn every folder's pending steps (all, or all but its newest) into index files,
         in global-step order."""
         phases = self.mapping is not None and self.mapping.phases
-        by_step: dict[tuple[int, ModeKeys, int], dict[str, SummaryDatum]] = {}
+        by_step: dict[tuple[int, ModeKeys, int], dict[str, Value]] = {}
         for folder in self._folders.values():
             mode = folder.mode
             pending = folder.pending
@@ -311,7 +321,7 @@ class TensorBoardSource(TrialSource):
                 folder.pending = {newest: pending.pop(newest)}
             for step, data in pending.items():
                 g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
-                if range_steps is not None and not _in_range(g, range_steps):
+                if range_steps is not None and not in_range(g, range_steps):
                     continue
                 by_step.setdefault((g, mode, step), {}).update(data)
             if all_steps:
@@ -322,24 +332,27 @@ class TensorBoardSource(TrialSource):
             self._last_step = max(self._last_step, g)
         return out
 
-    def _index_file(
-        self, g: int, mode: ModeKeys, step: int, data: dict[str, SummaryDatum]
-    ) -> ParsedIndex:
-        records: list[tuple[str, Any]] = []
-        for tag, datum in data.items():
-            if isinstance(datum.value, Histogram):
-                records.extend(_histogram_records(tag, datum.value))
+    def _index_file(self, g: int, mode: ModeKeys, step: int, data: dict[str, Value]) -> ParsedIndex:
+        names: list[str] = []
+        values: list[Any] = []
+        for tag, value in data.items():
+            if isinstance(value, Histogram):
+                for name, held in histogram_records(tag, value):
+                    names.append(name)
+                    values.append(held)
             else:
-                value = datum.value
-                records.append((tag, value))  # a numpy scalar, or an array
+                names.append(tag)
+                values.append(value)  # a numpy scalar, or an array
         # Values go into in-memory files of many steps each.
         if self._file_key is None or self._file_values > _VALUES_PER_FILE:
             self._file_key, self._file_values = event_key(g, WORKER), 0
         key = self._file_key
-        base = self.values.append(key, [v for _, v in records])
-        self._file_values = base + len(records)
-        tensors = tuple(TensorEntry(name, base + k, 1) for k, (name, _) in enumerate(records))
-        index = IndexFile(IndexMeta(mode, step, key), tensors, ())
+        base = self.values.append(key, values)
+        count = len(values)
+        self._file_values = base + count
+        starts = list(range(base, base + count))
+        lengths = _ONES[:count] if count <= len(_ONES) else [1] * count
+        index = IndexColumns(IndexMeta(mode, step, key), names, starts, lengths, ())
         times = self._emitted.get(g, 0)
         self._emitted[g] = times + 1
         ikey = index_key(g, WORKER) + (f"#{times}" if times else "")
@@ -352,30 +365,3 @@ class TensorBoardSource(TrialSource):
             return await self.storage.read(key)
         except ObjectNotFound:
             return None
-
-
-def _histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, Any]]:
-    for (name, is_abs), value in h.reductions().items():
-        yield reduction_tensor_name(tag, name, abs=is_abs), float(value)
-    yield reduction_tensor_name(tag, COUNT), float(h.count)
-    stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
-    yield reduction_tensor_name(tag, HISTOGRAM_STATS + "_stats"), np.asarray(stats, np.float64)
-    yield reduction_tensor_name(tag, HISTOGRAM_STATS), h.buckets
-
-
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else x
-
-
-def _purge(pending: dict[int, dict[str, Any]], step: int, tags: set[str] | None) -> None:
-    for s in [s for s in pending if s >= step]:
-        if tags is None:
-            del pending[s]
-        else:
-            for tag in tags:
-                pending[s].pop(tag, None)
-
-
-def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:
-    begin, end = range_steps
-    return (begin is None or begin <= step) and (end is None or step < end)

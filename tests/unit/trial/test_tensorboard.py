@@ -62,10 +62,13 @@ def test_torch_style_log_equals_event_accumulator(tmp_path: Path) -> None:
             assert tensor.steps() == sorted(by_step)
             for step, want in by_step.items():
                 if isinstance(want, float):
-                    assert float(tensor.value(step)) == want
+                    got = tensor.value(step)
+                    assert got.shape == () and got.dtype == np.float32  # simple_value is float32
+                    assert float(got) == want
                     continue
                 for name, value in _exact_reductions(want).items():
                     assert tensor.reduction_value(step, name) == pytest.approx(value, rel=1e-12)
+                assert tensor.reduction_value(step, "mean").dtype == np.float64
                 h = tensor.histogram(step)
                 assert h.count == want.num
                 assert list(h.buckets[:, 2]) == list(want.bucket)

@@ -41,6 +41,38 @@ def test_torn_last_record_is_read_again_later(tmp_path: Path) -> None:
         assert trial.data_problem_count == 0
 
 
+def _record_size(tmp_path: Path) -> int:
+    """The size of the record of one scalar at a step from 1 to 127 (step 0 has no field)."""
+    return len(_log_bytes(tmp_path / "two", 2)) - len(_log_bytes(tmp_path / "one", 1))
+
+
+@pytest.mark.parametrize("cut", [3, 20, -2])
+def test_record_torn_anywhere_is_read_again_later(tmp_path: Path, cut: int) -> None:
+    """A last record cut in its header, payload or footer is read again once whole."""
+    data = _log_bytes(tmp_path, 4)
+    last = _record_size(tmp_path)
+    at = len(data) - last + cut if cut > 0 else len(data) + cut  # header, payload, footer
+    storage = MemoryStorage({KEY: data[:at]}, uri="memory://live")
+    with create_trial("memory://live", storage=storage, trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1, 2]
+        storage.put(KEY, data)
+        trial.refresh_data()
+        assert trial.steps() == [0, 1, 2, 3]
+        assert float(trial.tensor("loss").value(3)) == 7.0
+
+
+def test_corrupt_record_ends_the_file_as_tensorboard_does(tmp_path: Path) -> None:
+    """A record whose payload CRC is wrong ends the file's reading: the steps before it are
+    read, none after (TensorBoard stops there too)."""
+    data = bytearray(_log_bytes(tmp_path, 5))
+    last = _record_size(tmp_path)
+    data[len(data) - 3 * last + 14] ^= 0xFF  # inside the payload of step 2's record
+    storage = MemoryStorage({KEY: bytes(data)}, uri="memory://live")
+    with create_trial("memory://live", storage=storage, trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1]
+        assert float(trial.tensor("loss").value(1)) == 9.0
+
+
 def test_each_poll_reads_each_grown_file_once_from_its_offset(tmp_path: Path) -> None:
     """A poll lists once and reads only the files that grew, one ranged read each, starting
     where the last read ended; a new file of the run is picked up."""
