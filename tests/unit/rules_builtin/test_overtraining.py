@@ -170,14 +170,17 @@ def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None
 def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
     """Learning rate 0: the moving mean of the training loss does not improve for 5 saved TRAIN
     values after its first full window (first epoch, step 9), then for 5 epoch-end logs after
-    the first mean of 5 epoch-end logs."""
+    the first epoch-end log (an epoch mean is not averaged again)."""
     trial = keras_like("flat", epochs=11)
     rule = Overtraining(trial)
     steps = _run(rule)
     assert steps[0] == 9
     ends = [s for s in steps if "val_loss" in trial.tensor_names(step=s)]
-    assert ends[0] == 10 * 15 - 1  # the tenth epoch end
-    assert rule.evidence.summary()["reasons"][0]["parameter"] == "patience_train"
+    assert ends[0] == 6 * 15 - 1  # the sixth epoch end: 5 after the first
+    reasons = rule.evidence.summary()["reasons"]
+    assert reasons[0]["parameter"] == "patience_train"
+    assert "moving mean of 5 values" in reasons[0]["quantity"]
+    assert any("moving mean of 1 value)" in r["quantity"] for r in reasons if r["step"] in ends)
 
 
 def test_train_and_eval_values_are_never_pooled(tmp_path: Path) -> None:
@@ -203,10 +206,10 @@ def test_selection_hint_has_no_parameter(make_trial: Callable[..., Any]) -> None
 
 
 def test_real_keras_trials_with_default_parameters() -> None:
-    """keras_flat_loss fires at its tenth epoch end (step 19): five epoch-end logs fill the
-    window, five more do not improve on its mean."""
+    """keras_flat_loss fires at its sixth epoch end (step 11): five epoch-end logs after the
+    first do not improve on it."""
     with _real("keras_flat_loss") as trial:
-        assert _run(Overtraining(trial))[0] == 19
+        assert _run(Overtraining(trial))[0] == 11
 
 
 def test_real_pytorch_trials_with_default_parameters() -> None:
