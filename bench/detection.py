@@ -223,7 +223,8 @@ DOCUMENTED_WAIT = {
     "LossNotDecreasing": "num_steps=10 mode steps after the first comparable value (on the "
     "flat-loss trials TRAIN and EVAL alternate: 10 TRAIN steps = 20 saved steps)",
     "Overtraining": "patience_train=5 / patience_validation=10 values without a new best after "
-    "the best; per-step values are averaged over patience values first (see its docstring), "
+    "the best; per-step values are averaged over ceil(patience / 2) values first (its "
+    "docstring), "
     "Keras epoch-end logs are not (1 epoch end = 1 value); the numpy scenarios run it with "
     "patience 20 on every step and EVAL every 4 saved steps",
     "Overfit": "a complete validation pass (judged at the next non-EVAL step)",
