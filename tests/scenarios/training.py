@@ -9,6 +9,7 @@ EVAL steps. Each scenario provokes one fault the built-in rules are meant to cat
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,11 @@ from evaluator.formats import Collection, ReductionConfig
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter, compute_reductions
 
-__all__ = ["SCENARIOS", "Scenario", "train"]
+__all__ = ["ONSET_FILE", "SCENARIOS", "Scenario", "train"]
+
+# Written beside the trial by ``train``: the first global step at which each fault is measurable,
+# measured by the training code on its own numbers, independently of any rule (bench/detection.py).
+ONSET_FILE = "fault_onsets.json"
 
 ACTIVATIONS = {
     "relu": (lambda z: np.maximum(z, 0.0), lambda z, a: (z > 0).astype(z.dtype)),
@@ -186,12 +191,15 @@ def train(s: Scenario, root: Path) -> Path:
     model = _MLP(s, rng, x_train.shape[1], len(s.class_weights))
     writer = TrialWriter(root)
     writer.write_collections(_collections(s))
+    onsets = _Onsets()
     step = train_step = eval_step = 0
     for _ in range(s.steps):
         batch = rng.choice(len(x_train), size=min(s.batch_size, len(x_train)), replace=False)
         xb, yb = x_train[batch], y_train[batch]
         loss, gw, gb, (inputs, outputs, probs) = model.loss_and_grads(xb, yb)
         tensors = _tensors(s, model, gw, gb, inputs, outputs, probs, loss, xb, yb)
+        full_loss, *_ = model.loss_and_grads(x_train, y_train)
+        onsets.train_step(s, step, tensors, gw, full_loss, train_step >= s.predictions_from)
         if train_step < s.predictions_from:  # a hook save_config starting later
             for name in ("labels", "predictions"):
                 tensors.pop(name)
@@ -212,12 +220,80 @@ def train(s: Scenario, root: Path) -> Path:
         step, train_step = step + 1, train_step + 1
         if train_step % s.eval_every == 0:
             eval_loss, *_ = model.loss_and_grads(x_eval, y_eval)
+            onsets.eval_step(step, eval_loss)
             writer.write_step(
                 step, {"loss": np.float32(eval_loss)}, mode=ModeKeys.EVAL, mode_step=eval_step
             )
             step, eval_step = step + 1, eval_step + 1
     writer.end_training()
+    (root / ONSET_FILE).write_text(json.dumps(onsets.result(), indent=1, sort_keys=True))
     return root
+
+
+REAL_FALL = 0.001  # a fall of the noise-free loss by more than 0.1 % of its lowest value so far
+
+
+class _Onsets:
+    """The first global step at which each fault is measurable, from the training code's own
+    numbers (never a rule's): gradients, activations, weights, and the loss over the WHOLE
+    training set and the eval set (noise-free, unlike the minibatch loss the hook saves)."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, int] = {}
+        self.previous_weights: list[np.ndarray] | None = None
+        self.train_low: tuple[float, int] | None = None  # (lowest full loss, its step)
+        self.eval_low: tuple[float, int] | None = None
+
+    def _mark(self, fault: str, step: int, measured: bool) -> None:
+        if measured and fault not in self.first:
+            self.first[fault] = step
+
+    def train_step(
+        self, s: Scenario, step: int, tensors: dict, gw: list, full_loss: float, labels: bool
+    ) -> None:
+        with np.errstate(all="ignore"):
+            finite = all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in tensors.values())
+            self._mark("nonfinite", step, not finite)
+            self._mark(
+                "vanishing_gradient",
+                step,
+                any(float(np.mean(np.abs(g))) < 1e-7 for g in gw[:-1]),
+            )
+            for name, value in tensors.items():
+                if name.endswith("_relu_output"):
+                    dead = np.mean(np.all(value <= 0, axis=0)) * 100
+                    self._mark("dead_relu_over_50pct", step, dead > 50)
+                    self._mark("relu_output_all_zero", step, bool(np.all(value == 0)))
+                if name.endswith(("tanh_input", "sigmoid_input")):
+                    bound = 9.5 if "tanh" in name else 17.0
+                    outside = np.mean(np.abs(value) > bound) * 100
+                    self._mark("saturated_over_50pct", step, outside > 50)
+            weights = [tensors[k] for k in sorted(tensors) if k.startswith("weights/")]
+            if self.previous_weights is not None:
+                same = all(np.array_equal(a, b) for a, b in zip(weights, self.previous_weights))
+                self._mark("weights_unchanged", step, same)
+            self.previous_weights = [np.array(w) for w in weights]
+        self._mark("labels_saved", step, labels)
+        self.train_low = _lower(self.train_low, full_loss, step)
+
+    def eval_step(self, step: int, loss: float) -> None:
+        self.eval_low = _lower(self.eval_low, loss, step)
+
+    def result(self) -> dict[str, object]:
+        out: dict[str, object] = dict(self.first)
+        # The step after which the noise-free loss never really fell again.
+        out["train_loss_last_real_fall"] = self.train_low[1] if self.train_low else None
+        out["eval_loss_last_real_fall"] = self.eval_low[1] if self.eval_low else None
+        return out
+
+
+def _lower(low: tuple[float, int] | None, value: float, step: int) -> tuple[float, int]:
+    """The lowest value so far and its step, moved only by a real fall (``REAL_FALL``)."""
+    if low is None or not np.isfinite(low[0]):
+        return (value, step)
+    if np.isfinite(value) and value < low[0] - abs(low[0]) * REAL_FALL:
+        return (value, step)
+    return low
 
 
 def _tensors(

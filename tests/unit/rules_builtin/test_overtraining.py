@@ -61,11 +61,11 @@ def test_improving_losses_do_not_fire(make_trial: Callable[..., Any]) -> None:
 
 
 def test_train_plateau_fires_after_patience_train_values(make_trial: Callable[..., Any]) -> None:
-    """A training loss flat after step 2: the moving mean of 5 values is first judged at step 4
-    and last improves at step 6 (0.6); it fires at the 5th mean without a new best (step 11) and
-    at every one after it."""
+    """A training loss flat after step 2: the moving mean of 3 values (half of patience 5) is
+    first judged at step 2 and last improves at step 4 (0.6); it fires at the 5th mean without
+    a new best (step 9) and at every one after it."""
     trial = make_trial(train(1.0, 0.8, *[0.6] * 11))
-    assert fired(Overtraining(trial)) == (11, 12)
+    assert fired(Overtraining(trial)) == (9, 10, 11, 12)
 
 
 def test_validation_plateau_fires_after_patience_validation_values(
@@ -76,17 +76,19 @@ def test_validation_plateau_fires_after_patience_validation_values(
     values: list[tuple[ModeKeys, float]] = []
     for epoch in range(22):
         values += [(TRAIN, 0.9**epoch), (EVAL, 0.5 + 0.01 * epoch)]
-    # EVAL values are at odd steps; the first mean of 10 (the best) is at step 19, the 10th
-    # after it at step 39.
-    assert fired(Overtraining(make_trial(values))) == (39, 41, 43)
+    # EVAL values are at odd steps; the first mean of 5 (the best) is at step 9, the 10th
+    # after it at step 29.
+    assert fired(Overtraining(make_trial(values))) == tuple(range(29, 44, 2))
 
 
 def test_delta_is_relative_to_the_best(make_trial: Callable[..., Any]) -> None:
     """A 0.6 % improvement per value is no new best with delta 0.01 (1 %), but two of them add
-    up to one, so patience 2 is never reached; with delta 0.1 no later value is a new best."""
+    up to one, so patience 2 is never reached; with delta 0.1 no later value is a new best
+    (a moving mean of 1 value: half of patience 2)."""
     values = train(*(0.994**s for s in range(8)))
     assert fired(Overtraining(make_trial(values), patience_train="2")) == ()
     assert fired(Overtraining(make_trial(values), patience_train="2", delta="0.1")) == (
+        2,
         3,
         4,
         5,
@@ -97,7 +99,7 @@ def test_delta_is_relative_to_the_best(make_trial: Callable[..., Any]) -> None:
 
 def test_a_loss_stuck_at_zero_fires(make_trial: Callable[..., Any]) -> None:
     """A training loss of exactly 0 can never improve, so it fires after patience_train."""
-    assert fired(Overtraining(make_trial(train(0, 0, 0, 0)), patience_train="2")) == (3,)
+    assert fired(Overtraining(make_trial(train(0, 0, 0, 0)), patience_train="2")) == (2, 3)
 
 
 def test_a_loss_nan_from_its_first_values_fires(make_trial: Callable[..., Any]) -> None:
@@ -107,13 +109,14 @@ def test_a_loss_nan_from_its_first_values_fires(make_trial: Callable[..., Any]) 
     result = invoke_rule(
         Overtraining(make_trial(train(*[nan] * 6)), patience_train="2"), raise_eval_cond=False
     )
-    assert result.fired_steps == (2, 3, 4, 5)
+    assert result.fired_steps == (1, 2, 3, 4, 5)
 
 
 def test_global_steps_count_as_training(make_trial: Callable[..., Any]) -> None:
-    """A hook that never set modes saves GLOBAL steps, judged with patience_train."""
+    """A hook that never set modes saves GLOBAL steps, judged with patience_train (a moving
+    mean of 2 values, first at step 1; 3 values without a new best at step 4)."""
     values = [(GLOBAL, 1.0)] * 6
-    assert fired(Overtraining(make_trial(values), patience_train="3")) == (5,)
+    assert fired(Overtraining(make_trial(values), patience_train="3")) == (4, 5)
 
 
 @pytest.mark.parametrize(
@@ -168,16 +171,19 @@ def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None
 
 
 def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
-    """Learning rate 0: the moving mean of the training loss does not improve for 5 saved TRAIN
-    values after its first full window (first epoch, step 9), then for 5 epoch-end logs after
-    the first mean of 5 epoch-end logs."""
+    """Learning rate 0: the moving mean of 3 training loss values does not improve for 5 saved
+    TRAIN values after its first full window (first epoch, step 7), then for 5 epoch-end logs
+    after the first epoch-end log (an epoch mean is not averaged again)."""
     trial = keras_like("flat", epochs=11)
     rule = Overtraining(trial)
     steps = _run(rule)
-    assert steps[0] == 9
+    assert steps[0] == 7
     ends = [s for s in steps if "val_loss" in trial.tensor_names(step=s)]
-    assert ends[0] == 10 * 15 - 1  # the tenth epoch end
-    assert rule.evidence.summary()["reasons"][0]["parameter"] == "patience_train"
+    assert ends[0] == 6 * 15 - 1  # the sixth epoch end: 5 after the first
+    reasons = rule.evidence.summary()["reasons"]
+    assert reasons[0]["parameter"] == "patience_train"
+    assert "moving mean of 3 values" in reasons[0]["quantity"]
+    assert any("moving mean of 1 value)" in r["quantity"] for r in reasons if r["step"] in ends)
 
 
 def test_train_and_eval_values_are_never_pooled(tmp_path: Path) -> None:
@@ -203,10 +209,10 @@ def test_selection_hint_has_no_parameter(make_trial: Callable[..., Any]) -> None
 
 
 def test_real_keras_trials_with_default_parameters() -> None:
-    """keras_flat_loss fires at its tenth epoch end (step 19): five epoch-end logs fill the
-    window, five more do not improve on its mean."""
+    """keras_flat_loss fires at its sixth epoch end (step 11): five epoch-end logs after the
+    first do not improve on it."""
     with _real("keras_flat_loss") as trial:
-        assert _run(Overtraining(trial))[0] == 19
+        assert _run(Overtraining(trial))[0] == 11
 
 
 def test_real_pytorch_trials_with_default_parameters() -> None:
