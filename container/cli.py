@@ -166,8 +166,11 @@ def evaluate(
             reporter.stop(signals.signum)
             return reporter.close()
         from evaluator.evaluation import Evaluation
+        from rules_builtin import registry
 
-        evaluation = Evaluation(config, reporter, signals.stop, watch=_step_watch(link, config))
+        evaluation = Evaluation(
+            config, reporter, signals.stop, builtins=registry, watch=_step_watch(link, config)
+        )
         if link is not None:  # from here on rule code may run: the supervisor trusts its files
             link.send("untrusted")
         signals.raise_in_main = True

@@ -34,7 +34,7 @@ from evaluator.errors import (
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import NullObserver, invoke_rule
-from evaluator.rules.loader import build_rule, load_rule_class, source_folder
+from evaluator.rules.loader import BuiltinRules, build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
 from evaluator.status.resume import previous_run, run_key
@@ -43,7 +43,6 @@ from evaluator.trial import Trial, create_trial
 from evaluator.trial.create import describe_location
 from evaluator.trial.parent import check_not_a_parent
 from evaluator.trial.waits import end_of_data
-from rules_builtin import registry
 
 __all__ = ["Evaluation", "StepWatch"]
 
@@ -64,7 +63,10 @@ class StepWatch(Protocol):
 
 
 class Evaluation:
-    """Runs the configured rules over the base trial and reports through ``reporter``."""
+    """Runs the configured rules over the base trial and reports through ``reporter``.
+
+    The built-in rules are handed in (``builtins``, e.g. ``rules_builtin.registry``, by
+    ``container/``): the library knows no particular rule. ``None``: only rules with a source."""
 
     def __init__(
         self,
@@ -72,9 +74,11 @@ class Evaluation:
         reporter: StatusReporter,
         stop: threading.Event,
         *,
+        builtins: BuiltinRules | None,
         watch: StepWatch | None = None,
     ) -> None:
         self.config = config
+        self.builtins = builtins
         self.reporter = reporter
         self.stop = stop
         self.watch = watch
@@ -243,7 +247,10 @@ class Evaluation:
         """The rule's class; None, the rule reported failed, when it cannot be loaded."""
         try:
             return load_rule_class(
-                spec.name, spec.source, workdir=workdir / spec.configuration_name, builtins=registry
+                spec.name,
+                spec.source,
+                workdir=workdir / spec.configuration_name,
+                builtins=self.builtins,
             )
         except StopRequested:
             raise

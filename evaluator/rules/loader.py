@@ -1,7 +1,7 @@
 """Find a rule class and build it from string parameters, as SageMaker's evaluator does.
 
 * A built-in rule is found by name, case-insensitively, among the built-ins the caller hands
-  in (``builtins=rules_builtin.registry`` in the evaluator).
+  in (``rules_builtin.registry``, handed by ``container/`` through the evaluation).
 * A user's rule is the class named ``rule_to_invoke`` in the code at ``source_s3_uri``: an S3
   ``.py`` object, an S3 prefix (the whole tree is downloaded, and the module that defines the
   class is imported), a local file or folder, or a ``file://`` URL. Before the user's code is

@@ -16,6 +16,7 @@ from evaluator.config import load_config
 from evaluator.evaluation import Evaluation
 from evaluator.report import REPORT_FILE_NAME, ReportWriter
 from evaluator.status import StatusReporter
+from rules_builtin import registry
 
 __all__ = ["ReportRun", "evaluate_with_report"]
 
@@ -45,7 +46,7 @@ def evaluate_with_report(argv: Sequence[str], output_dir: Path) -> ReportRun:
         console=False,
         report_file=output_dir / REPORT_FILE_NAME,
     )
-    evaluation = Evaluation(config, reporter, threading.Event())
+    evaluation = Evaluation(config, reporter, threading.Event(), builtins=registry)
     with structlog.testing.capture_logs() as logs:
         try:
             evaluation.run()

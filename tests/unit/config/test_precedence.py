@@ -64,7 +64,7 @@ def test_evaluation_opens_the_trial_with_the_config_options(
         WAIT_FLAG, IDLE_VARIABLE, opt_ml_root=trial_folder.parent / "opt_ml", stdout_is_tty=False
     )
     reporter: Any = None  # opening a trial reports nothing
-    trial = Evaluation(config, reporter, threading.Event())._trial(config.base_trial)
+    trial = Evaluation(config, reporter, threading.Event(), builtins=None)._trial(config.base_trial)
     closing.append(trial)
     assert trial.options is config.trial_options
     assert trial.options.idle_scans_to_complete is None
@@ -82,7 +82,7 @@ def test_evaluation_shortens_the_collection_wait_of_a_local_copy(
         stdout_is_tty=False,
     )
     reporter: Any = None
-    trial = Evaluation(config, reporter, threading.Event())._trial(config.base_trial)
+    trial = Evaluation(config, reporter, threading.Event(), builtins=None)._trial(config.base_trial)
     closing.append(trial)
     assert trial.options == config.trial_options.model_copy(update={"collection_wait_timeout": 5.0})
     assert trial.options.idle_scans_to_complete == 3
