@@ -331,7 +331,10 @@ def rules_command(argv: Sequence[str]) -> int:
     width = max(len(n) for n in names) + 2
     for name in names:
         print(f"{name.ljust(width)}{summary(rule_class(name))}")
-    print(f"\n{PROG} rules NAME: a rule's parameters. Details: docs/rules.md")
+    print(
+        f"\n{PROG} rules NAME: a rule's parameters; rules NAME --source: its code, to copy. "
+        "Details: docs/rules.md"
+    )
     return 0
 
 
