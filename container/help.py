@@ -240,6 +240,7 @@ _DESCRIPTION = textwrap.fill(
 _EPILOG = f"""commands:
   {PROG} rules           the built-in rules, one line each on what they detect
   {PROG} rules NAME      a rule's parameters, types, defaults and an example
+  {PROG} rules NAME --source  the rule's Python source, to copy into your own rule
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
   {PROG} report DIR      write a run's rule_report.html again from its output folder
   {PROG} upload DIR URI  copy a trial folder to S3 (CI against moto: README, "CI")
@@ -313,9 +314,16 @@ def rules_command(argv: Sequence[str]) -> int:
         description="The built-in rules: what each detects; with NAME, its parameters.",
     )
     parser.add_argument("name", nargs="?", help="a built-in rule (any case)")
+    parser.add_argument(
+        "--source",
+        action="store_true",
+        help="print the rule's Python source, to copy into your own rule (README, 'Your own rule')",
+    )
     args = parser.parse_args(argv)
+    if args.source and not args.name:
+        parser.error("--source needs a rule NAME")
     if args.name:
-        return _describe_rule(args.name)
+        return _describe_rule(args.name, source=args.source)
     from rules_builtin import registry
     from rules_builtin._describe import rule_class, summary
 
@@ -323,14 +331,17 @@ def rules_command(argv: Sequence[str]) -> int:
     width = max(len(n) for n in names) + 2
     for name in names:
         print(f"{name.ljust(width)}{summary(rule_class(name))}")
-    print(f"\n{PROG} rules NAME: a rule's parameters. Details: docs/rules.md")
+    print(
+        f"\n{PROG} rules NAME: a rule's parameters; rules NAME --source: its code, to copy. "
+        "Details: docs/rules.md"
+    )
     return 0
 
 
-def _describe_rule(name: str) -> int:
+def _describe_rule(name: str, *, source: bool = False) -> int:
     from evaluator.errors import ExitCode
     from rules_builtin import registry
-    from rules_builtin._describe import text_section
+    from rules_builtin._describe import module_source, text_section
 
     if registry.lookup(name) is None:
         names = registry.names()
@@ -346,5 +357,8 @@ def _describe_rule(name: str) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.CLIENT_ERROR)
+    if source:
+        print(module_source(name), end="")
+        return 0
     print(text_section(name, program=PROG))
     return 0

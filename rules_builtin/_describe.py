@@ -14,14 +14,15 @@ import shlex
 import sys
 from collections.abc import Sequence
 
+from evaluator.rules.kit.params import Param
 from rules_builtin import registry
-from rules_builtin._params import Param
 
 __all__ = [
     "default_text",
     "description",
     "example_parameters",
     "markdown_section",
+    "module_source",
     "parameters",
     "rule_class",
     "summary",
@@ -35,6 +36,12 @@ def rule_class(name: str) -> type:
     if cls is None:
         raise KeyError(name)
     return cls
+
+
+def module_source(name: str) -> str:
+    """The source of the module that defines the built-in rule ``name`` (any case), as it is
+    installed: the starting point of a rule of your own."""
+    return inspect.getsource(sys.modules[rule_class(name).__module__])
 
 
 def summary(cls: type) -> str:

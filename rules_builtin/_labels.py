@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import InsufficientInformationForRuleInvocation
-from rules_builtin._select import TensorSelection
+from evaluator.rules.kit.selection import TensorSelection
 
 __all__ = [
     "class_ids",

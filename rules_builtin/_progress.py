@@ -23,14 +23,14 @@ from typing import Any
 
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import CONVERGED, NOT_LEARNING, Diagnosis, classify, measure
-from rules_builtin._modes import (
+from evaluator.rules.kit.modes import (
     VALIDATION_PREFIX,
     as_training,
     epoch_end_pair,
     is_epoch_end_log,
     value_in_mode,
 )
-from rules_builtin._params import Param, parse_bool
+from evaluator.rules.kit.params import Param, parse_bool
 
 __all__ = ["IGNORE_CONVERGED", "LossProgress"]
 

@@ -10,10 +10,10 @@ import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_float, parse_int
+from evaluator.rules.kit.selection import TensorSelection
+from evaluator.rules.kit.windows import FLOATS, WindowedRows
 from evaluator.rules.rule import Rule
-from rules_builtin._columns import FLOATS, WindowedRows
-from rules_builtin._params import Param, parse_float, parse_int
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["DEFAULT_REGEX", "CheckInputImages"]

@@ -9,9 +9,9 @@ import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int, parse_regex
 from evaluator.rules.rule import Rule
 from rules_builtin._labels import class_ids, natural_key, require_class_labels
-from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_regex
 from rules_builtin.registry import register
 
 __all__ = ["ClassImbalance"]

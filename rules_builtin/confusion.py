@@ -9,6 +9,8 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_float, parse_int, parse_optional_float
+from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
 from rules_builtin._labels import (
     confusion_matrix,
@@ -16,8 +18,6 @@ from rules_builtin._labels import (
     labelled_values,
     require_class_labels,
 )
-from rules_builtin._params import Param, parse_float, parse_int, parse_optional_float
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["Confusion"]

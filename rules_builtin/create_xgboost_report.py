@@ -20,10 +20,10 @@ import numpy as np
 from evaluator.errors import ConfigurationError, SMDebugError
 from evaluator.fileio import write_atomically
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param
+from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
 from rules_builtin._labels import natural_key
-from rules_builtin._params import Param
-from rules_builtin._select import TensorSelection
 from rules_builtin._xgboost_report_html import METRIC_NAME, ReportData, render_report
 from rules_builtin.registry import register
 

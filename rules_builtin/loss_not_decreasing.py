@@ -11,11 +11,18 @@ from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.modes import as_training, is_epoch_end_log
+from evaluator.rules.kit.params import (
+    Param,
+    parse_bool,
+    parse_float,
+    parse_int,
+    parse_list,
+    parse_mode,
+)
+from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
 from evaluator.rules.rule import Rule
-from rules_builtin._modes import as_training, is_epoch_end_log
-from rules_builtin._params import Param, parse_bool, parse_float, parse_int, parse_list, parse_mode
 from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
-from rules_builtin._select import TensorSelection, percent_of, scalar
 from rules_builtin.registry import register
 
 __all__ = ["LossNotDecreasing"]
@@ -92,7 +99,7 @@ class LossNotDecreasing(Rule):
     or the GLOBAL steps of a trial without modes); it never pools modes.
 
     Keras' epoch-end logs: at an EVAL step where both ``X`` and ``val_X`` are saved, ``X`` is
-    the training epoch mean (``rules_builtin._modes.is_epoch_end_log``); it is not a value of
+    the training epoch mean (``evaluator.rules.kit.modes.is_epoch_end_log``); it is not a value of
     the EVAL series of ``X`` and is skipped (it has no TRAIN mode step either, and the TRAIN
     series already holds the same value at the epoch's last TRAIN step).
 

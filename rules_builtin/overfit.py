@@ -9,16 +9,16 @@ from typing import Any
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.evidence import SelectionHint
-from evaluator.rules.rule import Rule
-from rules_builtin._modes import (
+from evaluator.rules.kit.modes import (
     VALIDATION_PREFIX,
     epoch_end_pair,
     is_epoch_end_log,
     value_in_mode,
 )
-from rules_builtin._params import Param, parse_float, parse_int
+from evaluator.rules.kit.params import Param, parse_float, parse_int
+from evaluator.rules.kit.selection import TensorSelection
+from evaluator.rules.rule import Rule
 from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["Overfit"]
@@ -96,7 +96,7 @@ class Overfit(Rule):
     judged passes and restarts at one within the threshold; NaN ratios do
     not count as above it.
 
-    Keras' epoch-end logs (``rules_builtin._modes.is_epoch_end_log``): at an EVAL step where
+    Keras' epoch-end logs (``evaluator.rules.kit.modes.is_epoch_end_log``): at an EVAL step where
     both ``X`` and ``val_X`` are saved, ``X`` is the training epoch mean, so it never enters
     the validation mean. That step instead gives the exact pair Keras computed: ``val =
     val_X`` (the validation mean) and ``train = X`` (the training epoch mean), and the ratio

@@ -11,17 +11,17 @@ from typing import Any
 from evaluator.errors import ConfigurationError
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
-from evaluator.rules.rule import Rule
-from rules_builtin._modes import (
+from evaluator.rules.kit.modes import (
     VALIDATION_PREFIX,
     as_training,
     epoch_end_pair,
     is_epoch_end_log,
     value_in_mode,
 )
-from rules_builtin._params import Param, parse_float, parse_int
+from evaluator.rules.kit.params import Param, parse_float, parse_int
+from evaluator.rules.kit.selection import TensorSelection
+from evaluator.rules.rule import Rule
 from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["Overtraining"]
@@ -99,7 +99,7 @@ class Overtraining(Rule):
     global counter. Steps of a trial without modes (GLOBAL) count as training; PREDICT steps
     are ignored. It keeps firing at each further value without improvement.
 
-    Keras (``rules_builtin._modes.is_epoch_end_log``): Keras' per-step ``X`` is a running
+    Keras (``evaluator.rules.kit.modes.is_epoch_end_log``): Keras' per-step ``X`` is a running
     mean that resets every epoch (a sawtooth that looks flat late in every epoch), and at
     the epoch-end EVAL step ``X`` is the training epoch mean while ``val_X`` is the
     validation mean. So that a healthy Keras run does not fire on the sawtooth, once a loss

@@ -12,11 +12,11 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_float, parse_int, parse_regex
+from evaluator.rules.kit.selection import TensorSelection, listed, percent_of
+from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
-from rules_builtin._columns import WindowedRows
-from rules_builtin._params import Param, parse_float, parse_int, parse_regex
-from rules_builtin._select import TensorSelection, listed, percent_of
 from rules_builtin.registry import register
 
 _TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)

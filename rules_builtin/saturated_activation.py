@@ -8,10 +8,10 @@ import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_float
+from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
-from rules_builtin._params import Param, parse_float
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 __all__ = ["SaturatedActivation", "activation_of", "saturated_percent"]

@@ -9,9 +9,9 @@ import numpy as np
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param
+from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
-from rules_builtin._params import Param
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 ALLOWED = "differing elements allowed"  # the fixed limit (0) the count is compared with

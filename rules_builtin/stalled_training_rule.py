@@ -10,8 +10,8 @@ from typing import Any
 from evaluator.errors import ConfigurationError
 from evaluator.rules.actions import Actions, ClientFactory
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_bool, parse_float
 from evaluator.rules.rule import Rule
-from rules_builtin._params import Param, parse_bool, parse_float
 from rules_builtin.registry import register
 
 __all__ = ["StalledTrainingRule"]

@@ -9,8 +9,8 @@ import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_int
 from evaluator.rules.rule import Rule
-from rules_builtin._params import Param, parse_int
 from rules_builtin.registry import register
 
 __all__ = ["NODE_IDS", "TreeDepth"]

@@ -9,10 +9,10 @@ import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import Param, parse_float
+from evaluator.rules.kit.selection import TensorSelection
+from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
-from rules_builtin._columns import WindowedRows
-from rules_builtin._params import Param, parse_float
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 

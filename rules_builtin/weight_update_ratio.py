@@ -12,11 +12,11 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.modes import TRAINING
+from evaluator.rules.kit.params import Param, parse_float, parse_optional_int
+from evaluator.rules.kit.selection import TensorSelection
+from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
-from rules_builtin._columns import WindowedRows
-from rules_builtin._modes import TRAINING
-from rules_builtin._params import Param, parse_float, parse_optional_int
-from rules_builtin._select import TensorSelection
 from rules_builtin.registry import register
 
 

@@ -1,7 +1,7 @@
 """Parsers for the string values of settings: booleans, seconds, steps, choices, locations.
 
 ``as_bool`` is the one reading of a boolean in the project: evaluator settings
-(``wait_for_training_end``) and built-in rule parameters (``rules_builtin._params``) accept the
+(``wait_for_training_end``) and built-in rule parameters (``evaluator.rules.kit.params``) accept the
 same words. The other parsers take the parameter map and the key, return None when the key is
 unset or blank, and raise ``ConfigurationError`` naming the key, the value and what is expected.
 """

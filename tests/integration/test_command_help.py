@@ -7,10 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import evaluator
 from evaluator.config.keys import ALIASES, KNOWN_KEYS
+from evaluator.formats import Collection
+from evaluator.modes import ModeKeys
+from evaluator.testing import TrialWriter
 from rules_builtin import registry
 from tests.support.evaluator_cli import ROOT, EvaluatorCli
 
@@ -103,3 +107,51 @@ def test_unknown_rule_name_exits_2_with_did_you_mean(
     assert run.returncode == 2, run.describe()
     assert "did you mean VanishingGradient?" in run.stderr
     assert run.stdout == ""
+
+
+def test_rules_name_source_prints_the_rules_module(cli: EvaluatorCli) -> None:
+    """`rules vanishinggradient --source` prints the module that defines the rule, whose
+    helpers come from the public rule kit."""
+    run = cli("rules", "vanishinggradient", "--source")
+    assert run.returncode == 0, run.describe()
+    module = ROOT / "rules_builtin" / "vanishing_gradient.py"
+    assert run.stdout == module.read_text(encoding="utf-8")
+    assert "from evaluator.rules.kit." in run.stdout
+
+
+def test_source_without_a_rule_name_exits_2(cli: EvaluatorCli) -> None:
+    """`rules --source` without NAME is a usage error that says NAME is needed."""
+    run = cli("rules", "--source")
+    assert run.returncode == 2, run.describe()
+    assert "--source needs a rule NAME" in run.stderr
+
+
+def test_a_copied_builtin_rule_runs_as_your_own_rule(cli: EvaluatorCli, tmp_path: Path) -> None:
+    """The source `rules NAME --source` prints, renamed and without the built-in registration,
+    runs as the user's rule (--source_s3_uri) and fires where the built-in would."""
+    source = cli("rules", "VanishingGradient", "--source").stdout
+    source = source.replace("from rules_builtin.registry import register\n", "")
+    source = source.replace("@register\n", "").replace("VanishingGradient", "TinyGradient")
+    assert "rules_builtin" not in source
+    rule_file = tmp_path / "my_rules.py"
+    rule_file.write_text(source, encoding="utf-8")
+    trial = tmp_path / "trial"
+    writer = TrialWriter(trial)
+    writer.write_collections([Collection("gradients", include_regex=["^g"])])
+    for step in range(4):
+        value = np.full(4, 1.0 if step < 2 else 1e-4, np.float32)
+        writer.write_step(step, {"g": value}, mode=ModeKeys.TRAIN)
+    writer.end_training()
+    run = cli(
+        "--trial-dir",
+        str(trial),
+        "--source_s3_uri",
+        str(rule_file),
+        "--rule",
+        "TinyGradient",
+        "--threshold",
+        "0.01",
+    )
+    assert run.returncode == 1, run.describe()
+    result = run.result
+    assert result is not None and result["fired_steps"] == [2]

@@ -9,7 +9,7 @@ import pytest
 from evaluator.config import load_config
 from evaluator.config.values import FALSE_WORDS, TRUE_WORDS, as_bool
 from evaluator.errors import ConfigurationError
-from rules_builtin._params import parse_bool
+from evaluator.rules.kit.params import parse_bool
 
 WORDS = sorted(TRUE_WORDS | FALSE_WORDS)
 

@@ -14,8 +14,8 @@ from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.rules.evidence import json_number
+from evaluator.rules.kit.windows import WindowedRows
 from rules_builtin import check_input_images, registry
-from rules_builtin._columns import WindowedRows
 from rules_builtin.check_input_images import DEFAULT_REGEX, CheckInputImages
 
 NAME = "hybridsequential0_input_0"

@@ -13,8 +13,8 @@ import pytest
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
+from evaluator.rules.kit.windows import WindowedRows
 from rules_builtin import registry
-from rules_builtin._columns import WindowedRows
 from rules_builtin.nlp_sequence_ratio import DEFAULT_REGEX, NLPSequenceRatio
 
 NAME = "embedding0_input_0"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from evaluator.errors import ConfigurationError
-from rules_builtin._params import parse_regex
-from rules_builtin._select import TensorSelection
+from evaluator.rules.kit.params import parse_regex
+from evaluator.rules.kit.selection import TensorSelection
 
 EVIL = "^(a+)+$"
 

@@ -17,10 +17,10 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
+from evaluator.rules.kit.windows import WindowedRows
 from evaluator.testing import compute_reductions
 from evaluator.trial import create_trial
 from rules_builtin import registry, weight_update_ratio
-from rules_builtin._columns import WindowedRows
 from rules_builtin.weight_update_ratio import (
     WeightUpdateRatio,
     _as_float64,

@@ -1,4 +1,4 @@
-"""rules_builtin._modes: Keras' epoch-end logs, values per mode (on Keras-like trials from
+"""evaluator.rules.kit.modes: Keras' epoch-end logs, values per mode (on Keras-like trials from
 tests/support/keras_like.py and on the real hook trials)."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from evaluator.modes import ModeKeys
-from evaluator.testing import TrialWriter
-from evaluator.trial import create_trial
-from rules_builtin._modes import (
+from evaluator.rules.kit.modes import (
     as_training,
     epoch_end_pair,
     is_epoch_end_log,
     mode_of,
     value_in_mode,
 )
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
 from tests.support.keras_like import WEIGHT, hook_trial, write_keras_like
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL

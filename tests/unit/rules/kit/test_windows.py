@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.rules.kit.windows import WindowedRows
 from evaluator.trial.reads import observe_reads
 from evaluator.trial.reductions import compute_reduction
-from rules_builtin._columns import WindowedRows
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

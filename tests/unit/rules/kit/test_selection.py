@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from evaluator.modes import ModeKeys
-from rules_builtin._select import TensorSelection
+from evaluator.rules.kit.selection import TensorSelection
 
 
 class _Trial:

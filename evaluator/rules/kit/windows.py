@@ -10,7 +10,7 @@ none (the trial has no batch read, as smdebug's; the job is still writing, so th
 ahead could wait for later steps' files; a step whose value the batch left out; a dtype the
 computation does not cover) it asks the per-step API as before. The numbers are
 the ones the per-step calls give, bit for bit: numpy reduces each row of a C-contiguous
-stack as it reduces the same array alone (tests/unit/rules_builtin/test_columns.py).
+stack as it reduces the same array alone (tests/unit/rules/kit/test_windows.py).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import numpy as np
 from evaluator.errors import ConfigurationError, SMDebugValueError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
+from evaluator.rules.kit.params import parse_list
 from evaluator.trial.patterns import compile_pattern, matching_names
-from rules_builtin._params import parse_list
 
 _MAX_SELECTIONS = 256  # per selection: distinct name lists of the steps
 

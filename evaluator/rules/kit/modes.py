@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from evaluator.modes import ModeKeys
-from rules_builtin._select import scalar_at
+from evaluator.rules.kit.selection import scalar_at
 
 __all__ = [
     "TRAINING",
