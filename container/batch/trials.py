@@ -10,6 +10,7 @@ never the trial's objects.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +58,10 @@ def find_trials(arguments: Sequence[str], trials_files: Sequence[str] = ()) -> l
     return [Trial(n, t) for n, t in zip(trial_names(unique), unique)]
 
 
-class _Lister:
+class _Lister(ABC):
+    @abstractmethod
     def children(self, location: str) -> tuple[set[str], set[str]]:
         """(sub-folder names, file names) directly in ``location``."""
-        raise NotImplementedError
 
     def join(self, location: str, name: str) -> str:
         return location.rstrip("/") + "/" + name
