@@ -242,20 +242,14 @@ def classify(
             figures["first_non_finite_step"] = training.first_bad_step or 0
             return Diagnosis(DIVERGING, _non_finite("training loss", training, unit), figures)
         figures.update(training.figures("training_"))
-        gap = (loss.level - training.level) / abs(training.level) if training.level else 0.0
-        figures["gap_percent"] = _round(100 * gap)
-        if loss.rising() and not training.rising():
-            return Diagnosis(OVERFITTING, _overfit_words(loss, training, "steps"), figures)
-        if gap > OVERFIT_GAP and training.fall > max(loss.fall, 0) and not training.rising():
-            return Diagnosis(OVERFITTING, _gap_words(loss, training, gap), figures)
+        found = _overfitting(loss, training, figures)
+        if found is not None:
+            return found
     if validation is not None and validation.finite:
         figures.update(validation.figures("validation_"))
-        gap = (validation.level - loss.level) / abs(loss.level) if loss.level else 0.0
-        figures["gap_percent"] = _round(100 * gap)
-        if validation.rising() and not loss.rising():
-            return Diagnosis(OVERFITTING, _overfit_words(validation, loss, "steps"), figures)
-        if gap > OVERFIT_GAP and loss.fall > max(validation.fall, 0) and not loss.rising():
-            return Diagnosis(OVERFITTING, _gap_words(validation, loss, gap), figures)
+        found = _overfitting(validation, loss, figures)
+        if found is not None:
+            return found
     said = ""
     if training is not None and loss.count < MIN_RECENT and training.count > loss.count:
         said = f" (judged on the training loss: the validation loss has {loss.count} value(s))"
@@ -304,6 +298,22 @@ def classify(
         "the data",
         figures,
     )
+
+
+def _overfitting(
+    validation: Trend, training: Trend, figures: dict[str, float | int | str]
+) -> Diagnosis | None:
+    """``overfitting`` when the validation loss rises while the training loss does not, or
+    stands more than ``OVERFIT_GAP`` above a training loss that fell further; ``gap_percent``
+    goes into ``figures`` either way."""
+    level = training.level
+    gap = (validation.level - level) / abs(level) if level else 0.0
+    figures["gap_percent"] = _round(100 * gap)
+    if validation.rising() and not training.rising():
+        return Diagnosis(OVERFITTING, _overfit_words(validation, training, "steps"), figures)
+    if gap > OVERFIT_GAP and training.fall > max(validation.fall, 0) and not training.rising():
+        return Diagnosis(OVERFITTING, _gap_words(validation, training, gap), figures)
+    return None
 
 
 def _non_finite(which: str, trend: Trend, unit: str) -> str:
