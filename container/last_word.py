@@ -66,9 +66,9 @@ def conclude(
         return verdict  # no rule code ran: the child's own word
     why = death(wait_status)
     if untrusted:
-        code, problem = confirm(result_fd, message_fd)
-        if code is not None:
-            return code
+        confirmed, problem = confirm(result_fd, message_fd)
+        if confirmed is not None:
+            return confirmed
         if said_done:  # it said it was done, but its file says not
             why = f"the evaluation ended, but {problem}"
     text = "InternalServerError: " + why

@@ -65,7 +65,7 @@ def rearm() -> None:
 
 
 def _parents() -> dict[int, int]:
-    table = {}
+    table: dict[int, int] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:

@@ -130,7 +130,7 @@ class StepWatch:
 def parse_messages(buffer: bytearray) -> list[dict[str, Any]]:
     """Take the complete lines out of ``buffer`` and parse them; a line that is not a JSON
     object is dropped (the child wrote it, not an attacker, but it decides nothing)."""
-    messages = []
+    messages: list[dict[str, Any]] = []
     while True:
         end = buffer.find(b"\n")
         if end < 0:

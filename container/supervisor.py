@@ -171,7 +171,7 @@ class _Supervisor:
         from container.output_lines import OutputLines
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
-        grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), DEFAULT_STOP_GRACE)
+        grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), None) or DEFAULT_STOP_GRACE
         become_subreaper()
         self.message_fd = _open_folder(f"{opt_ml}/output")
         control_r, control_w = os.pipe()

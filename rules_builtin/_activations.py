@@ -311,7 +311,8 @@ def _pre_activation(
     """``x @ kernel + bias`` of a Dense layer, None when the shapes do not fit one."""
     if x.ndim < 2 or kernel.ndim != 2 or x.shape[-1] != kernel.shape[0]:
         return None
-    return x @ kernel + (bias if bias is not None and bias.shape == (kernel.shape[1],) else 0.0)
+    product: np.ndarray = x @ kernel
+    return product + (bias if bias is not None and bias.shape == (kernel.shape[1],) else 0.0)
 
 
 def _dense_function(

@@ -49,9 +49,10 @@ def class_ids(value: Any, *, argmax: bool | None = None) -> np.ndarray:
     if argmax is None:
         argmax = array.ndim >= 2 and array.shape[-1] > 1
     if argmax and array.ndim >= 1 and array.size:
-        return np.argmax(array, axis=-1).ravel().astype(np.float64)
-    flat = array.ravel().astype(np.float64)
-    return np.rint(flat)
+        classes: np.ndarray = np.argmax(array, axis=-1).ravel().astype(np.float64)
+        return classes
+    rounded: np.ndarray = np.rint(array.ravel().astype(np.float64))
+    return rounded
 
 
 def require_class_labels(rule: str, step: int, name: str, value: Any) -> None:

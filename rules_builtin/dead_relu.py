@@ -26,7 +26,7 @@ def dead_percent(outputs: np.ndarray, threshold_inactivity: float) -> float | No
     if array.ndim == 0 or array.size == 0:
         return None
     per_unit = array.reshape(array.shape[0], -1)
-    activity = 100.0 * np.count_nonzero(per_unit > 0, axis=0) / per_unit.shape[0]
+    activity: np.ndarray = 100.0 * np.count_nonzero(per_unit > 0, axis=0) / per_unit.shape[0]
     return 100.0 * float(np.count_nonzero(activity < threshold_inactivity)) / activity.size
 
 

@@ -242,12 +242,13 @@ class Overfit(Rule):
             return None
         fired_at = None
         for name, means in self._means.items():
-            if means.val_open and self._close(
-                name, means, means.val_last_step, EVAL, means.val_last
+            last_step = means.val_last_step
+            if (
+                means.val_open
+                and last_step is not None
+                and self._close(name, means, last_step, EVAL, means.val_last)
             ):
-                fired_at = (
-                    means.val_last_step if fired_at is None else min(fired_at, means.val_last_step)
-                )
+                fired_at = last_step if fired_at is None else min(fired_at, last_step)
         return fired_at
 
     def _close(

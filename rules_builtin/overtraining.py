@@ -222,9 +222,9 @@ class Overtraining(Rule):
                         loss.roles = self._fresh(epoch_means=True)
                     self.progress.saw(name, step, pair[0])  # the training epoch mean
                     self.progress.saw(VALIDATION_PREFIX + name, step, pair[1])
-                    for role, value in zip(("train", "validation"), pair):
+                    for role, mean in zip(("train", "validation"), pair):
                         fired = (
-                            self._observe(name, loss, role, value, step, raw_mode, mode_step)
+                            self._observe(name, loss, role, mean, step, raw_mode, mode_step)
                             or fired
                         )
                     continue

@@ -305,7 +305,8 @@ _SPREAD_DTYPES = [np.dtype(t) for t in "bBhHiIlLqQfd"]
 
 def _row_variances(rows: np.ndarray) -> np.ndarray:
     """``reduction_value(step, "variance")`` of each row (one step's flattened value)."""
-    return np.var(rows, axis=1)
+    result: np.ndarray = np.var(rows, axis=1)
+    return result
 
 
 def _row_spreads(rows: np.ndarray) -> list[float | None]:

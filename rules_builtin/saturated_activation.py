@@ -37,7 +37,7 @@ def saturated_percent(
         return None
     per_unit = array.reshape(array.shape[0], -1)
     active = (per_unit > low) & (per_unit < high)
-    activity = 100.0 * np.count_nonzero(active, axis=0) / per_unit.shape[0]
+    activity: np.ndarray = 100.0 * np.count_nonzero(active, axis=0) / per_unit.shape[0]
     return 100.0 * float(np.count_nonzero(activity < threshold_inactivity)) / activity.size
 
 

@@ -84,9 +84,8 @@ class TensorVariance(Rule):
         for name in names:
             batched = self._variances.get(name, step, names)
             if batched is not None:
-                variance: float | None = float(batched)
-                if math.isnan(variance):
-                    variance = None
+                value = float(batched)
+                variance = None if math.isnan(value) else value
             else:
                 variance = self._variance(name, step)
             if variance is None:
@@ -140,4 +139,5 @@ class TensorVariance(Rule):
 
 def _variances(rows: np.ndarray) -> np.ndarray:
     """``reduction_value(step, "variance")`` of each row (one step's flattened value)."""
-    return np.var(rows, axis=1)
+    result: np.ndarray = np.var(rows, axis=1)
+    return result

@@ -95,4 +95,5 @@ class VanishingGradient(Rule):
 
 def _mean_abs(rows: np.ndarray) -> np.ndarray:
     """``reduction_value(step, "mean", abs=True)`` of each row (one step's flattened value)."""
-    return np.mean(np.absolute(rows), axis=1)
+    result: np.ndarray = np.mean(np.absolute(rows), axis=1)
+    return result

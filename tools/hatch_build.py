@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
+from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PTH_NAME = "debugger_rule_evaluator_smdebug.pth"
 SHIM_DIR = os.path.join("evaluator", "compat", "shim")
 
 
-class SmdebugShimHook(BuildHookInterface):
+class SmdebugShimHook(BuildHookInterface[BuilderConfig]):
     PLUGIN_NAME = "custom"
 
-    def initialize(self, version: str, build_data: dict) -> None:
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if version == "editable":
             line = os.path.join(self.root, SHIM_DIR)
             key = "force_include_editable"

@@ -19,7 +19,7 @@ validation mean) pair).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from evaluator.modes import ModeKeys
 from evaluator.rules.kit.selection import scalar_at
@@ -39,6 +39,10 @@ TRAINING = (TRAIN, GLOBAL)  # the modes whose steps are training steps
 VALIDATION_PREFIX = "val_"  # Keras' name for the validation counterpart of a metric
 
 
+@overload
+def as_training(mode: ModeKeys) -> ModeKeys: ...
+@overload
+def as_training(mode: ModeKeys | None) -> ModeKeys | None: ...
 def as_training(mode: ModeKeys | None) -> ModeKeys | None:
     """The mode a rule follows a step's values in: GLOBAL (no modes) counts as TRAIN."""
     return TRAIN if mode == GLOBAL else mode
