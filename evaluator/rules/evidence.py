@@ -44,20 +44,21 @@ from __future__ import annotations
 import logging
 import math
 import operator
-import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from evaluator.modes import ModeKeys
+from evaluator.rules.checks import Check, SelectionHint, default_sentence
 from evaluator.rules.diagnosis import Diagnosis
+from evaluator.rules.read_charts import chart_read
 from evaluator.rules.series import MAX_MARKS, SERIES_BUCKETS, Series, json_number
+from evaluator.rules.series_set import MAX_SERIES, SeriesSet
 
 __all__ = [
     "MAX_MARKS",
+    "MAX_SERIES",
     "SERIES_BUCKETS",
     "Check",
     "Evidence",
@@ -73,69 +74,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
 }
 MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
-MAX_SERIES = 200  # series kept per rule (the count of those left out goes on)
 MAX_READS_CHARTED = 200  # reads charted per step of a rule that watches its reads
-_QUANTITY_CACHE = 4096  # quantities remembered with their step-free label
-
-# "TRAIN steps 3..9", "step 12": a window named in a quantity moves with the step; the series
-# is the same one.
-_STEP_SPAN = re.compile(r"\b(steps?) \d+(?:\.\.\d+)?|\b\d+\.\.\d+\b")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One comparison a rule made: ``value fires_when threshold`` means the condition is met."""
-
-    step: int  # global step
-    tensors: tuple[str, ...]
-    quantity: str  # what was measured, e.g. "dead units (%)"
-    value: float
-    parameter: str  # the rule parameter holding the threshold
-    threshold: float
-    fires_when: str  # ">", ">=", "<" or "<="
-    mode: str | None = None  # TRAIN, EVAL, PREDICT, GLOBAL
-    mode_step: int | None = None
-    worker: str | None = None
-    sentence: str | None = None
-    diagnosis: Diagnosis | None = None  # the rule's reading of a firing (loss progress)
-
-    def to_dict(self) -> dict[str, Any]:
-        found: dict[str, Any] = {
-            "step": self.step,
-            "mode": self.mode,
-            "mode_step": self.mode_step,
-            "worker": self.worker,
-            "tensors": list(self.tensors),
-            "quantity": self.quantity,
-            "value": json_number(self.value),
-            "comparison": self.fires_when,
-            "parameter": self.parameter,
-            "threshold": json_number(self.threshold),
-            "sentence": self.sentence,
-        }
-        if self.diagnosis is not None:
-            found["diagnosis"] = self.diagnosis.kind
-            found["explanation"] = self.diagnosis.words
-            found["diagnosis_figures"] = {
-                k: json_number(v) if isinstance(v, float) else v
-                for k, v in self.diagnosis.figures.items()
-            }
-            found["note"] = self.diagnosis.note
-        return found
-
-
-@dataclass(frozen=True)
-class SelectionHint:
-    """What a rule looks for, to explain a rule that found nothing to check."""
-
-    description: str  # e.g. "tensor_regex '.*relu_output'" or "the gradients collection"
-    patterns: tuple[str, ...] = ()  # regexes or collection names, to find close tensor names
-    parameter: str | None = None  # the parameter to set, e.g. "tensor_regex"
-    advice: str | None = None  # what else to do, e.g. "save the gradients collection"
-
-
-def _series_label(quantity: str) -> str:
-    return _STEP_SPAN.sub(lambda m: f"{m.group(1)} …" if m.group(1) else "…", quantity)
 
 
 class Evidence:
@@ -159,9 +98,8 @@ class Evidence:
         self._notes: list[Check] = []  # firings the rule keeps as notes (ignore_converged)
         self._note_count = 0
         self._mode_cache: tuple[int, ModeKeys | None, int | None] | None = None
-        self._series: dict[tuple[Any, ...], Series] = {}
-        self._series_left_out = 0
-        self._labels: dict[str, str] = {}
+        self._series = SeriesSet()
+        self._labels = self._series.labels  # looked up for every comparison
         self._watching = False  # chart what the rule reads (watch_reads)
         self._pending: list[tuple[str, int]] = []
 
@@ -218,15 +156,15 @@ class Evidence:
         # The series (what _add_point does, inlined: this runs for every comparison).
         label = self._labels.get(quantity)
         if label is None:
-            label = self._label(quantity)
+            label = self._series.label(quantity)
         series_key = (names, label, parameter, fires_when)
         # Only this thread adds series: it may look one up without the lock. (acquire and
         # release cost half of a with block.)
-        series = self._series.get(series_key)
+        series = self._series.by_key.get(series_key)
         self._lock.acquire()
         try:
             if series is None:
-                series = self._new_series(series_key, threshold)
+                series = self._series.new(series_key, threshold)
             if series is not None:
                 series.add(step, value, threshold, fired, margin)
         finally:
@@ -285,9 +223,8 @@ class Evidence:
 
     def chart_reads(self, step: int | None = None) -> None:
         """Add the values the rule read since the last call (``note_read``) at global
-        ``step`` (the step it evaluated; any step when None) to their series: a scalar as
-        ``value``, an array as ``mean |value|``, per mode; a tensor saved as reductions only,
-        each reduction. A read of another step (a window, or a mode step) is left out: the
+        ``step`` (the step it evaluated; any step when None) to their series
+        (``evaluator.rules.read_charts``). A read of another step (a window, or a mode step) is left out: the
         observer does not say which mode a step number counts in. Read again outside the
         rule's observer (from the reader's cache, mostly): it counts as no read. Never
         raises."""
@@ -296,25 +233,9 @@ class Evidence:
             if step is not None and read_step != step:
                 continue
             try:
-                self._chart_read(name, read_step)
+                chart_read(self.trial, name, read_step, self._mode_of(read_step)[0], self.record)
             except Exception:  # a chart is a help; never fail a rule over it
                 continue
-
-    def _chart_read(self, name: str, step: int) -> None:
-        mode, _ = self._mode_of(step)
-        tensor = self.trial.tensor(name)
-        try:
-            value = np.asarray(tensor.value(step), dtype=np.float64)
-        except Exception:
-            for (reduction, absolute), saved in tensor.reduction_values(step).items():
-                label = f"{'abs ' if absolute else ''}{reduction}"
-                self.record(step, name, quantity=label, value=float(saved), mode=mode)
-            return
-        if value.size == 1:
-            self.record(step, name, quantity="value", value=float(value.ravel()[0]), mode=mode)
-        elif value.size:
-            mean = float(np.abs(value).mean())
-            self.record(step, name, quantity="mean |value|", value=mean, mode=mode)
 
     def _add_point(
         self,
@@ -329,36 +250,15 @@ class Evidence:
         margin: float,
         mode: str | None = None,
     ) -> None:
-        label = self._labels.get(quantity)
-        if label is None:
-            label = self._label(quantity)
-        key: tuple[Any, ...] = (names, label, parameter, fires_when)
+        key: tuple[Any, ...] = (names, self._series.label(quantity), parameter, fires_when)
         if mode is not None:
             key = (*key, mode)
         with self._lock:
-            series = self._series.get(key)
+            series = self._series.by_key.get(key)
             if series is None:
-                series = self._new_series(key, threshold)
+                series = self._series.new(key, threshold)
             if series is not None:
                 series.add(step, value, threshold, fired, margin)
-
-    def _label(self, quantity: str) -> str:
-        label = _series_label(quantity)
-        if len(self._labels) >= _QUANTITY_CACHE:
-            self._labels.clear()  # quantities that name their step: keep the recent ones
-        self._labels[quantity] = label
-        return label
-
-    def _new_series(self, key: tuple[Any, ...], threshold: float | None) -> Series | None:
-        """A new series for ``key`` (names, label, parameter, fires_when), None past
-        ``MAX_SERIES`` (counted). Under the lock."""
-        if len(self._series) >= MAX_SERIES:
-            self._series_left_out += 1
-            return None
-        names, label, parameter, fires_when = key[:4]
-        mode = key[4] if len(key) > 4 else None
-        series = self._series[key] = Series(names, label, parameter, fires_when, threshold, mode)
-        return series
 
     def checked(self, step: int, tensors: str | Iterable[str]) -> None:
         """Record that ``tensors`` were checked at ``step`` by a test with no threshold."""
@@ -378,7 +278,9 @@ class Evidence:
     def _fire(
         self, check: Check, sentence: str | Callable[[], str] | None, *, note: bool = False
     ) -> Check:
-        text = (sentence() if callable(sentence) else sentence) or _sentence(self.rule_name, check)
+        text = (sentence() if callable(sentence) else sentence) or default_sentence(
+            self.rule_name, check
+        )
         if check.diagnosis is not None:
             text = f"{text}: {check.diagnosis.words}"
         done = replace(check, worker=self._worker(check), sentence=text)
@@ -462,10 +364,7 @@ class Evidence:
         """Every series as JSON-ready dicts (``Series.to_dict``), each cut to about ``limit``
         points besides its marks, and how many comparisons fell outside ``MAX_SERIES``."""
         with self._lock:
-            return {
-                "series": [s.to_dict(limit) for s in self._series.values()],
-                "points_left_out": self._series_left_out,
-            }
+            return self._series.to_dict(limit)
 
     def summary(self) -> dict[str, Any]:
         """The result file's ``evidence`` object (see ``evaluator.status.files``); ``series``
@@ -488,20 +387,3 @@ class Evidence:
                     else {}
                 ),
             }
-
-
-def _sentence(rule: str, check: Check) -> str:
-    where = (
-        f"{check.mode} step {check.mode_step} (global step {check.step})"
-        if check.mode not in (None, "GLOBAL") and check.mode_step is not None
-        else f"step {check.step}"
-    )
-    return (
-        f"{rule}: {check.quantity} of {_names(check.tensors)} is {check.value:g} at "
-        f"{where}, {check.fires_when} {check.parameter}={check.threshold:g}"
-    )
-
-
-def _names(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:5])
-    return shown if len(names) <= 5 else f"{shown} and {len(names) - 5} more"

@@ -13,7 +13,6 @@ import pytest
 from evaluator.modes import ModeKeys
 from evaluator.rules import Rule, invoke_rule
 from evaluator.rules.evidence import (
-    _QUANTITY_CACHE,
     SERIES_BUCKETS,
     Check,
     Evidence,
@@ -21,6 +20,7 @@ from evaluator.rules.evidence import (
     json_number,
 )
 from evaluator.rules.series import _higher, _lower
+from evaluator.rules.series_set import _QUANTITY_CACHE
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 
