@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from typing import IO, Any
 
 
 class LineQueue:
     """Lines of a process's stdout, read by a daemon thread, with a bounded wait for the next."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: IO[str]) -> None:
         import queue
         import threading
 
@@ -20,14 +21,14 @@ class LineQueue:
         self.closed = False
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
-    def _pump(self, stream) -> None:
+    def _pump(self, stream: IO[str]) -> None:
         try:
             for line in stream:
                 self._q.put(line)
         finally:
             self._q.put(None)
 
-    def get(self, timeout: float) -> dict | None:
+    def get(self, timeout: float) -> dict[str, Any] | None:
         """The next JSON line (None on timeout or at EOF; ``closed`` tells which)."""
         deadline = time.monotonic() + max(0.0, timeout)
         while not self.closed:
@@ -41,13 +42,16 @@ class LineQueue:
             line = line.strip()
             if line.startswith("{"):
                 try:
-                    return json.loads(line)
+                    found: dict[str, Any] = json.loads(line)
+                    return found
                 except ValueError:
                     pass
         return None
 
 
-def wait_event(q: LineQueue, name: str, timeout: float, sink: list) -> dict | None:
+def wait_event(
+    q: LineQueue, name: str, timeout: float, sink: list[dict[str, Any]]
+) -> dict[str, Any] | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not q.closed:
         msg = q.get(deadline - time.monotonic())
@@ -67,7 +71,7 @@ def tail_of(path: str, n: int = 8) -> str:
         return ""
 
 
-def stop_process(proc: subprocess.Popen | None) -> None:
+def stop_process(proc: subprocess.Popen[str] | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait(10)

@@ -8,6 +8,7 @@ import os
 import statistics
 import subprocess
 import time
+from typing import Any
 
 from runner.common import HERE, REPO, SMDEBUG_PY, WORK, log, now_iso, rel
 from runner.live_process import LineQueue, stop_process, tail_of, wait_event
@@ -17,10 +18,8 @@ from runner.results import save_results
 from runner.sides import git_state
 
 
-def percentile(xs: list[float], q: float) -> float | None:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    if not xs:
-        return None
+def percentile(xs: list[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default); ``xs`` not empty."""
     s = sorted(xs)
     k = (len(s) - 1) * q
     lo = int(k)
@@ -35,7 +34,7 @@ def run_live_once(
     moto: MotoServer,
     opts: argparse.Namespace,
     run_no: int,
-) -> dict:
+) -> dict[str, Any]:
     """One live run: returns per-step latencies (seconds) and the raw timestamps' summary."""
     bucket = "bench-live"
     prefix = f"live-{impl}-{int(time.time())}-{run_no}"
@@ -44,9 +43,9 @@ def run_live_once(
     wlog_path = os.path.join(WORK, f"live_writer_{impl}.log")
     rlog_path = os.path.join(WORK, f"live_reader_{impl}.log")
     writer = reader = None
-    wmsgs: list[dict] = []
-    rmsgs: list[dict] = []
-    result: dict = {"bucket": bucket, "prefix": prefix}
+    wmsgs: list[dict[str, Any]] = []
+    rmsgs: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"bucket": bucket, "prefix": prefix}
     with open(wlog_path, "w") as wlog, open(rlog_path, "w") as rlog:
         try:
             writer = subprocess.Popen(
@@ -78,6 +77,7 @@ def run_live_once(
                 env=env,
                 cwd=REPO,
             )
+            assert writer.stdout is not None and writer.stdin is not None  # both PIPE
             wq = LineQueue(writer.stdout)
             ready = wait_event(wq, "ready", 120, wmsgs)
             if not ready or ready.get("event") != "ready":
@@ -103,6 +103,7 @@ def run_live_once(
                 env=env,
                 cwd=REPO,
             )
+            assert reader.stdout is not None  # PIPE
             rq = LineQueue(reader.stdout)
             ready = wait_event(rq, "ready", 120, rmsgs)
             if not ready or ready.get("event") != "ready":
@@ -196,7 +197,7 @@ def run_live_once(
     return result
 
 
-def summarize_live(runs: list[dict], poll: float) -> dict:
+def summarize_live(runs: list[dict[str, Any]], poll: float) -> dict[str, Any]:
     lat = [x for r in runs for x in r.get("latencies_s", [])]
     if not lat:
         return {}
@@ -220,7 +221,9 @@ def summarize_live(runs: list[dict], poll: float) -> dict:
     }
 
 
-def live_main(args: argparse.Namespace, data: dict, impls: list[str], command: str) -> int:
+def live_main(
+    args: argparse.Namespace, data: dict[str, Any], impls: list[str], command: str
+) -> int:
     """--live: the live-latency workload for each side, against a moto server started here."""
     failures: list[str] = []
     git = git_state()

@@ -9,8 +9,10 @@ import argparse
 import os
 import subprocess
 import sys
+from typing import Any
 
 import make_trial
+
 from runner.common import (
     FLOOR,
     FLOOR_OF,
@@ -37,7 +39,11 @@ from runner.sides import git_state, run_one, summarize
 
 
 def run_workloads(
-    args: argparse.Namespace, data: dict, impls: list[str], workloads: list[str], command: str
+    args: argparse.Namespace,
+    data: dict[str, Any],
+    impls: list[str],
+    workloads: list[str],
+    command: str,
 ) -> int:
     """Run ``workloads`` for ``impls`` as ``args`` say, store the figures in ``data`` (and
     results.json) and write RESULTS.md; the exit status."""
@@ -66,7 +72,7 @@ def run_workloads(
     data["trial"] = dict(manifest, path=rel(trial))
     params = {k: manifest[k] for k in ("steps", "tensors", "size", "seed")}
     mixed_trial = os.path.abspath(make_trial.MIXED_OUT)
-    mixed_params: dict = {}
+    mixed_params: dict[str, Any] = {}
     if RULES_MIXED_WORKLOAD in workloads:
         mm = ensure_mixed_trial(mixed_trial)
         data.setdefault("trials", {})["mixed"] = dict(mm, path=rel(mixed_trial))
@@ -90,10 +96,14 @@ def run_workloads(
             if RULES_MIXED_WORKLOAD in workloads:
                 warm_page_cache(mixed_trial)
 
+        def counts(moto: MotoServer, workload: str) -> None:
+            count_requests(
+                data, impls, pythons, target, workload, moto, args, command, run_id, git, failures
+            )
+
         for workload in workloads:
-            counted = (data, impls, pythons, target, workload, moto, args, command, run_id, git)
             if moto and not args.no_requests and args.requests_only:
-                count_requests(*counted, failures)
+                counts(moto, workload)
                 continue
             # The floor is ours' yardstick: a third side whenever ours runs a local workload
             # that has one (same loop, same repeats, ours' interpreter).
@@ -127,7 +137,7 @@ def run_workloads(
                 data["entries"][entry_key(storage, workload, impl)] = entry
             save_results(args.results, data)
             if moto and not args.no_requests:
-                count_requests(*counted, failures)
+                counts(moto, workload)
     finally:
         if moto:
             moto.__exit__(None, None, None)
@@ -140,7 +150,7 @@ def run_workloads(
     return 1 if failures or problems else 0
 
 
-def _upload(args: argparse.Namespace, trial: str, env: dict) -> str:
+def _upload(args: argparse.Namespace, trial: str, env: dict[str, Any]) -> str:
     """Upload the local trial to the moto server; its s3:// URI."""
     prefix = os.path.basename(trial.rstrip("/"))
     log(f"uploading the trial to s3://{S3_BUCKET}/{prefix}")
@@ -163,12 +173,12 @@ def _timed_runs(
     storage: str,
     workload: str,
     sides: list[str],
-    pythons: dict,
+    pythons: dict[str, Any],
     on: str,
-    env: dict | None,
-) -> dict[str, list[dict]]:
+    env: dict[str, Any] | None,
+) -> dict[str, list[dict[str, Any]]]:
     """``args.repeat`` fresh-process runs of ``workload`` per side, the sides alternating."""
-    runs: dict[str, list[dict]] = {i: [] for i in sides}
+    runs: dict[str, list[dict[str, Any]]] = {i: [] for i in sides}
     for rep in range(args.repeat):
         for impl in sides:  # alternate the sides so that drift hits them alike
             log(f"{storage} {workload} {impl} run {rep + 1}/{args.repeat}")
@@ -194,7 +204,7 @@ def _timed_runs(
     return runs
 
 
-def _figures(runs: list[dict]) -> dict:
+def _figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """A side's stored figures: the environment of its first good run, every run without its
     environment, their summary, and the first error when a run failed."""
     ok = [r for r in runs if "error" not in r]

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from typing import IO
 
 from runner.common import WORK, log, rel
 
@@ -15,9 +16,9 @@ from runner.common import WORK, log, rel
 class MotoServer:
     def __init__(self, exe: str) -> None:
         self.exe = exe
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
-        self.logfile = None
+        self.logfile: IO[str] | None = None
 
     def __enter__(self) -> MotoServer:
         if not os.path.exists(self.exe):
@@ -28,17 +29,17 @@ class MotoServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         os.makedirs(WORK, exist_ok=True)
-        self.logfile = open(os.path.join(WORK, "moto_server.log"), "w")
-        self.proc = subprocess.Popen(
+        logfile = self.logfile = open(os.path.join(WORK, "moto_server.log"), "w")
+        proc = self.proc = subprocess.Popen(
             [self.exe, "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self.logfile,
+            stdout=logfile,
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
         while True:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise SystemExit(
-                    f"moto_server exited with {self.proc.returncode}; see {rel(self.logfile.name)}"
+                    f"moto_server exited with {proc.returncode}; see {rel(logfile.name)}"
                 )
             try:
                 urllib.request.urlopen(self.url + "/moto-api/", timeout=2).read()
@@ -47,14 +48,14 @@ class MotoServer:
                 if time.monotonic() > deadline:
                     raise SystemExit("moto_server did not answer within 60 s") from None
                 time.sleep(0.2)
-        log(f"moto_server pid {self.proc.pid} on {self.url}")
+        log(f"moto_server pid {proc.pid} on {self.url}")
         return self
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def env(self) -> dict:
+    def env(self) -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
@@ -74,7 +75,7 @@ class MotoServer:
         )
         return env
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -9,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import make_trial
+
 from runner.common import HERE, REPO, SMDEBUG_PY, log, rel
 
 
@@ -32,7 +34,7 @@ def trial_params(trial: str) -> argparse.Namespace:
     return ns
 
 
-def ensure_trial(trial: str) -> dict:
+def ensure_trial(trial: str) -> dict[str, Any]:
     """Write the trial with smdebug's writer unless it is complete; return its manifest."""
     args = trial_params(trial)
     if not make_trial.is_complete(trial, make_trial.wanted_manifest(args)):
@@ -57,10 +59,11 @@ def ensure_trial(trial: str) -> dict:
             stdout=sys.stderr,
         )
     with open(make_trial.manifest_path(trial)) as f:
-        return json.load(f)
+        manifest: dict[str, Any] = json.load(f)
+    return manifest
 
 
-def ensure_mixed_trial(trial: str) -> dict:
+def ensure_mixed_trial(trial: str) -> dict[str, Any]:
     """Write the rules trial (make_trial.py --kind mixed) unless it is complete; its manifest."""
     args = argparse.Namespace(out=trial, kind="mixed", steps=2000, seed=1234)
     if not make_trial.is_complete(trial, make_trial.wanted_manifest(args)):
@@ -72,7 +75,8 @@ def ensure_mixed_trial(trial: str) -> dict:
             stdout=sys.stderr,
         )
     with open(make_trial.manifest_path(trial)) as f:
-        return json.load(f)
+        manifest: dict[str, Any] = json.load(f)
+    return manifest
 
 
 def warm_page_cache(trial: str) -> None:

@@ -5,8 +5,11 @@ floors, S3 request counts, live latency, S3 client CPU, the rules workloads, the
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import make_trial
+from s3_cpu_run import report_s3_cpu
+
 from runner.common import (
     FLOOR,
     HEADLINE,
@@ -35,10 +38,9 @@ from runner.report_figures import (
 from runner.report_rules import report_rules, rules_common, rules_compare
 from runner.report_sections import report_live, report_requests
 from runner.results import entry_key
-from s3_cpu_run import report_s3_cpu
 
 
-def compare(entries: dict, storage: str, workload: str) -> tuple[str, bool]:
+def compare(entries: dict[str, Any], storage: str, workload: str) -> tuple[str, bool]:
     """('match' | 'MISMATCH ...' | 'n/a ...', is_mismatch)"""
     if workload in RULES_WORKLOADS:
         return rules_compare(entries, storage, workload)
@@ -66,7 +68,7 @@ def compare(entries: dict, storage: str, workload: str) -> tuple[str, bool]:
     return "match", False
 
 
-def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> list[str]:
+def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JSON) -> list[str]:
     """Write RESULTS.md; return the list of problems (checksum mismatches)."""
     entries = data["entries"]
     problems: list[str] = []
@@ -179,7 +181,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
         # A floor column where its phases mean what the sides' do (values_all: the two passes
         # over the event files); floor_metadata's phases match none of metadata's, so there
         # the floor has its line under the table only.
-        fs = {}
+        fs: dict[str, Any] = {}
         if storage == "local" and workload == "values_all":
             fs = (entries.get(entry_key(storage, workload, FLOOR)) or {}).get("summary") or {}
         L.append("| phase | smdebug s | ours s | smdebug / ours |" + (" floor s |" if fs else ""))
@@ -187,7 +189,7 @@ def write_report(data: dict, path: str, results_path: str = RESULTS_JSON) -> lis
         total = "everything after the import"
         if "checksum_s" in PHASES[workload]:
             total += " but the checksum: create_trial + list + reads"
-        rows = [(f"**total** ({total})", "total_s", None)]
+        rows: list[tuple[str, str | None, str | None]] = [(f"**total** ({total})", "total_s", None)]
         labels = {
             "checksum_s": "checksum (timed apart, not in reads)",
             "pass1": "pass1 (reads)",

@@ -5,12 +5,13 @@ status."""
 from __future__ import annotations
 
 import datetime as _dt
+from typing import Any
 
 from runner.common import FLOOR, FLOOR_OF
 from runner.results import entry_key
 
 
-def fmt_s(x) -> str:
+def fmt_s(x: float | None) -> str:
     if x is None:
         return "–"
     if x >= 100:
@@ -24,13 +25,13 @@ def fmt_s(x) -> str:
     return f"{x:.2g}"
 
 
-def ratio(a, b):
+def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
     return a / b
 
 
-def fmt_ratio(r) -> str:
+def fmt_ratio(r: float | None) -> str:
     if r is None:
         return "–"
     if r >= 1000:
@@ -38,11 +39,11 @@ def fmt_ratio(r) -> str:
     return f"{r:.1f}x" if r >= 10 else f"{r:.2f}x"
 
 
-def fmt_floor_ratio(r) -> str:
+def fmt_floor_ratio(r: float | None) -> str:
     return "–" if r is None else f"{r:.1f}x"
 
 
-def load_and_cpu(runs: list[dict]) -> str:
+def load_and_cpu(runs: list[dict[str, Any]]) -> str:
     """The runs' 1-min load average range and process CPU seconds, as a section line says
     them ("" when not recorded)."""
     text = ""
@@ -57,7 +58,7 @@ def load_and_cpu(runs: list[dict]) -> str:
     return text
 
 
-def floor_figures(entries: dict, storage: str, workload: str) -> dict | None:
+def floor_figures(entries: dict[str, Any], storage: str, workload: str) -> dict[str, Any] | None:
     """The floor's side of a workload that has one (None otherwise), compared like with like.
 
     metadata: ours' total (create_trial + the four calls) against the floor's headline
@@ -72,7 +73,7 @@ def floor_figures(entries: dict, storage: str, workload: str) -> dict | None:
     fe = entries.get(entry_key(storage, workload, FLOOR)) or {}
     oe = entries.get(entry_key(storage, workload, "ours")) or {}
     fs, ou = fe.get("summary") or {}, oe.get("summary") or {}
-    out: dict = {"entry": fe or None, "floor_s": None, "ours_s": None, "ratio": None}
+    out: dict[str, Any] = {"entry": fe or None, "floor_s": None, "ours_s": None, "ratio": None}
     if not fs:
         return out
     if workload == "metadata":
@@ -86,7 +87,9 @@ def floor_figures(entries: dict, storage: str, workload: str) -> dict | None:
     return out
 
 
-def floor_line(data: dict, storage: str, workload: str, problems: list[str]) -> str | None:
+def floor_line(
+    data: dict[str, Any], storage: str, workload: str, problems: list[str]
+) -> str | None:
     """The per-workload section's line for the floor's runs (None for a workload without one)."""
     entries = data["entries"]
     ff = floor_figures(entries, storage, workload)
@@ -129,7 +132,7 @@ def floor_line(data: dict, storage: str, workload: str, problems: list[str]) -> 
     return line
 
 
-def same_run(a: dict, b: dict) -> bool:
+def same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
     if a.get("run_id") or b.get("run_id"):
         return a.get("run_id") == b.get("run_id")
     if a.get("command") != b.get("command"):
@@ -141,7 +144,7 @@ def same_run(a: dict, b: dict) -> bool:
     return abs((ta - tb).total_seconds()) < 3600
 
 
-def side_status(e: dict | None, unavailable: dict | None = None) -> str:
+def side_status(e: dict[str, Any] | None, unavailable: dict[str, Any] | None = None) -> str:
     if not e:
         if unavailable:
             return f"not run: evaluator.trial did not import ({unavailable['reason']}, {unavailable['at']})"

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import make_trial
+
 from runner.common import IMPLS, RULES_MIXED_WORKLOAD, RULES_WORKLOAD, TARGET_SPEEDUP, rel
 from runner.report_figures import fmt_ratio, fmt_s, load_and_cpu, ratio, same_run, side_status
 from runner.results import entry_key
@@ -13,23 +15,25 @@ from runner.sides import median
 
 
 def _rules_runs(
-    entries: dict, storage: str, impl: str, workload: str = RULES_WORKLOAD
-) -> list[dict]:
+    entries: dict[str, Any], storage: str, impl: str, workload: str = RULES_WORKLOAD
+) -> list[dict[str, Any]]:
     e = entries.get(entry_key(storage, workload, impl)) or {}
     return [r for r in e.get("runs") or [] if "error" not in r and isinstance(r.get("rules"), dict)]
 
 
-def _ran(run: dict) -> dict:
+def _ran(run: dict[str, Any]) -> dict[str, Any]:
     return {n: r for n, r in run["rules"].items() if r.get("status") == "ran"}
 
 
-def rules_common(entries: dict, storage: str, workload: str = RULES_WORKLOAD) -> dict:
+def rules_common(
+    entries: dict[str, Any], storage: str, workload: str = RULES_WORKLOAD
+) -> dict[str, Any]:
     """Rules that ran in every run of both sides, and each side's median of create_trial + those
     rules (None for a side without runs)."""
     runs = {i: _rules_runs(entries, storage, i, workload) for i in IMPLS}
     sets = [set(_ran(r)) for i in IMPLS for r in runs[i]]
     common = sorted(set.intersection(*sets)) if sets and all(runs.values()) else []
-    out: dict = {"rules": common}
+    out: dict[str, Any] = {"rules": common}
     for i in IMPLS:
         totals = [
             r["phases"]["create_trial"] + sum(_ran(r)[n]["seconds"] for n in common)
@@ -39,19 +43,19 @@ def rules_common(entries: dict, storage: str, workload: str = RULES_WORKLOAD) ->
     return out
 
 
-def _fired_sig(rec: dict) -> tuple:
+def _fired_sig(rec: dict[str, Any]) -> tuple[Any, ...]:
     return (rec.get("fired_hash"), rec.get("fired_n"), rec.get("evaluated"))
 
 
 def _rule_agreement(
-    entries: dict, storage: str, workload: str = RULES_WORKLOAD
+    entries: dict[str, Any], storage: str, workload: str = RULES_WORKLOAD
 ) -> dict[str, tuple[str, bool]]:
     """Per rule that ran somewhere: (verdict, is_mismatch)."""
     runs = {i: _rules_runs(entries, storage, i, workload) for i in IMPLS}
     names = sorted({n for i in IMPLS for r in runs[i] for n in _ran(r)})
     out: dict[str, tuple[str, bool]] = {}
     for n in names:
-        sigs: dict[str, set] = {}
+        sigs: dict[str, set[tuple[Any, ...]]] = {}
         for i in IMPLS:
             sigs[i] = {_fired_sig(_ran(r)[n]) for r in runs[i] if n in _ran(r)}
         params = {
@@ -76,7 +80,9 @@ def _rule_agreement(
     return out
 
 
-def rules_compare(entries: dict, storage: str, workload: str = RULES_WORKLOAD) -> tuple[str, bool]:
+def rules_compare(
+    entries: dict[str, Any], storage: str, workload: str = RULES_WORKLOAD
+) -> tuple[str, bool]:
     runs = {i: _rules_runs(entries, storage, i, workload) for i in IMPLS}
     if not runs["smdebug"] or not runs["ours"]:
         return "n/a (one side only)", False
@@ -91,14 +97,18 @@ def rules_compare(entries: dict, storage: str, workload: str = RULES_WORKLOAD) -
     return f"match: fired steps of {len(both)} rules", False
 
 
-def _params_text(params: dict) -> str:
+def _params_text(params: dict[str, Any]) -> str:
     if not params:
         return "defaults"
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
 def report_rules(
-    L: list[str], data: dict, storage: str, problems: list[str], workload: str = RULES_WORKLOAD
+    L: list[str],
+    data: dict[str, Any],
+    storage: str,
+    problems: list[str],
+    workload: str = RULES_WORKLOAD,
 ) -> None:
     entries = data["entries"]
     es = {i: entries.get(entry_key(storage, workload, i)) for i in IMPLS}
@@ -143,7 +153,7 @@ def report_rules(
         return
     med = {i: (es[i] or {}).get("summary", {}).get("phases", {}) for i in IMPLS}
     agree = _rule_agreement(entries, storage, workload)
-    sample = {i: (runs[i][0] if runs[i] else None) for i in IMPLS}
+    sample: dict[str, Any] = {i: (runs[i][0] if runs[i] else None) for i in IMPLS}  # a run, or None
     names = sorted({n for i in IMPLS if sample[i] for n in sample[i]["rules"]})
     L.append(
         "| rule | parameters | smdebug s | ours s | smdebug / ours | fired: smdebug | fired: ours "
@@ -153,7 +163,9 @@ def report_rules(
     excluded: list[str] = []
     skipped: list[tuple[str, str]] = []
     for n in names:
-        recs = {i: (sample[i]["rules"].get(n) if sample[i] else None) for i in IMPLS}
+        recs: dict[str, Any] = {
+            i: (sample[i]["rules"].get(n) if sample[i] else None) for i in IMPLS
+        }
         any_rec = recs["ours"] or recs["smdebug"]
         if any_rec.get("status") == "skipped":
             skipped.append((n, any_rec.get("why", "")))

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
+
+from workloads import S3_WORKLOADS
 
 from runner.common import IMPLS
 from runner.report_figures import KIND_LABELS
 from runner.results import entry_key
-from workloads import S3_WORKLOADS
 
 
-def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
+def report_requests(L: list[str], data: dict[str, Any], problems: list[str]) -> None:
     reqs = data.get("requests") or {}
     if not reqs:
         return
@@ -92,7 +94,7 @@ def report_requests(L: list[str], data: dict, problems: list[str]) -> None:
     L.append("")
 
 
-def report_live(L: list[str], data: dict) -> None:
+def report_live(L: list[str], data: dict[str, Any]) -> None:
     live = data.get("live") or {}
     if not live:
         return

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 
-def load_results(path: str) -> dict:
+def load_results(path: str) -> dict[str, Any]:
     try:
         with open(path) as f:
             data = json.load(f)
@@ -17,7 +18,7 @@ def load_results(path: str) -> dict:
     return {"entries": {}}
 
 
-def save_results(path: str, data: dict) -> None:
+def save_results(path: str, data: dict[str, Any]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)

@@ -4,6 +4,7 @@ front of moto (bench/s3_requests.py), stored under ``requests`` in results.json.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from runner.common import log, now_iso
 from runner.moto import MotoServer
@@ -19,7 +20,7 @@ def run_counted(
     moto: MotoServer,
     timeout: float,
     keep_alive: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Run one workload with AWS_ENDPOINT_URL pointing at a fresh CountingProxy in front of moto."""
     from s3_requests import CountingProxy  # loads tests/support/faulty_proxy.py (stdlib only)
 
@@ -27,7 +28,7 @@ def run_counted(
         env = dict(moto.env(), AWS_ENDPOINT_URL=proxy.endpoint)
         r = run_one(py, impl, target, workload, env, timeout)
         snap = proxy.snapshot()
-    out = {
+    out: dict[str, Any] = {
         k: r[k]
         for k in (
             "total_s",
@@ -48,16 +49,16 @@ def run_counted(
 
 
 def count_requests(
-    data: dict,
+    data: dict[str, Any],
     impls: list[str],
-    pythons: dict,
+    pythons: dict[str, Any],
     target: str,
     workload: str,
     moto: MotoServer,
     args: argparse.Namespace,
     command: str,
     run_id: str,
-    git: dict,
+    git: dict[str, Any],
     failures: list[str],
 ) -> None:
     """One run per side through the counting proxy; stored under data["requests"]["s3/<workload>/<impl>"]."""

@@ -10,6 +10,7 @@ import resource
 import statistics
 import subprocess
 import time
+from typing import Any
 
 from runner.common import HERE, REPO, RULES_WORKLOADS
 
@@ -30,8 +31,8 @@ def workload_cmd(py: str, impl: str, trial: str, workload: str) -> list[str]:
 
 
 def run_one(
-    py: str, impl: str, trial: str, workload: str, env: dict | None, timeout: float
-) -> dict:
+    py: str, impl: str, trial: str, workload: str, env: dict[str, Any] | None, timeout: float
+) -> dict[str, Any]:
     cmd = workload_cmd(py, impl, trial, workload)
     load_before = os.getloadavg()[0]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -64,12 +65,12 @@ def run_one(
     return result
 
 
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return round(statistics.median(xs), 4) if xs else None
+def median(xs: list[float | None]) -> float | None:
+    found = [x for x in xs if x is not None]
+    return round(statistics.median(found), 4) if found else None
 
 
-def summarize(runs: list[dict]) -> dict:
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return {}
@@ -85,8 +86,8 @@ def summarize(runs: list[dict]) -> dict:
     }
 
 
-def git_state() -> dict:
-    def git(*a):
+def git_state() -> dict[str, Any]:
+    def git(*a: str) -> str | None:
         p = subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO)
         return p.stdout.strip() if p.returncode == 0 else None
 
