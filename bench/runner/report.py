@@ -98,7 +98,39 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
         )
         L.append("")
 
-    # Summary
+    combos: list[tuple[str, str]] = []  # (storage, workload) with figures
+    for storage in ("local", "s3"):
+        for workload in LOCAL_WORKLOADS:
+            if any(entry_key(storage, workload, i) in entries for i in IMPLS):
+                combos.append((storage, workload))
+    _summary(L, entries, combos, problems)
+    _per_workload(L, data, combos, problems)
+    report_requests(L, data, problems)
+    report_live(L, data)
+    report_s3_cpu(L, data, problems)
+    # The scale workloads (bench/many_workers.py, bench/large_tensors.py) keep their own
+    # section file, which each rewrites after its run; it is copied in as it is.
+    if os.path.exists(SCALE_MD):
+        with open(SCALE_MD) as f:
+            L.extend(f.read().rstrip("\n").splitlines())
+        L.append("")
+
+    _machine(L, entries)
+    _reproduce(L, data, trial)
+    if problems:
+        L.append("## Problems")
+        L.append("")
+        L.extend(f"- {p}" for p in problems)
+        L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+    return problems
+
+
+def _summary(
+    L: list[str], entries: dict[str, Any], combos: list[tuple[str, str]], problems: list[str]
+) -> None:
+    """The summary table: one row per storage and workload (and the floors)."""
     L.append("## Summary")
     L.append("")
     L.append(
@@ -118,11 +150,6 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
         "| smdebug peak MiB | ours peak MiB | memory ratio | lower | values |"
     )
     L.append("|---|---|---:|---:|---:|:-:|---:|---:|---:|---:|---:|:-:|---|")
-    combos = []
-    for storage in ("local", "s3"):
-        for workload in LOCAL_WORKLOADS:
-            if any(entry_key(storage, workload, i) in entries for i in IMPLS):
-                combos.append((storage, workload))
     for storage, workload in combos:
         sm = (entries.get(entry_key(storage, workload, "smdebug")) or {}).get("summary") or {}
         ou = (entries.get(entry_key(storage, workload, "ours")) or {}).get("summary") or {}
@@ -167,7 +194,12 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
             )
     L.append("")
 
-    # Per workload
+
+def _per_workload(
+    L: list[str], data: dict[str, Any], combos: list[tuple[str, str]], problems: list[str]
+) -> None:
+    """One section per storage and workload: the phases of both sides, the values compared."""
+    entries = data["entries"]
     for storage, workload in combos:
         if workload in RULES_WORKLOADS:
             report_rules(L, data, storage, problems, workload)
@@ -260,17 +292,9 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
                         problems.append(f"s3/{workload}/{i}: values differ from the local run")
         L.append("")
 
-    report_requests(L, data, problems)
-    report_live(L, data)
-    report_s3_cpu(L, data, problems)
-    # The scale workloads (bench/many_workers.py, bench/large_tensors.py) keep their own
-    # section file, which each rewrites after its run; it is copied in as it is.
-    if os.path.exists(SCALE_MD):
-        with open(SCALE_MD) as f:
-            L.extend(f.read().rstrip("\n").splitlines())
-        L.append("")
 
-    # Machine
+def _machine(L: list[str], entries: dict[str, Any]) -> None:
+    """What each side ran on: library, Python, numpy, protobuf, CPU, platform."""
     L.append("## Machine and software")
     L.append("")
     envs = {}
@@ -309,7 +333,10 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
         )
     L.append("")
 
-    # Reproduce
+
+def _reproduce(L: list[str], data: dict[str, Any], trial: dict[str, Any]) -> None:
+    """The command lines that produced the stored figures, and one workload by hand."""
+    entries = data["entries"]
     L.append("## Reproduce")
     L.append("")
     L.append(
@@ -345,11 +372,3 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
         L.append(f".venv/bin/python bench/rules_workload.py --impl ours --trial {tm}")
     L.append("```")
     L.append("")
-    if problems:
-        L.append("## Problems")
-        L.append("")
-        L.extend(f"- {p}" for p in problems)
-        L.append("")
-    with open(path, "w") as f:
-        f.write("\n".join(L))
-    return problems

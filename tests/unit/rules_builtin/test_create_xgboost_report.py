@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +16,8 @@ from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from rules_builtin import registry
 from rules_builtin.create_xgboost_report import CreateXgboostReport
+from tests.support.html_check import WellFormed, parse
 
-VOID = {
-    "area",
-    "base",
-    "br",
-    "col",
-    "embed",
-    "hr",
-    "img",
-    "input",
-    "link",
-    "meta",
-    "source",
-    "track",
-    "wbr",
-}
 XGBOOST_COLLECTIONS = [
     Collection("metrics", include_regex=["^(train|validation)-"]),
     Collection("feature_importance", include_regex=["^feature_importance/"]),
@@ -40,47 +25,6 @@ XGBOOST_COLLECTIONS = [
     Collection("predictions", include_regex=["^predictions$"]),
     Collection("hyperparameters", include_regex=["^hyperparameters/"]),
 ]
-
-
-class WellFormed(HTMLParser):
-    """Checks that every element is closed, in order; collects the text."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[str] = []
-        self.errors: list[str] = []
-        self.text: list[str] = []
-        self.ids: set[str] = set()
-        self.tags: dict[str, int] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags[tag] = self.tags.get(tag, 0) + 1
-        self.ids |= {v for k, v in attrs if k == "id" and v}
-        if tag not in VOID:
-            self.stack.append(tag)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags[tag] = self.tags.get(tag, 0) + 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if not self.stack or self.stack[-1] != tag:
-            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
-        else:
-            self.stack.pop()
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-
-def parse(path: Path) -> WellFormed:
-    """Parse the report, asserting it is a well-formed HTML document."""
-    document = path.read_text(encoding="utf-8")
-    assert document.startswith("<!DOCTYPE html>")
-    parser = WellFormed()
-    parser.feed(document)
-    parser.close()
-    assert parser.errors == [] and parser.stack == []
-    return parser
 
 
 @pytest.fixture
