@@ -115,37 +115,7 @@ def report_rules(
     runs = {i: _rules_runs(entries, storage, i, workload) for i in IMPLS}
     L.append(f"## {storage}: {workload}")
     L.append("")
-    mixed = (data.get("trials") or {}).get("mixed") or {}
-    if workload == RULES_MIXED_WORKLOAD:
-        L.append(
-            f"On the rules trial `{mixed.get('path', rel(make_trial.MIXED_OUT))}` "
-            f"({mixed.get('steps', '?')} global steps, every {mixed.get('eval_every', '?')}th "
-            f"an EVAL step, {mixed.get('files', '?')} files, "
-            f"{(mixed.get('bytes') or 0) / 2**20:.0f} MiB, written by smdebug "
-            f"{mixed.get('smdebug_version', '?')}'s own FileWriter, seed {mixed.get('seed', '?')}): "
-            "a scalar loss, labels and predictions, ReLU/tanh/sigmoid layer inputs and outputs, "
-            "weights and gradients, XGBoost-style feature importances, tree node ids, metrics and "
-            "hyperparameters (bench/mixed_trial.py), with the plan `PLAN_MIXED`. A rule with an "
-            "end-of-data judgement (`invoke_at_end`: Confusion, Overfit, "
-            "FeatureImportanceOverweight) gets it on smdebug's side too, called once by the "
-            "workload after smdebug's `invoke_rule` ends."
-        )
-        L.append("")
-    L.append(
-        "`bench/rules_workload.py`: **the same rule classes** (`rules_builtin/` of this checkout) on "
-        "both sides, each rule over all steps of the trial, one after the other on one trial "
-        "opened once. **ours**: `evaluator.trial.create_trial`, `build_rule`, "
-        "`invoke_rule(rule, raise_eval_cond=False, continue_after_fire=True)`. **smdebug**: "
-        "stand-in `evaluator.*` modules make the rule modules subclass `smdebug.rules.Rule` and "
-        "raise/catch smdebug's exceptions; `smdebug.trials.create_trial`, `cls(trial, **params)`, "
-        "`smdebug.rules.invoke_rule(rule, start_step=0, end_step=None, raise_eval_cond=False)` "
-        "until its `NoMoreData`. Parameters: `bench/rules_plan.py` (chosen so that each rule reads "
-        "the trial's tensors at every step and, where its logic allows, fires at some steps). "
-        "A rule's seconds = build (and, for SimilarAcrossRuns, opening the other trial) + the "
-        "whole invoke_rule walk. **Fired steps agree** = same steps evaluated and the same list "
-        "of fired steps (hash)."
-    )
-    L.append("")
+    _intro(L, data, workload)
     if not runs["smdebug"] and not runs["ours"]:
         for i in IMPLS:
             L.append(f"- {i}: {side_status(es[i])}")
@@ -257,6 +227,53 @@ def report_rules(
             for m, err in sorted(((sample[i] or {}).get("import_failures") or {}).items()):
                 L.append(f"- {i}: `rules_builtin.{m}`: {err}")
         L.append("")
+    _sides(L, es, runs, sample, names)
+
+
+def _intro(L: list[str], data: dict[str, Any], workload: str) -> None:
+    """What the section measures: the rules trial (rules_mixed) and how each side runs the
+    rules."""
+    mixed = (data.get("trials") or {}).get("mixed") or {}
+    if workload == RULES_MIXED_WORKLOAD:
+        L.append(
+            f"On the rules trial `{mixed.get('path', rel(make_trial.MIXED_OUT))}` "
+            f"({mixed.get('steps', '?')} global steps, every {mixed.get('eval_every', '?')}th "
+            f"an EVAL step, {mixed.get('files', '?')} files, "
+            f"{(mixed.get('bytes') or 0) / 2**20:.0f} MiB, written by smdebug "
+            f"{mixed.get('smdebug_version', '?')}'s own FileWriter, seed {mixed.get('seed', '?')}): "
+            "a scalar loss, labels and predictions, ReLU/tanh/sigmoid layer inputs and outputs, "
+            "weights and gradients, XGBoost-style feature importances, tree node ids, metrics and "
+            "hyperparameters (bench/mixed_trial.py), with the plan `PLAN_MIXED`. A rule with an "
+            "end-of-data judgement (`invoke_at_end`: Confusion, Overfit, "
+            "FeatureImportanceOverweight) gets it on smdebug's side too, called once by the "
+            "workload after smdebug's `invoke_rule` ends."
+        )
+        L.append("")
+    L.append(
+        "`bench/rules_workload.py`: **the same rule classes** (`rules_builtin/` of this checkout) on "
+        "both sides, each rule over all steps of the trial, one after the other on one trial "
+        "opened once. **ours**: `evaluator.trial.create_trial`, `build_rule`, "
+        "`invoke_rule(rule, raise_eval_cond=False, continue_after_fire=True)`. **smdebug**: "
+        "stand-in `evaluator.*` modules make the rule modules subclass `smdebug.rules.Rule` and "
+        "raise/catch smdebug's exceptions; `smdebug.trials.create_trial`, `cls(trial, **params)`, "
+        "`smdebug.rules.invoke_rule(rule, start_step=0, end_step=None, raise_eval_cond=False)` "
+        "until its `NoMoreData`. Parameters: `bench/rules_plan.py` (chosen so that each rule reads "
+        "the trial's tensors at every step and, where its logic allows, fires at some steps). "
+        "A rule's seconds = build (and, for SimilarAcrossRuns, opening the other trial) + the "
+        "whole invoke_rule walk. **Fired steps agree** = same steps evaluated and the same list "
+        "of fired steps (hash)."
+    )
+    L.append("")
+
+
+def _sides(
+    L: list[str],
+    es: dict[str, Any],
+    runs: dict[str, list[dict[str, Any]]],
+    sample: dict[str, Any],
+    names: list[str],
+) -> None:
+    """What each rule does here, then each side's status, totals, load and memory."""
     whys = {n: (sample["ours"] or sample["smdebug"])["rules"][n] for n in names}
     L.append("What each rule does here:")
     L.append("")
