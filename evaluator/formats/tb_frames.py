@@ -157,26 +157,32 @@ def simple_scalars(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     q = np.minimum(starts + 9, last)  # after wall_time
     has_step = buf[q] == 0x10
     # the step varint: up to _MAX_STEP_BYTES bytes, each but the last with its top bit set
-    places = np.minimum(q[:, None] + 1 + np.arange(_MAX_STEP_BYTES), last)
-    raw = buf[places]
-    more = raw >= 0x80
-    width = np.argmin(more, axis=1) + 1  # bytes up to the first without the top bit
-    ok &= ~has_step | ~more.all(axis=1)
-    digits = (raw & 0x7F).astype(np.int64) << (7 * np.arange(_MAX_STEP_BYTES, dtype=np.int64))
-    digits[np.arange(_MAX_STEP_BYTES) >= width[:, None]] = 0
-    steps = np.where(has_step, digits.sum(axis=1), 0)
-    s = q + np.where(has_step, 1 + width, 0)  # the summary's field key
-    at = np.minimum(s[:, None] + np.arange(6), last)
-    head = buf[at].astype(np.int64)
-    summary_size, tag_size = head[:, 1], head[:, 5]
+    steps = np.zeros(count, np.int64)
+    s = q + has_step  # then the summary's field key, once past the step
+    going = np.flatnonzero(has_step)
+    for k in range(_MAX_STEP_BYTES):
+        if not len(going):
+            break
+        at = s[going]
+        digit = buf[np.minimum(at, last)]
+        steps[going] |= (digit & 0x7F).astype(np.int64) << (7 * k)
+        s[going] = at + 1
+        going = going[digit >= 0x80]
+    ok[going] = False  # a longer step: the decoder reads it
+
+    def byte(offset: int) -> np.ndarray:
+        found: np.ndarray = buf[np.minimum(s + offset, last)].astype(np.int64)
+        return found
+
+    summary_size, tag_size = byte(1), byte(5)
     value_at = s + 6 + tag_size  # the simple_value's field key
     ok &= (
-        (head[:, 0] == 0x2A)
-        & (head[:, 2] == 0x0A)
-        & (head[:, 4] == 0x0A)
+        (byte(0) == 0x2A)
+        & (byte(2) == 0x0A)
+        & (byte(4) == 0x0A)
         & (summary_size < 0x80)
         & (tag_size < 0x80)
-        & (head[:, 3] == summary_size - 2)
+        & (byte(3) == summary_size - 2)
         & (s + 2 + summary_size == end)
         & (value_at + 5 == end)
     )
@@ -201,25 +207,39 @@ def _read_tags(
     tag_ids: np.ndarray,
     tags: list[str],
 ) -> None:
-    """Give each row the id of its tag in ``tags``: rows are grouped by tag length, then by a
-    hash of the bytes, and every row is compared with its group's tag (no collision passes);
-    rows whose tag is not UTF-8, or that match no group, are marked not ``ok``."""
-    for size in np.unique(sizes).tolist():
+    """Give each row the id of its tag in ``tags``. Rows are grouped by tag length; a tag is
+    read as 8-byte words (the last one may overlap the one before), grouped by a hash of the
+    words, and every row's words are compared with its group's (no collision passes). Rows
+    whose tag is not UTF-8 are marked not ``ok``."""
+    for size in groups_of(sizes):
         picked = sizes == size
         where, at = rows[picked], first[picked]
-        text = buf[at[:, None] + np.arange(size)] if size else np.zeros((len(at), 0), np.uint8)
-        key = np.zeros(len(at), np.uint64)
-        for column in range(size):  # a polynomial hash over the columns
-            key = key * np.uint64(1099511628211) + text[:, column]
+        if size >= 8:
+            starts = sorted({*range(0, size - 7, 8), size - 8})
+            words = np.stack([_uint(buf, at + o, 8) for o in starts], axis=1)
+        else:  # fewer than 8 bytes: one word of them
+            raw = np.zeros((len(at), 8), np.uint8)
+            raw[:, :size] = buf[at[:, None] + np.arange(size)]
+            words = raw.view("<u8").astype(np.uint64)
+        key = words[:, 0].copy()
+        for column in range(1, words.shape[1]):  # a polynomial hash over the words
+            key = key * np.uint64(1099511628211) + words[:, column]
         first_of, inverse = groups(key)
-        same = (text == text[first_of][inverse]).all(axis=1)
+        same = (words == words[first_of][inverse]).all(axis=1)
         ok[where[~same]] = False
         for group, row in enumerate(first_of.tolist()):
             try:
-                tag = bytes(text[row]).decode()
+                tag = bytes(buf[at[row] : at[row] + size]).decode()
             except UnicodeDecodeError:
                 ok[where[inverse == group]] = False
                 continue
             members = where[(inverse == group) & same]
             tag_ids[members] = len(tags)
             tags.append(tag)
+
+
+def groups_of(sizes: np.ndarray) -> list[int]:
+    """The distinct values of ``sizes``."""
+    first, _ = groups(sizes)
+    values: list[int] = sizes[first].tolist()
+    return values

@@ -16,6 +16,7 @@ a purge makes new arrays), so a reader on another thread needs no lock.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -63,8 +64,8 @@ class Snapshot:
 
     def find(self, step: int) -> int | None:
         """The row holding ``step``, None if the series has no value there."""
-        steps = self.steps
-        i = int(np.searchsorted(steps, step))
+        steps = self._list if self._list is not None else self.step_list()
+        i = bisect_left(steps, step)
         if i < len(steps) and steps[i] == step:
             return int(self.rows[i])
         return None
@@ -124,6 +125,7 @@ class Series:
         self._values = np.empty(0)
         self._objects: list[Any] = []
         self._n = 0
+        self._last_step = 0  # the step of the last row (when there is one)
         self._ordered = True  # steps strictly increasing in row order
         self._snap: Snapshot | None = None
 
@@ -158,18 +160,33 @@ class Series:
             self._to_objects()
         elif self.kind == "histogram" and not isinstance(value, Histogram):
             self._to_objects()
-        self._reserve(1)
+        if n >= len(self._steps):
+            self._reserve(1)
         if self.kind == "scalar":
-            self._values = _grown(self._values, n, 1)
+            if n >= len(self._values):
+                self._values = _grown(self._values, n, 1)
             self._values[n] = value
         elif self.kind == "histogram":
             h = value
-            self._values = _grown(self._values, n, 1)
-            self._values[n] = (h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares))
+            if n >= len(self._values):
+                self._values = _grown(self._values, n, 1)
+            total, squares = h.sum, h.sum_squares
+            self._values[n] = (
+                h.min,
+                h.max,
+                h.count,
+                math.nan if total is None else total,
+                math.nan if squares is None else squares,
+            )
             self._objects.append(h.buckets)
         else:
             self._objects.append(value)
-        self._append_steps(np.array([step], np.int64), np.array([order], np.int64))
+        if self._ordered and n and step <= self._last_step:
+            self._ordered = False
+        self._steps[n] = self._last_step = step
+        self._order[n] = order
+        self._n = n + 1
+        self._snap = None
 
     def _start(self, value: Any) -> None:
         if isinstance(value, Histogram):
@@ -205,12 +222,13 @@ class Series:
     def _append_steps(self, steps: np.ndarray, order: np.ndarray) -> None:
         n, extra = self._n, len(steps)
         if self._ordered and (
-            (n and steps[0] <= self._steps[n - 1]) or (extra > 1 and np.any(np.diff(steps) <= 0))
+            (n and steps[0] <= self._last_step) or (extra > 1 and np.any(np.diff(steps) <= 0))
         ):
             self._ordered = False
         self._steps[n : n + extra] = steps
         self._order[n : n + extra] = order
         self._n = n + extra
+        self._last_step = int(steps[-1])
         self._snap = None
 
     def purge(self, step: int) -> None:
@@ -226,6 +244,7 @@ class Series:
         if self.kind != "scalar":
             self._objects = [self._objects[r] for r in keep.tolist()]
         self._n = len(keep)
+        self._last_step = int(self._steps[-1]) if len(keep) else 0
         self._snap = None
 
     def snapshot(self, keep: Callable[[np.ndarray], np.ndarray] | None = None) -> Snapshot:

@@ -62,24 +62,35 @@ class Folder:
         if self.purged:
             parts = [s.snapshot().steps for s in self.series.values()]
         else:
-            parts = [*self.new_steps, np.array(self.new_step, np.int64)]
+            parts = [np.concatenate(self.new_steps) if self.new_steps else np.zeros(0, np.int64)]
+            parts.append(np.array(self.new_step, np.int64))
         self.new_steps, self.new_step, self.purged = [], [], False
         return distinct(parts)
 
 
 def distinct(parts: list[np.ndarray]) -> np.ndarray:
-    """The sorted distinct steps of ``parts``; runs already in order (the usual case: steps
-    only grow) are thinned without sorting first."""
-    thin = []
-    for part in parts:
-        if len(part) > 1 and bool(np.all(part[1:] >= part[:-1])):
-            changes = np.ones(len(part), bool)
-            changes[1:] = part[1:] != part[:-1]
-            part = part[changes]
-        thin.append(part)
-    if len(thin) == 1 and (len(thin[0]) < 2 or bool(np.all(thin[0][1:] > thin[0][:-1]))):
-        return thin[0]
-    return np.unique(np.concatenate(thin)) if thin else np.zeros(0, np.int64)
+    """The sorted distinct steps of ``parts``. The usual case is cheap: parts whose steps
+    only grow are thinned without sorting, and a short part whose steps are all in a long
+    one (a histogram logged at a step of the scalars) adds nothing."""
+    thin = sorted((_thinned(p) for p in parts if len(p)), key=len, reverse=True)
+    if not thin:
+        return np.zeros(0, np.int64)
+    steps = thin[0]
+    for extra in thin[1:]:
+        at = np.minimum(np.searchsorted(steps, extra), len(steps) - 1)
+        missing = extra[steps[at] != extra]
+        if len(missing):
+            steps = np.union1d(steps, missing)
+    return steps
+
+
+def _thinned(steps: np.ndarray) -> np.ndarray:
+    """``steps`` sorted, each once."""
+    if len(steps) > 1 and bool(np.all(steps[1:] >= steps[:-1])):
+        changes = np.ones(len(steps), bool)
+        changes[1:] = steps[1:] != steps[:-1]
+        return steps[changes]
+    return np.unique(steps)
 
 
 def apply_scalars(
