@@ -101,8 +101,8 @@ class Trial(SmdebugAttributes):
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
         self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
-        # A TensorBoard log's values are held in columns, which answer its tensors.
-        self._held = self._source.held if isinstance(self._source, TensorBoardSource) else None
+        tb = self._source if isinstance(self._source, TensorBoardSource) else None
+        self._held = None if tb is None else tb.held  # a TensorBoard log's columns answer
         self._view = TrialView(
             state, self._cache.lock, self._reader, self.maybe_refresh, self._held
         )
@@ -217,10 +217,7 @@ class Trial(SmdebugAttributes):
         collection. A mode or mode step never seen gives ``[]`` (smdebug raises KeyError)."""
         self.maybe_refresh()
         with self._cache.lock:
-            if self._held is not None and step is not None:
-                names = self._held.names_at(step, mode, self._state.global_to_mode)
-            else:
-                names = names_at(self._state, step, mode)
+            names = names_at(self._state, step, mode, self._held)
         return select_names(
             names,
             regex,
