@@ -7,11 +7,13 @@ process's ``ru_maxrss``):
 
 * TensorBoard: ``EventAccumulator(size_guidance=0)`` (keeps everything), ``Reload()``, and every
   value of every tag (``Scalars``, ``Histograms``);
-* ours: ``create_trial``, and every value of every tag (``value`` of each scalar, and for each
-  histogram the exact reductions and the buckets).
+* ours: ``create_trial``, and every value of every tag (the public batched ``Tensor.column()``
+  of each scalar tag, and for each histogram step the exact reductions and the buckets).
 
-Both sides write a digest of every value they read; the run checks the digests are equal
-(values match) and writes the figures into bench/RESULTS.md (a section of its own).
+CPU seconds are counted from the process's start (imports included) until every value is read.
+Both sides then write a digest of every value they read (not counted); the run checks the
+digests are equal (values match) and writes the figures into bench/RESULTS.md (a section of
+its own).
 
     .venv/bin/python bench/tb_log.py --scalars 20000 --histograms 400    # quick check
     .venv/bin/python bench/tb_log.py                                     # 1,000,000 / 20,000
@@ -242,13 +244,17 @@ def _write_results(row: str) -> None:
             "`bench/tb_log.py` (one run, each side in a fresh process; peak memory is the "
             "process's `ru_maxrss`)._ Both read every value of every tag of one local log "
             "(`simple_value` scalars, 5 tags; `HistogramProto` histograms, 4 tags, 30 buckets): "
-            "TensorBoard 2.x `EventAccumulator(size_guidance=0)` with `Reload()` then "
-            "`Scalars`/`Histograms` of each tag, against `create_trial` then `value` of each "
-            "scalar and `histogram` + `reduction_value(mean)` of each histogram. values: the "
+            "TensorBoard 2.x `EventAccumulator(size_guidance=0)` with `Reload()` then its "
+            "batched `Scalars(tag)`/`Histograms(tag)`, against `create_trial` then the public "
+            "batched `Tensor.column()` of each scalar tag (every step's value in one array) and, "
+            "per step, `histogram` + `reduction_value(mean)` of each histogram. values: the "
             "SHA-256 of every (tag, step, value, min, max, count, mean, bucket counts) equal.",
             "",
-            "Speed-up is on CPU seconds (user + system, every thread, imports included): on "
-            "this shared 2-core machine the wall time (also shown) measures the other jobs.",
+            "Speed-up is on CPU seconds (user + system, every thread, imports included) from the "
+            "process's start until every value is read; the digest of the values, computed "
+            "afterwards the same way on both sides, is not counted (peak memory includes it). "
+            "On this shared 2-core machine the wall time (also shown) measures the other jobs, "
+            "and even CPU seconds grow with the load (see the history below).",
             "",
             "| log | EventAccumulator CPU s | ours CPU s | speed-up | ≥10x | "
             "EventAccumulator wall s | ours wall s | EventAccumulator peak MiB "

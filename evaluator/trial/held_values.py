@@ -11,7 +11,7 @@ as for smdebug output; nothing waits on storage (a value exists once its step do
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,11 +46,13 @@ class HeldSteps:
     names: dict[ModeKeys, set[str]]
     snapshots: dict[Key, tuple[Snapshot, ...]]
     held: HeldTensors
-    publish_done: bool = field(default=False)
 
     def publish(self) -> None:
-        self.held.snapshots = self.snapshots
-        self.publish_done = True
+        """Make the snapshots the ones readers see (under the trial's lock)."""
+        by_name: dict[str, list[tuple[ModeKeys, tuple[Snapshot, ...]]]] = {}
+        for (mode, tag), snaps in self.snapshots.items():
+            by_name.setdefault(tag, []).append((mode, snaps))
+        self.held.snapshots, self.held.by_name = self.snapshots, by_name
 
 
 class HeldTensors:
@@ -59,6 +61,7 @@ class HeldTensors:
 
     def __init__(self, phases: Callable[[], bool]) -> None:
         self.snapshots: dict[Key, tuple[Snapshot, ...]] = {}
+        self.by_name: dict[str, list[tuple[ModeKeys, tuple[Snapshot, ...]]]] = {}
         self._phases = phases
 
     def to_global(self, mode: ModeKeys, steps: np.ndarray) -> np.ndarray:
@@ -161,8 +164,8 @@ class HeldTensors:
         """The sorted steps of ``name`` in ``mode``, and for each snapshot the positions of
         its steps there and the rows that hold them (a later folder wins a step)."""
         parts: list[tuple[Snapshot, np.ndarray]] = []
-        for (m, tag), snaps in self.snapshots.items():
-            if tag != name or (mode is not GLOBAL and m != mode):
+        for m, snaps in self.by_name.get(name, ()):
+            if mode is not GLOBAL and m != mode:
                 continue
             for snap in snaps:
                 steps = snap.steps if mode is not GLOBAL else self.to_global(m, snap.steps)

@@ -84,7 +84,7 @@ class TensorBoardSource(TrialSource):
         self._last_step = -1
 
     async def aclose(self) -> None:
-        self.held.snapshots = {}
+        self.held.snapshots, self.held.by_name = {}, {}
         self._folders = {}
         await self.storage.aclose()
 
