@@ -214,7 +214,9 @@ class Tensor:
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
     ) -> tuple[int, ...]:
         """The saved shape, else the shape of the saved value."""
-        if self._held is None:
+        if self._held is not None:  # no saved shapes; a missing step raises as ``_step``
+            self._held.locate(self._view, self.name, step_num, mode, worker)
+        else:
             entry = self._step(step_num, mode, worker)
             if entry.shape is not None:
                 return entry.shape
