@@ -147,8 +147,8 @@ def held_columns(
     held: HeldTensors, lock: Any, names: list[str], steps: list[int], mode: ModeKeys
 ) -> Columns:
     """``read_columns`` of a TensorBoard trial, from the columns it holds: every step asked
-    is covered; a tensor's rows are the asked steps it was logged at (histograms, and values
-    that change shape, are left to the per-step API)."""
+    is covered; a tensor's rows are the asked steps it was logged at, in the order asked
+    (histograms, and values that change shape, are left to the per-step API)."""
     wanted = np.array(steps, np.int64)
     columns: dict[str, Column] = {}
     for name in names:
@@ -156,7 +156,9 @@ def held_columns(
             have, values = held.column(name, mode)
         if values is None or not have:
             continue
-        at = np.flatnonzero(np.isin(np.array(have, np.int64), wanted))
-        if len(at):
-            columns[name] = Column(name, [have[i] for i in at.tolist()], values[at])
+        sorted_steps = np.array(have, np.int64)  # ``have`` is sorted; rows in the asked order
+        at = np.minimum(np.searchsorted(sorted_steps, wanted), len(have) - 1)
+        found = sorted_steps[at] == wanted
+        if found.any():
+            columns[name] = Column(name, wanted[found].tolist(), values[at[found]])
     return Columns(list(steps), columns)

@@ -108,7 +108,8 @@ def test_histogram_reductions_from_columns_equal_event_accumulator(tmp_path: Pat
 
 def test_column_is_every_value_event_accumulator_shows(tmp_path: Path) -> None:
     """``Tensor.column`` (all steps at once) and ``Trial.columns`` give the scalars
-    EventAccumulator shows, float32 as logged, in step order."""
+    EventAccumulator shows, float32 as logged: the column in step order, the picked steps
+    in the order asked."""
     log = torch_style(
         tmp_path, scalars={"loss": [(s, 1 / (s + 1)) for s in range(0, 300, 7)], "lr": [(5, 0.1)]}
     )
@@ -122,6 +123,9 @@ def test_column_is_every_value_event_accumulator_shows(tmp_path: Path) -> None:
         assert loss is not None and loss.steps == [7, 14]
         assert loss.values.tolist() == [want["loss"][7], want["loss"][14]]
         assert picked.get("lr") is not None and picked.steps == [5, 7, 14]
+        backwards = trial.columns(["loss"], [14, 3, 7]).get("loss")  # rows in the asked order
+        assert backwards is not None and backwards.steps == [14, 7]
+        assert backwards.values.tolist() == [want["loss"][14], want["loss"][7]]
 
 
 def test_phases_map_to_global_steps_in_the_column(tmp_path: Path) -> None:
