@@ -301,10 +301,10 @@ def _from_proto(h: summary_pb2.HistogramProto) -> Histogram:
     limits = list(h.bucket_limit)
     counts = list(h.bucket)
     k = min(len(limits), len(counts))
-    if k:
-        lefts = [h.min, *limits[: k - 1]]
-        rights = [*limits[: k - 1], h.max]
-        buckets = np.array([lefts, rights, counts[:k]], dtype=np.float64).T
+    if k:  # one array of the three columns, made at once
+        inner = limits[: k - 1]
+        flat = np.array([h.min, *inner, *inner, h.max, *counts[:k]], dtype=np.float64)
+        buckets = flat.reshape(3, k).T
     else:
         buckets = np.zeros((0, 3), dtype=np.float64)
     return Histogram(h.min, h.max, h.num, h.sum, h.sum_squares, buckets)

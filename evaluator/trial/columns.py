@@ -23,9 +23,10 @@ import numpy as np
 
 from evaluator.errors import SMDebugError
 from evaluator.modes import ModeKeys
+from evaluator.trial.held_values import HeldTensors
 from evaluator.trial.reads import note_read
 
-__all__ = ["Column", "Columns", "read_columns"]
+__all__ = ["Column", "Columns", "held_columns", "read_columns"]
 
 MiB = 1024 * 1024
 
@@ -40,10 +41,12 @@ class Column:
         self.name = name
         self.steps = steps
         self.values = values
-        self._row = {s: i for i, s in enumerate(steps)}
+        self._row: dict[int, int] | None = None  # made on first use
 
     def row(self, step: int) -> int | None:
         """The row of ``step`` in ``values``, None if it was not read in the batch."""
+        if self._row is None:
+            self._row = {s: i for i, s in enumerate(self.steps)}
         return self._row.get(step)
 
 
@@ -138,3 +141,24 @@ def raw_reader(trial: Any, mode: ModeKeys) -> Callable[[str, int], np.ndarray | 
         return value
 
     return read
+
+
+def held_columns(
+    held: HeldTensors, lock: Any, names: list[str], steps: list[int], mode: ModeKeys
+) -> Columns:
+    """``read_columns`` of a TensorBoard trial, from the columns it holds: every step asked
+    is covered; a tensor's rows are the asked steps it was logged at, in the order asked
+    (histograms, and values that change shape, are left to the per-step API)."""
+    wanted = np.array(steps, np.int64)
+    columns: dict[str, Column] = {}
+    for name in names:
+        with lock:
+            have, values = held.column(name, mode)
+        if values is None or not have:
+            continue
+        sorted_steps = np.array(have, np.int64)  # ``have`` is sorted; rows in the asked order
+        at = np.minimum(np.searchsorted(sorted_steps, wanted), len(have) - 1)
+        found = sorted_steps[at] == wanted
+        if found.any():
+            columns[name] = Column(name, wanted[found].tolist(), values[at[found]])
+    return Columns(list(steps), columns)

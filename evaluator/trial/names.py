@@ -10,6 +10,7 @@ from typing import Any
 
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys
+from evaluator.trial.held_values import HeldTensors
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.patterns import compile_pattern, matching_names
 from evaluator.trial.state import TrialState
@@ -19,9 +20,13 @@ __all__ = ["names_at", "numeric_suffix", "select_names"]
 log = logging.getLogger("evaluator.trial")
 
 
-def names_at(state: TrialState, step: int | None, mode: ModeKeys) -> set[str]:
-    """The names saved at ``step`` of ``mode`` (every step of ``mode`` when None), a new set.
-    Call it under the trial cache's lock."""
+def names_at(
+    state: TrialState, step: int | None, mode: ModeKeys, held: HeldTensors | None = None
+) -> set[str]:
+    """The names saved at ``step`` of ``mode`` (every step of ``mode`` when None), a new set;
+    a TensorBoard trial's from the columns it ``held``. Call it under the trial cache's lock."""
+    if held is not None and step is not None:
+        return held.names_at(step, mode, state.global_to_mode)
     if step is None:
         if mode == ModeKeys.GLOBAL:
             return set(state.names)

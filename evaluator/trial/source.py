@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import structlog
 
@@ -38,6 +38,9 @@ from evaluator.trial.gcpause import gc_paused
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.waits import WaitNotice
 
+if TYPE_CHECKING:
+    from evaluator.trial.held_values import HeldSteps
+
 __all__ = ["IndexScan", "LoadedCollections", "ParsedIndex", "TrialSource"]
 
 log = structlog.get_logger("evaluator.trial")
@@ -48,7 +51,7 @@ class ParsedIndex:
     key: str
     step: int
     worker: str
-    index: IndexFile | IndexColumns
+    index: IndexFile | IndexColumns | HeldSteps  # HeldSteps: a TensorBoard scan's news
 
 
 @dataclass(frozen=True, slots=True)

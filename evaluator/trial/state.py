@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Set as AbstractSet
+from itertools import repeat
 
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.index_file import IndexColumns, IndexFile
@@ -23,6 +24,7 @@ from evaluator.formats.keys import (
 )
 from evaluator.modes import ModeKeys, StepState
 from evaluator.trial.entries import FileIndex, Layouts, TensorRecord, holding
+from evaluator.trial.held_values import HeldSteps
 
 __all__ = ["TrialState"]
 
@@ -70,13 +72,18 @@ class TrialState:
 
     # ---------------------------------------------------------------- filling
 
-    def apply_index_file(self, step: int, worker: str, index: IndexFile | IndexColumns) -> None:
+    def apply_index_file(
+        self, step: int, worker: str, index: IndexFile | IndexColumns | HeldSteps
+    ) -> None:
         """Record one parsed index file written by ``worker`` at ``step``.
 
         Mode and mode step come from the file's ``meta`` (smdebug ignores the records' own).
         Unlike smdebug, a shape entry does not erase the raw-tensor location of the same name
         in the same file: both are kept (docs/compatibility.md).
         """
+        if isinstance(index, HeldSteps):
+            self.apply_held_steps(index, worker)
+            return
         listed = index.names if isinstance(index, IndexColumns) else index.tensors
         if not listed and not index.shapes:
             return
@@ -126,6 +133,28 @@ class TrialState:
             self._note_sole_file(f.step)
             if f.mode is _GLOBAL and f.mode_step != f.step:
                 self._note_sole_file(f.mode_step)
+
+    def apply_held_steps(self, held: HeldSteps, worker: str) -> None:
+        """Record a TensorBoard scan's new steps at once (their values are held in columns,
+        answered by ``HeldTensors``; no index file per step), and publish its columns."""
+        held.publish()
+        workers = self._one_worker.get(worker)
+        if workers is None:
+            workers = self._one_worker[worker] = frozenset((worker,))
+        for names in held.names.values():
+            self.names.update(names)
+        for mode, mode_steps, global_steps in held.steps:
+            if mode is not _GLOBAL:
+                table = self.mode_to_global.setdefault(mode, {})
+                table.update(zip(mode_steps, global_steps, strict=True))
+                self._sorted.pop(mode, None)
+                self.mode_to_tensors.setdefault(mode, set()).update(held.names.get(mode, ()))
+            # Steps are new, and a global step names one (mode, step) of a TensorBoard log.
+            self.global_to_mode.update(zip(global_steps, zip(repeat(mode), mode_steps)))
+            self.workers_for_global_step.update(dict.fromkeys(global_steps, workers))
+            self._sorted.pop(_GLOBAL, None)
+            if len(workers) == self.num_workers and global_steps:
+                self.last_complete_step = max(self.last_complete_step, global_steps[-1])
 
     def _note_sole_file(self, step: int) -> None:
         """Keep ``sole_file`` of global ``step`` true to ``files_holding``: the GLOBAL files of

@@ -4,10 +4,11 @@
 scans of new steps, event-file bytes), so one ``Trial`` serves both. Its scans tail every
 ``events.out.tfevents.*`` file of the run from the offset read last (one ranged read per file
 that grew; a torn last record is read again from its start next time), parse the summaries
-(``evaluator.formats.tb_summary``), and hand each (mode, step) on as an index file whose
-values are held decoded in memory (``ValueStore``, read by ``HeldValueReader``): a scalar or
-tensor as its value, a histogram as saved reductions (``min``, ``max``, ``mean``, ``variance``, ``l2``,
-``count`` …) and its buckets (the ``histogram`` reduction, ``Tensor.histogram``).
+(many records at once: ``evaluator.formats.tb_frames``, the rest through
+``evaluator.formats.tb_summary``) into per-tag columns (``tb_columns``: scalars as numpy
+columns, histograms as their exact statistics and buckets), and hand each scan's new steps
+and the columns' snapshots to the trial at once (``HeldSteps``; values are answered by
+``held_values.HeldTensors``), not an index file per step.
 
 Mapping (docs/tensorboard.md): tags are tensor names; a run is a folder with event files, with
 its phase sub-folders (``train``/``training`` -> TRAIN, ``validation``/``val``/``eval``/``test``
@@ -25,55 +26,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
-import struct
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
-import google_crc32c
+import numpy as np
 import structlog
 
-from evaluator.errors import (
-    ClientError,
-    CorruptRecordError,
-    IncompleteRecord,
-    ObjectNotFound,
-    SMDebugValueError,
-)
+from evaluator.errors import ClientError, ObjectNotFound, SMDebugValueError
 from evaluator.formats.collections_file import CollectionsFile
-from evaluator.formats.crc import MASK_DELTA as _MASK_DELTA
-from evaluator.formats.index_file import IndexColumns, IndexMeta
-from evaluator.formats.keys import event_key, index_key
-from evaluator.formats.tb_summary import (
-    Histogram,
-    is_event_file,
-    parse_event,
-    phase_of_folder,
-    simple_scalar,
-)
-from evaluator.formats.tfrecord import (
-    FOOTER_SIZE,
-    HEADER,
-    HEADER_SIZE,
-    KNOWN_LENGTH_CRCS,
-    read_record,
-)
+from evaluator.formats.keys import index_key
+from evaluator.formats.tb_frames import Frames, frame_records, simple_scalars
+from evaluator.formats.tb_summary import is_event_file, parse_event, phase_of_folder
 from evaluator.modes import ModeKeys
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.trial.gcpause import gc_paused
-from evaluator.trial.held_values import ValueStore
+from evaluator.trial.held_values import HeldSteps, HeldTensors
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
 from evaluator.trial.tb_layout import TagCollections, TensorBoardMapping, choose_run, find_runs
-from evaluator.trial.tb_steps import (
-    Folder,
-    Value,
-    apply_event,
-    apply_scalar,
-    histogram_records,
-    in_range,
-)
+from evaluator.trial.tb_steps import Folder, apply_event, apply_scalars, distinct
 from evaluator.trial.waits import WaitNotice
 
 __all__ = ["TensorBoardSource"]
@@ -81,10 +54,7 @@ __all__ = ["TensorBoardSource"]
 log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
-_VALUES_PER_FILE = 100_000
-_CHUNK_EVENTS = 50_000  # events parsed before the steps they complete are handed on
-_ONES = [1] * 64
-_FOOTER = struct.Struct("<I")
+_CHUNK_RECORDS = 1 << 16  # records framed and decoded at once (bounds the arrays' memory)
 
 
 @dataclass
@@ -103,21 +73,19 @@ class TensorBoardSource(TrialSource):
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         super().__init__(storage, options=options)
         options = self.options
-        self.values = ValueStore(storage.uri)
         self.mapping: TensorBoardMapping | None = None
+        self.held = HeldTensors(lambda: self.mapping is not None and self.mapping.phases)
         self._files: dict[str, _File] = {}
         self._folders: dict[str, Folder] = {}
         self._tags = TagCollections(None)
         self._ignored: set[str] = set()  # folders of other runs
-        self._file_key: str | None = None  # the in-memory file values are appended to
-        self._file_values = 0
-        self._emitted: dict[int, int] = {}  # global step -> times handed on
+        self._known: dict[ModeKeys, np.ndarray] = {}  # mode steps handed on, sorted
+        self._scans = 0  # scans that brought news
         self._last_step = -1
-        self._tag_names: dict[bytes, str] = {}  # tag bytes -> tag, of the fast path
-        self._known_scalars: set[str] = set()  # tags filed as scalars by the fast path
 
     async def aclose(self) -> None:
-        self.values.clear()
+        self.held.snapshots, self.held.by_name = {}, {}
+        self._folders = {}
         await self.storage.aclose()
 
     # ------------------------------------------------------------------ discovery
@@ -231,132 +199,129 @@ class TensorBoardSource(TrialSource):
         )
         with gc_paused():  # many small containers, no cycles (as loading index files)
             for (obj, state), blob in zip(grown, blobs, strict=True):
-                self._consume(obj.key, state, blob, range_steps, apply_chunk)
+                self._consume(obj.key, state, blob)
         files = self._hand_on(range_steps)
         end = with_end_marker and await self.training_ended()
         last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
         return IndexScan(files, last, end_marker=end)
 
-    def _consume(
-        self,
-        key: str,
-        state: _File,
-        blob: bytes,
-        range_steps: tuple[int | None, int | None] | None = None,
-        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
-    ) -> None:
-        """Parse the records of ``blob`` (bytes from ``state.offset`` on) into the folder's
-        pending steps; a record cut short is left for the next scan. With ``apply_chunk``, a
-        long file's steps are handed on every ``_CHUNK_EVENTS`` events, all but the folder's
-        newest (which may still gain values), so that they are not all held at once."""
+    def _consume(self, key: str, state: _File, blob: bytes) -> None:
+        """Apply the records of ``blob`` (bytes from ``state.offset`` on) to the folder's
+        columns; a record cut short is left for the next scan. One-scalar events are read
+        all at once (``simple_scalars``); the others are decoded one by one, in order with
+        them where order matters (a purge, an old file's rule)."""
         folder = self._folders[state.folder]
-        countdown = _CHUNK_EVENTS
         where = f"{self.storage.uri.rstrip('/')}/{key}"
+        buf = np.frombuffer(blob, np.uint8)
         pos = 0
-        size = len(blob)
-        tag_names = self._tag_names
-        known = self._known_scalars
-        unpack_header = HEADER.unpack_from
-        unpack_footer = _FOOTER.unpack_from
-        crcs = KNOWN_LENGTH_CRCS
-        crc32c = google_crc32c.value
-        while pos < size:
-            # The common record framed inline (its length CRC known, its payload CRC right)
-            # and, if it is one simple_value scalar, read off the wire format.
-            fast = None
-            end = pos + HEADER_SIZE
-            if end <= size:
-                n, check = unpack_header(blob, pos)
-                end += n
-                if crcs.get(n) == check and end + FOOTER_SIZE <= size:
-                    payload = blob[pos + HEADER_SIZE : end]
-                    crc = crc32c(payload)  # masked as TFRecord masks it, inline
-                    crc = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-                    if unpack_footer(blob, end)[0] == crc:
-                        fast = simple_scalar(payload, tag_names)
-            if fast is not None:
-                pos = end + FOOTER_SIZE
-                step, tag, value = fast
-                if tag not in known:
-                    known.add(tag)
-                    self._tags.add(tag, "scalar")
-                apply_scalar(folder, step, tag, value)
-            else:
-                try:
-                    record = read_record(blob, pos, source=where)
-                except IncompleteRecord:
-                    break  # a writer is appending: read again from here next time
-                except CorruptRecordError as e:
-                    log.warning("tensorboard_record_corrupt", file=where, detail=str(e))
-                    state.broken = True  # as TensorBoard: nothing after a corrupt record
-                    break
-                try:
-                    event = parse_event(record.payload, folder.plugin_of, source=where)
-                except SMDebugValueError as e:
-                    log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
-                    pos += record.length
-                    continue
-                pos += record.length
-                apply_event(folder, event, self._tags)
-            countdown -= 1
-            if countdown <= 0 and apply_chunk is not None:
-                countdown = _CHUNK_EVENTS
-                files = self._hand_on(range_steps, all_steps=False)
-                if files:
-                    apply_chunk(files, files[-1].key)
+        while True:
+            frames = frame_records(blob, source=where, start=pos, limit=_CHUNK_RECORDS)
+            self._apply_records(folder, blob, buf, frames, where)
+            pos = frames.end
+            if frames.corrupt is not None:
+                log.warning("tensorboard_record_corrupt", file=where, detail=frames.corrupt)
+                state.broken = True  # as TensorBoard: nothing after a corrupt record
+                break
+            if len(frames.starts) < _CHUNK_RECORDS:
+                break  # the end, or a record cut short: read again from there next time
         state.offset += pos
 
-    def _hand_on(
-        self, range_steps: tuple[int | None, int | None] | None, *, all_steps: bool = True
-    ) -> list[ParsedIndex]:
-        """Turn every folder's pending steps (all, or all but its newest) into index files,
-        in global-step order."""
-        phases = self.mapping is not None and self.mapping.phases
-        by_step: dict[tuple[int, ModeKeys, int], dict[str, Value]] = {}
-        for folder in self._folders.values():
-            mode = folder.mode
-            pending = folder.pending
-            if not all_steps and pending:
-                newest = max(pending)
-                folder.pending = {newest: pending.pop(newest)}
-            for step, data in pending.items():
-                g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
-                if range_steps is not None and not in_range(g, range_steps):
-                    continue
-                by_step.setdefault((g, mode, step), {}).update(data)
-            if all_steps:
-                folder.pending = {}
-        out = []
-        for (g, mode, step), data in sorted(by_step.items(), key=lambda kv: kv[0][0]):
-            out.append(self._index_file(g, mode, step, data))
-            self._last_step = max(self._last_step, g)
-        return out
+    def _apply_records(
+        self, folder: Folder, blob: bytes, buf: np.ndarray, frames: Frames, where: str
+    ) -> None:
+        starts, lengths = frames.starts, frames.lengths
+        count = len(starts)
+        fast = simple_scalars(buf, starts, lengths)
+        base = folder.order
+        flushed = 0  # one-scalar records before it are applied
+        tags = self._tags
+        for i in np.flatnonzero(~fast.ok).tolist():
+            first = int(starts[i])
+            payload = blob[first : first + int(lengths[i])]
+            try:
+                event = parse_event(payload, folder.plugin_of, source=where)
+            except SMDebugValueError as e:
+                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                continue
+            if event.what in ("start", "file_version") or not folder.ordered_by_step:
+                apply_scalars(folder, fast, flushed, i, base, tags)  # the order matters
+                flushed = i
+            apply_event(folder, event, base + i, tags)
+        apply_scalars(folder, fast, flushed, count, base, tags)
+        folder.order = base + count
 
-    def _index_file(self, g: int, mode: ModeKeys, step: int, data: dict[str, Value]) -> ParsedIndex:
-        names: list[str] = []
-        values: list[Any] = []
-        for tag, value in data.items():
-            if isinstance(value, Histogram):
-                for name, held in histogram_records(tag, value):
-                    names.append(name)
-                    values.append(held)
+    def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
+        """Publish the columns that changed, and hand the trial the new steps of every mode
+        (one ``HeldSteps``; none when nothing changed)."""
+        changed: set[tuple[ModeKeys, str]] = set()
+        news: dict[ModeKeys, list[np.ndarray]] = {}
+        names: dict[ModeKeys, set[str]] = {}
+        for folder in self._folders.values():
+            if not folder.changed:
+                continue
+            mode = folder.mode
+            changed.update((mode, tag) for tag in folder.changed)
+            names.setdefault(mode, set()).update(folder.changed)
+            folder.changed = set()
+            news.setdefault(mode, []).append(folder.take_new_steps())
+        if not changed:
+            return []
+        snapshots = dict(self.held.snapshots)
+        for mode, tag in changed:
+            keep = self._keeper(mode, range_steps)
+            snapshots[(mode, tag)] = tuple(
+                f.series[tag].snapshot(keep)
+                for f in self._folders.values()
+                if f.mode == mode and tag in f.series
+            )
+        steps = []
+        for mode, parts in news.items():
+            new = distinct(parts)
+            g = self.held.to_global(mode, new)
+            if range_steps is not None:
+                keep = self._keeper(mode, range_steps)
+                assert keep is not None
+                inside = keep(new)
+                new, g = new[inside], g[inside]
+            known = self._known.get(mode)
+            if known is not None and len(known) and len(new) and new[0] > known[-1]:
+                self._known[mode] = np.concatenate([known, new])  # only later steps
+            elif known is not None:
+                fresh = ~np.isin(new, known)
+                new, g = new[fresh], g[fresh]
+                self._known[mode] = np.union1d(known, new)
             else:
-                names.append(tag)
-                values.append(value)  # a numpy scalar, or an array
-        # Values go into in-memory files of many steps each.
-        if self._file_key is None or self._file_values > _VALUES_PER_FILE:
-            self._file_key, self._file_values = event_key(g, WORKER), 0
-        key = self._file_key
-        base = self.values.append(key, values)
-        count = len(values)
-        self._file_values = base + count
-        starts = list(range(base, base + count))
-        lengths = _ONES[:count] if count <= len(_ONES) else [1] * count
-        index = IndexColumns(IndexMeta(mode, step, key), names, starts, lengths, ())
-        times = self._emitted.get(g, 0)
-        self._emitted[g] = times + 1
-        ikey = index_key(g, WORKER) + (f"#{times}" if times else "")
-        return ParsedIndex(ikey, g, WORKER, index)
+                self._known[mode] = new
+            if len(new):
+                steps.append((mode, new.tolist(), g.tolist()))
+                self._last_step = max(self._last_step, int(g[-1]))
+        steps.sort(key=lambda s: s[2][0])
+        self._scans += 1
+        key = index_key(max(self._last_step, 0), WORKER) + f"#{self._scans}"
+        news_of_scan = HeldSteps(steps, names, snapshots, self.held)
+        return [ParsedIndex(key, max(self._last_step, 0), WORKER, news_of_scan)]
+
+    def _keeper(
+        self,
+        mode: ModeKeys,
+        range_steps: tuple[int | None, int | None] | None,
+    ) -> Callable[[np.ndarray], np.ndarray] | None:
+        """Which mode steps of ``mode`` the trial's step range keeps (None: all)."""
+        if range_steps is None:
+            return None
+        begin, end = range_steps
+        held = self.held
+
+        def keep(steps: np.ndarray) -> np.ndarray:
+            g = held.to_global(mode, steps)
+            inside = np.ones(len(steps), bool)
+            if begin is not None:
+                inside &= g >= begin
+            if end is not None:
+                inside &= g < end
+            return inside
+
+        return keep
 
     # ------------------------------------------------------------------ values
 

@@ -1,129 +1,167 @@
-"""What the TensorBoard source keeps per folder and step until it hands steps on: events
-applied as TensorBoard applies them (a repeated step's last value wins; ``SessionLog.START``
-and, in old files, a step going back purge orphaned steps), a histogram's held reductions
-(named as smdebug names saved reductions), the step range. No I/O."""
+"""What the TensorBoard source keeps per folder: its tags' columns (``Series``), filled as
+TensorBoard applies events (a repeated step's last value wins; ``SessionLog.START`` and, in
+old files, a step going back purge orphaned steps), and what changed since the steps were last
+handed on. No I/O."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from evaluator.formats.keys import reduction_tensor_name
-from evaluator.formats.tb_summary import Histogram, ParsedEvent
+from evaluator.formats.tb_frames import Scalars
+from evaluator.formats.tb_summary import ParsedEvent
 from evaluator.modes import ModeKeys
+from evaluator.trial.tb_columns import Series
 from evaluator.trial.tb_layout import TagCollections
 
-__all__ = [
-    "COUNT",
-    "HISTOGRAM_STATS",
-    "Folder",
-    "Value",
-    "apply_event",
-    "apply_scalar",
-    "histogram_records",
-    "in_range",
-    "purge",
-]
-
-HISTOGRAM_STATS = "histogram"  # the buckets, [k, 3]: a reduction no smdebug hook saves
-COUNT = "count"
-Value = np.ndarray | np.generic | Histogram | float
+__all__ = ["Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
 
 
 @dataclass
 class Folder:
-    """One folder of the run: its mode, what its events told so far, its pending steps."""
+    """One folder of the run: its mode, what its events told so far, its tags' columns, and
+    what changed since the last hand-on (tags, steps logged, whether anything was purged)."""
 
     mode: ModeKeys
     plugin_of: dict[str, str] = field(default_factory=dict)
     file_version: float | None = None
     recent_step: int = -1
-    # step -> tag -> value (a numpy scalar or array, a Histogram, or a float32 scalar held
-    # as a Python float), not handed on yet
-    pending: dict[int, dict[str, Value]] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
+    order: int = 0  # records applied: the order of the next row
+    changed: set[str] = field(default_factory=set)
+    new_steps: list[np.ndarray] = field(default_factory=list)
+    new_step: list[int] = field(default_factory=list)
+    purged: bool = False
 
+    @property
+    def ordered_by_step(self) -> bool:
+        """Whether a step going back is just a repeated step (file version 2 and later);
+        else TensorBoard's old-file rule purges, so rows are applied one by one in order."""
+        return self.file_version is not None and self.file_version >= 2
 
-def apply_scalar(folder: Folder, step: int, tag: str, value: float) -> None:
-    """``apply_event`` of a summary event of one scalar (the fast path): ``value`` is a
-    float32 ``simple_value`` held as a Python float (``ValueStore`` gives it as float32)."""
-    version = folder.file_version
-    if version is None or version < 2:
-        if step < folder.recent_step:
-            purge(folder.pending, step, {tag})  # TensorBoard's old-file rule
+    def tag(self, tag: str) -> Series:
+        found = self.series.get(tag)
+        if found is None:
+            found = self.series[tag] = Series()
+        self.changed.add(tag)
+        return found
+
+    def purge(self, step: int, tags: set[str] | None) -> None:
+        """Drop what was logged at steps ``>= step``: every tag's, or ``tags``'."""
+        for tag in self.series if tags is None else tags:
+            held = self.series.get(tag)
+            if held is not None and len(held):
+                held.purge(step)
+                self.changed.add(tag)
+        self.purged = True
+
+    def take_new_steps(self) -> np.ndarray:
+        """The sorted steps logged since the last call (every step still held after a purge)."""
+        if self.purged:
+            parts = [s.snapshot().steps for s in self.series.values()]
         else:
-            folder.recent_step = step
-    if step < 0:
-        return  # no trial step can be negative
-    at = folder.pending.get(step)
-    if at is None:
-        at = folder.pending[step] = {}
-    at[tag] = value  # a repeated step: the value written last wins
+            parts = [np.concatenate(self.new_steps) if self.new_steps else np.zeros(0, np.int64)]
+            parts.append(np.array(self.new_step, np.int64))
+        self.new_steps, self.new_step, self.purged = [], [], False
+        return distinct(parts)
 
 
-def apply_event(folder: Folder, event: ParsedEvent, tags: TagCollections) -> None:
-    """Apply one decoded event to ``folder``'s pending steps; its tags are filed in ``tags``."""
+def distinct(parts: list[np.ndarray]) -> np.ndarray:
+    """The sorted distinct steps of ``parts``. The usual case is cheap: parts whose steps
+    only grow are thinned without sorting, and a short part whose steps are all in a long
+    one (a histogram logged at a step of the scalars) adds nothing."""
+    thin = sorted((_thinned(p) for p in parts if len(p)), key=len, reverse=True)
+    if not thin:
+        return np.zeros(0, np.int64)
+    steps = thin[0]
+    for extra in thin[1:]:
+        at = np.minimum(np.searchsorted(steps, extra), len(steps) - 1)
+        missing = extra[steps[at] != extra]
+        if len(missing):
+            steps = np.union1d(steps, missing)
+    return steps
+
+
+def _thinned(steps: np.ndarray) -> np.ndarray:
+    """``steps`` sorted, each once."""
+    if len(steps) > 1 and bool(np.all(steps[1:] >= steps[:-1])):
+        changes = np.ones(len(steps), bool)
+        changes[1:] = steps[1:] != steps[:-1]
+        return steps[changes]
+    return np.unique(steps)
+
+
+def apply_scalars(
+    folder: Folder, scalars: Scalars, lo: int, hi: int, base: int, tags: TagCollections
+) -> None:
+    """Apply records ``lo:hi`` of ``scalars`` (all one-scalar events, read at once) to
+    ``folder``; ``base`` is the order of record 0."""
+    if hi <= lo:
+        return
+    ok = scalars.ok[lo:hi]
+    steps, ids = scalars.steps[lo:hi], scalars.tag_ids[lo:hi]
+    values = scalars.values[lo:hi]
+    order = np.arange(base + lo, base + hi, dtype=np.int64)
+    if not ok.all():  # the other records are applied as events
+        steps, ids, values, order = steps[ok], ids[ok], values[ok], order[ok]
+    names = scalars.tags
+    if not folder.ordered_by_step:  # one by one, as events (old files)
+        rows = zip(steps.tolist(), ids.tolist(), values, order.tolist(), strict=True)
+        for step, tag_id, value, at in rows:
+            _apply_one(folder, step, names[tag_id], value, at, tags)
+        return
+    kept = steps >= 0  # no trial step can be negative
+    if not kept.all():
+        steps, ids, values, order = steps[kept], ids[kept], values[kept], order[kept]
+    if not len(steps):
+        return
+    present = np.unique(ids).tolist()
+    for tag_id in present:
+        tag = names[tag_id]
+        tags.add(tag, "scalar")
+        if len(present) == 1:
+            folder.tag(tag).extend_scalars(steps, order, values)
+        else:
+            mine = ids == tag_id
+            folder.tag(tag).extend_scalars(steps[mine], order[mine], values[mine])
+    folder.new_steps.append(steps)
+
+
+def _apply_one(
+    folder: Folder, step: int, tag: str, value: np.generic, order: int, tags: TagCollections
+) -> None:
+    if step < folder.recent_step:
+        folder.purge(step, {tag})  # TensorBoard's old-file rule
+    else:
+        folder.recent_step = step
+    if step >= 0:
+        tags.add(tag, "scalar")
+        folder.tag(tag).add(step, order, value)
+        folder.new_step.append(step)
+
+
+def apply_event(folder: Folder, event: ParsedEvent, order: int, tags: TagCollections) -> None:
+    """Apply one decoded event (the ``order``-th record of the folder) to ``folder``; its
+    tags are filed in ``tags``."""
     what, step, data = event.what, event.step, event.data
     if what == "file_version":
         with contextlib.suppress(ValueError):
             folder.file_version = float(event.file_version.rsplit(":", 1)[-1])
-    if folder.file_version is not None and folder.file_version >= 2:
+    if folder.ordered_by_step:
         if what == "start":
-            purge(folder.pending, step, None)
+            folder.purge(step, None)
     elif what == "summary" and step < folder.recent_step:
-        purge(folder.pending, step, {d.tag for d in data})  # TensorBoard's old-file rule
+        folder.purge(step, {d.tag for d in data})  # TensorBoard's old-file rule
     else:
         folder.recent_step = step
     if what != "summary" or step < 0 or not data:
         return  # no trial step can be negative
-    at = folder.pending.get(step)
-    if at is None:
-        at = folder.pending[step] = {}
     for datum in data:
-        at[datum.tag] = datum.value  # a repeated step: the value written last wins
+        folder.tag(datum.tag).add(step, order, datum.value)  # the row logged last wins
         tags.add(datum.tag, datum.kind)
-
-
-def histogram_records(tag: str, h: Histogram) -> Iterable[tuple[str, Any]]:
-    """(reduction tensor name, held value) of every reduction of ``h``, its count, its exact
-    statistics and its buckets."""
-    for (name, is_abs), value in h.reductions().items():
-        yield _reduction_name(tag, name, is_abs), np.float64(value)
-    yield _reduction_name(tag, COUNT, False), np.float64(h.count)
-    stats = [h.min, h.max, h.count, _nan(h.sum), _nan(h.sum_squares)]
-    yield _reduction_name(tag, HISTOGRAM_STATS + "_stats", False), np.asarray(stats, np.float64)
-    yield _reduction_name(tag, HISTOGRAM_STATS, False), h.buckets
-
-
-# One string per reduction name, shared by every step (a log has few histogram tags).
-_REDUCTION_NAMES: dict[tuple[str, str, bool], str] = {}
-
-
-def _reduction_name(tag: str, name: str, is_abs: bool) -> str:
-    key = (tag, name, is_abs)
-    found = _REDUCTION_NAMES.get(key)
-    if found is None:
-        found = reduction_tensor_name(tag, name, abs=is_abs)
-        if len(_REDUCTION_NAMES) < 65536:
-            _REDUCTION_NAMES[key] = found
-    return found
-
-
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else x
-
-
-def purge(pending: dict[int, dict[str, Any]], step: int, tags: set[str] | None) -> None:
-    """Drop from ``pending`` what was logged at steps ``>= step``: every tag, or ``tags``."""
-    for s in [s for s in pending if s >= step]:
-        if tags is None:
-            del pending[s]
-        else:
-            for tag in tags:
-                pending[s].pop(tag, None)
+    folder.new_step.append(step)
 
 
 def in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:

@@ -19,6 +19,7 @@ from evaluator.errors import (
 )
 from evaluator.formats.tb_summary import Histogram, histogram_from_reductions
 from evaluator.modes import ModeKeys, StepState
+from evaluator.trial.columns import Column
 from evaluator.trial.entries import FileIndex, StepEntry, TensorRecord
 from evaluator.trial.reads import note_read, observing
 from evaluator.trial.view import TrialView
@@ -48,6 +49,7 @@ class Tensor:
         # The hot path's lookups, one attribute away (both live as long as the trial).
         self._sole_file = view.state.sole_file
         self._reader = view.reader
+        self._held = view.held  # a TensorBoard trial's columns: they answer (held_values)
 
     def __repr__(self) -> str:
         return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
@@ -122,6 +124,9 @@ class Tensor:
                             decoded[2].add(i)
                             return value.copy()
                     return self._reader.read_in(sole, i, name, step_num, mode)
+        if self._held is not None:
+            note_read(self.name, step_num)
+            return self._held.value(self._view, self.name, step_num, mode, worker)
         file = self._file(step_num, mode, worker)
         saved = file.location(self.name)
         if saved is None:
@@ -146,6 +151,10 @@ class Tensor:
     ) -> Any:
         """A reduction (min, max, mean, std, variance, sum, prod, l1, l2) at ``step_num``:
         the saved one if the hook saved it, else computed from the raw tensor."""
+        if self._held is not None:
+            note_read(self.name, step_num)
+            how = (reduction_name, abs)
+            return self._held.reduction_value(self._view, self.name, step_num, mode, worker, how)
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
         reader, what = self._view.reader, (self.name, step_num, mode)
@@ -164,6 +173,9 @@ class Tensor:
     ) -> dict[tuple[str, bool], Any]:
         """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)`` (a TensorBoard
         histogram's buckets and count are not reductions: see ``histogram``)."""
+        if self._held is not None:
+            note_read(self.name, step_num)
+            return self._held.reduction_values(self._view, self.name, step_num, mode, worker)
         entry = self._step(step_num, mode, worker)
         note_read(self.name, step_num)
         reader, what = self._view.reader, (self.name, step_num, mode)
@@ -181,6 +193,9 @@ class Tensor:
         ``buckets``, ``[k, 3]`` rows of left edge, right edge, count; see
         ``evaluator.formats.tb_summary.Histogram`` for the reductions and their error bound).
         ``TensorUnavailableForStep`` when the tensor is not a histogram there."""
+        if self._held is not None:
+            note_read(self.name, step_num)
+            return self._held.histogram(self._view, self.name, step_num, mode, worker)
         entry = self._step(step_num, mode, worker)
         buckets = entry.reductions.get((HISTOGRAM, False))
         stats = entry.reductions.get((HISTOGRAM + "_stats", False))
@@ -199,9 +214,12 @@ class Tensor:
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
     ) -> tuple[int, ...]:
         """The saved shape, else the shape of the saved value."""
-        entry = self._step(step_num, mode, worker)
-        if entry.shape is not None:
-            return entry.shape
+        if self._held is not None:  # no saved shapes; a missing step raises as ``_step``
+            self._held.locate(self._view, self.name, step_num, mode, worker)
+        else:
+            entry = self._step(step_num, mode, worker)
+            if entry.shape is not None:
+                return entry.shape
         try:
             return self.value(step_num, mode=mode, worker=worker).shape
         except TensorUnavailableForStep:
@@ -209,6 +227,32 @@ class Tensor:
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         return {s: self.value(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
+
+    def column(self, mode: ModeKeys = GLOBAL) -> Column:
+        """Ours: every step of ``mode`` (as ``steps(mode)``) and the values there, stacked in
+        one array (``Column``: ``values[i]`` is the value at ``steps[i]``). A TensorBoard
+        trial answers from the columns it holds, in one call; smdebug output is read step by
+        step. ``HistogramValueUnavailable`` for a histogram (use ``histogram``), and
+        ``TensorUnavailableForStep`` when the values differ in shape or dtype."""
+        if self._held is not None:
+            self._view.refresh(self.name)
+            with self._view.lock:
+                steps, values = self._held.column(self.name, mode)
+            if values is None and steps:
+                self.value(steps[0], mode)  # a histogram's error, else:
+                raise TensorUnavailableForStep(self.name, steps[0], mode)
+            if values is None:
+                values = np.zeros(0)
+            observer = observing()
+            if observer is not None:
+                for s in steps:
+                    observer(self.name, s)
+            return Column(self.name, steps, values)
+        read = {s: self.value(s, mode=mode) for s in self.steps(mode=mode)}
+        arrays = list(read.values())
+        if any(a.shape != arrays[0].shape or a.dtype != arrays[0].dtype for a in arrays):
+            raise TensorUnavailableForStep(self.name, next(iter(read)), mode)
+        return Column(self.name, list(read), np.stack(arrays) if arrays else np.zeros(0))
 
     def shapes(
         self, mode: ModeKeys = GLOBAL, worker: str | None = None
@@ -227,6 +271,9 @@ class Tensor:
     def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which this tensor was saved: global steps for GLOBAL, else mode steps."""
         self._view.refresh(self.name)
+        if self._held is not None:
+            with self._view.lock:
+                return self._held.steps(self.name, mode)
         with self._view.lock:
             return self._view.state.tensor_steps(self._record, mode, show_incomplete_steps)
 
@@ -238,6 +285,11 @@ class Tensor:
 
     def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved this tensor at ``step_num``, in the order their files were read."""
+        if self._held is not None:
+            with self._view.lock:
+                if self._held.find(self.name, step_num, mode, self._view.state.global_to_mode):
+                    return sorted(self._view.state.worker_set)
+            raise TensorUnavailableForStep(self.name, step_num, mode)
         with self._view.lock:
             files = self._view.state.files_holding(self.name, step_num, mode)
             if files is None:

@@ -21,8 +21,7 @@ from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.cache import TrialCache
-from evaluator.trial.columns import Columns, raw_reader, read_columns
-from evaluator.trial.held_values import HeldValueReader
+from evaluator.trial.columns import Columns, held_columns, raw_reader, read_columns
 from evaluator.trial.names import names_at, numeric_suffix, select_names
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.poller import Poller
@@ -98,13 +97,12 @@ class Trial(SmdebugAttributes, StepWaits):
         self._cache = TrialCache(state, options, uri=path, local=local)
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
-        if isinstance(self._source, TensorBoardSource):  # values held decoded in memory
-            held = HeldValueReader(self._cache, self._source, storage, self._loop, uri=path)
-            held.store = self._source.values
-            self._reader: ValueReader = held
-        else:
-            self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
-        self._view = TrialView(state, self._cache.lock, self._reader, self.maybe_refresh)
+        self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
+        tb = self._source if isinstance(self._source, TensorBoardSource) else None
+        self._held = None if tb is None else tb.held  # a TensorBoard log's columns answer
+        self._view = TrialView(
+            state, self._cache.lock, self._reader, self.maybe_refresh, self._held
+        )
         self.refresh_data()
 
     # ---------------------------------------------------------------- plumbing
@@ -216,7 +214,7 @@ class Trial(SmdebugAttributes, StepWaits):
         collection. A mode or mode step never seen gives ``[]`` (smdebug raises KeyError)."""
         self.maybe_refresh()
         with self._cache.lock:
-            names = names_at(self._state, step, mode)
+            names = names_at(self._state, step, mode, self._held)
         return select_names(
             names,
             regex,
@@ -259,6 +257,8 @@ class Trial(SmdebugAttributes, StepWaits):
         reads the same steps again right after (another batch, its per-step reads), and then
         finds their files there instead of reading each file once per walk."""
         known = [n for n in dict.fromkeys(names) if n in self._state.names]
+        if self._held is not None:
+            return held_columns(self._held, self._cache.lock, known, list(steps), mode)
         cache = self._cache
 
         def file_bytes(step: int) -> int:

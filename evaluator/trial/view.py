@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 
 from evaluator.modes import ModeKeys, StepState
+from evaluator.trial.held_values import HeldTensors
 from evaluator.trial.reader import ValueReader
 from evaluator.trial.state import TrialState
 
@@ -22,7 +23,7 @@ __all__ = ["TrialView"]
 class TrialView:
     """One trial's state, its lock, its value reader, and its access-triggered refresh."""
 
-    __slots__ = ("state", "lock", "reader", "_refresh")
+    __slots__ = ("state", "lock", "reader", "held", "_refresh")
 
     def __init__(
         self,
@@ -30,10 +31,12 @@ class TrialView:
         lock: threading.RLock,
         reader: ValueReader,
         refresh: Callable[[str], None],
+        held: HeldTensors | None = None,
     ) -> None:
         self.state = state
         self.lock = lock
         self.reader = reader
+        self.held = held  # a TensorBoard trial's values, held in columns (None: smdebug's)
         self._refresh = refresh
 
     def refresh(self, name: str) -> None:

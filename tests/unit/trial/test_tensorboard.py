@@ -295,11 +295,11 @@ def test_s3_log_reads_as_the_local_one(
 def test_long_file_handed_on_in_parts_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file read in parts (steps handed on every few events, the newest held back) gives
-    every value EventAccumulator shows, each step once."""
+    """A file read in parts (a few records framed and decoded at a time) gives every value
+    EventAccumulator shows, each step once."""
     import evaluator.trial.tb_source as tb_source
 
-    monkeypatch.setattr(tb_source, "_CHUNK_EVENTS", 7)
+    monkeypatch.setattr(tb_source, "_CHUNK_RECORDS", 7)
     log = _torch_log(tmp_path / "run")
     expected = oracle_values(log)
     with create_trial(str(log)) as trial:
