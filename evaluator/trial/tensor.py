@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,12 +25,14 @@ from evaluator.trial.reads import note_read, observing
 from evaluator.trial.view import TrialView
 
 if TYPE_CHECKING:
+    from evaluator.trial.columns import Column
     from evaluator.trial.trial import Trial
 
 __all__ = ["Tensor"]
 
 GLOBAL = ModeKeys.GLOBAL
 HISTOGRAM = "histogram"  # a TensorBoard histogram's buckets, saved beside its reductions
+MiB = 1024 * 1024
 _NOT_REDUCTIONS = frozenset({HISTOGRAM, HISTOGRAM + "_stats", "count"})
 
 
@@ -47,7 +50,7 @@ class Tensor:
         self._record_made: TensorRecord | None = None
         # The hot path's lookups, one attribute away (both live as long as the trial).
         self._sole_file = view.state.sole_file
-        self._reader = view.reader
+        self._read_in = view.reader.read_in
 
     def __repr__(self) -> str:
         return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
@@ -115,13 +118,7 @@ class Tensor:
                     observer = observing()  # note_read, inlined
                     if observer is not None:
                         observer(name, step_num)
-                    decoded = self._reader.decoded  # ValueReader.read_in, inlined
-                    if decoded[0] is sole.starts:
-                        value = decoded[1][i]
-                        if value is not None:
-                            decoded[2].add(i)
-                            return value.copy()
-                    return self._reader.read_in(sole, i, name, step_num, mode)
+                    return self._read_in(sole, i, name, step_num, mode)
         file = self._file(step_num, mode, worker)
         saved = file.location(self.name)
         if saved is None:
@@ -156,7 +153,10 @@ class Tensor:
         if location is None:
             raise TensorUnavailableForStep(reduction_name, step_num, mode)
         return reader.computed_reduction(
-            location, reduction_name, abs, lambda: reader.read_value(location, what=what)
+            location,
+            reduction_name,
+            abs,
+            lambda: reader.value_to_reduce(location, what),
         )
 
     def reduction_values(
@@ -194,6 +194,16 @@ class Tensor:
                 "buckets": reader.read_value(buckets, what=what),
             }
         )
+
+    def column(
+        self, steps: Iterable[int], mode: ModeKeys = GLOBAL, *, max_bytes: int = 16 * MiB
+    ) -> Column | None:
+        """Ours: the batch read of this tensor, ``Trial.columns([name], steps, mode)``'s
+        ``Column``: its values over a prefix of ``steps`` (up to ``max_bytes`` of them) stacked
+        in one new array, a row per step read, read in one walk through the event files; None
+        when no step gave a raw value (``evaluator.trial.columns`` says which steps are left
+        out, and how reads are counted)."""
+        return self.trial.columns([self.name], steps, mode, max_bytes=max_bytes).get(self.name)
 
     def shape(
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
