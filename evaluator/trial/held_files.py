@@ -62,6 +62,9 @@ class EventBytes:
         self._raw = cache.raw
         # Checked once: isinstance against a runtime Protocol costs tens of microseconds.
         self._sync_storage = storage if isinstance(storage, SyncRangeReader) else None
+        # A local folder's large record costs about as much to read again (the page cache) as
+        # to copy out of the decoded-value cache: it is not kept decoded.
+        self.keep_decoded_below = AHEAD_MIN_BYTES if self._sync_storage is not None else None
         self.ahead: RecordsAhead | None = None
         if self._sync_storage is not None and cache.options.prefetch_steps > 0:
             limit = int(2 * cache.options.max_coalesced_read_mb * MiB)

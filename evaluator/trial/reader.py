@@ -270,10 +270,16 @@ class ValueReader:
         if value is None:
             return self._decode_checked(location, memoryview(data)[at : at + length], what, layout)
         key = (event_key, start)
-        if values.max_bytes and values.admit(key):
+        if values.max_bytes and self._worth_keeping(length) and values.admit(key):
             values.put(key, value)
             return value.copy()
         return value
+
+    def _worth_keeping(self, length: int) -> bool:
+        """Whether a decoded record of ``length`` bytes is worth a place in the value cache
+        (not a local folder's large record: its bytes cost no more to read again)."""
+        below = self._bytes.keep_decoded_below
+        return below is None or length < below
 
     def _decode_checked(
         self, location: tuple[str, int, int], record: memoryview, what: Reading, layout: Hashable
@@ -287,7 +293,7 @@ class ValueReader:
         )
         values = self._values
         key = (event_key, start)
-        if values.max_bytes and values.admit(key):
+        if values.max_bytes and self._worth_keeping(location[2]) and values.admit(key):
             values.put(key, value)
             return value.copy()
         return value

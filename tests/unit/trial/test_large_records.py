@@ -48,6 +48,8 @@ def test_large_records_read_alone_are_private_writable_values(
                 np.testing.assert_array_equal(got, expected(name, step))
                 assert got.flags.writeable
                 got[:] = -1
+    # Read twice, yet not kept decoded: a local folder's large record is read again instead.
+    assert trial._cache.values.current_bytes == 0
     trial.close()
 
 
