@@ -41,6 +41,8 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def _load(value: object) -> str:
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], (list, tuple)):
+        return " before, ".join(_load(v) for v in value[:2]) + " after"
     if isinstance(value, (list, tuple)):
         return " / ".join(f"{v:.1f}" for v in value) + " (1, 5, 15 min)"
     return str(value)
@@ -91,34 +93,85 @@ def many_workers_lines(mw: dict) -> list[str]:
     return lines
 
 
+_LT_SIDES = {
+    "ours": "ours (read-ahead in a second thread, the default)",
+    "ours-serial": "ours, `prefetch_steps=0` (one thread)",
+    "smdebug": "smdebug 1.0.34",
+    "floor": "floor (no reader)",
+}
+
+
 def large_tensors_lines(lt: dict) -> list[str]:
-    ours, floor = lt["ours"], lt["floor"]
+    sides = [s for s in lt.get("sides", ["ours", "floor"]) if s in lt]
     lines = [
         "## Scale: large tensors",
         "",
-        f"`bench/large_tensors.py`: {lt['steps']} steps x (4 gradients + 4 weights of "
-        "float32[1,000,000], 4 MB each, + loss), one worker; three user-style rule bodies "
-        "(VanishingGradient, ExplodingTensor, WeightUpdateRatio) through the Trial API (ours) and "
-        "with no reader at all (floor: read the record, frame it, `numpy.frombuffer`, the same "
-        f"numpy work). Medians of {lt['repeat']} fresh-process runs per side, alternating; "
-        f"answers equal: {'yes' if lt['same'] else '**no**'}. Load average: {_load(lt.get('load'))}.",
+        f"`bench/large_tensors.py` (issue 28): {lt['steps']} steps x (4 gradients + 4 weights "
+        "of float32[1,000,000], 4 MB each, + loss), one worker, written by smdebug 1.0.34's "
+        "own writer; three user-style rule bodies (VanishingGradient, ExplodingTensor, "
+        "WeightUpdateRatio) through each reader's Trial API, and with no reader at all (floor: "
+        "read the record, frame it, `numpy.frombuffer`, the same numpy work). Medians of "
+        f"{lt['repeat']} fresh-process runs per side, alternating; answers equal: "
+        f"{'yes' if lt['same'] else '**no**'}. Load average: {_load(lt.get('load'))} "
+        f"on {lt.get('nproc', '?')} cores.",
         "",
-        "| side | open s | VanishingGradient s | ExplodingTensor s | WeightUpdateRatio s | rules s | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|",
+        "| side | open s | VanishingGradient s | ExplodingTensor s | WeightUpdateRatio s "
+        "| rules s | / floor | process CPU s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for side, f in (("ours", ours), ("floor", floor)):
+    for side in sides:
+        f = lt[side]
+        ratio = lt.get(f"ratio_{side}", lt.get("ratio_rules") if side == "ours" else None)
         lines.append(
-            f"| {side} | {f['open']:.3f} | {f['VanishingGradient']:.3f} | "
+            f"| {_LT_SIDES.get(side, side)} | {f['open']:.3f} | {f['VanishingGradient']:.3f} | "
             f"{f['ExplodingTensor']:.3f} | {f['WeightUpdateRatio']:.3f} | {f['rules']:.3f} "
+            f"| {'–' if ratio is None else f'{ratio:.2f}x'} | {f.get('cpu_s', '–')} "
             f"| {f['peak_rss_mib']:.0f} |"
         )
-    lines += [
-        "",
-        f"- ours / floor over the three bodies: **{lt['ratio_rules']:.2f}x** (target: at most "
-        "1.2x; not restructured here, see issue 28 item 1).",
-    ]
+    lines.append("")
+    if "ratio_ours" in lt:
+        lines.append(
+            f"- ours / floor over the three bodies: **{lt['ratio_ours']:.2f}x** (target: at "
+            "most 1.2x)."
+        )
+    if "smdebug" in lt and "ours" in lt:
+        speedup = lt["smdebug"]["rules"] / lt["ours"]["rules"]
+        lines.append(f"- smdebug / ours over the three bodies: **{speedup:.1f}x**.")
+    if "ours-serial" in lt and "ours" in lt:
+        gain = lt["ours-serial"]["rules"] / lt["ours"]["rules"]
+        lines.append(
+            f"- The second core (records of the next step read ahead in a thread): ours-serial / "
+            f"ours = **{gain:.2f}x**."
+        )
     if lt.get("note"):
         lines.append(f"- {lt['note']}")
+    lines.append("")
+    return lines
+
+
+def speed_path_lines(sp: dict) -> list[str]:
+    """Issue 27's before/after of the value-read speed path: the same workloads of run.py,
+    on main's code and on the branch's, in one session (``sp``: see bench/RESULTS.md)."""
+    lines = [
+        "## The value-read speed path: before and after (issue 27)",
+        "",
+        f"{sp['what']} Load average (1 min) before and after each run is given: the machine "
+        "was shared, so process CPU is the steadier figure.",
+        "",
+        "| workload | figure | before (main) | after | after / before | CPU s before | CPU s after "
+        "| load before | load after | same answers |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in sp["rows"]:
+        b, a = row["before"], row["after"]
+        lines.append(
+            f"| {row['workload']} | {row['figure']} | {b['seconds']:.3f} | {a['seconds']:.3f} "
+            f"| {a['seconds'] / b['seconds']:.2f}x | {b['cpu_s']:.2f} | {a['cpu_s']:.2f} "
+            f"| {b['load']} | {a['load']} | {'yes' if row['same'] else '**no**'} |"
+        )
+    lines.append("")
+    for note in sp.get("notes", []):
+        lines.append(f"- {note}")
     lines.append("")
     return lines
 
@@ -130,6 +183,8 @@ def write_section(data: dict | None = None) -> None:
         lines += many_workers_lines(data["many_workers"])
     if "large_tensors" in data:
         lines += large_tensors_lines(data["large_tensors"])
+    if "speed_path" in data:
+        lines += speed_path_lines(data["speed_path"])
     with open(SECTION, "w") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")
 

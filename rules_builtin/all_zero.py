@@ -90,8 +90,9 @@ class AllZero(Rule):
                 f"percentage in (0, 100], got {threshold!r}"
             )
 
-        # Zeros of a window of steps at once, where the trial has a batch read.
-        self._zeros = WindowedRows(base_trial, _zeros, dtypes=_NUMBERS)
+        # Zeros of a window of steps at once where the trial has a batch read, else of the
+        # step's value alone (any dtype: count_nonzero counts strings and objects too).
+        self._zeros = WindowedRows(base_trial, _zeros, dtypes=_NUMBERS, alone_dtypes=None)
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -99,12 +100,13 @@ class AllZero(Rule):
     def invoke_at_step(self, step: int) -> bool:
         names = self.selection.names(self.base_trial, step=step)
         for name in names:
-            batched = self._zeros.get(name, step, names)
-            if batched is not None:
-                zeros, size = batched
+            counts = self._zeros.get(name, step, names)
+            if counts is not None:
+                zeros, size = counts
+                # zeros * 100 >= threshold * size without rounding: all zeros is exactly 100.
                 percent: float | None = 100.0 if zeros == size else 100.0 * zeros / size
             else:
-                percent = self._zero_percent(name, step)
+                percent = self._from_saved(name, step)
             if percent is None:
                 continue  # not checked
             if self.evidence.compare(
@@ -123,18 +125,15 @@ class AllZero(Rule):
                 return True
         return False
 
-    def _zero_percent(self, name: str, step: int) -> float | None:
-        """The percentage of zeros in ``name`` at ``step``; None when it cannot be told."""
+    def _from_saved(self, name: str, step: int) -> float | None:
+        """The percentage of zeros in ``name`` at ``step`` told by the reductions the hook saved
+        when it saved no raw value; None when it cannot be told (an empty value, say)."""
         tensor = self.base_trial.tensor(name)
         try:
-            value = np.asarray(tensor.value(step))
+            tensor.value(step)
         except TensorUnavailableForStep as e:
             return self._from_reductions(tensor, step) if e.has_reductions else None
-        if value.size == 0:
-            return None
-        zeros = value.size - np.count_nonzero(value)
-        # zeros * 100 >= threshold * size without rounding: all zeros is exactly 100.
-        return 100.0 if zeros == value.size else 100.0 * zeros / value.size
+        return None
 
     def _from_reductions(self, tensor: Any, step: int) -> float | None:
         if self.threshold < 100:

@@ -15,6 +15,12 @@ from evaluator.rules.rule import Rule
 from rules_builtin.registry import register
 
 _XGBOOST_TREES = "trees/"  # smdebug.xgboost's tree dump: NaN marks a leaf, not a fault
+# The dtypes checked (those that can hold NaN or infinity); windows read float32 and float64.
+_CHECKED = tuple(
+    np.dtype(t)
+    for t in (np.float16, np.float32, np.float64, np.longdouble)
+    + (np.complex64, np.complex128, np.clongdouble)
+)
 ALLOWED = "non-finite elements allowed"  # the fixed limit (0) the count is compared with
 
 
@@ -71,7 +77,7 @@ class ExplodingTensor(Rule):
         self.selection = TensorSelection(self.rule_name, collection_names, tensor_regex)
         self.only_nan = parse_bool(self.rule_name, "only_nan", only_nan)
         # NaN and inf counts of a window of steps at once, where the trial has a batch read.
-        self._counts = WindowedRows(base_trial, _nan_inf)
+        self._counts = WindowedRows(base_trial, _nan_inf, alone_dtypes=_CHECKED)
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -85,18 +91,17 @@ class ExplodingTensor(Rule):
     def invoke_at_step(self, step: int) -> bool:
         names = self._names(step)
         for name in names:
-            batched = self._counts.get(name, step, names)
-            if batched is not None:
-                nan, inf, norm = batched
+            counts = self._counts.get(name, step, names)
+            if counts is not None:
+                nan, inf, norm = counts
                 where = "elements"
             else:
-                found = self._values(name, step)
+                found = self._saved_reductions(name, step)
                 if found is None:
                     continue  # not checked: shape only, not a float dtype, or empty
-                value, where = found
-                nan = int(np.count_nonzero(np.isnan(value)))
-                inf = int(np.count_nonzero(np.isinf(value)))
-                norm = _norm(value.reshape(1, -1))[0] if where == "elements" else None
+                nan = int(np.count_nonzero(np.isnan(found)))
+                inf = int(np.count_nonzero(np.isinf(found)))
+                norm, where = None, "saved reductions"
             if norm is not None:  # the curve behind the verdict: the tensor's size over steps
                 self.evidence.record(step, name, quantity="L2 norm", value=norm)
             if self.only_nan:
@@ -119,21 +124,21 @@ class ExplodingTensor(Rule):
                 return True
         return False
 
-    def _values(self, name: str, step: int) -> tuple[np.ndarray, str] | None:
-        """The values of ``name`` at ``step`` to check, and what they are ("elements" or
-        "saved reductions"); None when there is nothing to check."""
+    def _saved_reductions(self, name: str, step: int) -> np.ndarray | None:
+        """The reductions the hook saved of ``name`` at ``step`` when it saved no raw value
+        (float ones, to check), else None: nothing to check."""
         tensor = self.base_trial.tensor(name)
         try:
-            value, where = np.asarray(tensor.value(step)), "elements"
+            tensor.value(step)
+            return None  # a raw value the window did not cover: not a float one, or empty
         except TensorUnavailableForStep as e:
             if not e.has_reductions:
                 return None
-            reductions = tensor.reduction_values(step)
-            value = np.array([np.asarray(v).reshape(-1)[0] for v in reductions.values()])
-            where = "saved reductions"
+        reductions = tensor.reduction_values(step)
+        value = np.array([np.asarray(v).reshape(-1)[0] for v in reductions.values()])
         if value.dtype.kind not in "fc" or value.size == 0:
             return None
-        return value, where
+        return value
 
 
 def _nan_inf(rows: np.ndarray) -> list[tuple[int, int, float | None]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import ConfigurationError
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float, parse_list
 from evaluator.rules.kit.selection import TensorSelection
@@ -95,7 +95,8 @@ class NLPSequenceRatio(Rule):
         ]
         # The shares in a window of saved steps at once (where the trial has a batch read),
         # instead of a value() call and a comparison per tensor and step.
-        self._rows = WindowedRows(base_trial, self._shares, dtypes=_NUMBERS)
+        # Over windows for number dtypes, over one step's value alone for any dtype.
+        self._rows = WindowedRows(base_trial, self._shares, dtypes=_NUMBERS, alone_dtypes=None)
 
     def _shares(self, rows: np.ndarray) -> list[list[float]]:
         """Per row (one tensor's elements at one step), the share of each token in percent,
@@ -114,13 +115,7 @@ class NLPSequenceRatio(Rule):
         for name in names:
             shares = self._rows.get(name, step, names)
             if shares is None:
-                try:
-                    value = np.asarray(self.base_trial.tensor(name).value(step))
-                except TensorUnavailableForStep:
-                    continue
-                if value.size == 0:
-                    continue
-                shares = self._shares(value.reshape(1, -1))[0]
+                continue  # no raw value, or an empty one
             for (token, limit, quantity), share in zip(self._checks, shares, strict=True):
                 if self.evidence.compare(
                     step,

@@ -115,6 +115,7 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
             L.extend(f.read().rstrip("\n").splitlines())
         L.append("")
 
+    L.extend(_kept_sections(path))
     _machine(L, entries)
     _reproduce(L, data, trial)
     if problems:
@@ -125,6 +126,23 @@ def write_report(data: dict[str, Any], path: str, results_path: str = RESULTS_JS
     with open(path, "w") as f:
         f.write("\n".join(L))
     return problems
+
+
+_KEPT_MARKER = "<!-- tensorboard bench: begin -->"  # bench/tb_log.py's section
+
+
+def _kept_sections(path: str) -> list[str]:
+    """The section another bench wrote into RESULTS.md (bench/tb_log.py's, from its begin marker
+    to the next ``## `` heading, its ``###`` notes included), carried over as it is."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        text = f.read()
+    if _KEPT_MARKER not in text:
+        return []
+    lines = text[text.index(_KEPT_MARKER) :].splitlines()
+    end = next((i for i, line in enumerate(lines[2:], 2) if line.startswith("## ")), len(lines))
+    return [*lines[:end], ""] if lines[end - 1 : end] != [""] else lines[:end]
 
 
 def _summary(

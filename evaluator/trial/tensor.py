@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -25,12 +26,14 @@ from evaluator.trial.reads import note_read, observing
 from evaluator.trial.view import TrialView
 
 if TYPE_CHECKING:
+    from evaluator.trial.columns import Column
     from evaluator.trial.trial import Trial
 
 __all__ = ["Tensor"]
 
 GLOBAL = ModeKeys.GLOBAL
 HISTOGRAM = "histogram"  # a TensorBoard histogram's buckets, saved beside its reductions
+MiB = 1024 * 1024
 _NOT_REDUCTIONS = frozenset({HISTOGRAM, HISTOGRAM + "_stats", "count"})
 
 
@@ -48,7 +51,7 @@ class Tensor:
         self._record_made: TensorRecord | None = None
         # The hot path's lookups, one attribute away (both live as long as the trial).
         self._sole_file = view.state.sole_file
-        self._reader = view.reader
+        self._read_in = view.reader.read_in
         self._held = view.held  # a TensorBoard trial's columns: they answer (held_values)
 
     def __repr__(self) -> str:
@@ -117,13 +120,7 @@ class Tensor:
                     observer = observing()  # note_read, inlined
                     if observer is not None:
                         observer(name, step_num)
-                    decoded = self._reader.decoded  # ValueReader.read_in, inlined
-                    if decoded[0] is sole.starts:
-                        value = decoded[1][i]
-                        if value is not None:
-                            decoded[2].add(i)
-                            return value.copy()
-                    return self._reader.read_in(sole, i, name, step_num, mode)
+                    return self._read_in(sole, i, name, step_num, mode)
         if self._held is not None:
             note_read(self.name, step_num)
             return self._held.value(self._view, self.name, step_num, mode, worker)
@@ -165,7 +162,10 @@ class Tensor:
         if location is None:
             raise TensorUnavailableForStep(reduction_name, step_num, mode)
         return reader.computed_reduction(
-            location, reduction_name, abs, lambda: reader.read_value(location, what=what)
+            location,
+            reduction_name,
+            abs,
+            lambda: reader.value_to_reduce(location, what),
         )
 
     def reduction_values(
@@ -228,12 +228,36 @@ class Tensor:
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         return {s: self.value(s, mode=mode, worker=worker) for s in self.steps(mode=mode)}
 
-    def column(self, mode: ModeKeys = GLOBAL) -> Column:
-        """Ours: every step of ``mode`` (as ``steps(mode)``) and the values there, stacked in
-        one array (``Column``: ``values[i]`` is the value at ``steps[i]``). A TensorBoard
-        trial answers from the columns it holds, in one call; smdebug output is read step by
-        step. ``HistogramValueUnavailable`` for a histogram (use ``histogram``), and
-        ``TensorUnavailableForStep`` when the values differ in shape or dtype."""
+    @overload
+    def column(
+        self, steps: None = None, mode: ModeKeys = GLOBAL, *, max_bytes: int = ...
+    ) -> Column: ...
+    @overload
+    def column(
+        self, steps: Iterable[int], mode: ModeKeys = GLOBAL, *, max_bytes: int = ...
+    ) -> Column | None: ...
+    def column(
+        self,
+        steps: Iterable[int] | None = None,
+        mode: ModeKeys = GLOBAL,
+        *,
+        max_bytes: int = 16 * MiB,
+    ) -> Column | None:
+        """Ours: the batch read of this tensor, values stacked in one array (``Column``:
+        ``values[i]`` is the value at ``steps[i]``).
+
+        Without ``steps``: every step of ``mode`` (as ``steps(mode)``); a TensorBoard trial
+        answers from the columns it holds, in one call; smdebug output is read step by step.
+        ``HistogramValueUnavailable`` for a histogram (use ``histogram``), and
+        ``TensorUnavailableForStep`` when the values differ in shape or dtype.
+
+        With ``steps``: ``Trial.columns([name], steps, mode)``'s ``Column``, the values over a
+        prefix of ``steps`` (up to ``max_bytes`` of them) read in one walk through the event
+        files; None when no step gave a raw value (``evaluator.trial.columns`` says which
+        steps are left out, and how reads are counted)."""
+        if steps is not None:
+            found = self.trial.columns([self.name], steps, mode, max_bytes=max_bytes)
+            return found.get(self.name)
         if self._held is not None:
             self._view.refresh(self.name)
             with self._view.lock:

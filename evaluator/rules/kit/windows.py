@@ -1,16 +1,21 @@
-"""Per-step numbers computed over a window of steps at once, from the trial's batch read.
+"""Per-step numbers computed over a window of steps at once: the kit's one door to values.
 
 A rule that reduces every selected tensor at every step (a mean, a variance, a norm) pays
 more for one ``value()``/``reduction_value()`` call and one small numpy call per tensor and
-step than for the arithmetic. ``WindowedRows`` asks the trial, when it can
-(``Trial.columns``, ours), for the raw values of the selected tensors over the next saved
-steps in one walk, and computes each tensor's numbers for the whole window with one numpy
-call over the stacked rows. At each step the rule takes the number from there; where there is
-none (the trial has no batch read, as smdebug's; the job is still writing, so that a read
-ahead could wait for later steps' files; a step whose value the batch left out; a dtype the
-computation does not cover) it asks the per-step API as before. The numbers are
-the ones the per-step calls give, bit for bit: numpy reduces each row of a C-contiguous
-stack as it reduces the same array alone (tests/unit/rules/kit/test_windows.py).
+step than for the arithmetic. ``WindowedRows`` asks the trial, when it can (the batch read
+``Trial.columns``, ours), for the raw values of the selected tensors over the next saved steps
+in one walk, and computes each tensor's numbers for the whole window with one numpy call over
+the stacked rows. At each step the rule takes the number from there. Where the window has no
+row (the trial has no batch read, as smdebug's; the job is still writing, so that a read
+ahead could wait for later steps' files; a step the batch left out) the same ``compute`` runs
+over that step's value alone, read with ``Tensor.value`` (``alone_dtypes``): the rule writes
+its computation once, and no per-step twin of it. The numbers are the same either way, bit
+for bit: numpy reduces each row of a C-contiguous stack as it reduces the same array alone
+(tests/unit/rules/kit/test_windows.py). ``get`` then answers None only where there is no raw
+value ``compute`` covers (not saved, a shape or saved reductions only, another dtype, empty),
+which the rule decides about (its saved reductions, say). A rule whose per-step answer is not
+``compute``'s (one that prefers the hook's saved reductions where it saved them beside the
+raw value) leaves ``alone_dtypes`` empty and answers those steps itself.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+
+from evaluator.errors import TensorUnavailableForStep
 
 __all__ = ["FLOATS", "WindowedRows"]
 
@@ -32,9 +39,12 @@ class WindowedRows:
 
     ``compute`` takes the stacked values of one tensor, flattened to ``(steps, elements)``
     (with ``flatten=False``: as stacked, ``(steps, *shape)``), and returns one result per row
-    (an array or a list), or None to leave that tensor to the per-step API; it is used only
-    for the ``dtypes`` given. ``mode`` is the mode of the steps the rule passes (``GLOBAL``:
-    global steps)."""
+    (an array or a list), or None for a tensor it does not cover; it is used over windows for
+    the ``dtypes`` given, and over one step's value alone (where the window has no row) for
+    ``alone_dtypes`` (None: every dtype). By default nothing is computed over a value alone:
+    ``get`` answers None there, for a rule whose per-step answer is not ``compute``'s (one
+    that prefers the hook's saved reductions, say). ``mode`` is the mode of the steps the
+    rule passes (``GLOBAL``: global steps)."""
 
     def __init__(
         self,
@@ -45,12 +55,14 @@ class WindowedRows:
         dtypes: Iterable[np.dtype[Any]] = FLOATS,
         max_bytes: int = 16 * MiB,
         flatten: bool = True,
+        alone_dtypes: Iterable[np.dtype[Any]] | None = (),
     ) -> None:
         self._trial = trial
         self._columns = getattr(trial, "columns", None)  # ours; smdebug's trial has none
         self._compute = compute
         self._mode = mode
         self._dtypes = frozenset(dtypes)
+        self._alone = None if alone_dtypes is None else frozenset(alone_dtypes)
         self._max_bytes = max_bytes
         self._flatten = flatten
         self._covered: frozenset[int] = frozenset()
@@ -58,26 +70,40 @@ class WindowedRows:
         self._note: Callable[[str, int], None] | None = None
 
     def get(self, name: str, step: int, names: Iterable[str]) -> Any:
-        """``compute``'s result for ``name`` at ``step``, reading the window that starts at
-        ``step`` (for ``names``) when ``step`` is not in the current one; None when the rule
-        must ask the per-step API. A result handed out counts as a read of the tensor."""
-        if self._columns is None:
+        """``compute``'s result for ``name`` at ``step``: from the window that starts at
+        ``step`` (read for ``names``) when ``step`` is not in the current one, else from the
+        step's value alone; None when there is no raw value ``compute`` covers. A result
+        handed out counts as a read of the tensor."""
+        if self._columns is not None and getattr(self._trial, "loaded_all_steps", False):
+            # (A job still writing is read step by step: a read ahead could wait for event
+            # files of later steps before this step is judged.)
+            if step not in self._covered:
+                self._load(step, names)
+            found = self._results.get(name)
+            row = None if found is None else found[0].get(step)
+            if found is not None and row is not None:
+                if self._note is not None:
+                    self._note(name, step)
+                return found[1][row]
+        return self._alone_value(name, step)
+
+    def _alone_value(self, name: str, step: int) -> Any:
+        """``compute`` over ``name``'s value at ``step`` alone, as one row (``Tensor.value``
+        reports the read)."""
+        if self._alone is not None and not self._alone:
             return None
-        if step not in self._covered:
-            if not getattr(self._trial, "loaded_all_steps", False):
-                # A job still writing: a read ahead could wait for event files of later steps
-                # before this step is judged. Step by step, as before.
-                return None
-            self._load(step, names)
-        found = self._results.get(name)
-        if found is None:
+        tensor = self._trial.tensor(name)
+        try:
+            value = (
+                tensor.value(step) if self._mode is None else tensor.value(step, mode=self._mode)
+            )
+        except TensorUnavailableForStep:
             return None
-        row = found[0].get(step)
-        if row is None:
-            return None
-        if self._note is not None:
-            self._note(name, step)
-        return found[1][row]
+        value = np.asarray(value)
+        if value.size == 0 or (self._alone is not None and value.dtype not in self._alone):
+            return None  # (the default, no dtypes: the rule's own per-step answer)
+        result = self._compute(value.reshape(1, -1) if self._flatten else value[np.newaxis])
+        return None if result is None else result[0]
 
     def steps_before(self, name: str, step: int, count: int) -> list[int] | None:
         """The steps of the ``count`` rows before ``step``'s row in the current window (the

@@ -10,7 +10,8 @@ import pytest
 from evaluator.errors import CorruptRecordError
 from evaluator.formats.events import decode_record_value, encode_tensor_event
 from evaluator.formats.proto.event_pb2 import Event
-from evaluator.formats.record_values import RecordLayouts, _FilePlan
+from evaluator.formats.record_plans import _FilePlan
+from evaluator.formats.record_values import RecordLayouts
 from evaluator.formats.tfrecord import encode_record
 from evaluator.modes import ModeKeys
 
@@ -319,16 +320,16 @@ def test_a_tensor_whose_size_changes_stays_learned_at_each_size() -> None:
 def test_the_plans_kept_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """However many places files come at, the bytes all kept plans check stay within
     ``_MAX_PLANNED_CHECKS`` (its count matches the plans kept), and every value is right."""
-    import evaluator.formats.record_values as record_values
+    import evaluator.formats.record_plans as record_plans
 
-    monkeypatch.setattr(record_values, "_MAX_PLANNED_CHECKS", 2000)
+    monkeypatch.setattr(record_plans, "_MAX_PLANNED_CHECKS", 2000)
     layouts = RecordLayouts()
     names = tuple(UNIFORM)
 
     def kept() -> int:
         return sum(
             p.plan.size
-            for places in layouts._places.values()
+            for places in layouts._plans.places.values()
             for p in places.by_key.values()
             if p.plan is not None
         )
@@ -344,6 +345,6 @@ def test_the_plans_kept_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch)
             out: list[Any] = [None] * len(names)
             layouts.fast_many(b"".join(records), 0, names, starts, lengths, list(range(6)), out)
             assert all(same(o, values[n]) for o, n in zip(out, names, strict=True))
-            assert layouts._planned_checks == kept() <= 2000
+            assert layouts._plans.planned_checks == kept() <= 2000
             most = max(most, kept())
     assert most > 1000  # plans were kept, up to the bound

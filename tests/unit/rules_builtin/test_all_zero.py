@@ -4,6 +4,7 @@ reductions-only tensors and parameter errors."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import compute_reductions
 from evaluator.trial import create_trial
+from evaluator.trial.trial import Trial
 from rules_builtin import registry
 from rules_builtin.all_zero import AllZero
 
@@ -191,3 +193,31 @@ def test_declared_parameters_match_the_constructor() -> None:
     constructor)."""
     declared = [(p.name, p.default) for p in AllZero.PARAMETERS]
     assert declared == [("collection_names", None), ("tensor_regex", None), ("threshold", "100")]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: np.where(np.arange(12) < 3 * s, 0, 1).astype(np.float32),
+        lambda s: np.where(np.arange(12) < 3 * s, 0, 7).astype(np.int64).reshape(3, 4),
+        lambda s: np.arange(12) >= 3 * s,  # bool
+        lambda s: np.zeros((0, 3), np.float32),  # empty: not checked
+    ],
+)
+def test_windows_and_single_values_give_the_same_evidence(
+    make_trial: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[int], np.ndarray],
+) -> None:
+    """Zeros counted over windows of steps (ours) and over each step's value alone (a trial
+    without a batch read, as smdebug's) give the same comparisons and firings."""
+
+    def run() -> str:
+        trial = make_trial({s: {"weights/w": make(s)} for s in range(5)})
+        rule = AllZero(trial, tensor_regex="weights/.*", threshold="50")
+        steps = invoke_rule(rule, raise_eval_cond=False).fired_steps
+        return json.dumps([steps, rule.evidence.summary(), rule.evidence.series()])
+
+    windowed = run()
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read
+    assert windowed == run()

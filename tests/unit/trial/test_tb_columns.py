@@ -145,7 +145,7 @@ def test_phases_map_to_global_steps_in_the_column(tmp_path: Path) -> None:
             -2,
             3,
         ]
-        assert loss.column(ModeKeys.EVAL).steps == [0, 1, 2]
+        assert loss.column(mode=ModeKeys.EVAL).steps == [0, 1, 2]
         assert trial.tensor_names(step=6) == ["loss"] and trial.tensor_names(step=7) == []
 
 

@@ -46,9 +46,37 @@ def test_windows_follow_the_steps_and_count_reads(make_trial: Callable[..., Any]
 
 
 def test_without_a_batch_read_the_per_step_api_answers() -> None:
-    """A trial without ``columns`` (smdebug's) gets None: the rule reads step by step."""
+    """A trial without ``columns`` (smdebug's) gets None by default: the rule reads step by
+    step."""
     rows = WindowedRows(SimpleNamespace(), lambda r: r)
     assert rows.get("t", 0, ["t"]) is None
+
+
+def test_without_a_window_row_compute_runs_over_the_value_alone(
+    make_trial: Callable[..., Any],
+) -> None:
+    """With ``alone_dtypes``, a trial without a batch read (smdebug's, here ours with the
+    batch read hidden) gets ``compute`` over each step's value as one row: the window's
+    numbers, bit for bit, each reported as one read; other dtypes and missing values get
+    None."""
+    rng = np.random.default_rng(5)
+    steps = {s: {"t": rng.standard_normal((4, 9)).astype(np.float32)} for s in range(5)}
+    steps[3]["i"] = np.arange(4)
+    trial = make_trial(steps)
+    plain = SimpleNamespace(tensor=trial.tensor, steps=trial.steps)
+
+    def mean_abs(rows: np.ndarray) -> np.ndarray:
+        return np.mean(np.absolute(rows), axis=1)
+
+    batched = WindowedRows(trial, mean_abs)
+    alone = WindowedRows(plain, mean_abs, alone_dtypes=[np.dtype(np.float32)])
+    seen: list[tuple[str, int]] = []
+    with observe_reads(lambda name, step: seen.append((name, step))):
+        got = [alone.get("t", s, ["t"]) for s in range(5)]
+    assert got == [batched.get("t", s, ["t"]) for s in range(5)]
+    assert seen == [("t", s) for s in range(5)]
+    assert alone.get("i", 3, ["i"]) is None  # an int64 value: not a dtype asked for
+    assert alone.get("i", 2, ["i"]) is None  # not saved at that step
 
 
 def test_other_dtypes_and_empty_tensors_get_no_result(make_trial: Callable[..., Any]) -> None:
