@@ -15,7 +15,8 @@ tensors of collections the SDK defined; smdebug's framework hooks name layer ten
 
 1. by values: the function ``f`` with ``output == f(input)`` at a step where both were saved
    with one shape (a Keras ``Activation("tanh")`` is auto-named ``activation``); an all-zero
-   output is a ReLU's when the input is <= 0;
+   output is a ReLU's when the input is <= 0; outputs of 1 are "tanh|sigmoid" (both
+   saturate there) until another step, call or the name tells;
 2. for a Keras ``Dense``-like layer whose kernel is saved (checked first: a square Dense has
    one shape in and out), ``output == f(input @ kernel + bias)``; when its outputs are not
    saved, the ``f`` whose result another layer's saved inputs hold (the next layer reads it),
@@ -56,19 +57,19 @@ _NAME_FUNCTION = re.compile(r"re_?lu|tanh|sigmoid", re.I)
 _VALUE_ATTEMPTS = 5  # steps at which a layer's values are asked before its name is trusted
 _PAIR_TOLERANCE = 1e-3  # float32 activations against a float64 recomputation
 _DENSE_TOLERANCE = 0.1  # the saved weights may already hold the batch's update
+_SATURATED = "tanh|sigmoid"  # what the values of a layer saturated at 1 allow
 
 
 @dataclass
 class Layer:
-    """One layer's saved input and output tensor names (either may be missing). ``name`` is
-    the layer's key (``relu1[1]`` for the second call of module ``relu1``); ``module`` the
-    name it was saved under, which name-based decisions read."""
+    """One layer's saved input and output tensor names (either may be missing); ``name``
+    is its key (``relu1[1]``: 2nd call of ``relu1``), ``module`` what it was saved under."""
 
     name: str
     module: str = ""
     inputs: str | None = None
     outputs: str | None = None
-    function: str | None = None  # "relu", "tanh", "sigmoid" or "identity" once known
+    function: str | None = None  # "relu", "tanh", "sigmoid", "identity" or "tanh|sigmoid"
     decided_by: str | None = None  # "name", "values", "weights", "call", "shape"
     has_weights: bool = False  # a kernel was saved with it: its inputs feed a matmul first
     attempts: int = 0  # value checks tried; a name-based answer is checked a few times
@@ -142,24 +143,22 @@ class ActivationFinder:
             tensor = layer.inputs if side == "inputs" else layer.outputs
             if tensor is None or tensor not in names:
                 if side == "outputs" and self._computable(layer, step, names):
-                    if layer.function == function:  # f(inputs @ kernel + bias) stands in
+                    if function in str(layer.function).split("|"):  # f(x @ kernel + b)
                         self._computed.add(str(layer.inputs))
                         found.add(str(layer.inputs))
                 continue
             if layer.decided_by in (None, "name") and layer.attempts < _VALUE_ATTEMPTS:
                 self._decide(layer, step, names)
-            if layer.function == function:
+            if function in str(layer.function).split("|"):
                 found.add(tensor)
         return sorted(found)
 
     def computes_output(self, tensor: str) -> bool:
-        """Whether ``tensor`` (a Dense-like layer's inputs) was returned by ``tensors`` for
-        the layer's unsaved outputs: read it with ``output_value``."""
+        """Whether ``tensor`` (inputs) stands for unsaved outputs: read ``output_value``."""
         return tensor in self._computed
 
     def output_value(self, tensor: str, step: int) -> np.ndarray | None:
-        """``f(inputs @ kernel + bias)`` of the layer whose inputs are ``tensor``, from the
-        values saved at ``step``; None when they cannot be had."""
+        """``f(inputs @ kernel + bias)`` of the layer whose inputs are ``tensor``, or None."""
         layer = self._input_layer(tensor)
         pre = self.input_value(tensor, step) if layer is not None else None
         if pre is None or layer is None or layer.function not in _F:
@@ -179,12 +178,10 @@ class ActivationFinder:
         return None
 
     def input_value(self, tensor: str, step: int) -> np.ndarray | None:
-        """The values going into the activation function, for an inputs tensor ``tensors``
-        returned: the saved values, except for a layer with weights (Keras
-        ``Dense(units, activation=f)``, whose saved ``inputs`` are the layer's input), where
-        they are ``inputs @ kernel + bias`` from the weights saved at ``step``. None when
-        they cannot be had (the weights are not saved at the step; a Keras layer that
-        changes the shape without saved weights is no activation whose input was saved)."""
+        """The values going into the function, for an inputs tensor ``tensors`` returned:
+        as saved, except for a layer with weights (Keras ``Dense(units, activation=f)``,
+        whose ``inputs`` are the layer's), where they are ``inputs @ kernel + bias`` from
+        the weights saved at ``step`` (None when those are not saved there)."""
         layer = self._input_layer(tensor)
         if layer is None or not self.needs_weights(tensor):
             return self._value(tensor, step)
@@ -257,7 +254,9 @@ class ActivationFinder:
         if len(self._kernels(layer, names)[0]) == 1:
             layer.has_weights = True  # its inputs feed a matmul first, outputs saved or not
         found = self._by_values(layer, step, names)
-        if found is not None:
+        if found is not None and found[0] == _SATURATED:
+            layer.function = _SATURATED  # until another step, a sibling or the name tells
+        elif found is not None:
             layer.function, layer.decided_by = found
             return
         for other in self._layers.values():  # another call of the module, told by values
@@ -291,9 +290,8 @@ class ActivationFinder:
         return None
 
     def _reshapes(self, layer: Layer, step: int, names: list[str]) -> bool:
-        """A PyTorch / MXNet module (activation modules are elementwise there) whose input
-        and output differ in shape: a model named ``TwoBranchTanh``, not a tanh (a Keras
-        ``Dense`` named ``hidden_relu`` without saved weights is still a relu)."""
+        """A PyTorch / MXNet module whose input and output differ in shape: a model named
+        ``TwoBranchTanh``, no tanh (a Keras ``Dense`` named ``hidden_relu`` stays a relu)."""
         if layer.has_weights or layer.inputs not in names or layer.outputs not in names:
             return False
         if not _MODULE.match(layer.inputs or ""):
@@ -368,7 +366,9 @@ def _matching_function(x: np.ndarray, y: np.ndarray, *, tolerance: float) -> str
     scale = max(float(np.max(np.abs(y))), 1e-12)
     errors = {fn: float(np.max(np.abs(f(x) - y))) / scale for fn, f in _F.items()}
     ranked = sorted(errors, key=errors.__getitem__)
-    best, second = errors[ranked[0]], errors[ranked[1]]
+    best, second, third = (errors[fn] for fn in ranked[:3])
+    if set(ranked[:2]) == {"tanh", "sigmoid"} and second <= tolerance < third:
+        return _SATURATED  # both are 1 where x is large: a saturated tanh or sigmoid
     if best > tolerance or second <= max(tolerance, 4 * best):
         return None
     return ranked[0]
