@@ -10,7 +10,7 @@ train_step on the batch being trained, never read back through smdebug.
   ``wide`` layer through a tiny kernel: its tanh inputs ``x @ kernel + bias`` are moderate.
   ``hot`` is fed ``squash``'s outputs (|x| < 1) with a bias of 20: its tanh inputs are all
   saturated. Only ``hot`` is a fault.
-* ``sigmoid_flat``: 6 ``Dense(16, activation="sigmoid")`` layers, SGD lr=1e-4: the loss
+* ``sigmoid_flat``: 6 ``Dense(16, activation="sigmoid")`` layers, SGD lr=1e-5: the loss
   (Keras' running mean over the epoch, as the hook saves it) never falls.
 """
 
@@ -43,8 +43,8 @@ SCENARIOS = {
                        "linear Dense wide through a kernel N(0, 0.001^2), so its tanh inputs are "
                        "moderate; hot gets squash's outputs (|x| < 1) with bias 20, so its tanh "
                        "inputs are all saturated. Adam lr=0.001."),
-    "sigmoid_flat": dict(lr=1e-4, expected=["LossNotDecreasing"], description="6 Dense(16, "
-                         "activation='sigmoid') layers, SGD lr=1e-4 on mini-batches of 16: the "
+    "sigmoid_flat": dict(lr=1e-5, expected=["LossNotDecreasing"], description="6 Dense(16, "
+                         "activation='sigmoid') layers, SGD lr=1e-5 on mini-batches of 16: the "
                          "loss (the running mean the hook saves) never falls."),
 }  # fmt: skip
 

@@ -16,7 +16,7 @@ forward hooks, one record per CALL of a module (the hook names the n-th call of 
 * ``nan_start``: the first 3 training batches hold a NaN feature (missing values), the loss
   is NaN there and the step is skipped (GradScaler's idiom); then SGD lr=1e-5: the loss never
   really falls.
-* ``sigmoid_flat``: 6 sigmoid layers, SGD lr=1e-4 on mini-batches: the loss never falls.
+* ``sigmoid_flat``: 6 sigmoid layers, SGD lr=1e-5 on mini-batches: the loss never falls.
 """
 
 import os
@@ -129,10 +129,10 @@ SCENARIOS = {
         "then SGD lr=1e-5 on clean batches: the loss never really falls.",
     ),
     "sigmoid_flat": dict(
-        lr=1e-4,
+        lr=1e-5,
         expected=["LossNotDecreasing"],
         description="6 Linear(16) + "
-        "Sigmoid layers, SGD lr=1e-4 on mini-batches of 16: the loss never "
+        "Sigmoid layers, SGD lr=1e-5 on mini-batches of 16: the loss never "
         "falls more than batch noise (it never gets 0.1 % below its first "
         "values for long).",
     ),
