@@ -58,7 +58,8 @@ SCENARIO_ONSETS: dict[str, tuple[str, tuple[str, ...]]] = {
 def _last_real_fall(values: list[float], steps: list[int]) -> int | None:
     """The step after which the series never fell more than REAL_FALL below its lowest."""
     low: tuple[float, int] | None = None
-    for v, s in zip(values, steps):
+    for raw, s in zip(values, steps):
+        v = float(raw)  # labels.json writes non-finite values as "nan" / "inf"
         if v != v:  # NaN: not a fall
             continue
         if low is None or v < low[0] - abs(low[0]) * REAL_FALL:
@@ -78,6 +79,14 @@ def _activation_onset(lab: dict[str, Any], kinds: tuple[str, ...], key: str) -> 
             if layer.get("kind") in kinds and (layer.get(key) or 0) > 50:
                 return int(snap["global_step"])
     return None
+
+
+def _saturation_key(lab: dict[str, Any]) -> str:
+    """The rule's own measure (units saturated for the whole batch) when the trial holds it,
+    else the older trials' share of inputs outside the range."""
+    snap = lab["evidence"].get("activations_first_saved_train_step") or {}
+    units = any("saturated_units_pct" in v for v in snap.get("layers", {}).values())
+    return "saturated_units_pct" if units else "inputs_outside_range_pct"
 
 
 def _vanishing(lab: dict[str, Any]) -> int | None:
@@ -162,6 +171,7 @@ ALSO_LABELLED = {
     "pytorch_overfit": ["Overtraining"],
     "keras_flat_loss": ["Overtraining"],
     "pytorch_flat_loss": ["Overtraining"],
+    "pytorch_nan_start": ["Overtraining"],
 }
 
 # rule -> (rule-independent definition, onset from labels.json)
@@ -171,8 +181,10 @@ HOOK_ONSETS: dict[str, tuple[str, Callable[[dict[str, Any]], int | None]]] = {
         lambda lab: _activation_onset(lab, ("relu",), "dead_units_pct"),
     ),
     "SaturatedActivation": (
-        "> 50 % of a tanh/sigmoid layer's inputs outside (-9.5, 9.5) / (-23, 17) (evidence)",
-        lambda lab: _activation_onset(lab, ("tanh", "sigmoid"), "inputs_outside_range_pct"),
+        "> 50 % of a tanh/sigmoid layer's units saturated (inside (-9.5, 9.5) / (-23, 17) for "
+        "< 1 % of the batch) where the trial measured it (saturated_units_pct), else > 50 % "
+        "of its inputs outside (evidence)",
+        lambda lab: _activation_onset(lab, ("tanh", "sigmoid"), _saturation_key(lab)),
     ),
     "TanhSaturation": (
         "> 50 % of a tanh layer's inputs outside (-9.5, 9.5) (evidence)",
@@ -221,7 +233,11 @@ HOOK_ONSETS: dict[str, tuple[str, Callable[[dict[str, Any]], int | None]]] = {
 # parameters): part of every lag above, not a delay of ours.
 DOCUMENTED_WAIT = {
     "LossNotDecreasing": "num_steps=10 mode steps after the first comparable value (on the "
-    "flat-loss trials TRAIN and EVAL alternate: 10 TRAIN steps = 20 saved steps)",
+    "flat-loss trials TRAIN and EVAL alternate: 10 TRAIN steps = 20 saved steps); a plateau "
+    "fires at the first evaluation (every 10 mode steps) whose anchor lies on it when the "
+    "loss is smooth, one window of 10 later when it is noisy (rules_builtin/_levels.py)",
+    "PoorWeightInitialization": "the loss check: patience=5 TRAIN steps for a smooth loss, "
+    "two windows of 5 for a noisy one; the variance and gradient checks: none",
     "Overtraining": "patience_train=5 / patience_validation=10 values without a new best after "
     "the best; per-step values are averaged over ceil(patience / 2) values first (its "
     "docstring), "

@@ -6,28 +6,29 @@ tensors of collections the SDK defined; smdebug's framework hooks name layer ten
 
 * TensorFlow 2 Keras: ``<layer>/inputs`` and ``<layer>/outputs`` (``re_lu/outputs``,
   ``activation/inputs``, ``hidden_relu/outputs``);
-* PyTorch and MXNet: ``<module>_input_<i>`` and ``<module>_output_<i>`` (``relu1_output_0``,
-  ``Net_relu1_output_0``, ``relu0_output_0``). The hook counts a module's tensors through the
-  step, so the n-th call of a one-input module (a ResNet block reusing one ``nn.ReLU``, a tanh
-  shared by two branches) writes ``_input_<n>`` and ``_output_<n>``: each call is a layer of
-  its own here (``relu1``, ``relu1[1]``, ...), judged on its own;
-* TensorFlow 1 graphs: op outputs such as ``dense/Relu:0`` (ReLU outputs only: the input of a
-  TF1 Tanh op has no name of its own).
+* PyTorch and MXNet: ``<module>_input_<i>`` / ``<module>_output_<i>`` (``relu1_output_0``);
+  the n-th call of a one-input module (a ResNet block reusing one ``nn.ReLU``) writes
+  ``_input_<n>`` / ``_output_<n>``: each call is a layer of its own (``relu1[1]``);
+* TensorFlow 1 graphs: op outputs such as ``dense/Relu:0`` (ReLU outputs only).
 
 ``ActivationFinder`` finds the layers and decides each one's function, once per layer:
 
-1. by values: at a step where the layer's input and output were saved with one shape, the
-   function ``f`` with ``output == f(input)`` (a Keras ``Activation("tanh")`` layer is
-   auto-named ``activation``);
-2. for a Keras ``Dense``-like layer whose kernel and bias are saved too (checked before 1,
-   as a square Dense has one shape in and out), the function with
-   ``output == f(input @ kernel + bias)`` (``Dense(64, activation="relu")``);
-3. by name: the last of "relu" ("re_lu"), "tanh", "sigmoid" in the layer's name.
+1. by values: the function ``f`` with ``output == f(input)`` at a step where both were saved
+   with one shape (a Keras ``Activation("tanh")`` is auto-named ``activation``); an all-zero
+   output is a ReLU's when the input is <= 0; outputs of 1 are "tanh|sigmoid" (both
+   saturate there) until another step, call or the name tells;
+2. for a Keras ``Dense``-like layer whose kernel is saved (checked first: a square Dense has
+   one shape in and out), ``output == f(input @ kernel + bias)``; when its outputs are not
+   saved, the ``f`` whose result another layer's saved inputs hold (the next layer reads it),
+   and ``output_value`` computes its outputs (DeadRelu reads them);
+3. another call of the same module decided by its values (a tanh module shared by two
+   branches whose second call is saturated: tanh and sigmoid are both 1 there);
+4. by name: the last of "relu" ("re_lu"), "tanh", "sigmoid" in the layer's name, except for
+   a PyTorch / MXNet module whose input and output differ in shape (``TwoBranchTanh``, a
+   model: no activation).
 
-Values come first, the name only when they cannot tell (a linear ``Dense`` named
-``pre_sigmoid`` is no sigmoid). A layer whose function cannot be told (its input is all zeros,
-say) is asked again at later steps, a few times at most. Only these three functions (and the identity, for linear
-layers) are recognised.
+A layer whose function cannot be told (its input is all zeros, say) is asked again at later
+steps, a few times at most. Only these three functions (and the identity) are recognised.
 """
 
 from __future__ import annotations
@@ -56,20 +57,20 @@ _NAME_FUNCTION = re.compile(r"re_?lu|tanh|sigmoid", re.I)
 _VALUE_ATTEMPTS = 5  # steps at which a layer's values are asked before its name is trusted
 _PAIR_TOLERANCE = 1e-3  # float32 activations against a float64 recomputation
 _DENSE_TOLERANCE = 0.1  # the saved weights may already hold the batch's update
+_SATURATED = "tanh|sigmoid"  # what the values of a layer saturated at 1 allow
 
 
 @dataclass
 class Layer:
-    """One layer's saved input and output tensor names (either may be missing). ``name`` is
-    the layer's key (``relu1[1]`` for the second call of module ``relu1``); ``module`` the
-    name it was saved under, which name-based decisions read."""
+    """One layer's saved input and output tensor names (either may be missing); ``name``
+    is its key (``relu1[1]``: 2nd call of ``relu1``), ``module`` what it was saved under."""
 
     name: str
     module: str = ""
     inputs: str | None = None
     outputs: str | None = None
-    function: str | None = None  # "relu", "tanh", "sigmoid" or "identity" once known
-    decided_by: str | None = None  # "name", "values", "weights"
+    function: str | None = None  # "relu", "tanh", "sigmoid", "identity" or "tanh|sigmoid"
+    decided_by: str | None = None  # "name", "values", "weights", "call", "shape"
     has_weights: bool = False  # a kernel was saved with it: its inputs feed a matmul first
     attempts: int = 0  # value checks tried; a name-based answer is checked a few times
 
@@ -110,8 +111,7 @@ _F: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 class ActivationFinder:
-    """The saved tensors of one activation function's layers, found as the module docstring
-    says; decisions are remembered for the whole run."""
+    """The saved tensors of one function's layers, found as the module docstring says."""
 
     def __init__(self, trial: Any) -> None:
         self.trial = trial
@@ -121,6 +121,7 @@ class ActivationFinder:
         self._collected: dict[str, str] = {}  # tensor of a SageMaker-named collection -> fn
         self._members: dict[str, set[str]] = {}  # such a collection -> its tensors seen
         self._matched: set[tuple[str, str]] = set()  # (collection, name) pairs matched
+        self._computed: set[str] = set()  # inputs tensors standing in for unsaved outputs
 
     def tensors(self, function: str, side: str, step: int) -> list[str]:
         """Names of the ``side`` ("inputs" or "outputs") tensors of ``function`` layers saved
@@ -141,12 +142,28 @@ class ActivationFinder:
         for layer in self._layers.values():
             tensor = layer.inputs if side == "inputs" else layer.outputs
             if tensor is None or tensor not in names:
+                if side == "outputs" and self._computable(layer, step, names):
+                    if function in str(layer.function).split("|"):  # f(x @ kernel + b)
+                        self._computed.add(str(layer.inputs))
+                        found.add(str(layer.inputs))
                 continue
             if layer.decided_by in (None, "name") and layer.attempts < _VALUE_ATTEMPTS:
                 self._decide(layer, step, names)
-            if layer.function == function:
+            if function in str(layer.function).split("|"):
                 found.add(tensor)
         return sorted(found)
+
+    def computes_output(self, tensor: str) -> bool:
+        """Whether ``tensor`` (inputs) stands for unsaved outputs: read ``output_value``."""
+        return tensor in self._computed
+
+    def output_value(self, tensor: str, step: int) -> np.ndarray | None:
+        """``f(inputs @ kernel + bias)`` of the layer whose inputs are ``tensor``, or None."""
+        layer = self._input_layer(tensor)
+        pre = self.input_value(tensor, step) if layer is not None else None
+        if pre is None or layer is None or layer.function not in _F:
+            return None
+        return _F[layer.function](pre)
 
     def function_of(self, tensor: str) -> str | None:
         """The function of the layer ``tensor`` belongs to, when decided."""
@@ -161,12 +178,10 @@ class ActivationFinder:
         return None
 
     def input_value(self, tensor: str, step: int) -> np.ndarray | None:
-        """The values going into the activation function, for an inputs tensor ``tensors``
-        returned: the saved values, except for a layer with weights (Keras
-        ``Dense(units, activation=f)``, whose saved ``inputs`` are the layer's input), where
-        they are ``inputs @ kernel + bias`` from the weights saved at ``step``. None when
-        they cannot be had (the weights are not saved at the step; a Keras layer that
-        changes the shape without saved weights is no activation whose input was saved)."""
+        """The values going into the function, for an inputs tensor ``tensors`` returned:
+        as saved, except for a layer with weights (Keras ``Dense(units, activation=f)``,
+        whose ``inputs`` are the layer's), where they are ``inputs @ kernel + bias`` from
+        the weights saved at ``step`` (None when those are not saved there)."""
         layer = self._input_layer(tensor)
         if layer is None or not self.needs_weights(tensor):
             return self._value(tensor, step)
@@ -223,19 +238,41 @@ class ActivationFinder:
             layer.inputs = layer.inputs or found.inputs
             layer.outputs = layer.outputs or found.outputs
 
+    def _computable(self, layer: Layer, step: int, names: list[str]) -> bool:
+        """Whether a layer whose outputs are not saved at ``step`` has its inputs and a kernel
+        saved there (its outputs can be computed); decides its function if not yet known."""
+        if layer.inputs not in names or len(self._kernels(layer, names)[0]) != 1:
+            return False
+        layer.has_weights = True
+        if layer.decided_by in (None, "name") and layer.attempts < _VALUE_ATTEMPTS:
+            self._decide(layer, step, names)
+        return True
+
     def _decide(self, layer: Layer, step: int, names: list[str]) -> None:
-        """Values first (a layer named ``pre_sigmoid`` may be a linear Dense), the name when
-        the values cannot tell."""
+        """Values first (a layer named ``pre_sigmoid`` may be a linear Dense), the name last."""
         layer.attempts += 1
+        if len(self._kernels(layer, names)[0]) == 1:
+            layer.has_weights = True  # its inputs feed a matmul first, outputs saved or not
         found = self._by_values(layer, step, names)
-        if found is not None:
+        if found is not None and found[0] == _SATURATED:
+            layer.function = _SATURATED  # until another step, a sibling or the name tells
+        elif found is not None:
             layer.function, layer.decided_by = found
+            return
+        for other in self._layers.values():  # another call of the module, told by values
+            if other.module == layer.module and other.decided_by in ("values", "weights"):
+                layer.function, layer.decided_by = other.function, "call"
+                return
+        if self._reshapes(layer, step, names):
+            layer.function, layer.decided_by = None, "shape"  # no elementwise function
             return
         named = function_in_name(layer.module or layer.name)
         if named is not None:
             layer.function, layer.decided_by = named, "name"
 
     def _by_values(self, layer: Layer, step: int, names: list[str]) -> tuple[str, str] | None:
+        if layer.inputs in names and layer.outputs not in names and layer.has_weights:
+            return self._by_next_inputs(layer, step, names)
         if layer.inputs not in names or layer.outputs not in names:
             return None
         x = self._value(layer.inputs, step) if layer.inputs else None
@@ -252,12 +289,46 @@ class ActivationFinder:
             return (found, "values") if found else None
         return None
 
-    def _dense_weights(
-        self, layer: Layer, names: list[str], step: int
-    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def _reshapes(self, layer: Layer, step: int, names: list[str]) -> bool:
+        """A PyTorch / MXNet module whose input and output differ in shape: a model named
+        ``TwoBranchTanh``, no tanh (a Keras ``Dense`` named ``hidden_relu`` stays a relu)."""
+        if layer.has_weights or layer.inputs not in names or layer.outputs not in names:
+            return False
+        if not _MODULE.match(layer.inputs or ""):
+            return False
+        try:
+            shapes = [self.trial.tensor(n).shape(step) for n in (layer.inputs, layer.outputs)]
+        except SMDebugError:
+            return False
+        return bool(shapes[0] != shapes[1])
+
+    def _by_next_inputs(self, layer: Layer, step: int, names: list[str]) -> tuple[str, str] | None:
+        """A Dense-like layer whose outputs are not saved: its function is the one f with
+        ``f(inputs @ kernel + bias)`` equal to another layer's saved inputs (the next layer
+        of a chain reads its outputs), when exactly one function matches."""
+        pre = self.input_value(layer.inputs, step) if layer.inputs else None
+        if pre is None:
+            return None
+        matches = set()
+        for other in self._layers.values():
+            if other is layer or other.inputs not in names or other.inputs == layer.inputs:
+                continue
+            y = self._value(str(other.inputs), step)
+            if y is not None and y.shape == pre.shape:
+                found = _matching_function(pre, y, tolerance=_DENSE_TOLERANCE)
+                matches.update([found] if found else [])
+        return (matches.pop(), "weights") if len(matches) == 1 else None
+
+    def _kernels(self, layer: Layer, names: list[str]) -> tuple[list[str], list[str]]:
         prefix = f"{layer.module or layer.name}/weights/"
         kernels = [n for n in names if n.startswith(prefix) and n.endswith("kernel:0")]
         biases = [n for n in names if n.startswith(prefix) and n.endswith("bias:0")]
+        return kernels, biases
+
+    def _dense_weights(
+        self, layer: Layer, names: list[str], step: int
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        kernels, biases = self._kernels(layer, names)
         if len(kernels) != 1:
             return None, None
         return self._value(kernels[0], step), (self._value(biases[0], step) if biases else None)
@@ -289,18 +360,22 @@ def _matching_function(x: np.ndarray, y: np.ndarray, *, tolerance: float) -> str
     ReLU whose inputs are all positive fits the identity too: asked again later)."""
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         return None
+    if not np.any(y):  # all zero (a dead ReLU): relu when x is (within tolerance) <= 0
+        top = float(np.max(np.abs(x)))
+        return "relu" if top > 0 and float(np.max(x)) <= tolerance * top else None
     scale = max(float(np.max(np.abs(y))), 1e-12)
     errors = {fn: float(np.max(np.abs(f(x) - y))) / scale for fn, f in _F.items()}
     ranked = sorted(errors, key=errors.__getitem__)
-    best, second = errors[ranked[0]], errors[ranked[1]]
+    best, second, third = (errors[fn] for fn in ranked[:3])
+    if set(ranked[:2]) == {"tanh", "sigmoid"} and second <= tolerance < third:
+        return _SATURATED  # both are 1 where x is large: a saturated tanh or sigmoid
     if best > tolerance or second <= max(tolerance, 4 * best):
         return None
     return ranked[0]
 
 
 def _collection_kind(name: str) -> tuple[str, str] | None:
-    """(function, side) of a collection named like SageMaker's (``relu_output``,
-    ``sigmoid_inputs``), None for any other collection."""
+    """(function, side) of a collection named like SageMaker's (``relu_output``), or None."""
     match = _COLLECTION.match(name)
     return (match["fn"].lower(), match["side"].lower() + "s") if match else None
 

@@ -2,7 +2,8 @@
 
 Everything comes from the rule itself: the one-line summary is its module docstring's first line
 (``"VanishingGradient: gradients whose ..."``), the description its class docstring, the
-parameters its ``PARAMETERS``. ``markdown_section`` renders a rule for tools/gen_rules_doc.py,
+parameters its ``PARAMETERS``; what it reads, its windows and earliest firing from
+``rules_builtin._timing``. ``markdown_section`` renders a rule for tools/gen_rules_doc.py,
 ``text_section`` for the terminal, from the same ``parameters`` and ``default_text``.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 
 from evaluator.rules.kit.params import Param
 from rules_builtin import registry
+from rules_builtin._timing import DETECTION
 
 __all__ = [
     "default_text",
@@ -84,6 +86,11 @@ def markdown_section(name: str) -> str:
     """The rule's section of docs/rules.md."""
     cls = rule_class(name)
     lines = [f"## {name}", "", description(cls), ""]
+    timing = DETECTION.get(cls.__name__)
+    if timing is not None:  # what it reads, what it waits for, how early it can fire
+        reads, windows, earliest = (t.replace("|", "&#124;") for t in timing)
+        lines += ["| reads | windows | earliest firing |", "|---|---|---|"]
+        lines += [f"| {reads} | {windows} | {earliest} |", ""]
     params = parameters(cls)
     if params:
         lines += ["| parameter | default | type | meaning |", "|---|---|---|---|"]

@@ -39,10 +39,12 @@ class DeadRelu(Rule):
     the trial holds, whatever framework wrote it (``rules_builtin._activations``): tensors
     named like SageMaker's ``relu_output`` collection (``.*relu_output``), and the outputs of
     layers that are ReLUs by their values (a Keras ``ReLU()`` layer, ``Dense(activation=
-    "relu")`` when its kernel and bias are saved) or by their name (PyTorch
-    ``relu1_output_0``, Keras ``hidden_relu/outputs``), and the tensors of a collection the
-    user named ``relu_output`` (``CollectionConfig("relu_output")``). Each call of a PyTorch
-    module is judged on its own: a ResNet block that reuses one ``nn.ReLU`` saves
+    "relu")`` when its kernel and bias are saved: its outputs, when they are not saved, are
+    computed as ``relu(inputs @ kernel + bias)`` from the values saved at the step, and its
+    function is the one whose result the next layer's saved inputs hold, else its name) or
+    by their name (PyTorch ``relu1_output_0``, Keras ``hidden_relu/outputs``), and the
+    tensors of a collection the user named ``relu_output`` (``CollectionConfig(
+    "relu_output")``). Each call of a PyTorch module is judged on its own: a ResNet block that reuses one ``nn.ReLU`` saves
     ``relu_output_0``, ``relu_output_1``, ... and a dead second call fires.
 
     A tensor is one layer's ReLU output for a batch: axis 0 is the sample, every other
@@ -125,8 +127,12 @@ class DeadRelu(Rule):
         fired = False
         names = self._names(step)
         for name in names:
-            dead = self._dead.get(name, step, names)
-            if dead is None:
+            computed = not self.selection.given and self.finder.computes_output(name)
+            dead = None if computed else self._dead.get(name, step, names)
+            if computed:  # a Dense layer's unsaved outputs: relu(inputs @ kernel + bias)
+                value = self.finder.output_value(name, step)
+                dead = None if value is None else dead_percent(value, self.threshold_inactivity)
+            elif dead is None:
                 try:
                     value = self.base_trial.tensor(name).value(step)
                 except TensorUnavailableForStep:
@@ -137,7 +143,8 @@ class DeadRelu(Rule):
             if self.evidence.compare(
                 step,
                 name,
-                quantity="dead units (%)",
+                quantity="dead units (%)"
+                + (" of relu(inputs @ kernel + bias)" if computed else ""),
                 value=dead,
                 parameter="threshold_layer",
                 threshold=self.threshold_layer,

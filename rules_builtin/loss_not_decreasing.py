@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
@@ -22,6 +21,7 @@ from evaluator.rules.kit.params import (
 )
 from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
 from evaluator.rules.rule import Rule
+from rules_builtin._levels import LossView, smooth
 from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
 from rules_builtin.registry import register
 
@@ -29,51 +29,12 @@ __all__ = ["LossNotDecreasing"]
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 _PREFERRED = (EVAL, TRAIN)  # the order tried when ``mode`` is unset
-
-
-@dataclass
-class _View:
-    """One loss tensor's saved steps in one mode, as (mode step, global step) pairs, with the
-    values read so far; only the steps a comparison can still need are kept. ``best`` is the
-    lowest window mean computed in this mode (never another mode's)."""
-
-    saved: deque[tuple[int, int]] = field(default_factory=deque)
-    values: dict[int, float | None] = field(default_factory=dict)  # global step -> value
-    last_evaluated: int | None = None
-    best: float | None = None
-
-    def add(self, mode_step: int, step: int, num_steps: int) -> None:
-        if self.saved and mode_step <= self.saved[-1][0]:
-            return
-        self.saved.append((mode_step, step))
-        anchor = self.anchor(num_steps)
-        if anchor is None:
-            return
-        # Later anchors are never earlier: steps at or before anchor - num_steps are no
-        # longer in any window.
-        while self.saved[0][0] <= anchor[0] - num_steps:
-            _, gone = self.saved.popleft()
-            self.values.pop(gone, None)
-
-    def anchor(self, num_steps: int) -> tuple[int, int] | None:
-        """The newest saved (mode step, global step) at least ``num_steps`` mode steps before
-        the newest one: the end of the previous window."""
-        newest = self.saved[-1][0] if self.saved else None
-        found = None
-        for entry in self.saved:
-            if entry[0] > newest - num_steps:  # type: ignore[operator]
-                break
-            found = entry
-        return found
-
-    def window(self, end: int, num_steps: int) -> list[tuple[int, int]]:
-        """The saved (mode step, global step) pairs in the mode steps (end - num_steps, end]."""
-        return [e for e in self.saved if end - num_steps < e[0] <= end]
+_MIN_MARGIN = 0.1  # % of the level: the smallest decrease the noise test resolves
 
 
 @dataclass
 class _Loss:
-    views: dict[ModeKeys, _View]
+    views: dict[ModeKeys, LossView]
 
 
 @register
@@ -87,69 +48,62 @@ class LossNotDecreasing(Rule):
     ``collection_names`` and ``tensor_regex``; only scalar (one-element) tensors are checked.
     With ``use_losses_collection=False`` one of the other two is required.
 
-    Modes: a loss is followed per mode, never across modes: a TRAIN value is compared only
-    with TRAIN values and with the lowest TRAIN value, an EVAL value only with EVAL values.
-    ``num_steps`` is a distance in MODE steps of the followed mode (TRAIN step 0, 1, 2 … as
-    the hook numbers them), never in global steps, so EVAL steps interleaved in the global
-    counter neither stretch nor shrink the window. A trial without modes (every step GLOBAL)
+    Modes: a loss is followed per mode, never across modes (TRAIN values are compared with
+    TRAIN values only). ``num_steps`` counts MODE steps of the followed mode, never global
+    steps, so interleaved EVAL steps neither stretch nor shrink it; a trial without modes
     counts as training, in global steps. With ``mode`` unset, each tensor follows the first
-    of EVAL, TRAIN whose saved steps already allow a comparison (as AWS documents); so a
-    job's TRAIN loss is checked until its EVAL loss has ``num_steps`` mode steps of history,
-    and the EVAL loss from then on. ``mode=GLOBAL`` means the training series (TRAIN steps,
-    or the GLOBAL steps of a trial without modes); it never pools modes.
-
-    Keras' epoch-end logs: at an EVAL step where both ``X`` and ``val_X`` are saved, ``X`` is
-    the training epoch mean (``evaluator.rules.kit.modes.is_epoch_end_log``); it is not a value of
-    the EVAL series of ``X`` and is skipped (it has no TRAIN mode step either, and the TRAIN
-    series already holds the same value at the epoch's last TRAIN step).
+    of EVAL, TRAIN whose saved steps already allow a comparison (as AWS documents): the TRAIN
+    loss until the EVAL loss has ``num_steps`` mode steps of history, the EVAL loss from then
+    on. ``mode=GLOBAL`` means the training series; it never pools modes. Keras' epoch-end
+    logs (``X`` beside ``val_X`` at an EVAL step, ``kit.modes.is_epoch_end_log``) are the
+    training epoch mean, not EVAL values of ``X``: skipped.
 
     When: per tensor and mode, a step is evaluated only if a saved value at least
-    ``num_steps`` mode steps earlier exists (the newest such one is the comparison value) and
-    the step is at least ``num_steps`` mode steps after the last evaluated one. Saving every
-    3 steps with ``num_steps=10``, step 21 is compared with step 9 and the next evaluation is
-    at step 33. A step without such history is not a comparison and is not recorded.
+    ``num_steps`` mode steps earlier exists (the newest such one, the *anchor*, is the
+    comparison value) and the step is at least ``num_steps`` mode steps after the last
+    evaluated one; the first evaluation is the first step with an anchor, whatever the loss
+    did before (a loss that never falls fires there). Saving every 3 steps with
+    ``num_steps=10``, step 21 is compared with step 9 and the next evaluation is at step 33.
+    Earliest firing: mode step ``num_steps`` (the first saved step ``num_steps`` after the
+    first saved one); a loss that stops falling at step o fires at the first evaluation
+    whose anchor is at or after o (smooth series), as AWS's single-value comparison does.
 
-    Formula (the sources disagree; this is our choice): at an evaluation at mode step ``s``,
-    ``cur`` is the mean of the values saved in the mode steps ``(s - num_steps, s]`` and
-    ``prev`` the mean of those saved in ``(a - num_steps, a]``, where ``a`` is the comparison
-    step above (``s - num_steps`` itself for a loss saved every step). With one saved value
-    per window (sparse saves) this is AWS's single-value comparison; with dense noisy saves
-    one noisy batch does not decide. ``best`` is the lowest window mean computed in that
-    mode before. It fires if
+    Formula (the sources disagree; this is our choice): at an evaluation at mode step ``s``
+    with anchor ``a``, ``cur`` is the mean of the values saved in ``(s - num_steps, s]``
+    (a single value with sparse saves) and ``prev`` is
+
+    * the value at ``a`` when the series is smooth: the noise of the values compared
+      (``a`` and the window, ``rules_builtin._levels``) is below half of ``diff_percent``
+      (at least 0.1) % of the level. Full-batch runs, a learning rate of 0, a loss stuck
+      at one value: AWS's comparison, and the earliest;
+    * else the mean of the values saved in ``(a - num_steps, a]``, so that one noisy batch
+      does not decide (mini-batch losses, Keras' running mean); a window later.
+
+    ``best`` is the lowest ``prev`` or ``cur`` computed in that mode before. It fires if
 
     * ``cur >= prev - |prev| * diff_percent / 100`` (did not decrease by ``diff_percent`` %;
       an equal loss counts as not decreasing; a NaN loss always fires), or
     * ``cur > best + |best| * increase_threshold_percent / 100``.
 
-    At the first evaluation the previous window reaches back before the first saved step and
-    may hold a single value (step 0): a run whose first batches after step 0 are on average
-    higher than step 0's does not decrease by this definition and fires there.
-
     Both conditions are recorded as evidence at every evaluation: "decrease (%)"
     ``100 * (prev - cur) / |prev|`` against ``diff_percent`` (fires when ``<=``; a NaN loss
-    is recorded as -inf) and "rise above lowest (%)" ``100 * (cur - best) / |best|`` against
+    is recorded as -inf), naming the values compared and, in a firing's sentence, the noise
+    and which of the two decided; and "rise (%)" ``100 * (cur - best) / |best|`` against
     ``increase_threshold_percent`` (fires when ``>``).
-
-    Keras' ``loss`` is a running mean that resets every epoch (a sawtooth); window means of
-    it are compared like any other values.
 
     This follows the current AWS documentation, where ``diff_percent`` is the minimum
     decrease. It reproduces the first 2019 test vector (losses 0.30, 0.33, 0.31, 0.30, 0.28
     at steps 0, 4, 8, 12, 16: first fire at 12, the mean of 4..12 (0.313) above step 0;
     invoked from step 13, no fire, as the mean of 8..16 (0.297) is below that of 0..4
-    (0.315)). It does not reproduce the second: with ``diff_percent=20``
-    it fires at 12 (no 20 % decrease since step 0) and again at 24, where the 2019 rule first
-    fired at 24, because that implementation treated ``diff_percent`` as a tolerated
-    *increase*. The 2019 default ``diff_percent`` was 0; the documented default 0.1 is used.
+    (0.315)), not the second: with ``diff_percent=20`` it fires at 12 (no 20 % decrease
+    since step 0) and again at 24, where the 2019 rule first fired at 24, reading
+    ``diff_percent`` as a tolerated *increase*. The documented default 0.1 is used (2019: 0).
 
-    Diagnosis: every firing also says what the loss did: ``converged``, ``not_learning``,
-    ``diverging``, ``oscillating`` or ``overfitting``, with the figures that decided it (fall
-    since the start, recent trend, noise measured on the series), in the reason's
-    ``diagnosis``, ``explanation`` and ``diagnosis_figures`` and at the end of its sentence.
-    How each is decided: ``evaluator.rules.diagnosis`` ("Diagnosing a loss-progress firing"
-    below). With ``ignore_converged=true`` a firing diagnosed ``converged`` is a note (a
-    ``rule_note`` log line, ``evidence.notes`` in the result file), not an issue, and the
-    rule goes on checking: a later firing with any other diagnosis still fires.
+    Diagnosis: every firing also says what the loss did (``converged``, ``not_learning``,
+    ``diverging``, ``oscillating``, ``overfitting``) with the figures that decided it
+    (``evaluator.rules.diagnosis``, "Diagnosing a loss-progress firing" below). With
+    ``ignore_converged=true`` a ``converged`` firing is a note (logged, ``evidence.notes``),
+    not an issue, and the rule goes on checking.
     """
 
     PARAMETERS = (
@@ -259,9 +213,9 @@ class LossNotDecreasing(Rule):
         started after step 0 still finds the earlier comparison steps."""
         trial = self.base_trial
         tensor = trial.tensor(name)
-        views: dict[ModeKeys, _View] = {}
+        views: dict[ModeKeys, LossView] = {}
         for m in self._wanted:
-            view = views[m] = _View()
+            view = views[m] = LossView()
             stored = GLOBAL if raw_mode == GLOBAL and m == TRAIN else m
             for s in tensor.steps(mode=stored):
                 g = s if stored == GLOBAL else trial.global_step(stored, s)
@@ -280,7 +234,7 @@ class LossNotDecreasing(Rule):
                 return m
         return None  # wait until EVAL or TRAIN has enough history
 
-    def _evaluate(self, name: str, view: _View, step: int, mode: ModeKeys, at: int) -> bool:
+    def _evaluate(self, name: str, view: LossView, step: int, mode: ModeKeys, at: int) -> bool:
         if not view.saved or view.saved[-1][0] != at:
             return False
         if view.last_evaluated is not None and at < view.last_evaluated + self.num_steps:
@@ -288,19 +242,31 @@ class LossNotDecreasing(Rule):
         anchor = view.anchor(self.num_steps)
         if anchor is None:
             return False
-        current = self._mean(name, view, view.window(at, self.num_steps), mode)
-        if name in self._skipped:
+        window = view.window(at, self.num_steps)
+        current = self._mean(name, view, window, mode)
+        single = None if name in self._skipped else self._mean(name, view, [anchor], mode)
+        if name in self._skipped or current is None or single is None:
             return False
-        previous = self._mean(name, view, view.window(anchor[0], self.num_steps), mode)
-        if name in self._skipped or current is None or previous is None:
+        # The anchor's value alone on a smooth series (AWS's comparison, and the earliest);
+        # the mean of the window ending at the anchor on a noisy one (rules_builtin._levels).
+        read = [v for _, g in [anchor, *window] if (v := view.values.get(g)) is not None]
+        is_smooth, noise = smooth(read, max(self.diff_percent, _MIN_MARGIN))
+        previous: tuple[float, int, int] | None = single
+        if not is_smooth:
+            previous = self._mean(name, view, view.window(anchor[0], self.num_steps), mode)
+        if name in self._skipped or previous is None:
             return False
         view.last_evaluated = at
         best = _lowest(view.best, previous[0])
         view.best = _lowest(best, current[0])
-        return self._judge(name, step, mode, at, current, previous, best)
+        # Which window decided, and why (the noise measured on the values compared).
+        why = f"noise {noise:.2g}% of the level: the " + (
+            "anchor's value" if is_smooth else "window ending at the anchor"
+        )
+        return self._judge(name, step, mode, at, current, previous, best, why)
 
     def _mean(
-        self, name: str, view: _View, window: list[tuple[int, int]], mode: ModeKeys
+        self, name: str, view: LossView, window: list[tuple[int, int]], mode: ModeKeys
     ) -> tuple[float, int, int] | None:
         """(mean value, first mode step, last mode step) of the saved values in ``window``;
         None when none of them can be read. A tensor that is not a scalar is skipped from
@@ -339,12 +305,12 @@ class LossNotDecreasing(Rule):
         current: tuple[float, int, int],
         previous: tuple[float, int, int],
         best: float,
+        why: str,
     ) -> bool:
         cur, prev = current[0], previous[0]
         m = mode.name
         where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
-        now = _span(m, current)
-        before = _span(m, previous)
+        now, before = _span(m, current), _span(m, previous)
         decrease = percent_of(prev - cur, prev)
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
@@ -355,7 +321,7 @@ class LossNotDecreasing(Rule):
         not_decreasing = self.evidence.compare(
             step,
             name,
-            quantity=f"decrease (%) of the mean of the loss over {now} from its mean over {before}",
+            quantity=f"decrease (%) of the loss from {before} to {now}",
             value=decrease,
             parameter="diff_percent",
             threshold=self.diff_percent,
@@ -364,7 +330,7 @@ class LossNotDecreasing(Rule):
             mode_step=at,
             sentence=lambda: (
                 f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
-                f"its mean over {before} was {prev:g}, over {now} {cur:g} (at {where})"
+                f"{before} was {prev:g}, {now} {cur:g} (at {where}; {why})"
             ),
             diagnose=diagnose,
         )
@@ -372,8 +338,7 @@ class LossNotDecreasing(Rule):
         risen = self.evidence.compare(
             step,
             name,
-            quantity=f"rise (%) of the mean of the loss over {now} above its "
-            f"lowest {m} window mean",
+            quantity=f"rise (%) of {now} of the loss above its lowest {m} value or mean",
             value=rise,
             parameter="increase_threshold_percent",
             threshold=self.increase_threshold_percent,
@@ -381,9 +346,9 @@ class LossNotDecreasing(Rule):
             mode=mode,
             mode_step=at,
             sentence=lambda: (
-                f"{self.rule_name}: {name}'s mean over {now} ({cur:g}, at {where}) is "
-                f"more than {self.increase_threshold_percent:g}% above its lowest "
-                f"{m} window mean {best:g}"
+                f"{self.rule_name}: {now} of {name} ({cur:g}, at {where}) is more than "
+                f"{self.increase_threshold_percent:g}% above its lowest {m} value or mean "
+                f"{best:g}"
             ),
             diagnose=diagnose,
         )
@@ -391,9 +356,11 @@ class LossNotDecreasing(Rule):
 
 
 def _span(mode: str, window: tuple[float, int, int]) -> str:
-    """ "mode steps a..b" (or "mode step a" for a window of one saved step)."""
+    """ "the mean over mode steps a..b", or "the value at mode step a" for one saved step."""
     _, first, last = window
-    return f"{mode} step {first}" if first == last else f"{mode} steps {first}..{last}"
+    if first == last:
+        return f"the value at {mode} step {first}"
+    return f"the mean over {mode} steps {first}..{last}"
 
 
 def _lowest(a: float | None, b: float) -> float:

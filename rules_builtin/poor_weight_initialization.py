@@ -17,9 +17,11 @@ from evaluator.rules.kit.selection import TensorSelection, listed, percent_of
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
+from rules_builtin._levels import smooth
 from rules_builtin.registry import register
 
 _TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
+_MIN_MARGIN = 0.1  # % of the level: the smallest decrease the noise test resolves
 
 
 @register
@@ -43,12 +45,17 @@ class PoorWeightInitialization(Rule):
        minimum spread), so one layer with a collapsed gradient distribution is enough.
     3. **Loss not decreasing.** For some size-1 tensor of the ``losses`` collection, the mean
        of its values saved in the last ``patience`` training steps (s - patience, s] is not
-       below their mean in the ``patience`` steps before (s - 2 patience, s - patience]; from
-       s = 2 patience - 1 on, when both windows hold a value. Means over windows, not single
-       values: Keras saves a running mean whose first value of an epoch is one batch's loss,
-       below the running means that follow on a healthy run, and PyTorch saves single noisy
-       batches (the lowest-single-value test fired at step 5 of healthy Keras runs). A NaN
-       in the newer window is never a decrease; a NaN only in the older one is.
+       below the loss ``patience`` steps earlier: on a smooth series (a loss stuck at one
+       value, a full-batch run: ``rules_builtin._levels``) the value at the newest saved
+       step <= s - patience, from s = patience on (the earliest any reading of "the loss
+       not decreasing within patience steps" allows); on a noisy one the mean of the
+       ``patience`` steps before, (s - 2 patience, s - patience], from s = 2 patience - 1
+       on. Means on noisy series: Keras saves a running mean whose first value of an epoch
+       is one batch's loss, below the running means that follow on a healthy run, and
+       PyTorch saves single noisy batches (the lowest-single-value test fired at step 5 of
+       healthy Keras runs). A NaN in the newer window is never a decrease; a NaN only in
+       the older one is. Earliest firing: training step ``patience`` (step 0 for the other
+       two checks).
 
     Choices: training steps are TRAIN steps, or every step of a trial without modes, counted
     in TRAIN mode steps; EVAL/PREDICT steps are not evaluated. ``activation_inputs_regex`` is
@@ -257,25 +264,37 @@ class PoorWeightInitialization(Rule):
     ) -> bool:
         p = self.patience
         newer = [v for s, v in seen if mode_step - p < s <= mode_step]
-        older = [v for s, v in seen if mode_step - 2 * p < s <= mode_step - p]
-        if mode_step < 2 * p - 1 or not newer or not older:
+        anchors = [(s, v) for s, v in seen if s <= mode_step - p]
+        if not newer or not anchors:
             return False
+        # The loss patience steps back alone on a smooth series; the mean of the patience
+        # steps before on a noisy one, once they are all past (rules_builtin._levels).
+        is_smooth, noise = smooth([anchors[-1][1], *newer], _MIN_MARGIN)
+        if is_smooth:
+            first = last = anchors[-1][0]
+            older = [anchors[-1][1]]
+        elif mode_step < 2 * p - 1:
+            return False
+        else:
+            first, last = mode_step - 2 * p + 1, mode_step - p
+            older = [v for s, v in seen if first <= s <= last]
         before, now = float(np.mean(older)), float(np.mean(newer))
         decrease = _decrease_percent(before, now)
-        first = mode_step - 2 * p + 1
+        span = f"step {first}" if first == last else f"steps {first}..{last}"
+        how = f"noise {noise:.2g}% of the level: " + ("one value" if is_smooth else "means")
         return self.evidence.compare(
             step,
             name,
             quantity=f"decrease (%) of the mean loss over training steps "
-            f"{mode_step - p + 1}..{mode_step} from steps {first}..{mode_step - p}",
+            f"{mode_step - p + 1}..{mode_step} from training {span}",
             value=decrease,
             parameter="loss decrease required (%)",
             threshold=0.0,
             fires_when="<=",
             sentence=lambda: (
                 f"{self.rule_name}: the mean of {name} over training steps "
-                f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its mean over the "
-                f"{p} steps before ({before:g}) (patience={p}) at step {step}"
+                f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its value or mean "
+                f"over training {span} ({before:g}) (patience={p}; {how}) at step {step}"
             ),
         )
 

@@ -66,8 +66,9 @@ class SaturatedActivation(Rule):
     bias saved at the step (a step without them is not checked for that layer). Which
     function's thresholds apply is the layer's function
     when it is known, else the last of "tanh" / "sigmoid" in the tensor name; a selected
-    tensor that is neither is skipped. The 2020 tuple parameters ``threshold_tanh`` /
-    ``threshold_sigmoid`` are not accepted.
+    tensor that is neither is skipped. A layer whose values cannot tell tanh from sigmoid
+    (its outputs are 1: both saturate there) is saturated only by both functions' bounds.
+    The 2020 tuple parameters ``threshold_tanh`` / ``threshold_sigmoid`` are not accepted.
     """
 
     PARAMETERS = (
@@ -184,16 +185,19 @@ class SaturatedActivation(Rule):
     def invoke_at_step(self, step: int) -> bool:
         fired = False
         for name in self._names(step):
-            fn = self.finder.function_of(name) or activation_of(name)
-            if fn not in self.bounds:
-                continue
-            value = self._input(name, step)
+            fn = self.finder.function_of(name) or activation_of(name) or ""
+            fns = [f for f in fn.split("|") if f in self.bounds]
+            value = self._input(name, step) if fns else None
             if value is None:
                 continue
-            low, high = self.bounds[fn]
-            saturated = saturated_percent(value, low, high, self.threshold_inactivity)
+            # A layer saturated at 1 may be either: saturated only when it is for both.
+            found = [
+                saturated_percent(value, *self.bounds[f], self.threshold_inactivity) for f in fns
+            ]
+            saturated = None if None in found else min(found)  # type: ignore[type-var]
             if saturated is None:
                 continue
+            fn = " or ".join(fns)
             if self.evidence.compare(
                 step,
                 name,

@@ -56,6 +56,12 @@ FRAMEWORKS = {
     ),
     "xgboost": ("tf", "xgboost_trials.py", ["healthy", "imbalanced", "deep_trees", "overfit"]),
 }
+# Idioms the rules must read right (issue 23): trial names share the framework's prefix.
+IDIOMS = [
+    ("pytorch", "torch", "pytorch_idioms.py",
+     ["reused_relu", "shared_tanh", "sigmoid_collection", "nan_start", "sigmoid_flat"]),
+    ("keras", "tf", "keras_idioms.py", ["dense_tanh", "sigmoid_flat"]),
+]  # fmt: skip
 
 
 def venv_python(venvs, name):
@@ -134,7 +140,8 @@ def main():
     os.makedirs(args.venvs, exist_ok=True)
     os.makedirs(DEST, exist_ok=True)
     pythons = {}
-    for prefix, (venv, script, scenarios) in FRAMEWORKS.items():
+    jobs = [(prefix, *spec) for prefix, spec in FRAMEWORKS.items()] + IDIOMS
+    for prefix, venv, script, scenarios in jobs:
         for sc in scenarios:
             name = f"{prefix}_{sc}"
             if args.only and name not in args.only:

@@ -142,3 +142,74 @@ def test_a_user_collection_named_like_sagemakers_is_used(make_trial: Callable[..
     assert finder.tensors("sigmoid", "inputs", 0) == ["head_logits"]
     assert finder.function_of("head_logits") == "sigmoid"
     assert _fired(SaturatedActivation(trial)) == [0]
+
+
+def _dense_relu_without_outputs(kernel: np.ndarray, bias: np.ndarray) -> dict[str, np.ndarray]:
+    """A Keras Dense(activation='relu') whose outputs are not saved (its inputs, kernel and
+    bias are), followed by a layer ``logits`` whose saved inputs are the Dense's outputs."""
+    outputs = np.maximum(X @ kernel + bias, 0).astype(np.float32)
+    return {
+        "dense/inputs": X,
+        "dense/weights/dense/kernel:0": kernel,
+        "dense/weights/dense/bias:0": bias,
+        "logits/inputs": outputs,
+        "logits/outputs": outputs @ np.ones((8, 3), np.float32),
+        "logits/weights/logits/kernel:0": np.ones((8, 3), np.float32),
+    }
+
+
+def test_a_dead_dense_relu_whose_outputs_are_not_saved_fires(
+    make_trial: Callable[..., Any],
+) -> None:
+    """Dense(activation='relu') with bias -50 (100 % dead), outputs not saved, kernel and bias
+    saved: its function is read from the next layer's inputs and its outputs computed."""
+    kernel = (RNG.normal(size=(16, 8)) * 0.1).astype(np.float32)
+    bias = np.full(8, -50.0, np.float32)
+    trial = make_trial({step: _dense_relu_without_outputs(kernel, bias) for step in range(2)})
+    rule = DeadRelu(trial)
+    assert _fired(rule) == [0, 1]
+    (check,) = rule.evidence.firings_at(0)
+    assert check.tensors == ("dense/inputs",) and "kernel" in check.quantity
+
+
+def test_a_live_dense_relu_whose_outputs_are_not_saved_is_checked_and_quiet(
+    make_trial: Callable[..., Any],
+) -> None:
+    """The same layer with a zero bias: checked (not 'nothing checked'), and quiet."""
+    kernel = (RNG.normal(size=(16, 8)) * 0.5).astype(np.float32)
+    trial = make_trial({0: _dense_relu_without_outputs(kernel, np.zeros(8, np.float32))})
+    rule = DeadRelu(trial)
+    assert _fired(rule) == []
+    assert rule.evidence.comparisons == 1
+
+
+def test_a_dead_dense_relu_named_for_its_function_without_a_next_layer_fires(
+    make_trial: Callable[..., Any],
+) -> None:
+    """Only the inputs, kernel and bias of a Dense named hidden_relu are saved: its name says
+    relu, and relu(inputs @ kernel + bias) is all zero."""
+    kernel = (RNG.normal(size=(16, 8)) * 0.1).astype(np.float32)
+    steps = {
+        0: {
+            "hidden_relu/inputs": X,
+            "hidden_relu/weights/hidden_relu/kernel:0": kernel,
+            "hidden_relu/weights/hidden_relu/bias:0": np.full(8, -50.0, np.float32),
+        }
+    }
+    assert _fired(DeadRelu(make_trial(steps))) == [0]
+
+
+def test_all_zero_saved_outputs_of_a_dense_relu_are_a_relu(make_trial: Callable[..., Any]) -> None:
+    """A Dense whose saved outputs are all zero while the saved weights (already updated by
+    the batch) give slightly positive pre-activations for a few samples is still a relu."""
+    kernel = (RNG.normal(size=(16, 8)) * 0.1).astype(np.float32)
+    bias = np.full(8, -2.0, np.float32)
+    pre = X @ kernel + bias
+    nudged = bias + (0.02 - pre.max(axis=0)).astype(np.float32)  # max pre-activation 0.02
+    step = {
+        "dense/inputs": X,
+        "dense/outputs": np.zeros((64, 8), np.float32),
+        "dense/weights/dense/kernel:0": kernel,
+        "dense/weights/dense/bias:0": nudged,
+    }
+    assert _fired(DeadRelu(make_trial({0: step}))) == [0]

@@ -353,16 +353,55 @@ def test_eval_loss_is_not_compared_with_the_lowest_train_loss(
     assert rule.evidence.comparisons == 6
 
 
-def test_compares_window_means(make_trial: Callable[..., Any]) -> None:
-    """At step 20 the mean over steps 11..20 is compared with the mean over 1..10, and the
-    evidence names both windows."""
+def test_a_smooth_loss_is_compared_with_the_anchors_value(make_trial: Callable[..., Any]) -> None:
+    """A noise-free loss: at step 20 the mean over steps 11..20 is compared with the value at
+    step 10 (AWS's comparison), and the firing says so and why (its noise)."""
     rule = LossNotDecreasing(make_trial(global_steps({s: 1.0 for s in range(21)})))
     assert _run(rule) == (10, 20)
     reason = rule.evidence.summary()["reasons"][-1]
     assert reason["quantity"].startswith(
-        "decrease (%) of the mean of the loss over GLOBAL "
-        "steps 11..20 from its mean over GLOBAL steps 1..10"
+        "decrease (%) of the loss from the value at GLOBAL step 10 to the mean over GLOBAL "
+        "steps 11..20"
     )
+    assert "noise 0% of the level: the anchor's value" in reason["sentence"]
+
+
+def test_a_noisy_loss_is_compared_with_the_window_ending_at_the_anchor(
+    make_trial: Callable[..., Any],
+) -> None:
+    """A flat loss with +-10 % batch noise: the mean over 11..20 is compared with the mean over
+    1..10 (one noisy batch does not decide), and the firing names that window."""
+    flat = {s: 1.0 + 0.1 * np.sin(2.3 * s) for s in range(21)}
+    rule = LossNotDecreasing(make_trial(global_steps(flat)))
+    _run(rule)
+    quantities = {c["quantity"] for c in rule.evidence.summary()["closest"]}
+    assert any(
+        q.startswith("decrease (%) of the loss from the mean over GLOBAL steps 1..10 to the "
+                     "mean over GLOBAL steps 11..20") for q in quantities
+    ), quantities  # fmt: skip
+
+
+def test_a_plateau_fires_at_the_first_evaluation_whose_anchor_is_on_it(
+    make_trial: Callable[..., Any],
+) -> None:
+    """A loss falling 2 % per step until step 27, then exactly flat: evaluations at 10, 20, 30
+    see a fall; 40 (anchor 30, on the plateau) fires, the latest any single-value reading of
+    the documentation allows; window means of 10 would wait for 50."""
+    values = {s: 0.98 ** min(s, 27) for s in range(60)}
+    assert _run(LossNotDecreasing(make_trial(global_steps(values))))[0] == 40
+
+
+def test_a_loss_that_never_falls_fires_at_the_first_comparison(
+    make_trial: Callable[..., Any],
+) -> None:
+    """A loss stuck at one value from step 0 fires at the first step with a value num_steps
+    earlier (step 10), in TRAIN mode steps between interleaved EVAL steps too."""
+    steps: list[Step] = []
+    for s in range(30):
+        steps.append((2 * s, TRAIN, 0.6931))
+        steps.append((2 * s + 1, EVAL, 0.6931))
+    fired_at = _run(LossNotDecreasing(make_trial(steps), mode="TRAIN"))
+    assert fired_at[0] == 20  # TRAIN mode step 10
 
 
 def test_noisy_decreasing_dense_loss_is_quiet(make_trial: Callable[..., Any]) -> None:

@@ -110,13 +110,35 @@ def test_narrow_gradient_distribution(make_trial: Callable[..., Any]) -> None:
 
 
 def test_loss_not_decreasing_within_patience(make_trial: Callable[..., Any]) -> None:
-    """A loss lowest at step 1 and rising after: its mean over steps 5..9 is not below its
-    mean over 0..4, so step 9 fires; with patience 3 windows compare from step 5 on."""
+    """A loss lowest at step 1 and rising after: at steps 5 and 6 the jump after step 0 makes
+    the series noisy (window means, not complete yet); from step 7 the values compared rise
+    smoothly, above the loss 5 steps earlier: 7, 8, 9 fire. With patience 3 the windows
+    compare from step 5 on."""
     losses = [1.0, 0.9, 0.95, 0.97, 0.99, 1.0, 1.01, 1.02, 1.03, 1.04, 1.05]
     steps: Steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
     trial = make_trial(steps)
-    assert fired(PoorWeightInitialization(trial)) == (9,)
+    assert fired(PoorWeightInitialization(trial)) == (7, 8, 9)
     assert fired(PoorWeightInitialization(trial, patience="3")) == (5, 6, 7, 8, 9)
+
+
+def test_a_stuck_loss_fires_patience_steps_after_the_first(make_trial: Callable[..., Any]) -> None:
+    """A loss stuck at one value (noise-free) is not below its value patience steps earlier at
+    step 5: it fires there, not once two full windows of 5 are past (step 9)."""
+    steps: Steps = {s: {**healthy(s), "loss": np.float32(1.0986)} for s in range(10)}
+    rule = PoorWeightInitialization(make_trial(steps))
+    assert fired(rule)[0] == 5
+    assert "noise 0% of the level: one value" in rule.evidence.summary()["reasons"][0]["sentence"]
+
+
+def test_a_noisy_loss_waits_for_two_full_windows(make_trial: Callable[..., Any]) -> None:
+    """A flat loss with +-10 % batch noise is judged on window means, from step 9 on."""
+    losses = [1.0 + 0.1 * np.sin(2.3 * s) for s in range(10)]
+    steps: Steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
+    rule = PoorWeightInitialization(make_trial(steps))
+    fired(rule)
+    checks = [c for c in rule.evidence.summary()["closest"]
+              if c["parameter"] == "loss decrease required (%)"]  # fmt: skip
+    assert checks and all(c["step"] == 9 for c in checks)
 
 
 def test_the_loss_history_holds_the_two_windows_only(make_trial: Callable[..., Any]) -> None:
@@ -154,11 +176,11 @@ def test_a_new_lowest_loss_resets_patience(make_trial: Callable[..., Any]) -> No
 
 
 def test_nan_losses(make_trial: Callable[..., Any]) -> None:
-    """A NaN loss never counts as a decrease: NaN throughout fires at step 9; a NaN first
-    loss followed by falling numbers does not fire."""
+    """A NaN loss never counts as a decrease: NaN throughout fires from step 5 (patience) on; a
+    NaN first loss followed by falling numbers does not fire."""
     nan = float("nan")
     steps: Steps = {s: {**healthy(s), "loss": np.float32(nan)} for s in range(10)}
-    assert fired(PoorWeightInitialization(make_trial(steps))) == (9,)
+    assert fired(PoorWeightInitialization(make_trial(steps))) == (5, 6, 7, 8, 9)
     losses = [nan, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35]
     steps = {s: {**healthy(s), "loss": np.float32(v)} for s, v in enumerate(losses)}
     assert fired(PoorWeightInitialization(make_trial(steps))) == ()

@@ -35,3 +35,15 @@ def test_parameters_match_the_constructor(name: str) -> None:
 def test_every_rule_records_its_comparisons(name: str) -> None:
     """Every built-in rule counts only comparisons as checks (RECORDS_COMPARISONS)."""
     assert registry.lookup(name).RECORDS_COMPARISONS is True
+
+
+def test_every_rule_says_what_it_reads_its_windows_and_earliest_firing() -> None:
+    """rules_builtin._timing has an entry for every built-in rule (and no other), rendered in
+    its docs/rules.md section."""
+    from rules_builtin._describe import markdown_section
+    from rules_builtin._timing import DETECTION
+
+    assert sorted(DETECTION) == sorted(registry.names())
+    for name, (reads, windows, earliest) in DETECTION.items():
+        assert reads and windows and earliest, name
+        assert "| reads | windows | earliest firing |" in markdown_section(name)

@@ -1,0 +1,97 @@
+"""How much of a loss's past a comparison needs: the noise of the series, measured on its values.
+
+LossNotDecreasing and PoorWeightInitialization compare a loss now with the loss some steps
+earlier. The AWS documentation compares single values: the loss at step s with the loss at
+the newest step at least ``num_steps`` (``patience``) earlier. On a smooth series (a full-batch
+run, a learning rate of 0, a loss stuck at one value) that is exact and is the earliest any
+reading of the documentation can fire: a plateau is caught as soon as both values lie on it.
+On a noisy series (one mini-batch's loss per step, Keras' running mean early in an epoch) one
+earlier value can sit far from the level of the loss, and a healthy run would fire whenever a
+lucky batch is the comparison value; there the rules compare with the mean of the earlier
+window instead, at the price of that window's delay.
+
+``smooth`` decides between the two on the values the comparison reads (the earlier value and
+the newer window): the noise is the robust standard deviation of their second differences
+(a straight trend has none, so a falling loss is not taken for noise), and a series is smooth
+when the noise of a difference of two single values, ``sqrt(2) * noise``, is below half the
+smallest decrease that counts (``margin_percent`` % of the level). Measured on the project's
+real-hook trials: mini-batch losses have a noise of 0.5-3 % of their level, Keras' running
+means 0.2-1 %; full-batch and learning-rate-0 runs 0 (see bench/DETECTION.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["LossView", "noise", "smooth"]
+
+_MAD_TO_SIGMA = 0.6745 * math.sqrt(6.0)  # median |second difference| of white noise / sigma
+
+
+def noise(values: Sequence[float]) -> float:
+    """The standard deviation of the noise of ``values`` (in order), from the median absolute
+    second difference; 0.0 with fewer than three finite values."""
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < 3:
+        return 0.0
+    seconds = sorted(
+        abs(finite[i + 1] - 2 * finite[i] + finite[i - 1]) for i in range(1, len(finite) - 1)
+    )
+    middle = len(seconds) // 2
+    median = seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2
+    return median / _MAD_TO_SIGMA
+
+
+def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]:
+    """(whether single values may be compared, the noise in % of the level) for a series whose
+    comparison reads ``values``: smooth when ``sqrt(2) * noise`` is at most half of
+    ``margin_percent`` % of the level (the mean absolute value). Fewer than three finite
+    values cannot show noise: smooth (sparse saves, one value per window, as AWS compares)."""
+    finite = [v for v in values if math.isfinite(v)]
+    level = sum(abs(v) for v in finite) / len(finite) if finite else 0.0
+    sigma = noise(finite)
+    percent = 100.0 * sigma / level if level > 0 else (0.0 if sigma == 0 else math.inf)
+    return math.sqrt(2.0) * percent <= margin_percent / 2, percent
+
+
+@dataclass
+class LossView:
+    """One loss tensor (LossNotDecreasing)'s saved steps in one mode, as (mode step, global step) pairs, with the
+    values read so far; only the steps a comparison can still need are kept. ``best`` is the
+    lowest window mean computed in this mode (never another mode's)."""
+
+    saved: deque[tuple[int, int]] = field(default_factory=deque)
+    values: dict[int, float | None] = field(default_factory=dict)  # global step -> value
+    last_evaluated: int | None = None
+    best: float | None = None
+
+    def add(self, mode_step: int, step: int, num_steps: int) -> None:
+        if self.saved and mode_step <= self.saved[-1][0]:
+            return
+        self.saved.append((mode_step, step))
+        anchor = self.anchor(num_steps)
+        if anchor is None:
+            return
+        # Later anchors are never earlier: steps at or before anchor - num_steps are no
+        # longer in any window.
+        while self.saved[0][0] <= anchor[0] - num_steps:
+            _, gone = self.saved.popleft()
+            self.values.pop(gone, None)
+
+    def anchor(self, num_steps: int) -> tuple[int, int] | None:
+        """The newest saved (mode step, global step) at least ``num_steps`` mode steps before
+        the newest one: the end of the previous window."""
+        newest = self.saved[-1][0] if self.saved else None
+        found = None
+        for entry in self.saved:
+            if entry[0] > newest - num_steps:  # type: ignore[operator]
+                break
+            found = entry
+        return found
+
+    def window(self, end: int, num_steps: int) -> list[tuple[int, int]]:
+        """The saved (mode step, global step) pairs in the mode steps (end - num_steps, end]."""
+        return [e for e in self.saved if end - num_steps < e[0] <= end]
