@@ -31,6 +31,9 @@ import shlex
 import sys
 
 import make_trial
+from s3_cpu_run import s3_cpu_main
+from workloads import S3_WORKLOADS, WORKLOADS
+
 from runner.common import (
     IMPLS,
     LOCAL_WORKLOADS,
@@ -50,8 +53,6 @@ from runner.prepare import ensure_smdebug_venv, probe_ours
 from runner.report import write_report
 from runner.results import load_results, save_results
 from runner.sides import git_state
-from s3_cpu_run import s3_cpu_main
-from workloads import S3_WORKLOADS, WORKLOADS
 
 
 def build_parser() -> argparse.ArgumentParser:

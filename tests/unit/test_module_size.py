@@ -19,9 +19,6 @@ KNOWN_EXCEPTIONS = {
     "evaluator/status/reporter.py": "o27 (output sinks)",
     "evaluator/storage/s3.py": "s27 (S3 on a maintained client)",
     "evaluator/storage/s3_wire.py": "s27 (S3 on a maintained client)",
-    "evaluator/trial/reader.py": "p27 (the speed path behind one door)",
-    "evaluator/formats/record_values.py": "p27 (the speed path behind one door)",
-    "rules_builtin/loss_not_decreasing.py": "r23 (rules that fire early)",
 }
 
 
