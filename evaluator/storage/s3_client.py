@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 import re
 import ssl
 import urllib.error
@@ -148,9 +149,15 @@ class S3Client:
         credentials = session.get_credentials()
         if credentials is None:
             raise NoCredentialsError()
+        target = _resolve(session, bucket, endpoint_url, None)
+        # The S3 client's models and endpoint rules (tens of thousands of objects in cycles)
+        # are garbage now: collected here, once, rather than walked by the next full
+        # collection of a process busy listing or reading.
+        del session
+        gc.collect()
         return cls(
             bucket,
-            _resolve(session, bucket, endpoint_url, None),
+            target,
             credentials,
             endpoint_url=endpoint_url,
             max_connections=max_connections,
