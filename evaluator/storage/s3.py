@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -130,6 +131,7 @@ class S3Storage:
         self.request_counts: Counter[str] = Counter()
         self._rules = RetryRules(retry_mode, self._max_attempts)
         self._client: S3Client | None = None
+        self._opening = threading.Lock()
         self._answered = False  # the endpoint has answered once: later silence is an outage
 
     @property
@@ -139,13 +141,10 @@ class S3Storage:
     async def list_after(
         self, prefix: str, start_after: str | None = None
     ) -> AsyncIterator[ObjectInfo]:
-        # obstore lists below a folder: the prefix's folder, from just before the prefix (or
-        # after start_after), keys outside the prefix dropped; one request per page of 1000.
+        # Keys outside the prefix that obstore's folder listing brings are dropped here.
         full = self._root + prefix
         after = self._root + start_after if start_after else None
-        cursor = ListCursor(
-            full.rpartition("/")[0], _offset(full[:-1] if not full.endswith("/") else None, after)
-        )
+        cursor = ListCursor.below(full, after)
         request = _Request("list", self._s3_uri(prefix), "s3:ListBucket", cursor=cursor)
         skip = len(self._root)
         while True:
@@ -354,8 +353,18 @@ class S3Storage:
         if self._client is None:
             try:
                 # botocore's models and credential chain: a fraction of a second, off the loop.
-                client = await asyncio.to_thread(
-                    S3Client.open,
+                await asyncio.to_thread(self._open_once)
+            except (BotoCoreError, ClientError) as error:
+                raise _translate(error, self._uri, self._bucket, "s3:ListBucket") from error
+        assert self._client is not None
+        return self._client
+
+    def _open_once(self) -> None:
+        """Open the client unless a concurrent first call did (one thread opens, the others
+        wait for it). obstore's store is bound to no event loop: any loop may use it."""
+        with self._opening:
+            if self._client is None:
+                self._client = S3Client.open(
                     self._bucket,
                     endpoint_url=self._endpoint_url,
                     max_connections=self._max_connections,
@@ -363,24 +372,9 @@ class S3Storage:
                     read_timeout=self._read_timeout,
                     request_deadline=self._deadline,
                 )
-            except (BotoCoreError, ClientError) as error:
-                raise _translate(error, self._uri, self._bucket, "s3:ListBucket") from error
-            if self._client is None:  # concurrent first calls: the first one opened wins
-                self._client = client
-        return self._client
 
     def _s3_uri(self, key: str) -> str:
         return f"s3://{self._bucket}/{self._root}{key}"
-
-
-def _offset(before_prefix: str | None, after: str | None) -> str | None:
-    """Where a listing starts (keys strictly after it): the later of the two bounds. obstore's
-    offset is a path, so a bound ending in "/" is cut back to one without (an earlier start;
-    the keys between are filtered out)."""
-    bounds = [b for b in (before_prefix, after) if b]
-    if not bounds:
-        return None
-    return max(bounds).rstrip("/") or None
 
 
 def _parse(uri: str) -> tuple[str, str]:

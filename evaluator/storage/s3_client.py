@@ -96,6 +96,17 @@ class ListCursor:
         self.done = False
         self.full = False  # the last page held 1000 keys: the next one is another request
 
+    @classmethod
+    def below(cls, prefix: str, after: str | None) -> ListCursor:
+        """The listing of keys that start with the plain string ``prefix`` and sort after
+        ``after``: obstore lists below a folder, so this lists the prefix's folder from just
+        before the prefix (or from ``after``), and the caller drops keys outside the prefix.
+        obstore's offset is a path: a bound ending in "/" is cut back to one without (an
+        earlier start; the keys between are dropped too)."""
+        bounds = [b for b in (prefix[:-1] if not prefix.endswith("/") else "", after) if b]
+        offset = max(bounds).rstrip("/") if bounds else ""
+        return cls(prefix.rpartition("/")[0], offset or None)
+
 
 @dataclass(frozen=True, slots=True)
 class _Target:
