@@ -92,10 +92,11 @@ class S3Storage:
     overrides the endpoint botocore would choose (``AWS_ENDPOINT_URL[_S3]`` do the same).
 
     ``count_requests=True`` counts every attempt sent, retries included, by operation name
-    (``"ListObjectsV2"``, ``"GetObject"``, ``"HeadObject"``) in ``request_counts``.
+    (``"ListObjectsV2"``, ``"GetObject"``, ``"HeadObject"``; ``"HeadBucket"`` for the question
+    a region redirect may need) in ``request_counts``.
 
-    The connection pool belongs to the event loop that first uses it; ``aclose`` there releases
-    it, and a later call (on any loop) opens a new one.
+    The client (obstore's store, its connections in obstore's own threads) opens on first use,
+    from any event loop; ``aclose`` drops it, and a later call opens a new one.
     """
 
     def __init__(

@@ -102,6 +102,11 @@ class _RateLimiter:
         self._next = 0.0
         self._sent: deque[float] = deque()
 
+    @property
+    def rate(self) -> float | None:
+        """Requests per second allowed; None while nothing is limited."""
+        return self._rate
+
     async def before_send(self) -> None:
         now = time.monotonic()
         self._sent.append(now)
