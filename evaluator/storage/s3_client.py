@@ -264,7 +264,7 @@ class _CredentialProvider:
             "access_key_id": frozen.access_key,
             "secret_access_key": frozen.secret_key,
             "token": frozen.token or None,
-            "expires_at": datetime.datetime.now(datetime.UTC) + self._ttl,
+            "expires_at": datetime.datetime.now(datetime.timezone.utc) + self._ttl,  # noqa: UP017 (Python 3.10 too)
         }
 
 

@@ -27,6 +27,10 @@ from tests.support import collect, run, run_with
 from tests.support.s3server import MotoS3
 
 
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (Python 3.10 too)
+
+
 @pytest.fixture
 def trial(s3_server: MotoS3, s3_bucket: str) -> str:
     """A bucket with two small objects; returns the trial's URI."""
@@ -43,9 +47,7 @@ def test_a_profile_with_a_credential_process_is_used(
         "Version": 1,
         "AccessKeyId": TEST_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         "SecretAccessKey": TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        "Expiration": (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1))
-        .isoformat()
-        .replace("+00:00", "Z"),
+        "Expiration": (_utc_now() + datetime.timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
     }
     script = tmp_path / "creds.py"
     script.write_text(f"print({json.dumps(json.dumps(answer))})\n")
@@ -60,7 +62,7 @@ def test_a_profile_with_a_credential_process_is_used(
 
 def _certificates(folder: Path) -> tuple[Path, Path, Path]:
     """A private CA and a server certificate it signed for 127.0.0.1: (ca, cert, key) files."""
-    now = datetime.datetime.now(datetime.UTC)
+    now = _utc_now()
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "evaluator test CA")])
     ca = (
