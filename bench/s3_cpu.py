@@ -15,11 +15,9 @@ The options (``--impl``), all reading the same objects with the same concurrency
   ``AWSRequest``;
 * ``own-sigv4``: aiohttp, the canonical request built here from botocore's credentials, the
   signing key derived for every request;
-* ``template``: ``evaluator.storage.s3_wire.S3Wire``: the bucket's URL template resolved once
-  by botocore, the signing key derived once a day, one HMAC per request, sent on
-  ``evaluator.storage.s3_http`` (keep-alive HTTP/1.1 on asyncio protocols, no aiohttp);
-* ``ours``: ``evaluator.storage.S3Storage`` on that wire: retries, deadlines, translation, counts;
-* ``obstore``: the Rust ``object_store`` crate (``obstore``), in the alternatives' venv;
+* ``ours``: ``evaluator.storage.S3Storage``: obstore since issue 27 (the hand-written wire of
+  issue 13 before it), with retries, deadlines, translation and counts on top;
+* ``obstore``: the Rust ``object_store`` crate (``obstore``) alone, in the alternatives' venv;
 * ``awscrt``: the AWS Common Runtime's S3 client (``awscrt.s3``), in the alternatives' venv;
 * ``smdebug``: smdebug 1.0.34's ``S3Handler`` (boto3), in the smdebug venv.
 
@@ -50,12 +48,12 @@ IMPLS = (
     "aiobotocore",
     "botocore-signer",
     "own-sigv4",
-    "template",
     "ours",
     "obstore",
     "awscrt",
 )
-ALT_IMPLS = ("obstore", "awscrt")  # need bench/.work/venv-s3alt
+# need bench/.work/venv-s3alt (aiobotocore and aiohttp left the project with issue 27)
+ALT_IMPLS = ("aiobotocore", "botocore-signer", "own-sigv4", "obstore", "awscrt")
 
 
 def keys(prefix: str, n: int) -> list[str]:
@@ -211,29 +209,6 @@ class OwnSigV4(_AiohttpBase):
         return headers
 
 
-class Template(Option):
-    async def open(self, args: argparse.Namespace) -> None:
-        sys.path.insert(0, REPO)
-        from evaluator.storage.s3_wire import S3Wire, Timeouts, parse_listing
-
-        self.wire = await S3Wire.open(args.bucket, endpoint_url=None, max_connections=64)
-        self.timeouts = Timeouts(connect=10.0, read=20.0)
-        self.parse_listing = parse_listing
-
-    async def get(self, key: str) -> bytes:
-        return (await self.wire.get(key, None, self.timeouts)).body
-
-    async def list(self, prefix: str, start_after: str | None) -> list[tuple[str, int]]:
-        params = {"prefix": prefix, "max-keys": "1000"}
-        if start_after:
-            params["start-after"] = start_after
-        page = self.parse_listing((await self.wire.list(params, self.timeouts)).body)
-        return [(o.key, o.size) for o in page.objects]
-
-    async def close(self) -> None:
-        await self.wire.aclose()
-
-
 class Ours(Option):
     async def open(self, args: argparse.Namespace) -> None:
         sys.path.insert(0, REPO)
@@ -353,7 +328,6 @@ OPTIONS: dict[str, type[Option]] = {
     "aiobotocore": Aiobotocore,
     "botocore-signer": BotocoreSigner,
     "own-sigv4": OwnSigV4,
-    "template": Template,
     "ours": Ours,
     "obstore": Obstore,
     "awscrt": Awscrt,

@@ -3,7 +3,8 @@
 What it does:
 
 1. makes sure of the two extra venvs: smdebug's (bench/setup_smdebug.sh) and the alternatives'
-   (``bench/.work/venv-s3alt`` with bench/s3alt-requirements.txt: obstore, awscrt);
+   (``bench/.work/venv-s3alt`` with bench/s3alt-requirements.txt: obstore, awscrt, and
+   aiobotocore for the options that measured it);
 2. starts moto_server on 127.0.0.1 and stores ``--s3-cpu-objects`` small objects (index-file
    sized, 300 bytes) in ``s3://bench-cpu/cpu/``;
 3. starts a keep-alive forwarding proxy in its own process in front of moto (bench/s3_requests.py):
@@ -43,9 +44,8 @@ LABELS = {
     "aiobotocore": "**before**: aiobotocore (the S3Storage of issue 12 and earlier)",
     "botocore-signer": "aiohttp + botocore's `S3SigV4Auth` on an `AWSRequest`",
     "own-sigv4": "aiohttp + canonical request built here, signing key derived per request",
-    "template": "URL template per bucket, signing key per day, on `s3_http` (`s3_wire.S3Wire`)",
-    "ours": "**after**: `S3Storage` on `s3_wire` (retries, deadlines, translation, counts)",
-    "obstore": "obstore 0.12 (Rust object_store)",
+    "ours": "**ours**: `S3Storage` on obstore (retries, deadlines, translation, counts)",
+    "obstore": "obstore 0.12 alone (Rust object_store)",
     "awscrt": "awscrt 0.38 (`awscrt.s3.S3Client`)",
 }
 

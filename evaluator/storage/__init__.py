@@ -17,7 +17,7 @@ __all__ = ["LocalStorage", "MemoryStorage", "ObjectInfo", "S3Storage", "Storage"
 
 
 def __getattr__(name: str) -> Any:
-    # botocore and aiobotocore (credentials, endpoint rules) take about half a second to import:
+    # botocore and obstore (credentials, endpoint rules, the client) take a while to import:
     # only S3 users pay for them.
     if name == "S3Storage":
         from evaluator.storage.s3 import S3Storage

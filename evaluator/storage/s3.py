@@ -1,11 +1,11 @@
-"""S3 storage: retries, deadlines and error translation around ``s3_wire``'s lean requests.
+"""S3 storage: retries, deadlines, outages and error translation around ``s3_client``'s requests.
 
 Every request goes through ``S3Storage._call``, the one choke point:
 
-* **retries** follow botocore's standard rules, with botocore's own classes: throttling
-  (``SlowDown``), 5xx answers and requests that got no answer are sent again after botocore's
-  jittered exponential back-off, ``max_attempts`` in all, within botocore's retry quota;
-  ``retry_mode="adaptive"`` adds botocore's client-side rate limiter after a throttle;
+* **retries** follow the AWS SDKs' standard rules (``s3_retry``): throttling (``SlowDown``),
+  5xx answers and requests that got no answer are sent again after a jittered exponential
+  back-off, ``max_attempts`` in all, within a retry quota; ``retry_mode="adaptive"`` adds a
+  client-side rate limit after a throttle;
 * **deadlines**: ``connect_timeout`` bounds opening a connection and ``read_timeout`` any wait
   for bytes, per attempt; ``request_deadline`` bounds all the attempts of one request, each
   attempt's whole answer included (a body or listing trickling in a byte at a time is cut off
@@ -21,13 +21,15 @@ Every request goes through ``S3Storage._call``, the one choke point:
   container;
 * a **body** that breaks while it is read (connection reset, fewer bytes than announced, read
   timeout) is fetched again, at most ``body_retries`` more times;
+* a **region redirect** (a bucket in another region than the one configured) is followed once:
+  the request is sent again to the bucket's region;
 * **errors** become ``ObjectNotFound``, ``AccessDenied`` (naming the URI and the permission to
-  grant), ``BucketNotFound`` or ``StorageError``, keeping ``__cause__``. Messages name URIs,
-  error codes and environment variable names, never credential values.
+  grant), ``BucketNotFound`` or ``StorageError`` (``s3_errors``). Messages name URIs, error
+  codes and environment variable names, never credential values.
 
 The endpoint, region and credentials come from botocore's default chain (``AWS_ENDPOINT_URL``,
 ``AWS_ENDPOINT_URL_S3``, ``AWS_REGION``, profiles, instance and task roles, web identity); see
-``s3_wire``. The connection pool is created lazily, inside the event loop that first uses it.
+``s3_client``. The client is created lazily, on first use.
 """
 
 from __future__ import annotations
@@ -35,80 +37,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
-from typing import Any
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    HTTPClientError,
-    NoCredentialsError,
-    PartialCredentialsError,
-    ReadTimeoutError,
-)
-from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.retries.quota import RetryQuota
-from botocore.retries.standard import (
-    ExponentialBackoff,
-    MaxAttemptsChecker,
-    OrRetryChecker,
-    RetryContext,
-    RetryEventAdapter,
-    RetryQuotaChecker,
-    ThrottledRetryableChecker,
-    ThrottlingErrorDetector,
-    TransientRetryableChecker,
-)
+from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
-from evaluator.errors import AccessDenied, BucketNotFound, ObjectNotFound, StorageError
+from evaluator.errors import ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
-from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, loopback_hint, unreachable_reason
-from evaluator.storage.s3_wire import BodyBroken, Reply, S3Wire, Timeouts, parse_listing
+from evaluator.storage.s3_client import BodyBroken, ListCursor, Reply, S3Client, UnreadableKey
+from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error
+from evaluator.storage.s3_errors import translate as _translate
+from evaluator.storage.s3_outage import Outage, Unanswered
+from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, unreachable_error
+from evaluator.storage.s3_retry import RetryRules
 
 __all__ = ["S3Storage"]
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 1000  # ListObjectsV2's maximum
-
-_NOT_FOUND = {"NoSuchKey", "NotFound", "404"}
-_DENIED = {"AccessDenied", "AllAccessDisabled", "Forbidden", "403"}
-_BAD_CREDENTIALS = {
-    "ExpiredToken",
-    "InvalidAccessKeyId",
-    "InvalidToken",
-    "SignatureDoesNotMatch",
-    "TokenRefreshRequired",
-}
-_NO_CREDENTIALS = (
-    "no usable AWS credentials for {uri}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-    "(and AWS_SESSION_TOKEN for temporary ones), or AWS_PROFILE, or run with an IAM role "
-    "(instance profile, ECS task role, IRSA web identity)"
-)
-_REDIRECTS = {301, 307, 400}  # with x-amz-bucket-region: the bucket lives in another region
-_OUTAGE_PAUSE_MAX = 15.0
-
-
-class _RangeNotSatisfiable(StorageError):
-    """S3's 416: the range starts at or after the object's end (or the object is empty)."""
-
-
-class _Unanswered(Exception):
-    """A request used up its attempts or its deadline without a usable answer: no answer at
-    all, or only 5xx and throttling answers. ``error`` is the last botocore exception."""
-
-    def __init__(self, error: BotoCoreError | ClientError, attempts: int, seconds: float) -> None:
-        super().__init__(str(error))
-        self.error, self.attempts, self.seconds = error, attempts, seconds
+_REDIRECTS = {301, 307, 400}  # the bucket lives in another region (when S3 says which)
+_REDIRECT_CODES = {"PermanentRedirect", "TemporaryRedirect", "AuthorizationHeaderMalformed"}
+_OPERATIONS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2"}
 
 
 class _Request:
     """One logical request: what ``_call`` sends, counts, names and translates."""
 
-    __slots__ = ("kind", "key", "range", "params", "operation", "target", "permission")
+    __slots__ = ("kind", "key", "span", "cursor", "operation", "target", "permission")
 
     def __init__(
         self,
@@ -117,36 +75,12 @@ class _Request:
         permission: str,
         *,
         key: str = "",
-        range: str | None = None,
-        params: dict[str, str] | None = None,
+        span: tuple[int, int] | None = None,
+        cursor: ListCursor | None = None,
     ) -> None:
         self.kind, self.target, self.permission = kind, target, permission
-        self.key, self.range, self.params = key, range, params
+        self.key, self.span, self.cursor = key, span, cursor
         self.operation = _OPERATIONS[kind]
-
-
-_OPERATIONS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2"}
-# botocore's retry checks look up the service through the operation model.
-_OPERATION_MODELS = {
-    name: SimpleNamespace(
-        name=name, error_shapes=[], service_model=SimpleNamespace(service_name="s3")
-    )
-    for name in _OPERATIONS.values()
-}
-
-
-class _RetryRules:
-    """botocore's standard retry mode, from its own classes: transient and throttling errors
-    are retried up to ``max_attempts`` with its back-off, within its retry quota."""
-
-    def __init__(self, mode: str, max_attempts: int) -> None:
-        detector = ThrottlingErrorDetector(RetryEventAdapter())
-        self.max_attempts = max_attempts
-        self.checker = OrRetryChecker([TransientRetryableChecker(), ThrottledRetryableChecker()])
-        self.attempts = MaxAttemptsChecker(max_attempts)
-        self.backoff = ExponentialBackoff(service_name="s3", throttling_detector=detector)
-        self.quota = RetryQuotaChecker(RetryQuota(), detector)
-        self.limiter = _adaptive_limiter(detector) if mode == "adaptive" else None
 
 
 class S3Storage:
@@ -158,10 +92,11 @@ class S3Storage:
     overrides the endpoint botocore would choose (``AWS_ENDPOINT_URL[_S3]`` do the same).
 
     ``count_requests=True`` counts every attempt sent, retries included, by operation name
-    (``"ListObjectsV2"``, ``"GetObject"``, ``"HeadObject"``) in ``request_counts``.
+    (``"ListObjectsV2"``, ``"GetObject"``, ``"HeadObject"``; ``"HeadBucket"`` for the question
+    a region redirect may need) in ``request_counts``.
 
-    The connection pool belongs to the event loop that first uses it; ``aclose`` there releases
-    it, and a later call (on any loop) opens a new one.
+    The client (obstore's store, its connections in obstore's own threads) opens on first use,
+    from any event loop; ``aclose`` drops it, and a later call opens a new one.
     """
 
     def __init__(
@@ -186,24 +121,19 @@ class S3Storage:
             )
         self._uri = uri
         self._bucket, self._root = _parse(uri)
-        self._retry_mode = retry_mode
         self._max_attempts = max(1, max_attempts)
         self._body_retries = body_retries
         self._max_connections = max_connections
-        self._timeouts = Timeouts(connect=connect_timeout, read=read_timeout)
+        self._connect_timeout, self._read_timeout = connect_timeout, read_timeout
         self._deadline = request_deadline
-        self._outage_tolerance = outage_tolerance
-        self._outage_log_interval = outage_log_interval
+        self._outage = Outage(outage_tolerance, outage_log_interval, log)
         self._endpoint_url = endpoint_url
         self._count_requests = count_requests
         self.request_counts: Counter[str] = Counter()
-        self._rules = _RetryRules(retry_mode, self._max_attempts)
-        self._wire: S3Wire | None = None
-        self._opening: asyncio.Lock | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._rules = RetryRules(retry_mode, self._max_attempts)
+        self._client: S3Client | None = None
+        self._opening = threading.Lock()
         self._answered = False  # the endpoint has answered once: later silence is an outage
-        self._outage_since: float | None = None
-        self._outage_logged: float | None = None
 
     @property
     def uri(self) -> str:
@@ -212,19 +142,23 @@ class S3Storage:
     async def list_after(
         self, prefix: str, start_after: str | None = None
     ) -> AsyncIterator[ObjectInfo]:
-        params = {"prefix": self._root + prefix, "max-keys": str(PAGE_SIZE)}
-        if start_after:
-            params["start-after"] = self._root + start_after
-        request = _Request("list", self._s3_uri(prefix), "s3:ListBucket", params=params)
+        # Keys outside the prefix that obstore's folder listing brings are dropped here.
+        full = self._root + prefix
+        after = self._root + start_after if start_after else None
+        cursor = ListCursor.below(full, after)
+        request = _Request("list", self._s3_uri(prefix), "s3:ListBucket", cursor=cursor)
         skip = len(self._root)
         while True:
-            page = parse_listing((await self._call(request)).body, strip=skip)
-            for item in page.objects:
-                yield item
-            token = page.next_token
-            if not token or token == params.get("continuation-token"):
+            page = (await self._call(request)).listing
+            if cursor.done:
                 return
-            params["continuation-token"] = token
+            for item in page:
+                if item.key.startswith(full) and (after is None or item.key > after):
+                    yield ObjectInfo(item.key[skip:], item.size)
+                elif item.key > full and not item.key.startswith(full):
+                    return  # keys come in order: the prefix is behind us
+            if page:
+                cursor.offset = page[-1].key  # where a new stream starts if the next page fails
 
     async def read(self, key: str) -> bytes:
         return (await self._get(key, None)).body
@@ -234,14 +168,10 @@ class S3Storage:
             raise ValueError(f"negative start {start} reading {key!r}")
         if start >= end:
             return b""
-        # The one place where a half-open [start, end) becomes S3's inclusive byte range.
         try:
-            reply = await self._get(key, f"bytes={start}-{end - 1}")
-        except _RangeNotSatisfiable:
+            return (await self._get(key, (start, end))).body
+        except RangeNotSatisfiable:
             return b""
-        if "content-range" not in reply.headers:  # a server that ignored Range sent it all
-            return reply.body[start:end]
-        return reply.body
 
     async def exists(self, key: str) -> bool:
         try:
@@ -251,13 +181,12 @@ class S3Storage:
         return True
 
     async def aclose(self) -> None:
-        wire, self._wire = self._wire, None
-        self._opening = self._loop = None
-        if wire is not None:
-            await wire.aclose()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
-    async def _get(self, key: str, range_header: str | None) -> Reply:
-        request = _Request("get", self._s3_uri(key), "s3:GetObject", key=key, range=range_header)
+    async def _get(self, key: str, span: tuple[int, int] | None) -> Reply:
+        request = _Request("get", self._s3_uri(key), "s3:GetObject", key=key, span=span)
         return await self._call(request)
 
     async def _call(self, request: _Request) -> Reply:
@@ -285,245 +214,168 @@ class S3Storage:
         while True:
             try:
                 reply = await self._attempts(request)
-            except _Unanswered as failure:
-                if not self._answered or self._outage_tolerance <= 0:
+            except Unanswered as failure:
+                if not self._answered or self._outage.tolerance <= 0:
                     raise self._unreachable(request, failure) from failure.error
-                await self._wait_out(request, failure)
+                endpoint = self._client.endpoint if self._client else "S3"
+                await self._outage.wait_out(endpoint, request.target, failure)
                 continue
             except (BotoCoreError, ClientError) as error:
                 raise _translate(error, request.target, self._bucket, request.permission) from error
+            except UnreadableKey as error:
+                raise StorageError(
+                    f"S3 lists the key {error} under {self._uri}, which cannot be read (a key "
+                    "with an empty, '.' or '..' path segment): move or rename it",
+                    uri=request.target,
+                ) from None
             self._answered = True
-            if self._outage_since is not None:
-                log.warning(
-                    "S3 answers again after %.0f s: %s",
-                    time.monotonic() - self._outage_since,
-                    self._wire.endpoint if self._wire else self._uri,
-                )
-                self._outage_since = self._outage_logged = None
-            if reply.parsed is not None:
-                answer = ClientError(reply.parsed, request.operation)
+            self._outage.answered(self._client.endpoint if self._client else self._uri)
+            if not reply.ok:
+                answer = client_error(reply, request.operation, 0)
                 raise _translate(
                     answer, request.target, self._bucket, request.permission
                 ) from answer
             return reply
 
     async def _attempts(self, request: _Request) -> Reply:
-        """Send ``request`` until an answer botocore's rules do not retry: a success or a
-        final error answer. Raises ``_Unanswered`` when the attempts or the deadline ran out."""
-        wire = await self._get_wire()
+        """Send ``request`` until an answer the retry rules do not retry: a success or a final
+        error answer. Raises ``Unanswered`` when the attempts or the deadline ran out."""
+        client = await self._get_client()
         rules = self._rules
         started = time.monotonic()
         # Until the endpoint has sent any answer, a short budget: it is wrong or unreachable.
         first_contact = min(self._deadline, FIRST_CONTACT_DEADLINE)
         deadline = self._deadline if self._answered else first_contact
-        request_context: dict[str, Any] = {}
-        attempt, redirected = 0, False
+        attempt, redirected, spent = 0, False, 0
         while True:
             attempt += 1
             remaining = deadline - (time.monotonic() - started)
-            reply, caught = await self._attempt(wire, request, remaining)
+            whole = attempt == 1 and self._answered  # the full deadline, as obstore's timeout
+            reply, caught = await self._attempt(client, request, remaining, whole)
             if reply is not None:
                 deadline = self._deadline  # it answers (throttling, 5xx): not unreachable
-            if (
-                reply is not None
-                and reply.status_code in _REDIRECTS
-                and not redirected
-                and (region := reply.headers.get("x-amz-bucket-region"))
-                and region != wire.region
-            ):
-                await wire.retarget(region)  # botocore's region redirect: once, not a retry
-                redirected = True
-                continue
-            if rules.limiter is not None:
-                await rules.limiter.on_receiving_response(
-                    response=None if reply is None else (reply, reply.parsed),
-                    attempts=attempt,
-                    operation=_OPERATION_MODELS[request.operation],
-                    caught_exception=caught,
-                    request_dict={"context": request_context},
-                )
-            if reply is not None and reply.parsed is None:
-                rules.quota.release_retry_quota(request_context, reply)
-                return reply
-            context = RetryContext(
-                attempt_number=attempt,
-                operation_model=_OPERATION_MODELS[request.operation],
-                parsed_response=reply.parsed if reply is not None else None,
-                http_response=reply,
-                caught_exception=caught,
-                request_context=request_context,
-            )
-            if not rules.checker.is_retryable(context):
-                if caught is not None:
-                    raise caught
-                assert reply is not None
-                return reply  # a final error answer
+                if not redirected and await self._redirect(client, reply):
+                    redirected = True  # a region redirect: once, not a retry
+                    continue
+            status = None if reply is None else reply.status
+            code = "" if reply is None else reply.code
+            if rules.limiter is not None and reply is not None:
+                rules.limiter.after_answer(rules.throttled(status, code))
+            if reply is not None and (reply.ok or not rules.retryable(status, code)):
+                if reply.ok:
+                    rules.release(spent)
+                return reply  # a success or a final error answer
             elapsed = time.monotonic() - started
-            delay = rules.backoff.delay_amount(context)
-            if (
-                not rules.attempts.is_retryable(context)
-                or elapsed + delay >= deadline
-                or not rules.quota.acquire_retry_quota(context)
-            ):
-                raise _Unanswered(
-                    caught or ClientError(_with_attempts(reply, attempt), request.operation),
-                    attempt,
-                    elapsed,
-                )
+            delay = rules.delay(attempt, rules.throttled(status, code))
+            cost = 0
+            if attempt < rules.max_attempts and elapsed + delay < deadline:
+                cost = rules.acquire(isinstance(caught, ReadTimeoutError))
+            if not cost:
+                error = caught or client_error(reply, request.operation, attempt - 1)
+                raise Unanswered(error, attempt, elapsed)
+            spent += cost
             await asyncio.sleep(delay)
 
+    async def _redirect(self, client: S3Client, reply: Reply) -> bool:
+        """Whether ``reply`` sent the bucket to another region, the client now retargeted."""
+        if reply.status not in _REDIRECTS or reply.code not in _REDIRECT_CODES:
+            return False
+        region = reply.region
+        if region is None:  # the answer did not say: ask S3 where the bucket is
+            if self._count_requests:
+                self.request_counts["HeadBucket"] += 1
+            region = await client.bucket_region(self._connect_timeout + self._read_timeout)
+        if not region or region == client.region:
+            return False
+        await asyncio.to_thread(client.retarget, region)
+        return True
+
     async def _attempt(
-        self, wire: S3Wire, request: _Request, remaining: float
+        self, client: S3Client, request: _Request, remaining: float, whole: bool
     ) -> tuple[Reply | None, BotoCoreError | None]:
-        """One attempt on the wire: an answer, or the botocore error of no answer."""
-        timeouts = self._timeouts
-        if remaining < max(timeouts.connect, timeouts.read):
-            remaining = max(remaining, 0.05)
-            timeouts = Timeouts(min(timeouts.connect, remaining), min(timeouts.read, remaining))
+        """One attempt: an answer, or the botocore error of no answer. An attempt with the
+        ``whole`` request deadline is bounded by obstore's own timeout (the common path: no
+        timer here); a shorter one by ``asyncio.wait_for``."""
         if self._rules.limiter is not None:
-            await self._rules.limiter.on_sending_request(request=None)
-        if self._count_requests:
-            self.request_counts[request.operation] += 1
+            await self._rules.limiter.before_send()
+        cursor = request.cursor
+        if self._count_requests and (cursor is None or cursor.stream is None or cursor.full):
+            self.request_counts[request.operation] += 1  # a page after a full one: a request
         if request.kind == "get":
-            sent = wire.get(self._root + request.key, request.range, timeouts)
+            sent = client.get(self._root + request.key, request.span)
         elif request.kind == "head":
-            sent = wire.head(self._root + request.key, timeouts)
+            sent = client.head(self._root + request.key)
         else:
-            assert request.params is not None
-            sent = wire.list(request.params, timeouts)
+            assert cursor is not None
+            sent = client.list_next(cursor)
         budget = max(remaining, 0.05)
+        started = time.monotonic()
         try:
             # The read timeout bounds each wait for bytes; this bounds the whole answer, which
             # a server trickling one byte at a time would otherwise draw out for ever.
-            return await asyncio.wait_for(sent, budget), None
-        except (BotoConnectionError, HTTPClientError) as error:
-            return None, error
+            return await (sent if whole else asyncio.wait_for(sent, budget)), None
+        except BotoCoreError as error:
+            # obstore's own whole-request timeout (the deadline) may end it first
+            if time.monotonic() - started < min(budget, self._deadline) * 0.99:
+                return None, error
         except TimeoutError:
-            endpoint = wire.endpoint
+            pass
+        endpoint = client.endpoint
+        if budget >= self._connect_timeout + self._read_timeout:
             log.warning(
-                "S3 at %s: the answer to %s did not arrive whole within the request deadline "
-                "of %g s (s3_request_deadline; bytes kept coming, too slowly)",
+                "S3 at %s: the answer to %s did not arrive whole within the request "
+                "deadline of %g s (s3_request_deadline; bytes kept coming, too slowly)",
                 endpoint,
                 request.target,
                 self._deadline,
             )
-            late = ReadTimeoutError(
-                endpoint_url=endpoint,
-                error=f"the answer did not arrive whole within the {self._deadline:g} s request "
-                "deadline (s3_request_deadline)",
-            )
-            return None, late
+        late = ReadTimeoutError(
+            endpoint_url=endpoint,
+            error=f"the answer did not arrive whole within the {self._deadline:g} s request "
+            "deadline (s3_request_deadline)",
+        )
+        return None, late
 
-    async def _wait_out(self, request: _Request, failure: _Unanswered) -> None:
-        """Pause during an outage, logging it at most once per ``outage_log_interval``; raise
-        once it has lasted ``outage_tolerance`` seconds."""
-        now = time.monotonic()
-        if self._outage_since is None:
-            self._outage_since = now - failure.seconds
-        down_for = now - self._outage_since
-        endpoint = self._wire.endpoint if self._wire else "S3"
-        if down_for >= self._outage_tolerance:
-            raise StorageError(
-                f"S3 at {endpoint} has not answered for {down_for:.0f} s, more than the "
-                f"{self._outage_tolerance:g} s an outage is waited out (reading {request.target}; "
-                f"last error: {failure.error}); check S3's health and the network path",
-                uri=request.target,
-            ) from failure.error
-        if self._outage_logged is None or now - self._outage_logged >= self._outage_log_interval:
-            self._outage_logged = now
-            log.warning(
-                "S3 at %s: no usable answer for %.0f s (%s); retrying for up to %g s",
-                endpoint,
-                down_for,
-                _failure_kind(failure.error),
-                self._outage_tolerance,
-            )
-        cap = min(_OUTAGE_PAUSE_MAX, self._outage_tolerance / 10)
-        pause = random.uniform(cap / 2, cap)
-        await asyncio.sleep(min(pause, max(0.0, self._outage_tolerance - down_for)))
-
-    def _unreachable(self, request: _Request, failure: _Unanswered) -> StorageError:
+    def _unreachable(self, request: _Request, failure: Unanswered) -> StorageError:
         """The error of a request that used up its budget against an endpoint that never
         answered: what was tried, for how long, and where."""
-        error = _translate(failure.error, request.target, self._bucket, request.permission)
-        endpoint = self._wire.endpoint if self._wire else "S3"
-        first = min(self._deadline, FIRST_CONTACT_DEADLINE)
-        if not isinstance(failure.error, ClientError):  # no answer at all: say where and why
-            error = type(error)(
-                f"cannot reach S3 at {endpoint} ({unreachable_reason(failure.error)}) reading "
-                f"{request.target}{loopback_hint(endpoint)}",
-                uri=request.target,
-            )
-        first_text = (
-            f", {first:g} s until the endpoint first answers" if first < self._deadline else ""
+        return unreachable_error(
+            _translate(failure.error, request.target, self._bucket, request.permission),
+            failure,
+            self._client.endpoint if self._client else "S3",
+            request.target,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+            max_attempts=self._max_attempts,
+            deadline=self._deadline,
         )
-        budget = (
-            f"gave up after {failure.attempts} attempt{'s' if failure.attempts != 1 else ''} "
-            f"in {failure.seconds:.1f} s at {endpoint} (each attempt: connect timeout "
-            f"{self._timeouts.connect:g} s, read timeout {self._timeouts.read:g} s; at most "
-            f"{self._max_attempts} attempts within {self._deadline:g} s per request{first_text})"
-            ". The endpoint comes from AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 when set, else "
-            "from AWS_REGION"
-        )
-        return type(error)(f"{error}; {budget}", uri=request.target)
 
-    async def _get_wire(self) -> S3Wire:
-        if self._wire is not None and self._loop is not asyncio.get_running_loop():
-            # aiohttp's connections cannot move between loops; failing here beats a hang there.
-            raise RuntimeError(f"S3Storage for {self._uri} is in use on another event loop")
-        if self._wire is None:
-            if self._opening is None:
-                self._opening = asyncio.Lock()
-            async with self._opening:  # concurrent first calls must not open two pools
-                if self._wire is None:
-                    try:
-                        self._wire = await S3Wire.open(
-                            self._bucket,
-                            endpoint_url=self._endpoint_url,
-                            max_connections=self._max_connections,
-                        )
-                    except (BotoCoreError, ClientError) as error:
-                        raise _translate(error, self._uri, self._bucket, "s3:ListBucket") from error
-                    self._loop = asyncio.get_running_loop()
-        return self._wire
+    async def _get_client(self) -> S3Client:
+        if self._client is None:
+            try:
+                # botocore's models and credential chain: a fraction of a second, off the loop.
+                await asyncio.to_thread(self._open_once)
+            except (BotoCoreError, ClientError) as error:
+                raise _translate(error, self._uri, self._bucket, "s3:ListBucket") from error
+        assert self._client is not None
+        return self._client
+
+    def _open_once(self) -> None:
+        """Open the client unless a concurrent first call did (one thread opens, the others
+        wait for it). obstore's store is bound to no event loop: any loop may use it."""
+        with self._opening:
+            if self._client is None:
+                self._client = S3Client.open(
+                    self._bucket,
+                    endpoint_url=self._endpoint_url,
+                    max_connections=self._max_connections,
+                    connect_timeout=self._connect_timeout,
+                    read_timeout=self._read_timeout,
+                    request_deadline=self._deadline,
+                )
 
     def _s3_uri(self, key: str) -> str:
         return f"s3://{self._bucket}/{self._root}{key}"
-
-
-def _failure_kind(error: BaseException) -> str:
-    """``ReadTimeoutError``, or S3's code (``SlowDown``, ``InternalError``) for an answer."""
-    if isinstance(error, ClientError):
-        return str(error.response.get("Error", {}).get("Code") or "error answers")
-    return type(error).__name__
-
-
-def _with_attempts(reply: Reply | None, attempts: int) -> dict[str, Any]:
-    """The error answer as botocore reports it after its retries: with ``RetryAttempts``."""
-    parsed = dict(reply.parsed or {}) if reply is not None else {}
-    metadata = dict(parsed.get("ResponseMetadata", {}))
-    metadata["RetryAttempts"] = attempts - 1
-    parsed["ResponseMetadata"] = metadata
-    return parsed
-
-
-def _adaptive_limiter(detector: ThrottlingErrorDetector) -> Any:
-    """botocore's adaptive client-side rate limiter, in aiobotocore's asyncio version."""
-    from aiobotocore.retries import bucket
-    from aiobotocore.retries.adaptive import AsyncClientRateLimiter
-    from botocore.retries import throttling
-    from botocore.retries.adaptive import RateClocker
-
-    clock = bucket.Clock()
-    return AsyncClientRateLimiter(
-        rate_adjustor=throttling.CubicCalculator(
-            starting_max_rate=0, start_time=clock.current_time()
-        ),
-        rate_clocker=RateClocker(clock),
-        token_bucket=bucket.AsyncTokenBucket(max_rate=1, clock=clock),
-        throttling_detector=detector,
-        clock=clock,
-    )
 
 
 def _parse(uri: str) -> tuple[str, str]:
@@ -540,48 +392,3 @@ def _parse(uri: str) -> tuple[str, str]:
 def _backoff(attempt: int) -> float:
     """Full-jitter exponential backoff: up to 0.1 s, 0.2 s, 0.4 s ... capped at 5 s."""
     return random.uniform(0, min(5.0, 0.1 * 2**attempt))
-
-
-def _translate(error: Exception, target: str, bucket: str, permission: str) -> StorageError:
-    """The storage error for a botocore failure on ``target`` (message only, no cause set)."""
-    if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
-        return StorageError(_NO_CREDENTIALS.format(uri=target), uri=target)
-    if isinstance(error, (BotoConnectionError, HTTPClientError)):
-        return StorageError(f"cannot reach S3 for {target}: {error}", uri=target)
-    if not isinstance(error, ClientError):
-        return StorageError(f"S3 request for {target} failed: {error}", uri=target)
-    code = str(error.response.get("Error", {}).get("Code", ""))
-    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if code == "NoSuchBucket":
-        return BucketNotFound(f"bucket {bucket!r} does not exist (reading {target})", uri=target)
-    if code in _NOT_FOUND or (status == 404 and not code):
-        return ObjectNotFound(f"{target} does not exist", uri=target)
-    if code == "InvalidRange":
-        return _RangeNotSatisfiable(f"range not satisfiable for {target}", uri=target)
-    if code in _DENIED or (status == 403 and code not in _BAD_CREDENTIALS):
-        return AccessDenied(_denied_message(target, bucket, permission), uri=target)
-    if code in _BAD_CREDENTIALS:
-        return StorageError(
-            f"S3 rejected the credentials ({code}) reading {target}: check that they are "
-            "current and belong to the account that owns the bucket",
-            uri=target,
-        )
-    message = error.response.get("Error", {}).get("Message", "")
-    attempts = error.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) + 1
-    return StorageError(
-        f"S3 answered {code or status} for {target} ({attempts} attempts): {message}", uri=target
-    )
-
-
-def _denied_message(target: str, bucket: str, permission: str) -> str:
-    if permission == "s3:ListBucket":
-        return (
-            f"access denied listing {target}: the credentials need s3:ListBucket "
-            f"on arn:aws:s3:::{bucket}"
-        )
-    # S3 hides from callers who may not list whether a key exists: a missing key is a 403 too.
-    return (
-        f"access denied reading {target}: the credentials need {permission} on "
-        f"arn:aws:s3:::{target.removeprefix('s3://')} (without s3:ListBucket on the bucket, "
-        "S3 also answers 403 for a missing object)"
-    )

@@ -6,9 +6,23 @@ container itself."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-__all__ = ["FIRST_CONTACT_DEADLINE", "container_markers", "loopback_hint", "unreachable_reason"]
+from botocore.exceptions import ClientError
+
+from evaluator.errors import StorageError
+
+if TYPE_CHECKING:
+    from evaluator.storage.s3_outage import Unanswered
+
+__all__ = [
+    "FIRST_CONTACT_DEADLINE",
+    "container_markers",
+    "loopback_hint",
+    "unreachable_error",
+    "unreachable_reason",
+]
 
 # Before an endpoint has answered once, a request gives up after this many seconds: an
 # endpoint that never answered is wrong or unreachable, and saying so soon is worth more than
@@ -35,6 +49,38 @@ def unreachable_reason(error: BaseException) -> str:
     if "ReadTimeout" in text:
         return "it accepted the connection but sent no answer in time"
     return str(cause or error)
+
+
+def unreachable_error(
+    error: StorageError,
+    failure: Unanswered,
+    endpoint: str,
+    target: str,
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    max_attempts: int,
+    deadline: float,
+) -> StorageError:
+    """``error`` (the translated last failure) told as a request that used up its budget
+    against an endpoint that never answered: what was tried, for how long, and where."""
+    first = min(deadline, FIRST_CONTACT_DEADLINE)
+    if not isinstance(failure.error, ClientError):  # no answer at all: say where and why
+        error = type(error)(
+            f"cannot reach S3 at {endpoint} ({unreachable_reason(failure.error)}) reading "
+            f"{target}{loopback_hint(endpoint)}",
+            uri=target,
+        )
+    first_text = f", {first:g} s until the endpoint first answers" if first < deadline else ""
+    budget = (
+        f"gave up after {failure.attempts} attempt{'s' if failure.attempts != 1 else ''} "
+        f"in {failure.seconds:.1f} s at {endpoint} (each attempt: connect timeout "
+        f"{connect_timeout:g} s, read timeout {read_timeout:g} s; at most "
+        f"{max_attempts} attempts within {deadline:g} s per request{first_text})"
+        ". The endpoint comes from AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 when set, else "
+        "from AWS_REGION"
+    )
+    return type(error)(f"{error}; {budget}", uri=target)
 
 
 def loopback_hint(endpoint: str) -> str:
