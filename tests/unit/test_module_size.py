@@ -17,8 +17,6 @@ FOLDERS = ("evaluator", "rules_builtin", "container")
 KNOWN_EXCEPTIONS = {
     "evaluator/evaluation.py": "o27 (output sinks)",
     "evaluator/status/reporter.py": "o27 (output sinks)",
-    "evaluator/storage/s3.py": "s27 (S3 on a maintained client)",
-    "evaluator/storage/s3_wire.py": "s27 (S3 on a maintained client)",
 }
 
 
