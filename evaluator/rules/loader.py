@@ -42,6 +42,8 @@ from evaluator.config import RESERVED_KEYS
 from evaluator.errors import ConfigurationError, StopRequested, StorageError
 from evaluator.redaction import redact_parameters, scrub, secret_values
 from evaluator.rules.parameters import check_parameters
+from evaluator.storage import open_storage
+from evaluator.storage.schemes import is_remote, local_path
 
 __all__ = [
     "BuiltinRules",
@@ -92,9 +94,9 @@ def _builtin(name: str, builtins: BuiltinRules | None) -> type:
 
 def fetch_source(source: str, *, workdir: Path) -> Path:
     """A local file or folder holding the user's rule code (downloaded from S3 if needed)."""
-    if source.startswith("s3://"):
+    if is_remote(source):
         return _download(source, workdir)
-    path = Path(source.removeprefix("file://")).expanduser()
+    path = Path(local_path(source))
     if not path.exists():
         raise ConfigurationError(
             f"rule source {source!r} (source_s3_uri) does not exist: give an s3:// URI, a "
@@ -183,14 +185,12 @@ def _download(uri: str, workdir: Path) -> Path:
     skipped. A file the file system will not take (a name too long, no permission, a full
     disk) is a ``ConfigurationError`` naming the key and the reason.
     """
-    from evaluator.storage.s3 import S3Storage
-
     # A .py object is read from its folder; a prefix is copied whole (helpers import).
     folder, _, name = uri.rpartition("/") if uri.endswith(".py") else (uri, "", "")
     target = workdir / "rule_source"
 
     async def copy() -> Path:
-        storage = S3Storage(folder + "/" if name else folder)
+        storage = open_storage(folder + "/" if name else folder)
         try:
             if name:
                 keys = [name]
