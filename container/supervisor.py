@@ -242,14 +242,8 @@ class _Supervisor:
         outputs.flush("stderr")
         self.reaped.update(kill_descendants())  # none may outlive the last word
         self.take_signals()
-        code = self._conclude(exit_status or 0)
-        if self.verdict_at is None and not self.stops and self.state.get("report") == "html":
-            # Killed or timed out before its verdict: its report, from the result file just
-            # closed (every process of the run is dead: nothing can race the writes).
-            from evaluator.report import report_unfinished
-
-            report_unfinished(self.state.get("result_dir"))
-        return code
+        # Every process of the run is dead: nothing can race the last word's writes.
+        return self._conclude(exit_status or 0)
 
     def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]
@@ -319,8 +313,10 @@ class _Supervisor:
                 exit_status = status
 
     def _conclude(self, wait_status: int) -> int:
+        from container.compose import final_sinks
         from container.last_word import conclude
 
+        folder = self.state.get("result_dir")
         return conclude(
             stops=self.stops,
             overrun=self.overrun,
@@ -330,6 +326,8 @@ class _Supervisor:
             result_fd=self.result_fd,
             message_fd=self.message_fd,
             wait_status=wait_status,
+            sinks=final_sinks(self.state, self.result_fd, self.message_fd),
+            result_dir=folder if isinstance(folder, str) else None,
         )
 
 
