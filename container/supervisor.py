@@ -24,7 +24,9 @@ a process group of its own, and then
   ``verdict`` message; after, only a finished, consistent result file, read once nothing of
   the run is alive (the ``verdict`` message then only says the child is done: one that does not
   exit within ``VERDICT_GRACE`` seconds, a rule's thread keeping it alive, is killed).
-  Otherwise it writes the final status itself: ``Stopped``, 143/130, once a stop signal came,
+  Otherwise it says the final status itself, through the run's sinks
+  (``container.compose.final_sinks``: the message files, the result file, the report saying
+  why, any registered output; no report after a stop): ``Stopped``, 143/130, once a stop signal came,
   whatever the child said or wrote; ``Error`` with a ClientError, 2, when a rule overran
   ``rule_step_timeout``; ``Error`` with an InternalServerError, 3, when the child died (a
   signal, the OOM killer), exited without a verdict (rule code calling ``os._exit``), or left a
