@@ -99,7 +99,7 @@ class StatusChanged:
     error: BaseException | None = None  # the rule's own exception, when it may be shown
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepJudged:
     run: RunRecord
     rule: RuleState
@@ -194,21 +194,41 @@ Sink = NullSink
 
 class Sinks:
     """The outputs of one run, told each event in their order. An ``essential`` sink's error
-    is the run's (as a bug of ours); any other's is logged, never raised."""
+    is the run's (as a bug of ours); any other's is logged, never raised. A sink is only called
+    for the events it overrides (a step judged is the hot path)."""
 
     def __init__(self, sinks: Sequence[NullSink], *, logger: Any = None) -> None:
-        self.sinks = list(sinks)
+        self.sinks: list[NullSink] = []
+        self._calls: dict[str, list[tuple[bool, Callable[[Any], None]]]] = {}
         self._log = logger if logger is not None else structlog.get_logger("evaluator.status")
+        for sink in sinks:
+            self.add(sink)
 
     def add(self, sink: NullSink) -> None:
         self.sinks.append(sink)
+        for method in _EVENTS:
+            if getattr(type(sink), method) is not getattr(NullSink, method):
+                call = (sink.essential, getattr(sink, method))
+                self._calls.setdefault(method, []).append(call)
 
     def emit(self, method: str, event: Any) -> None:
-        for sink in self.sinks:
-            if sink.essential:
-                getattr(sink, method)(event)
+        for essential, call in self._calls.get(method, ()):
+            if essential:
+                call(event)
                 continue
             try:
-                getattr(sink, method)(event)
+                call(event)
             except Exception:  # an output must never change the verdict
                 self._log.warning("status_listener_failed", exc_info=True)
+
+
+_EVENTS = (
+    "evaluation_started",
+    "status_changed",
+    "step_judged",
+    "rule_fired",
+    "rule_noted",
+    "evaluation_ending",
+    "evaluation_ended",
+    "run_closed",
+)
