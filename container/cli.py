@@ -138,26 +138,11 @@ def evaluate(
             )
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
-        from evaluator.report import REPORT_FILE_NAME, ReportWriter
-        from evaluator.report.writer import DATA_SECONDS
-        from evaluator.status import RESULT_FILE_NAME, StatusReporter, configure_logging
+        from container.compose import evaluation_for, reporter_for
+        from evaluator.status import configure_logging
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
-        # rule_report.html beside the result file, after the verdict (--report none: none)
-        report = ReportWriter() if config.report == "html" else None
-        reporter = StatusReporter.from_config(
-            config,
-            console=config.log_format == "console" and log_stream.isatty(),
-            stream=log_stream,
-            listeners=[report] if report is not None else [],
-            report_file=config.output_dir / REPORT_FILE_NAME if report is not None else None,
-        )
-        if report is not None:  # a killed evaluation's report keeps its curves
-            report.keep_data_current(
-                config.output_dir / RESULT_FILE_NAME,
-                reporter.evidence,
-                _seconds_from(environ, "EVALUATOR_REPORT_DATA_INTERVAL", DATA_SECONDS),
-            )
+        reporter, sinks = reporter_for(config, environ, log_stream=log_stream)
         if run_as is not None:
             import structlog
 
@@ -165,12 +150,7 @@ def evaluate(
         if signals.signum is not None:  # stopped while the configuration was read
             reporter.stop(signals.signum)
             return reporter.close()
-        from evaluator.evaluation import Evaluation
-        from rules_builtin import registry
-
-        evaluation = Evaluation(
-            config, reporter, signals.stop, builtins=registry, watch=_step_watch(link, config)
-        )
+        evaluation = evaluation_for(config, reporter, signals.stop, _step_watch(link, config))
         if link is not None:  # from here on rule code may run: the supervisor trusts its files
             link.send("untrusted")
         signals.raise_in_main = True
@@ -183,11 +163,12 @@ def evaluate(
         if signals.signum is not None:
             reporter.stop(signals.signum)
         code = reporter.close()
-        if report is not None:
+        if sinks:
             # The verdict first: the supervisor has the exit code before the report is done.
             if link is not None:
                 link.send("verdict", exit_code=code)
-            report.wait()
+            for sink in sinks:
+                sink.wait()
         evaluation.close()
         return code
 
@@ -332,13 +313,3 @@ def _summary(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _seconds_from(environ: Mapping[str, str], name: str, default: float) -> float:
-    """A number of seconds > 0 from the environment variable ``name``; ``default`` when it
-    is unset or not such a number (a tuning knob, never an error)."""
-    try:
-        value = float(environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 and value < float("inf") else default

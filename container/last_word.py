@@ -1,5 +1,7 @@
 """The supervisor's last word on a run (``container.supervisor``): which outcome stands, and
-the final status it writes when the evaluation's cannot be taken (``evaluator.status.final``).
+the final status it says when the evaluation's cannot be taken: a ``RunClosed`` event told to
+the run's sinks (``container.compose.final_sinks``: the message files, the result file closed
+by ``evaluator.status.final``, the report saying why, and any registered output).
 """
 
 from __future__ import annotations
@@ -7,7 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evaluator.sinks.events import Sinks
 
 __all__ = ["cannot_start", "conclude", "death"]
 
@@ -22,22 +27,28 @@ def conclude(
     result_fd: int | None,
     message_fd: int | None,
     wait_status: int,
+    sinks: Sinks | None = None,
+    result_dir: str | None = None,
 ) -> int:
-    """The exit code, with the final status written here when the child's cannot be taken
-    (see ``container.supervisor``)."""
+    """The exit code, with the final status said here, through ``sinks`` (by default the
+    message and result files in the held folders, and the registered outputs), when the
+    child's cannot be taken (see ``container.supervisor``)."""
     from evaluator.errors import ExitCode
-    from evaluator.status.final import close_unfinished, confirm
+    from evaluator.sinks.events import RunClosed
+    from evaluator.status.final import confirm
+
+    if sinks is None:
+        from container.compose import final_sinks
+
+        sinks = final_sinks({}, result_fd, message_fd)
+
+    def close(status: str, exit_code: int, text: str, **fields: Any) -> None:
+        event = RunClosed(status, exit_code, text, result_dir=result_dir, **fields)
+        sinks.emit("run_closed", event)
 
     if stops:
         code = ExitCode.stopped_by(stops[0])
-        close_unfinished(
-            result_fd,
-            message_fd,
-            status="Stopped",
-            exit_code=code,
-            text="Stopped",
-            force=untrusted,
-        )
+        close("Stopped", code, "Stopped", force=untrusted, stopped=True)
         return code
     if overrun is not None:
         rule, step, limit = overrun
@@ -50,12 +61,10 @@ def conclude(
             f"ClientError: The evaluation was ended because rule {rule} spent more than "
             f"{limit:g} s on step {step} (rule_step_timeout={limit:g})."
         )
-        close_unfinished(
-            result_fd,
-            message_fd,
-            status="Error",
-            exit_code=ExitCode.CLIENT_ERROR,
-            text=own,
+        close(
+            "Error",
+            ExitCode.CLIENT_ERROR,
+            own,
             error_type="RuleStepTimeout",
             culprit=rule,
             others_text=others,
@@ -72,14 +81,7 @@ def conclude(
         if said_done:  # it said it was done, but its file says not
             why = f"the evaluation ended, but {problem}"
     text = "InternalServerError: " + why
-    close_unfinished(
-        result_fd,
-        message_fd,
-        status="Error",
-        exit_code=ExitCode.INTERNAL_ERROR,
-        text=text,
-        force=untrusted,
-    )
+    close("Error", ExitCode.INTERNAL_ERROR, text, force=untrusted)
     print(text, file=sys.stderr)
     return ExitCode.INTERNAL_ERROR
 

@@ -24,7 +24,9 @@ a process group of its own, and then
   ``verdict`` message; after, only a finished, consistent result file, read once nothing of
   the run is alive (the ``verdict`` message then only says the child is done: one that does not
   exit within ``VERDICT_GRACE`` seconds, a rule's thread keeping it alive, is killed).
-  Otherwise it writes the final status itself: ``Stopped``, 143/130, once a stop signal came,
+  Otherwise it says the final status itself, through the run's sinks
+  (``container.compose.final_sinks``: the message files, the result file, the report saying
+  why, any registered output; no report after a stop): ``Stopped``, 143/130, once a stop signal came,
   whatever the child said or wrote; ``Error`` with a ClientError, 2, when a rule overran
   ``rule_step_timeout``; ``Error`` with an InternalServerError, 3, when the child died (a
   signal, the OOM killer), exited without a verdict (rule code calling ``os._exit``), or left a
@@ -242,14 +244,8 @@ class _Supervisor:
         outputs.flush("stderr")
         self.reaped.update(kill_descendants())  # none may outlive the last word
         self.take_signals()
-        code = self._conclude(exit_status or 0)
-        if self.verdict_at is None and not self.stops and self.state.get("report") == "html":
-            # Killed or timed out before its verdict: its report, from the result file just
-            # closed (every process of the run is dead: nothing can race the writes).
-            from evaluator.report import report_unfinished
-
-            report_unfinished(self.state.get("result_dir"))
-        return code
+        # Every process of the run is dead: nothing can race the last word's writes.
+        return self._conclude(exit_status or 0)
 
     def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]
@@ -319,8 +315,10 @@ class _Supervisor:
                 exit_status = status
 
     def _conclude(self, wait_status: int) -> int:
+        from container.compose import final_sinks
         from container.last_word import conclude
 
+        folder = self.state.get("result_dir")
         return conclude(
             stops=self.stops,
             overrun=self.overrun,
@@ -330,6 +328,8 @@ class _Supervisor:
             result_fd=self.result_fd,
             message_fd=self.message_fd,
             wait_status=wait_status,
+            sinks=final_sinks(self.state, self.result_fd, self.message_fd),
+            result_dir=folder if isinstance(folder, str) else None,
         )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from evaluator.config.trial_list import parse_trial_list, trial_names
 from evaluator.config.values import check_location
 from evaluator.errors import ConfigurationError
+from evaluator.storage.schemes import is_remote, local_path, split_remote
 
 __all__ = ["Trial", "find_trials"]
 
@@ -52,7 +53,7 @@ def find_trials(arguments: Sequence[str], trials_files: Sequence[str] = ()) -> l
     found: list[str] = []
     for argument in given:
         location = check_location("TRIAL", argument.strip())
-        lister: _Lister = s3 if location.startswith("s3://") else _LocalLister()
+        lister: _Lister = s3 if is_remote(location) else _LocalLister()
         found += _expand(lister, location)
     unique = list(dict.fromkeys(found))
     return [Trial(n, t) for n, t in zip(trial_names(unique), unique)]
@@ -95,7 +96,7 @@ def _expand(lister: _Lister, location: str) -> list[str]:
 
 class _LocalLister(_Lister):
     def children(self, location: str) -> tuple[set[str], set[str]]:
-        path = location[len("file://") :] if location.startswith("file://") else location
+        path = local_path(location)
         try:
             entries = list(os.scandir(path))
         except FileNotFoundError:
@@ -116,7 +117,7 @@ class _S3Lister(_Lister):
         self._client: Any = None
 
     def children(self, location: str) -> tuple[set[str], set[str]]:
-        bucket, _, prefix = location[len("s3://") :].partition("/")
+        bucket, prefix = split_remote(location)
         prefix = prefix.strip("/")
         prefix = prefix + "/" if prefix else ""
         folders: set[str] = set()

@@ -24,6 +24,7 @@ from evaluator.config.sources import (
 )
 from evaluator.config.values import bool_value, check_location, seconds_value, step_value
 from evaluator.errors import ConfigurationError
+from evaluator.storage.schemes import is_remote
 from evaluator.trial.options import TrialOptions
 
 __all__ = [
@@ -80,7 +81,7 @@ def resolve_base_trial(
             return check_location(_DISPLAY.get(key, key), value), _DISPLAY.get(key, key)
     mirror = root / TENSORS_INPUT
     uri, name = _tensors_input(processing, mirror, pc_path)
-    if uri is not None and uri.startswith("s3://"):
+    if uri is not None and is_remote(uri):
         return uri, f"processing input {name!r}"
     if mirror.is_dir():
         return str(mirror), f"folder {mirror}"
@@ -165,7 +166,7 @@ def resolve_trial_options(
     if wait is None:
         wait = (
             on_sagemaker
-            and base_trial.startswith("s3://")
+            and is_remote(base_trial)
             and not trial_env.get("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "").strip()
         )
     poll = seconds_value(params, "poll_interval")

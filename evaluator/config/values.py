@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evaluator.errors import ConfigurationError
+from evaluator.storage.schemes import check_location as check_storage_location
+from evaluator.storage.schemes import is_remote, location_forms
 
 __all__ = [
     "FALSE_WORDS",
@@ -91,23 +93,14 @@ def choice_value(
 
 
 def check_location(key: str, value: str, *, allow_name: bool = False) -> str:
-    """An s3:// URI, a file:// URI or a path; a bare training-job name is refused."""
-    if value.startswith("s3://"):
-        if not re.fullmatch(r"s3://[^\s/]+(/\S*)?", value):
-            raise ConfigurationError(
-                f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}"
-            )
+    """A remote URI (``evaluator.storage.schemes``), a file:// URI or a path; a bare
+    training-job name is refused."""
+    check_storage_location(key, value)
+    if is_remote(value):
         return value
-    if "://" in value and not value.startswith("file://"):
-        raise ConfigurationError(
-            f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// "
-            f"URI, got {value!r} (unsupported scheme)"
-        )
-    if value == "file://":
-        raise ConfigurationError(f"{key} must name a folder after file://, got {value!r}")
     if not allow_name and _JOB_NAME.fullmatch(value) and not Path(value).exists():
         raise ConfigurationError(
-            f"{key} must be s3://<bucket>/<prefix>, a folder or a file:// URI, got {value!r}: "
+            f"{key} must be {location_forms()}, got {value!r}: "
             "no such folder, and training-job names are not resolved; give the trial's S3 URI "
             f"(<S3OutputPath>/{value}/debug-output) or a folder path (./{value} for a folder "
             "that does not exist yet)"

@@ -2,7 +2,7 @@
 rule's verdict, the history of what it tested (charts), and, after an Error, what to fix and
 what the trial holds.
 
-``ReportWriter`` is the ``StatusReporter`` listener that writes it during a run;
+``ReportWriter`` writes it during a run (driven by the report sink, ``evaluator.sinks.report``);
 ``write_report`` writes it from an output folder (``rule-evaluator report``). Modules:
 ``data`` (the data file the series are kept in), ``charts`` (chart specs the page's inlined
 uPlot draws), ``page`` (the look, the scripts), ``advice`` (what to try), ``sections`` (one

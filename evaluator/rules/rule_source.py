@@ -22,6 +22,8 @@ except ImportError:  # not POSIX: stale folders without a lock file are still re
     fcntl = None  # type: ignore[assignment]
 
 from evaluator.errors import ConfigurationError, StorageError
+from evaluator.storage import open_storage
+from evaluator.storage.schemes import is_remote, local_path
 
 __all__ = [
     "SOURCE_FOLDER_PREFIX",
@@ -35,9 +37,9 @@ __all__ = [
 
 def fetch_source(source: str, *, workdir: Path) -> Path:
     """A local file or folder holding the user's rule code (downloaded from S3 if needed)."""
-    if source.startswith("s3://"):
+    if is_remote(source):
         return _download(source, workdir)
-    path = Path(source.removeprefix("file://")).expanduser()
+    path = Path(local_path(source))
     if not path.exists():
         raise ConfigurationError(
             f"rule source {source!r} (source_s3_uri) does not exist: give an s3:// URI, a "
@@ -55,14 +57,12 @@ def _download(uri: str, workdir: Path) -> Path:
     skipped. A file the file system will not take (a name too long, no permission, a full
     disk) is a ``ConfigurationError`` naming the key and the reason.
     """
-    from evaluator.storage.s3 import S3Storage
-
     # A .py object is read from its folder; a prefix is copied whole (helpers import).
     folder, _, name = uri.rpartition("/") if uri.endswith(".py") else (uri, "", "")
     target = workdir / "rule_source"
 
     async def copy() -> Path:
-        storage = S3Storage(folder + "/" if name else folder)
+        storage = open_storage(folder + "/" if name else folder)
         try:
             if name:
                 keys = [name]

@@ -3,7 +3,8 @@
 * ``outcome``: how a rule ends (``RuleStatus``, ``RuleOutcome``), the message texts, and the
   one exit code and status of several rules;
 * ``files``: the message files and the result file, whose schema its docstring gives;
-* ``reporter``: ``StatusReporter``, which follows a run and keeps logs and files current;
+* ``reporter``: ``StatusReporter``, which follows a run and tells its sinks
+  (``evaluator.sinks``: the log, the result and message files, listeners, the report);
 * ``logging``: ``configure_logging``;
 * ``final``: the supervisor's last word when the evaluation ended without its own.
 

@@ -33,7 +33,7 @@ from evaluator.status.outcome import (
     truncate_utf8,
 )
 
-__all__ = ["close_unfinished", "confirm", "verified_exit_code"]
+__all__ = ["close_result_at", "close_unfinished", "confirm", "verified_exit_code"]
 
 _CODES: dict[str, tuple[int, ...]] = {
     RuleStatus.NO_ISSUES_FOUND.value: (0,),
@@ -104,16 +104,41 @@ def close_unfinished(
     force: bool = False,
 ) -> bool:
     """Write the final status of a run: ``text`` in the message files (when the folder was
-    opened) and the result file (when there is an output folder). With ``force`` (a stop, a
-    time-out, a file that cannot be taken) a result file that already holds a verdict is
-    overwritten at the run level (each rule keeps a verdict it reached); without, it is left
-    alone. A file that cannot be read is replaced by one saying only this. When ``culprit``
-    names the rule that ended the run, the other unfinished rules get ``others_text``. Returns
-    whether the result file was written."""
+    opened) and the result file (``close_result_at``, when there is an output folder).
+    Returns whether the result file was written."""
     if message_fd is not None:
         write_status_files_at(message_fd, text)
     if result_fd is None:
         return False
+    return close_result_at(
+        result_fd,
+        status=status,
+        exit_code=exit_code,
+        text=text,
+        error_type=error_type,
+        culprit=culprit,
+        others_text=others_text,
+        force=force,
+    )
+
+
+def close_result_at(
+    result_fd: int,
+    *,
+    status: str,
+    exit_code: int,
+    text: str,
+    error_type: str | None = None,
+    culprit: str | None = None,
+    others_text: str | None = None,
+    force: bool = False,
+) -> bool:
+    """Close the result file in the folder ``result_fd`` with the run's final status. With
+    ``force`` (a stop, a time-out, a file that cannot be taken) a result file that already
+    holds a verdict is overwritten at the run level (each rule keeps a verdict it reached);
+    without, it is left alone. A file that cannot be read is replaced by one saying only this.
+    When ``culprit`` names the rule that ended the run, the other unfinished rules get
+    ``others_text``. Returns whether the result file was written."""
     try:
         document = read_result_file(dir_fd=result_fd)
     except (OSError, ClientError):

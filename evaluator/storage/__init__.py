@@ -1,17 +1,21 @@
 """Storage backends behind one small async protocol (see ``base.Storage``).
 
-``open_storage`` picks the backend from the trial location: ``s3://bucket/prefix`` is S3,
-``file:///path`` or a plain path is a local folder. ``MemoryStorage`` is for tests.
+``open_storage`` picks the backend from the trial location: ``file:///path`` or a plain path
+is a local folder, a registered scheme's URI (``s3://bucket/prefix``) its remote store; what
+the schemes are, and every question about a location, is ``evaluator.storage.schemes``. A new
+scheme is one module building its ``Scheme`` and one ``register_scheme`` line below.
+``MemoryStorage`` is for tests.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from evaluator.errors import ConfigurationError
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.storage.local import LocalStorage
 from evaluator.storage.memory import MemoryStorage
+from evaluator.storage.s3_scheme import S3_SCHEME
+from evaluator.storage.schemes import open_storage, register_scheme
 
 __all__ = ["LocalStorage", "MemoryStorage", "ObjectInfo", "S3Storage", "Storage", "open_storage"]
 
@@ -26,14 +30,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_storage(uri: str, **options: Any) -> Storage:
-    """The backend for ``uri``; ``options`` go to its constructor as keyword arguments."""
-    if uri.startswith("s3://"):
-        from evaluator.storage.s3 import S3Storage
-
-        return S3Storage(uri, **options)
-    if uri.startswith("file://") or "://" not in uri:
-        return LocalStorage(uri, **options)
-    raise ConfigurationError(
-        f"unsupported trial location {uri!r}: use s3://bucket/prefix, file:///path or a folder path"
-    )
+register_scheme(S3_SCHEME)

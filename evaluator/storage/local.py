@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from evaluator.errors import AccessDenied, ConfigurationError, ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
+from evaluator.storage.schemes import is_remote, local_path
 
 __all__ = ["LocalStorage", "check_local_folder"]
 
@@ -154,9 +155,9 @@ class LocalStorage:
 def check_local_folder(location: str, key: str) -> None:
     """A local trial that does not exist is a typo or a missing mount, not a job still
     starting: say so at once (``ConfigurationError``, naming ``key``). S3 URIs pass."""
-    if location.startswith("s3://"):
+    if is_remote(location):
         return
-    path = os.path.expanduser(location.removeprefix("file://"))
+    path = local_path(location)
     if not os.path.isdir(path):
         what = "is not a folder" if os.path.exists(path) else "does not exist"
         raise ConfigurationError(

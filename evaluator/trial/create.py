@@ -11,6 +11,7 @@ from evaluator.formats.keys import COLLECTIONS_PREFIX, INDEX_PREFIX
 from evaluator.formats.tb_summary import is_event_file
 from evaluator.storage import open_storage
 from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.storage.schemes import is_remote
 from evaluator.trial.options import TrialOptions, validated_options
 from evaluator.trial.runner import get_loop
 from evaluator.trial.tb_source import TensorBoardSource
@@ -117,8 +118,8 @@ async def _detect(storage: Storage) -> str:
 
 
 def _storage_options(path: str, options: TrialOptions) -> dict[str, float]:
-    """The S3 client's deadlines (a local folder takes none)."""
-    if not path.startswith("s3://"):
+    """A remote store client's deadlines (a local folder takes none)."""
+    if not is_remote(path):
         return {}
     return {
         "connect_timeout": options.s3_connect_timeout,

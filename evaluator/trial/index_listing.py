@@ -19,6 +19,7 @@ from typing import Any
 
 from evaluator.formats.keys import EVENTS_PREFIX, INDEX_PREFIX
 from evaluator.storage.base import Storage
+from evaluator.storage.schemes import is_remote, local_path, split_remote
 
 __all__ = ["IndexListing"]
 
@@ -40,13 +41,12 @@ class IndexListing:
         self.logger = log
         self._storage = storage
         self._run = run
-        self.is_s3 = path.startswith("s3://")
+        self.is_s3 = is_remote(path)
         if self.is_s3:
-            self.bucket_name, _, self.prefix_name = path[len("s3://") :].partition("/")
+            self.bucket_name, self.prefix_name = split_remote(path)
             self._base = self.prefix_name
         else:
-            local = path[len("file://") :] if path.startswith("file://") else path
-            self._base = os.path.expanduser(local)
+            self._base = local_path(path)
 
     def _spelled(self, key: str) -> str:
         """A key relative to the trial, as smdebug lists it: a path, or an S3 object key."""

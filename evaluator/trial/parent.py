@@ -11,6 +11,7 @@ import os
 
 from evaluator.errors import ConfigurationError
 from evaluator.formats.keys import END_OF_JOB_KEY
+from evaluator.storage.schemes import is_remote, local_path
 
 __all__ = ["check_not_a_parent", "smdebug_trials_below"]
 
@@ -41,9 +42,9 @@ def smdebug_trials_below(folder: str) -> list[str]:
 def check_not_a_parent(location: str, key: str) -> None:
     """A ``ConfigurationError`` naming the trials when the local folder ``location`` holds
     smdebug trials rather than being one; S3 URIs and trial folders pass."""
-    if location.startswith("s3://"):
+    if is_remote(location):
         return
-    folder = os.path.expanduser(location.removeprefix("file://"))
+    folder = local_path(location)
     trials = smdebug_trials_below(folder)
     if not trials:
         return

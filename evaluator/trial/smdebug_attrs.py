@@ -13,7 +13,6 @@ they are current after every scan.
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys
+from evaluator.storage.schemes import is_remote, local_path, split_remote
 from evaluator.trial.index_listing import IndexListing
 from evaluator.trial.names import _flatten, _matching
 
@@ -44,11 +44,7 @@ def smdebug_index_token(trial_path: str, token: str | None) -> str | None:
     slash on the trial path does not double."""
     if token is None:
         return None
-    if trial_path.startswith("s3://"):
-        base = trial_path[len("s3://") :].partition("/")[2]
-    else:
-        local = trial_path[len("file://") :] if trial_path.startswith("file://") else trial_path
-        base = os.path.expanduser(local)
+    base = split_remote(trial_path)[1] if is_remote(trial_path) else local_path(trial_path)
     listed = posixpath.join(base, token) if base else token
     found = _BEFORE_INDEX.match(listed)
     return posixpath.join(found.group(1), token) if found else token
@@ -179,16 +175,16 @@ class SmdebugAttributes:
     @property
     def bucket_name(self) -> str:
         """An S3 trial's bucket (smdebug's S3Trial attribute)."""
-        if not self.path.startswith("s3://"):
+        if not is_remote(self.path):
             raise AttributeError("bucket_name: this trial is not on S3")
-        return self.path[len("s3://") :].partition("/")[0]
+        return split_remote(self.path)[0]
 
     @property
     def prefix_name(self) -> str:
         """An S3 trial's prefix, ending with ``/`` as smdebug keeps it (S3Trial attribute)."""
-        if not self.path.startswith("s3://"):
+        if not is_remote(self.path):
             raise AttributeError("prefix_name: this trial is not on S3")
-        return posixpath.join(self.path[len("s3://") :].partition("/")[2], "")
+        return posixpath.join(split_remote(self.path)[1], "")
 
     @property
     def _incomplete_wait_for_step_window(self) -> int:

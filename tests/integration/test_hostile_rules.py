@@ -165,12 +165,16 @@ def _custom(cli: EvaluatorCli, rules_file: Path, rule: str, *extra: str, **kw: A
 @pytest.mark.parametrize("code", ["0", "1", "44"])
 def test_a_forged_verdict_is_not_the_exit_code(tmp_path: Path, rules_file: Path, code: str) -> None:
     """Rule code writes a verdict (exit 0, 1 or 44) on the supervisor's control pipe and exits
-    with it: the run ends without a verdict of its own, so exit 3 and Error in the result file."""
+    with it: the run ends without a verdict of its own, so exit 3 and Error in the result file,
+    and the supervisor's own report says why."""
     run = _custom(EvaluatorCli(tmp_path), rules_file, "ForgesVerdict", "--code", code)
     assert run.returncode == 3, run.describe()
     result = run.result
     assert result is not None and result["status"] == "Error" and result["exit_code"] == 3
     assert run.message is not None and run.message.startswith("InternalServerError: ")
+    assert "the evaluation ended, but the result file cannot be taken" in run.message
+    report = (run.output_dir / "rule_report.html").read_text(encoding="utf-8")
+    assert "InternalServerError: the evaluation ended, but the result file" in report
 
 
 def test_forged_outputs_write_nothing_where_the_rule_says(tmp_path: Path, rules_file: Path) -> None:

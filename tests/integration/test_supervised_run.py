@@ -191,8 +191,8 @@ def test_a_thread_left_running_does_not_hold_the_run(tmp_path: Path, rules_file:
 def test_os_exit_in_a_rule_is_an_internal_error_not_in_progress(
     tmp_path: Path, rules_file: Path
 ) -> None:
-    """os._exit(0) in rule code: no verdict was reported, so exit 3 and the result file and
-    message say so (it used to stay InProgress, exit 0)."""
+    """os._exit(0) in rule code: no verdict was reported, so exit 3 and the result file,
+    message and report say so (it used to stay InProgress, exit 0)."""
     run = _custom(EvaluatorCli(tmp_path), rules_file, "HardExit")
     assert run.returncode == 3, run.describe()
     assert run.message is not None and run.message.startswith("InternalServerError: ")
@@ -200,6 +200,8 @@ def test_os_exit_in_a_rule_is_an_internal_error_not_in_progress(
     result = run.result
     assert result is not None and result["status"] == "Error" and result["exit_code"] == 3
     assert result["rules"][0]["status"] == "Error"
+    report = (run.output_dir / "rule_report.html").read_text(encoding="utf-8")
+    assert "exited with code 0 before it reported a verdict" in report
 
 
 def test_rule_output_becomes_log_lines(tmp_path: Path, rules_file: Path) -> None:
@@ -250,7 +252,8 @@ def test_a_step_over_rule_step_timeout_ends_the_run(
     tmp_path: Path, rules_file: Path, rule: str
 ) -> None:
     """A rule step that sleeps, or backtracks in a regex holding the interpreter lock, past
-    rule_step_timeout: exit 2 and a ClientError naming the rule, the step and the limit."""
+    rule_step_timeout: exit 2 and a ClientError naming the rule, the step and the limit, in
+    the result file, the message and the report the supervisor draws."""
     run = _custom(EvaluatorCli(tmp_path), rules_file, rule, "--rule_step_timeout", "2", timeout=60)
     assert run.returncode == 2, run.describe()
     result = run.result
@@ -260,6 +263,8 @@ def test_a_step_over_rule_step_timeout_ends_the_run(
     assert "rule_step_timeout" in details
     assert result["rules"][0]["error_type"] == "RuleStepTimeout"
     assert run.message is not None and run.message.startswith("ClientError: Rule ")
+    report = (run.output_dir / "rule_report.html").read_text(encoding="utf-8")
+    assert f"Rule {rule} spent more than 2 s on step 0" in report
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: checks the switch to another user")

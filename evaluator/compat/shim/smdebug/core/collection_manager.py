@@ -14,6 +14,7 @@ from evaluator.formats.collections_file import (
     parse_collections_file,
     serialize_collections_file,
 )
+from evaluator.storage.schemes import is_remote
 
 __all__ = ["CollectionManager"]
 
@@ -53,7 +54,7 @@ class CollectionManager:
 
     def export(self, out_dir: str, filename: str) -> None:
         """Write ``<out_dir>/collections/000000000/<filename>`` (a local folder)."""
-        if str(out_dir).startswith("s3://"):
+        if is_remote(str(out_dir)):
             raise SMDebugNotImplementedError(
                 "this CollectionManager exports to local folders only: write the trial "
                 "locally, then upload it"

@@ -10,6 +10,7 @@ from typing import Any
 
 from evaluator.errors import SMDebugNotImplementedError, SMDebugValueError
 from evaluator.modes import ModeKeys
+from evaluator.storage.schemes import is_remote
 from evaluator.testing.writer import StepWriter
 
 from .utils import make_numpy_array
@@ -32,7 +33,7 @@ class FileWriter:
     ) -> None:
         if wtype != "events":
             raise SMDebugValueError(f"Writer type not supported {wtype}")
-        if str(trial_dir).startswith("s3://"):
+        if is_remote(str(trial_dir)):
             raise SMDebugNotImplementedError(
                 "this FileWriter writes local folders only: write the trial locally, then upload it"
             )

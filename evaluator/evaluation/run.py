@@ -1,39 +1,28 @@
-"""One evaluation: open the trial, build every rule, run them, report statuses.
-
-Several rules share one base trial, so one poller and one cache serve them all; each rule runs
-``invoke_rule`` on its own thread (rules mostly wait for data or run numpy, both of which
-release the GIL). The most severe outcome decides the exit code (``evaluator.status``).
-"""
+"""``Evaluation``: open the trial, build every rule, run each on its own thread, and tell
+the reporter (``evaluator.status``) what happens."""
 
 from __future__ import annotations
 
 import inspect
 import logging
-import sys
 import threading
 import time
-import traceback
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec
 from evaluator.errors import (
-    BuiltinRuleError,
     ClientError,
     ConfigurationError,
-    EvaluatorError,
-    MissingCollectionFiles,
-    RuleCodeError,
-    RuleEvaluationConditionMet,
-    RuleFailed,
-    SMDebugError,
     StopRequested,
 )
+from evaluator.evaluation.failures import rule_failure, trial_error
+from evaluator.evaluation.progress import Progress, StepWatch
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.evidence import Evidence
-from evaluator.rules.invoker import NullObserver, invoke_rule
+from evaluator.rules.invoker import invoke_rule
 from evaluator.rules.loader import BuiltinRules, build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.status import StatusReporter
@@ -44,22 +33,11 @@ from evaluator.trial.create import describe_location
 from evaluator.trial.parent import check_not_a_parent
 from evaluator.trial.waits import end_of_data
 
-__all__ = ["Evaluation", "StepWatch"]
+__all__ = ["STOP_GRACE_SECONDS", "Evaluation", "StepWatch"]
 
 log = logging.getLogger("evaluator.evaluation")
 
 STOP_GRACE_SECONDS = 4.0  # rules get this long to reach a step boundary after a stop signal
-_NOTHING_YET_STEPS = 5  # rules that need history (LossNotDecreasing) check nothing at first
-_NOTHING_YET_SECONDS = 300.0  # "checked nothing yet" is repeated at most this often
-
-
-class StepWatch(Protocol):
-    """Told when a rule's code starts and ends its work on a step (``None``: the end-of-data
-    judgement), e.g. to enforce ``rule_step_timeout`` from outside the process."""
-
-    def begin(self, rule: str, step: int | None) -> None: ...
-
-    def end(self, rule: str) -> None: ...
 
 
 class Evaluation:
@@ -108,7 +86,7 @@ class Evaluation:
             base = self._open_base_trial()
         except Exception as e:
             for name in names:
-                self.reporter.fail(name, _trial_error(e, self.config.base_trial))
+                self.reporter.fail(name, trial_error(e, self.config.base_trial))
             return
         with source_folder(self._scratch()) as workdir:  # stale ones from killed runs go
             specs = [s for s in self.config.rules if s.configuration_name in names]
@@ -167,8 +145,7 @@ class Evaluation:
         if options.stop_signal_file:
             waits += f", or the stop signal {options.stop_signal_file}"
         _, change = end_of_data(options.idle_scans_to_complete, options.stop_signal_file)
-        structlog.get_logger("evaluator.evaluation").info(
-            "evaluation_started",
+        self.reporter.started(
             trial=config.base_trial,
             trial_source=config.trial_source,
             **found,
@@ -317,7 +294,7 @@ class Evaluation:
         evidence = found if isinstance(found, Evidence) else None
         if evidence is not None:
             self.reporter.attach_evidence(name, evidence)
-        observer = _Progress(self.reporter, name, rule, evidence, self.watch)
+        observer = Progress(self.reporter, name, rule, evidence, self.watch)
         try:
             result = invoke_rule(
                 rule,
@@ -334,7 +311,7 @@ class Evaluation:
                 observer.on_step_start(None)
                 end()  # e.g. a report writer's final report
         except BaseException as e:  # sys.exit(), KeyboardInterrupt...: still the rule's failure
-            self.reporter.fail(name, _rule_failure(spec, e))
+            self.reporter.fail(name, rule_failure(spec, e))
             return
         finally:
             observer.idle()
@@ -351,156 +328,8 @@ class Evaluation:
         self.reporter.finish(name)
 
 
-class _Progress(NullObserver):
-    """Forwards each visited step to the reporter; while a rule has checked nothing yet, says
-    so once, then every ``_NOTHING_YET_SECONDS``."""
-
-    def __init__(
-        self,
-        reporter: StatusReporter,
-        name: str,
-        rule: Any,
-        evidence: Evidence | None,
-        watch: StepWatch | None = None,
-    ) -> None:
-        self.reporter = reporter
-        self.name = name
-        self.watch = watch
-        self._busy = False
-        self.replay_until = reporter.resumed_step(name)  # an earlier attempt evaluated these
-        self._replayed_firings = set(reporter.fired_steps(name))
-        self.trial = rule.base_trial
-        self.evidence = evidence
-        self.records = bool(getattr(rule, "RECORDS_COMPARISONS", False))
-        self._said_nothing_at: float | None = None
-        self._visited = 0
-        self._last_step: int | None = None
-        self._notes_seen = 0  # notes the rule has made so far (its count)
-        self._notes_kept = 0  # of those, the ones Evidence keeps, already reported
-
-    def on_step_start(self, step: int | None) -> None:
-        if self.watch is not None:
-            self.watch.begin(self.name, step)
-            self._busy = True
-
-    def idle(self) -> None:
-        """The rule's code is not running (between steps, waiting for data, or ended)."""
-        if self._busy and self.watch is not None:
-            self.watch.end(self.name)
-            self._busy = False
-
-    def _replayed(self, step: int) -> bool:
-        return self.replay_until is not None and step <= self.replay_until
-
-    def on_step_evaluated(self, step: int) -> None:
-        self.idle()
-        if self._replayed(step):
-            self._new_notes(step, report=False)  # the earlier attempt logged them
-            return
-        self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
-        self._new_notes(step)
-        self._visited += 1
-        self._last_step = step
-        self._nothing_yet(step)
-
-    def on_step_skipped(self, step: int, exc: SMDebugError) -> None:
-        self.idle()
-        self._visited += 1
-        self._last_step = step
-        self._nothing_yet(step)
-
-    def on_condition_met(self, step: int, exc: RuleEvaluationConditionMet) -> None:
-        self.idle()
-        if self._replayed(step) and exc.step in self._replayed_firings:
-            return  # recorded by the earlier attempt
-        if self._last_step is None or step > self._last_step:
-            # A step's own firing; an end-of-data judgement names a step already counted.
-            self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
-            self._last_step = step
-        reasons = self.evidence.firings_at(exc.step) if self.evidence is not None else []
-        self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
-        self._new_notes(step)
-
-    def _new_notes(self, step: int, *, report: bool = True) -> None:
-        """Firings the rule kept as notes at this step (``ignore_converged``) go to the
-        reporter; a counter comparison when there are none."""
-        if self.evidence is None or self.evidence.note_count == self._notes_seen:
-            return
-        notes = self.evidence.notes_after(self._notes_kept)
-        self._notes_seen = self.evidence.note_count
-        self._notes_kept += len(notes)
-        if notes and report:
-            self.reporter.noted(self.name, step, notes=[n.to_dict() for n in notes])
-
-    def _nothing_yet(self, step: int) -> None:
-        if (
-            self.evidence is None
-            or self._visited < _NOTHING_YET_STEPS
-            or self.evidence.checked_anything(reads_count=not self.records)
-        ):
-            return
-        now = time.monotonic()
-        if self._said_nothing_at is not None and now - self._said_nothing_at < _NOTHING_YET_SECONDS:
-            return
-        self._said_nothing_at = now
-        log.warning(
-            "rule %s has checked no tensor yet (%d saved step(s) visited, up to step %d)"
-            "; it decides when the data ends: a rule that checked nothing ends in Error",
-            self.name,
-            self._visited,
-            step,
-        )
-
-
 def _constructor_arguments(cls: type) -> set[str]:
     try:
         return set(inspect.signature(cls.__init__).parameters)  # type: ignore[misc]
     except (TypeError, ValueError):
         return set()
-
-
-def _rule_failure(spec: RuleSpec, error: BaseException) -> BaseException:
-    """The error to report when a rule raised (``RuleFailed`` says at which step): ours and
-    smdebug's as they are; anything else as a ``RuleCodeError`` (a user's rule, with the file
-    and line) or a ``BuiltinRuleError`` (ours)."""
-    step = None
-    if isinstance(error, RuleFailed):
-        step, error = error.step, error.error
-    if isinstance(error, (EvaluatorError, SMDebugError)):
-        return error
-    if not spec.source:
-        return BuiltinRuleError(spec.name, error, step=step)
-    frame = _user_frame(error)
-    location = None if frame is None else f"{Path(frame.filename).name}, line {frame.lineno}"
-    return RuleCodeError(spec.name, error, step=step, location=location)
-
-
-def _user_frame(error: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame in the user's rule code (a module the loader imported)."""
-    frames = [
-        f
-        for f in traceback.extract_tb(error.__traceback__)
-        if Path(f.filename).name != "__init__.py" and "user_rule_" in _module_of(f.filename)
-    ]
-    return frames[-1] if frames else None
-
-
-def _module_of(filename: str) -> str:
-    for name, module in list(sys.modules.items()):
-        if getattr(module, "__file__", None) == filename:
-            return name
-    return ""
-
-
-def _trial_error(error: Exception, trial: str) -> Exception:
-    if isinstance(error, ConfigurationError):
-        return error
-    if isinstance(error, MissingCollectionFiles):
-        return ClientError(
-            f"No debugging data was saved by the training job at {trial}. Check that the "
-            "debugger hook was configured correctly (DebugHookConfig.S3OutputPath, or the "
-            "hook's out_dir) before starting the training job. Exception: " + str(error)
-        )
-    if isinstance(error, (EvaluatorError, SMDebugError)):
-        return ClientError(f"cannot read the trial at {trial}: {error}")
-    return error

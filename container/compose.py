@@ -1,0 +1,147 @@
+"""The composition of a run, in one place: configuration -> rule classes (the built-ins
+handed in) -> evaluation -> sinks (``evaluator.sinks``).
+
+``StatusReporter`` makes the sinks every run has (log, result file, message files);
+``SINKS`` lists the factories of the others, each called with a ``SinkContext`` and
+returning its sink or None (not wanted by this run). The same factories serve the
+evaluation (``evaluation_for``) and the supervisor's last word (``final_sinks``): an output
+added here hears both. A new output is one module plus one ``register_sink`` (or a line in
+``SINKS``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from evaluator.config import EvaluatorConfig
+    from evaluator.evaluation import Evaluation, StepWatch
+    from evaluator.sinks.events import NullSink, Sinks
+    from evaluator.status import StatusReporter
+
+__all__ = [
+    "SINKS",
+    "SinkContext",
+    "evaluation_for",
+    "final_sinks",
+    "register_sink",
+    "reporter_for",
+    "run_sinks",
+]
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink factory may look at: the run's folders, its report choice, the
+    environment; ``supervisor``: the sink serves the supervisor's last word (no evaluation
+    runs in that process)."""
+
+    result_dir: Path | None
+    message_dir: Path | None
+    report: str | None  # "html" or "none"
+    environ: Mapping[str, str]
+    supervisor: bool = False
+
+
+SinkFactory = Callable[[SinkContext], "NullSink | None"]
+
+
+def report_sink(context: SinkContext) -> NullSink | None:
+    """``rule_report.html`` (``--report html``, the default)."""
+    if context.report != "html":
+        return None
+    from evaluator.sinks.report import ReportSink
+
+    return ReportSink()
+
+
+SINKS: list[SinkFactory] = [report_sink]
+
+
+def register_sink(factory: SinkFactory) -> None:
+    """One more output for every run (and the supervisor's last word) from now on."""
+    SINKS.append(factory)
+
+
+def run_sinks(context: SinkContext) -> list[NullSink]:
+    """The sinks the registered factories make for ``context``, in their order."""
+    return [sink for factory in SINKS if (sink := factory(context)) is not None]
+
+
+def reporter_for(
+    config: EvaluatorConfig, environ: Mapping[str, str], *, log_stream: TextIO
+) -> tuple[StatusReporter, list[NullSink]]:
+    """The run's reporter, with the registered sinks; those sinks (to ``wait`` for after the
+    verdict)."""
+    from evaluator.report import REPORT_FILE_NAME
+    from evaluator.report.writer import DATA_SECONDS
+    from evaluator.sinks.report import ReportSink
+    from evaluator.status import RESULT_FILE_NAME, StatusReporter
+
+    context = SinkContext(config.output_dir, config.message_dir, config.report, environ)
+    sinks = run_sinks(context)
+    report = next((s for s in sinks if isinstance(s, ReportSink)), None)
+    reporter = StatusReporter.from_config(
+        config,
+        console=config.log_format == "console" and log_stream.isatty(),
+        stream=log_stream,
+        sinks=sinks,
+        # rule_report.html beside the result file, named by the verdict line
+        report_file=config.output_dir / REPORT_FILE_NAME if report is not None else None,
+    )
+    if report is not None:  # a killed evaluation's report keeps its curves
+        report.keep_data_current(
+            config.output_dir / RESULT_FILE_NAME,
+            reporter.evidence,
+            _seconds_from(environ, "EVALUATOR_REPORT_DATA_INTERVAL", DATA_SECONDS),
+        )
+    return reporter, sinks
+
+
+def evaluation_for(
+    config: EvaluatorConfig,
+    reporter: StatusReporter,
+    stop: threading.Event,
+    watch: StepWatch | None,
+) -> Evaluation:
+    """The evaluation of ``config``'s rules, the built-in rules handed in."""
+    from evaluator.evaluation import Evaluation
+    from rules_builtin import registry
+
+    return Evaluation(config, reporter, stop, builtins=registry, watch=watch)
+
+
+def final_sinks(state: Mapping[str, Any], result_fd: int | None, message_fd: int | None) -> Sinks:
+    """The supervisor's sinks for its last word: the message files and the result file in
+    the folders it holds, then the registered ones (``state``: the child's ``outputs``
+    message)."""
+    import os
+
+    from evaluator.sinks.events import Sinks
+    from evaluator.sinks.message_files import MessageFilesSink
+    from evaluator.sinks.result_file import ResultFileSink
+
+    folder, messages = state.get("result_dir"), state.get("message_dir")
+    context = SinkContext(
+        Path(folder) if isinstance(folder, str) else None,
+        Path(messages) if isinstance(messages, str) else None,
+        state.get("report") if isinstance(state.get("report"), str) else None,
+        dict(os.environ),
+        supervisor=True,
+    )
+    own = [MessageFilesSink(dir_fd=message_fd), ResultFileSink(dir_fd=result_fd)]
+    return Sinks([*own, *run_sinks(context)])
+
+
+def _seconds_from(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A number of seconds > 0 from the environment variable ``name``; ``default`` when it
+    is unset or not such a number (a tuning knob, never an error)."""
+    try:
+        value = float(environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 and value < float("inf") else default

@@ -1,0 +1,39 @@
+"""The outputs of a run, behind one listener interface (``events``: the events and ``Sink``).
+
+One module per output: ``log_events`` (log lines, the console's progress line, the verdict
+line), ``result_file`` (``rule_evaluation_result.json``), ``message_files`` (``message`` and
+``failure``), ``listeners`` (plain callables), ``report`` (``rule_report.html``).
+``StatusReporter`` makes the first four itself; ``container.compose`` adds the others the
+configuration asks for, and hands the same sinks the supervisor's last word. A new output (a
+webhook, say) is one module with a ``NullSink`` subclass plus its registration in
+``container.compose.SINKS``.
+
+The sinks share the status layer (``evaluator.status`` imports them; they import its files
+and texts): nothing here imports the reporter.
+"""
+
+from __future__ import annotations
+
+from evaluator.sinks.events import (
+    EvaluationEnded,
+    EvaluationStarted,
+    NullSink,
+    RuleFired,
+    RuleNoted,
+    RunClosed,
+    Sink,
+    StatusChanged,
+    StepJudged,
+)
+
+__all__ = [
+    "EvaluationEnded",
+    "EvaluationStarted",
+    "NullSink",
+    "RuleFired",
+    "RuleNoted",
+    "RunClosed",
+    "Sink",
+    "StatusChanged",
+    "StepJudged",
+]

@@ -1,0 +1,27 @@
+"""The ``s3://`` scheme (``evaluator.storage.schemes``): Amazon S3 and compatible stores,
+read by ``S3Storage``, whose client is imported only when an S3 trial is opened."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evaluator.storage.base import Storage
+from evaluator.storage.schemes import Scheme
+
+__all__ = ["S3_SCHEME"]
+
+
+def _open(uri: str, **options: Any) -> Storage:
+    # botocore (credentials, endpoint rules) takes about half a second to import
+    from evaluator.storage.s3 import S3Storage
+
+    return S3Storage(uri, **options)
+
+
+S3_SCHEME = Scheme(
+    prefix="s3://",
+    form="s3://<bucket>/<prefix>",
+    pattern=re.compile(r"s3://[^\s/]+(/\S*)?"),
+    opener=_open,
+)

@@ -1,0 +1,133 @@
+"""Storage schemes in one place: which trial locations are remote, how one is checked, split
+into its bucket and key prefix, and opened.
+
+A location is a plain path, a ``file://`` URL (both a local folder), or the URI of a
+registered remote scheme (``s3://``, ``evaluator.storage.s3_scheme``). Everything above the
+storage layer asks these functions instead of testing prefixes itself, so a new scheme (GCS,
+Azure) is one module that builds a ``Scheme`` plus one ``register_scheme`` line in
+``evaluator/storage/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evaluator.errors import ConfigurationError
+from evaluator.storage.base import Storage
+
+__all__ = [
+    "FILE_PREFIX",
+    "Scheme",
+    "check_location",
+    "is_remote",
+    "local_path",
+    "location_forms",
+    "open_storage",
+    "register_scheme",
+    "registered_schemes",
+    "scheme_of",
+    "split_remote",
+]
+
+FILE_PREFIX = "file://"
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A remote store. Its URIs are ``<prefix><bucket>/<key prefix>``; ``opener`` makes the
+    ``Storage`` for one (importing its client only then), taking the trial's client deadlines
+    as keyword arguments (``connect_timeout``, ``read_timeout``, ``request_deadline``,
+    ``outage_tolerance``) and any other backend option."""
+
+    prefix: str  # "s3://"
+    form: str  # how messages spell a location: "s3://<bucket>/<prefix>"
+    pattern: re.Pattern[str]  # a well-formed location, matched whole
+    opener: Callable[..., Storage]
+
+    @property
+    def example(self) -> str:
+        """``form`` without the angle brackets: ``s3://bucket/prefix``."""
+        return self.form.replace("<", "").replace(">", "")
+
+
+_SCHEMES: dict[str, Scheme] = {}
+
+
+def register_scheme(scheme: Scheme) -> None:
+    """Make ``scheme`` known (again: the newer registration replaces the older)."""
+    _SCHEMES[scheme.prefix] = scheme
+
+
+def registered_schemes() -> list[Scheme]:
+    return list(_SCHEMES.values())
+
+
+def scheme_of(location: str) -> Scheme | None:
+    """The remote scheme of ``location``; None for a local folder (a path or ``file://``)
+    and for a scheme nobody registered."""
+    for prefix, scheme in _SCHEMES.items():
+        if location.startswith(prefix):
+            return scheme
+    return None
+
+
+def is_remote(location: str) -> bool:
+    """Whether ``location`` is in a remote store (not a local folder)."""
+    return scheme_of(location) is not None
+
+
+def local_path(location: str) -> str:
+    """The folder a local location names: ``file://`` taken off, ``~`` expanded."""
+    return os.path.expanduser(location.removeprefix(FILE_PREFIX))
+
+
+def split_remote(location: str) -> tuple[str, str]:
+    """``(bucket, key prefix)`` of a remote location (``s3://b/a/b/`` -> ``("b", "a/b/")``;
+    the prefix is ``""`` for a bare bucket). ``ValueError`` for a local one."""
+    scheme = scheme_of(location)
+    if scheme is None:
+        raise ValueError(f"{location!r} is not a remote location")
+    bucket, _, prefix = location[len(scheme.prefix) :].partition("/")
+    return bucket, prefix
+
+
+def location_forms() -> str:
+    """The locations we read, for messages: ``s3://<bucket>/<prefix>, a folder or a file://
+    URI``."""
+    return ", ".join([s.form for s in _SCHEMES.values()] + ["a folder or a file:// URI"])
+
+
+def check_location(key: str, value: str) -> str:
+    """``value`` when it is a well-formed remote URI, a ``file://`` URL or a path; else a
+    ``ConfigurationError`` naming ``key`` and the forms we read."""
+    scheme = scheme_of(value)
+    if scheme is not None:
+        if not scheme.pattern.fullmatch(value):
+            raise ConfigurationError(f"{key} must be {location_forms()}, got {value!r}")
+        return value
+    if "://" in value and not value.startswith(FILE_PREFIX):
+        raise ConfigurationError(
+            f"{key} must be {location_forms()}, got {value!r} (unsupported scheme)"
+        )
+    if value == FILE_PREFIX:
+        raise ConfigurationError(f"{key} must name a folder after file://, got {value!r}")
+    return value
+
+
+def open_storage(uri: str, **options: Any) -> Storage:
+    """The backend for ``uri``; ``options`` go to its constructor as keyword arguments."""
+    scheme = scheme_of(uri)
+    if scheme is not None:
+        return scheme.opener(uri, **options)
+    if uri.startswith(FILE_PREFIX) or "://" not in uri:
+        from evaluator.storage.local import LocalStorage
+
+        return LocalStorage(uri, **options)
+    remote = "".join(f"{s.example}, " for s in _SCHEMES.values())
+    raise ConfigurationError(
+        f"unsupported trial location {uri!r}: use {remote}file:///path or a folder path"
+    )

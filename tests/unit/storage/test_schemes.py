@@ -1,0 +1,130 @@
+"""Storage schemes in one place (``evaluator.storage.schemes``): a new scheme is one module
+building its ``Scheme`` plus one ``register_scheme``, and every question about a location
+(remote or local, well-formed, which bucket, which backend) is answered from the registry."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluator.config.values import check_location as check_config_location
+from evaluator.errors import ConfigurationError
+from evaluator.formats.collections_file import Collection
+from evaluator.storage import MemoryStorage, open_storage, schemes
+from evaluator.storage.base import Storage
+from evaluator.storage.local import check_local_folder
+from evaluator.storage.schemes import (
+    Scheme,
+    check_location,
+    is_remote,
+    local_path,
+    register_scheme,
+    split_remote,
+)
+from evaluator.testing import TrialWriter
+from evaluator.trial import create_trial
+from evaluator.trial.create import _storage_options
+from evaluator.trial.options import TrialOptions
+from evaluator.trial.parent import check_not_a_parent
+
+OPENED: list[tuple[str, dict[str, Any]]] = []
+BUCKETS: dict[str, MemoryStorage] = {}
+
+
+def _open_mem(uri: str, **options: Any) -> Storage:
+    """The test scheme's backend: the in-memory store registered under the URI."""
+    OPENED.append((uri, options))
+    return BUCKETS[uri]
+
+
+MEM_SCHEME = Scheme(
+    prefix="mem://",
+    form="mem://<bucket>/<prefix>",
+    pattern=re.compile(r"mem://[a-z0-9-]+(/\S*)?"),
+    opener=_open_mem,
+)
+
+
+@pytest.fixture
+def mem_scheme(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The ``mem://`` scheme, registered for one test only."""
+    monkeypatch.setattr(schemes, "_SCHEMES", dict(schemes._SCHEMES))
+    register_scheme(MEM_SCHEME)
+    OPENED.clear()
+    yield
+    BUCKETS.clear()
+
+
+def _memory_trial(folder: Path) -> MemoryStorage:
+    writer = TrialWriter(folder)
+    writer.write_collections([Collection("losses", tensor_names={"loss"})])
+    for step in range(3):
+        writer.write_step(step, {"loss": np.array([1.0 / (step + 1)], dtype=np.float32)})
+    writer.end_training()
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    return MemoryStorage({p.relative_to(folder).as_posix(): p.read_bytes() for p in files})
+
+
+def test_s3_is_the_registered_remote_scheme() -> None:
+    """Out of the box, ``s3://`` is remote and split into bucket and prefix; paths and
+    ``file://`` URLs are local folders."""
+    assert [s.prefix for s in schemes.registered_schemes()] == ["s3://"]
+    assert is_remote("s3://bucket/a/b/") and split_remote("s3://bucket/a/b/") == ("bucket", "a/b/")
+    assert split_remote("s3://bucket") == ("bucket", "")
+    assert not is_remote("/tmp/trial") and not is_remote("file:///tmp/trial")
+    assert local_path("file:///tmp/trial") == "/tmp/trial"
+    with pytest.raises(ValueError, match="not a remote location"):
+        split_remote("/tmp/trial")
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("s3://", "must be s3://<bucket>/<prefix>, a folder or a file:// URI"),
+        ("gs://bucket/x", r"\(unsupported scheme\)"),
+        ("file://", "must name a folder after file://"),
+    ],
+)
+def test_malformed_locations_name_the_forms_we_read(value: str, why: str) -> None:
+    """A malformed location is a ``ConfigurationError`` naming the key and the forms read."""
+    with pytest.raises(ConfigurationError, match=f"^base_trial {why}|^base_trial must"):
+        check_location("base_trial", value)
+    with pytest.raises(ConfigurationError, match=why):
+        check_location("base_trial", value)
+
+
+def test_a_registered_scheme_is_known_everywhere(mem_scheme: None, tmp_path: Path) -> None:
+    """Once registered, a new scheme's URIs are remote, checked by its pattern (in the
+    configuration's messages too), skipped by the local-folder checks, given the client
+    deadlines, and opened through its ``opener``."""
+    assert is_remote("mem://bucket/trial") and split_remote("mem://b/t/") == ("b", "t/")
+    assert check_config_location("base_trial", "mem://bucket/trial") == "mem://bucket/trial"
+    with pytest.raises(ConfigurationError, match="mem://<bucket>/<prefix>, a folder"):
+        check_config_location("base_trial", "mem://Not A Bucket")
+    check_local_folder("mem://bucket/missing", "base_trial")  # no local folder to miss
+    check_not_a_parent("mem://bucket/missing", "base_trial")
+    assert set(_storage_options("mem://bucket/t", TrialOptions())) == {
+        "connect_timeout",
+        "read_timeout",
+        "request_deadline",
+        "outage_tolerance",
+    }
+    BUCKETS["mem://bucket/trial"] = storage = _memory_trial(tmp_path / "trial")
+    assert open_storage("mem://bucket/trial", read_timeout=5.0) is storage
+    with create_trial("mem://bucket/trial", idle_scans_to_complete=1) as trial:
+        assert trial.steps() == [0, 1, 2]
+        assert trial.tensor("loss").value(2).tolist() == pytest.approx([1 / 3])
+    assert [uri for uri, _ in OPENED] == ["mem://bucket/trial"] * 2
+    assert "connect_timeout" in OPENED[1][1]
+
+
+def test_an_unregistered_scheme_is_refused_by_open_storage() -> None:
+    """Without its registration a scheme is unsupported, and the message lists the ones we
+    read."""
+    with pytest.raises(ConfigurationError, match=r"use s3://bucket/prefix, file:///path"):
+        open_storage("mem://bucket/trial")
