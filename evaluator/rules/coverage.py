@@ -82,6 +82,11 @@ _LABELS = (
     'tf.summary.write("labels", y_true, step=step); '
     'tf.summary.write("predictions", y_pred, step=step)',
 )
+_VALIDATION_LOSS = (
+    "a validation loss beside the training loss (the same tag in a validation folder, or a "
+    "tag with a phase word: val_loss, eval/loss, Loss/test)",
+    'writer.add_scalar("val_loss", val_loss, step) beside the training "loss"',
+)
 #: What each built-in rule needs from a TensorBoard log, and one line of logging code that
 #: adds it (torch's SummaryWriter or tensorboardX ``writer``; TF where only TF can).
 TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
@@ -89,14 +94,8 @@ TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
         "a loss scalar (a tag containing 'loss') at 10 or more steps",
         'writer.add_scalar("loss", loss.item(), step)',
     ),
-    "Overfit": (
-        "the same loss tag in a training and a validation run folder",
-        'SummaryWriter(logdir + "/val").add_scalar("loss", val_loss, step)',
-    ),
-    "Overtraining": (
-        "the same loss tag in a training and a validation run folder",
-        'SummaryWriter(logdir + "/val").add_scalar("loss", val_loss, step)',
-    ),
+    "Overfit": _VALIDATION_LOSS,
+    "Overtraining": _VALIDATION_LOSS,
     "StalledTrainingRule": ("steps logged while training runs", "writer.flush()"),
     "VanishingGradient": (
         "gradients",

@@ -143,6 +143,12 @@ class TrialOptions(BaseModel):
         description="For a TensorBoard log: collections of tag names, name -> regular "
         "expressions (re.search); each replaces the default collection of that name.",
     )
+    tensorboard_tag_phases: bool = Field(
+        True,
+        description="For a TensorBoard log: read a phase word in a tag of the run's own folder "
+        "as its mode (train/loss, Loss/train, train_loss -> TRAIN 'loss'; eval/loss, Loss/test, "
+        "val_loss -> EVAL 'loss'); false keeps every tag a tensor of its own.",
+    )
 
 
 def validated_options(

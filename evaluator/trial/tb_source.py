@@ -169,13 +169,17 @@ class TensorBoardSource(TrialSource):
         for folder, phase in members.items():
             mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
             self._folders[folder] = Folder(mode)
-        self._tags = TagCollections(self.options.tensorboard_collections)
+        options = self.options
+        self._tags = TagCollections(
+            options.tensorboard_collections, tag_phases=options.tensorboard_tag_phases
+        )
         self.mapping = TensorBoardMapping(
             run=run,
             runs=names,
             folders={f: self._folders[f].mode.name for f in members},
             phases=phases,
             collections=self._tags.specs,
+            tag_phases=self._tags.tag_phases if options.tensorboard_tag_phases else None,
         )
 
     def _adopt(self, folder: str) -> bool:
@@ -311,19 +315,25 @@ class TensorBoardSource(TrialSource):
     ) -> list[ParsedIndex]:
         """Turn every folder's pending steps (all, or all but its newest) into index files,
         in global-step order."""
-        phases = self.mapping is not None and self.mapping.phases
+        tags = self._tags
+        if tags.uses_tag_phases is None and any(f.pending for f in self._folders.values()):
+            self._decide_tag_phases()
+        mapping = self.mapping
+        phases = mapping is not None and mapping.phases
+        run = mapping.run if mapping is not None else None
         by_step: dict[tuple[int, ModeKeys, int], dict[str, Value]] = {}
-        for folder in self._folders.values():
+        for key, folder in self._folders.items():
             mode = folder.mode
             pending = folder.pending
             if not all_steps and pending:
                 newest = max(pending)
                 folder.pending = {newest: pending.pop(newest)}
             for step, data in pending.items():
-                g = 2 * step + (1 if mode == ModeKeys.EVAL else 0) if phases else step
-                if range_steps is not None and not in_range(g, range_steps):
-                    continue
-                by_step.setdefault((g, mode, step), {}).update(data)
+                for at_mode, part in tags.split(data, mode, key == run):
+                    g = 2 * step + (1 if at_mode == ModeKeys.EVAL else 0) if phases else step
+                    if range_steps is not None and not in_range(g, range_steps):
+                        continue
+                    by_step.setdefault((g, at_mode, step), {}).update(part)
             if all_steps:
                 folder.pending = {}
         out = []
@@ -331,6 +341,18 @@ class TensorBoardSource(TrialSource):
             out.append(self._index_file(g, mode, step, data))
             self._last_step = max(self._last_step, g)
         return out
+
+    def _decide_tag_phases(self) -> None:
+        """Before the first step is handed on: tags with phase words (``train/loss``,
+        ``eval/loss``) give the run TRAIN and EVAL steps, as phase folders do."""
+        mapping = self.mapping
+        if not self._tags.decide() or mapping is None or mapping.phases:
+            return
+        mapping.phases = True
+        for key, folder in self._folders.items():
+            if folder.mode == ModeKeys.GLOBAL:
+                folder.mode = ModeKeys.TRAIN
+                mapping.folders[key] = folder.mode.name
 
     def _index_file(self, g: int, mode: ModeKeys, step: int, data: dict[str, Value]) -> ParsedIndex:
         names: list[str] = []
