@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+import structlog
+
 from evaluator.errors import ClientError
 from evaluator.formats.collections_file import Collection
 from evaluator.formats.tb_summary import phase_of_folder, phase_of_tag
@@ -21,6 +23,8 @@ __all__ = [
     "choose_run",
     "find_runs",
 ]
+
+log = structlog.get_logger("evaluator.trial")
 
 _MOST_SHOWN = 12
 _V = TypeVar("_V")
@@ -119,13 +123,13 @@ class TagCollections:
     ``histograms``. A collection's name set is replaced, never grown in place, so readers in
     other threads never see it change under them.
 
-    Tags are filed under their tensor names: with ``tag_phases`` (the default), a tag with a
-    phase word (``train/loss``, ``Loss/test``, ``val_loss``: ``phase_of_tag``) is the tensor
-    without it, in the word's mode. Whether the run uses phase words is decided once, by
-    ``decide`` before its first step is handed on: when some tag seen by then has one."""
+    Tags are filed under their tensor names: where phase words are used, a tag with one
+    (``train/loss``, ``Loss/test``, ``val_loss``: ``phase_of_tag``) is the tensor without it,
+    in the word's mode. ``tag_phases`` True or False sets it; None (auto) decides once, by
+    ``decide`` before the run's first step is handed on: when some tag seen by then has one."""
 
     def __init__(
-        self, overrides: Mapping[str, list[str]] | None, *, tag_phases: bool = True
+        self, overrides: Mapping[str, list[str]] | None, *, tag_phases: bool | None = None
     ) -> None:
         self.specs: dict[str, list[str]] = {**DEFAULT_COLLECTIONS, **(overrides or {})}
         self.collections: dict[str, Collection] = {}
@@ -136,8 +140,9 @@ class TagCollections:
         for name in ("scalars", "histograms"):
             self.collections[name] = Collection(name)
         self._known: dict[str, str] = {}  # tag -> kind
-        #: None until decided; False when phase words are not used (or turned off).
-        self.uses_tag_phases: bool | None = None if tag_phases else False
+        #: None until decided (``tag_phases`` None: auto); True or False once decided or set.
+        self.uses_tag_phases: bool | None = tag_phases
+        self.decided = False
         #: tag -> (tensor name, mode) of every tag seen with a phase word.
         self.tag_phases: dict[str, tuple[str, ModeKeys]] = {}
 
@@ -146,6 +151,14 @@ class TagCollections:
         if tag in self._known:
             return
         self._known[tag] = kind
+        if self.late_phase_word(tag):
+            log.warning(
+                "tensorboard_tag_phase_ignored",
+                tag=tag,
+                reason="the run's first steps had no tag with a phase word, so this tag is a "
+                "tensor of its own; set tensorboard_tag_phases true (or reopen the trial) to "
+                "read it by its phase word",
+            )
         if self.uses_tag_phases is not False:
             found = phase_of_tag(tag)
             if found is not None:
@@ -160,11 +173,17 @@ class TagCollections:
         return tag if found is None else found[0]
 
     def decide(self) -> bool:
-        """Decide (once) whether phase words in tags are used: when a tag seen so far has one
-        (tags seen later are then read the same way, or all under their own names)."""
+        """Decide (once) whether phase words in tags are used: as set, or (auto) when a tag
+        seen so far has one; tags seen later are read the same way."""
         if self.uses_tag_phases is None:
             self.uses_tag_phases = bool(self.tag_phases)
+        self.decided = True
         return self.uses_tag_phases
+
+    def late_phase_word(self, tag: str) -> bool:
+        """Whether ``tag`` has a phase word that is not used because the run was decided
+        without phase words (auto) before it appeared."""
+        return self.decided and self.uses_tag_phases is False and phase_of_tag(tag) is not None
 
     def split(
         self, data: dict[str, _V], mode: ModeKeys, own_folder: bool

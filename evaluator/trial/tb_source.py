@@ -179,7 +179,7 @@ class TensorBoardSource(TrialSource):
             folders={f: self._folders[f].mode.name for f in members},
             phases=phases,
             collections=self._tags.specs,
-            tag_phases=self._tags.tag_phases if options.tensorboard_tag_phases else None,
+            tag_phases=None if options.tensorboard_tag_phases is False else self._tags.tag_phases,
         )
 
     def _adopt(self, folder: str) -> bool:
@@ -316,7 +316,7 @@ class TensorBoardSource(TrialSource):
         """Turn every folder's pending steps (all, or all but its newest) into index files,
         in global-step order."""
         tags = self._tags
-        if tags.uses_tag_phases is None and any(f.pending for f in self._folders.values()):
+        if not tags.decided and any(f.pending for f in self._folders.values()):
             self._decide_tag_phases()
         mapping = self.mapping
         phases = mapping is not None and mapping.phases

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from evaluator.formats.tb_summary import phase_of_tag
 from evaluator.modes import ModeKeys
@@ -107,3 +108,46 @@ def test_summary_shows_how_tags_were_read(tmp_path: Path) -> None:
         text = format_summary(summarize(trial))
     assert "train/loss -> loss (TRAIN)" in text and "eval/loss -> loss (EVAL)" in text
     assert "global step = 2 x event step" in text
+
+
+def _lightning_live(folder: Path) -> None:
+    """What a live Lightning run holds at first (hp_metric at step 0), then its losses."""
+    torch_style(folder, scalars={"hp_metric": [(0, -1.0)]})
+
+
+def _lightning_losses(folder: Path) -> None:
+    """The run's next file (a name after the first one's), with its losses."""
+    other = torch_style(
+        folder.parent / "next", scalars={"train_loss": [(1, 1.0)], "val_loss": [(1, 2.0)]}
+    )
+    (written,) = other.glob("events.out.tfevents.*")
+    written.rename(folder / "events.out.tfevents.9999999999.next")
+
+
+def test_phase_words_seen_after_the_first_steps_are_named_in_a_warning(tmp_path: Path) -> None:
+    """A live run whose first steps have no phase word (auto) keeps later phase-word tags as
+    tensors of their own, and says so with tensorboard_tag_phase_ignored."""
+    _lightning_live(tmp_path)
+    with create_trial(str(tmp_path), idle_scans_to_complete=50, poll_interval=0.01) as trial:
+        assert trial.steps() == [0]
+        _lightning_losses(tmp_path)
+        with capture_logs() as logs:
+            trial.refresh_data()
+        assert "train_loss" in trial.tensor_names()
+        assert trial.mode_modestep(1) == (ModeKeys.GLOBAL, 1)
+    warned = [e["tag"] for e in logs if e["event"] == "tensorboard_tag_phase_ignored"]
+    assert sorted(warned) == ["train_loss", "val_loss"]
+
+
+def test_phase_words_set_true_pair_tags_seen_later(tmp_path: Path) -> None:
+    """tensorboard_tag_phases=True gives the run phases from its first step, so train_loss
+    and val_loss logged after Lightning's hp_metric are one tensor at TRAIN and EVAL steps."""
+    _lightning_live(tmp_path)
+    with create_trial(
+        str(tmp_path), tensorboard_tag_phases=True, idle_scans_to_complete=50, poll_interval=0.01
+    ) as trial:
+        assert trial.mode_modestep(0) == (TRAIN, 0)
+        _lightning_losses(tmp_path)
+        trial.refresh_data()
+        assert float(trial.tensor("loss").value(1, mode=EVAL)) == 2.0
+        assert trial.tensor("loss").steps(mode=TRAIN) == [1]
