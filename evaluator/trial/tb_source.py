@@ -321,6 +321,8 @@ class TensorBoardSource(TrialSource):
         mapping = self.mapping
         phases = mapping is not None and mapping.phases
         run = mapping.run if mapping is not None else None
+        # Phase words split a step's values by mode; without any, a step is one part.
+        split = tags.split if tags.uses_tag_phases and tags.tag_phases else None
         by_step: dict[tuple[int, ModeKeys, int], dict[str, Value]] = {}
         for key, folder in self._folders.items():
             mode = folder.mode
@@ -329,7 +331,8 @@ class TensorBoardSource(TrialSource):
                 newest = max(pending)
                 folder.pending = {newest: pending.pop(newest)}
             for step, data in pending.items():
-                for at_mode, part in tags.split(data, mode, key == run):
+                parts = split(data, mode, key == run) if split else ((mode, data),)
+                for at_mode, part in parts:
                     g = 2 * step + (1 if at_mode == ModeKeys.EVAL else 0) if phases else step
                     if range_steps is not None and not in_range(g, range_steps):
                         continue
