@@ -59,6 +59,7 @@ TRIAL_ENVIRONMENT = {
     "EVALUATOR_S3_REQUEST_DEADLINE": "s3_request_deadline",
     "EVALUATOR_S3_OUTAGE_TOLERANCE": "s3_outage_tolerance",
     "EVALUATOR_TENSORBOARD_RUN": "tensorboard_run",
+    "EVALUATOR_TENSORBOARD_TAG_PHASES": "tensorboard_tag_phases",
     "EVALUATOR_TRIAL_FORMAT": "trial_format",
 }
 

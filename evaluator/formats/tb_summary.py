@@ -45,6 +45,7 @@ __all__ = [
     "is_event_file",
     "parse_event",
     "phase_of_folder",
+    "phase_of_tag",
     "simple_scalar",
 ]
 
@@ -84,6 +85,45 @@ def phase_of_folder(name: str) -> ModeKeys | None:
     if words[-1] in _EVAL_NAMES or words[0] in _EVAL_NAMES:
         return ModeKeys.EVAL
     return None
+
+
+def _phase_word(word: str) -> ModeKeys | None:
+    word = word.lower()
+    if word in _TRAIN_NAMES:
+        return ModeKeys.TRAIN
+    if word in _EVAL_NAMES:
+        return ModeKeys.EVAL
+    return None
+
+
+def phase_of_tag(tag: str) -> tuple[str, ModeKeys] | None:
+    """The tensor name and mode a tag's phase word gives, None for a tag without one.
+
+    A phase word (those of ``phase_of_folder``) is taken from, in this order: the first path
+    component (``train/loss``, ``eval/loss``: Hugging Face's Trainer), the last one
+    (``Loss/train``, ``Loss/test``: PyTorch's tutorial), or the first or last word of the last
+    component, split at ``_`` or ``-`` (``train_loss``, ``val_loss``: Lightning modules;
+    ``loss_val``). The word and its separator are removed; a tag that would be left empty
+    keeps no phase."""
+    parts = tag.split("/")
+    if len(parts) > 1:
+        phase = _phase_word(parts[0])
+        if phase is not None:
+            return "/".join(parts[1:]), phase
+        phase = _phase_word(parts[-1])
+        if phase is not None:
+            return "/".join(parts[:-1]), phase
+    head, last = parts[:-1], parts[-1]
+    for pattern, word, rest in ((_FIRST_WORD, 1, 2), (_LAST_WORD, 2, 1)):
+        found = pattern.match(last)
+        phase = _phase_word(found.group(word)) if found is not None else None
+        if found is not None and phase is not None:
+            return "/".join([*head, found.group(rest)]), phase
+    return None
+
+
+_FIRST_WORD = re.compile(r"^([A-Za-z]+)[_-](.+)$")
+_LAST_WORD = re.compile(r"^(.+)[_-]([A-Za-z]+)$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ does hold (collections with counts, the closest tensor names) and which paramete
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from typing import Any
@@ -54,7 +55,11 @@ def nothing_checked_error(
     name = getattr(rule, "rule_name", type(rule).__name__)
     trial = rule.base_trial
     hints = _hints(rule)
+    tensorboard = getattr(trial, "kind", None) == "tensorboard"
     parts = [_what_happened(steps_visited, window, hints)]
+    if tensorboard:  # what to log comes first; advice about smdebug's hook does not apply
+        parts.append(tensorboard_advice(name, trial))
+        hints = [dataclasses.replace(h, advice=None) for h in hints]
     parts.append(_holdings(trial))
     names = _all_names(trial)
     close = closest_names(names, [p for h in hints for p in h.patterns])
@@ -63,8 +68,8 @@ def nothing_checked_error(
     advice = _advice(hints, close)
     if advice:
         parts.append(advice)
-    if getattr(trial, "kind", None) == "tensorboard":
-        parts.append(tensorboard_advice(name))
+    if tensorboard:
+        parts.append("docs/tensorboard.md")
     return InsufficientInformationForRuleInvocation(name, "; ".join(parts))
 
 
@@ -82,6 +87,11 @@ _LABELS = (
     'tf.summary.write("labels", y_true, step=step); '
     'tf.summary.write("predictions", y_pred, step=step)',
 )
+_VALIDATION_LOSS = (
+    "a validation loss beside the training loss (the same tag in a validation folder, or a "
+    "tag with a phase word: val_loss, eval/loss, Loss/test)",
+    'writer.add_scalar("val_loss", val_loss, step) beside the training "loss"',
+)
 #: What each built-in rule needs from a TensorBoard log, and one line of logging code that
 #: adds it (torch's SummaryWriter or tensorboardX ``writer``; TF where only TF can).
 TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
@@ -89,14 +99,8 @@ TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
         "a loss scalar (a tag containing 'loss') at 10 or more steps",
         'writer.add_scalar("loss", loss.item(), step)',
     ),
-    "Overfit": (
-        "the same loss tag in a training and a validation run folder",
-        'SummaryWriter(logdir + "/val").add_scalar("loss", val_loss, step)',
-    ),
-    "Overtraining": (
-        "the same loss tag in a training and a validation run folder",
-        'SummaryWriter(logdir + "/val").add_scalar("loss", val_loss, step)',
-    ),
+    "Overfit": _VALIDATION_LOSS,
+    "Overtraining": _VALIDATION_LOSS,
     "StalledTrainingRule": ("steps logged while training runs", "writer.flush()"),
     "VanishingGradient": (
         "gradients",
@@ -109,8 +113,8 @@ TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
     "TensorVariance": _WEIGHTS_AND_GRADS,
     "AllZero": _WEIGHTS_AND_GRADS,
     "WeightUpdateRatio": (
-        "the weights' values (a histogram holds their distribution, not the update of each "
-        "element)",
+        "the weights' values as tensors (a histogram holds their distribution, not each "
+        "element's update)",
         "tf.summary.write(name, weight, step=step) for each weight (a tensor summary)",
     ),
     "PoorWeightInitialization": _WEIGHTS_AND_GRADS,
@@ -122,15 +126,28 @@ TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
 }
 
 
-def tensorboard_advice(rule_name: str) -> str:
-    """For a TensorBoard log: what ``rule_name`` needs and the logging line that adds it."""
+def tensorboard_advice(rule_name: str, trial: Any = None) -> str:
+    """For a TensorBoard log: what ``rule_name`` needs and the logging line that adds it;
+    for WeightUpdateRatio on weights logged as histograms, that they cannot tell updates."""
     what, line = TENSORBOARD_NEEDS.get(
         rule_name, ("the tensors the rule reads", "writer.add_scalar(tag, value, step)")
     )
-    return (
-        f"this TensorBoard log lacks {what}; log it during training, for example: {line} "
-        "(docs/tensorboard.md)"
-    )
+    said = f"this TensorBoard log lacks {what}; log it during training, for example: {line}"
+    if rule_name == "WeightUpdateRatio" and trial is not None:
+        try:
+            logged = sorted(
+                set(trial.tensor_names(collection="weights"))
+                & set(trial.tensor_names(collection="histograms"))
+            )
+        except Exception:
+            logged = []
+        if logged:
+            shown = ", ".join(logged[:5]) + (" …" if len(logged) > 5 else "")
+            said = (
+                f"its weights ({shown}) are logged as histograms, so the update ratio "
+                f"||w - w_prev|| / ||w_prev|| cannot be computed; {said}"
+            )
+    return said
 
 
 def _hints(rule: Any) -> list[SelectionHint]:

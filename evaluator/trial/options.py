@@ -143,6 +143,14 @@ class TrialOptions(BaseModel):
         description="For a TensorBoard log: collections of tag names, name -> regular "
         "expressions (re.search); each replaces the default collection of that name.",
     )
+    tensorboard_tag_phases: bool | None = Field(
+        None,
+        description="For a TensorBoard log: read a phase word in a tag as its mode (train/loss, "
+        "Loss/train, train_loss -> TRAIN 'loss'; eval/loss, Loss/test, val_loss -> EVAL "
+        "'loss'). Unset (auto): when a tag read before the first step is handed on has one; "
+        "true: always (a live run whose first tags have none, such as Lightning's hp_metric); "
+        "false: never, every tag a tensor of its own.",
+    )
 
 
 def validated_options(

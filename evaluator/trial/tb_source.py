@@ -12,7 +12,9 @@ and the columns' snapshots to the trial at once (``HeldSteps``; values are answe
 
 Mapping (docs/tensorboard.md): tags are tensor names; a run is a folder with event files, with
 its phase sub-folders (``train``/``training`` -> TRAIN, ``validation``/``val``/``eval``/``test``
--> EVAL, also as the last word: ``loss_train``). With phases, mode steps are the event steps
+-> EVAL, also as the last word: ``loss_train``), and, in the run's own folder, the phase words
+of tags (``train/loss``, ``Loss/test``, ``val_loss``: the tensor ``loss`` of that mode; option
+``tensorboard_tag_phases``, decided before the first step is handed on). With phases, mode steps are the event steps
 and the global step is ``2 * step`` (TRAIN, or the run's own folder) or ``2 * step + 1``
 (EVAL), so that a step's training values come before its validation values; without, the mode
 is GLOBAL and the global step is the event step. Files of one folder are read in name order
@@ -137,13 +139,17 @@ class TensorBoardSource(TrialSource):
         for folder, phase in members.items():
             mode = phase if phase is not None else (ModeKeys.TRAIN if phases else ModeKeys.GLOBAL)
             self._folders[folder] = Folder(mode)
-        self._tags = TagCollections(self.options.tensorboard_collections)
+        options = self.options
+        self._tags = TagCollections(
+            options.tensorboard_collections, tag_phases=options.tensorboard_tag_phases
+        )
         self.mapping = TensorBoardMapping(
             run=run,
             runs=names,
             folders={f: self._folders[f].mode.name for f in members},
             phases=phases,
             collections=self._tags.specs,
+            tag_phases=None if options.tensorboard_tag_phases is False else self._tags.tag_phases,
         )
 
     def _adopt(self, folder: str) -> bool:
@@ -253,27 +259,45 @@ class TensorBoardSource(TrialSource):
     def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
         """Publish the columns that changed, and hand the trial the new steps of every mode
         (one ``HeldSteps``; none when nothing changed)."""
+        tags = self._tags
+        if not tags.decided and any(f.changed for f in self._folders.values()):
+            self._decide_tag_phases()
+        places = self._places() if tags.uses_tag_phases and tags.tag_phases else None
         changed: set[tuple[ModeKeys, str]] = set()
         news: dict[ModeKeys, list[np.ndarray]] = {}
         names: dict[ModeKeys, set[str]] = {}
-        for folder in self._folders.values():
+        for key, folder in self._folders.items():
             if not folder.changed:
                 continue
-            mode = folder.mode
-            changed.update((mode, tag) for tag in folder.changed)
-            names.setdefault(mode, set()).update(folder.changed)
+            if places is None:  # a folder is one mode, a tag one tensor
+                mode = folder.mode
+                changed.update((mode, tag) for tag in folder.changed)
+                names.setdefault(mode, set()).update(folder.changed)
+                news.setdefault(mode, []).append(folder.take_new_steps())
+            else:  # phase words: a tensor's steps are its own tags' (``_places``)
+                folder.take_new_steps()
+                for tag in folder.changed:
+                    at = places[(key, tag)]
+                    changed.add(at)
+                    names.setdefault(at[0], set()).add(at[1])
+                    news.setdefault(at[0], []).append(folder.series[tag].snapshot().steps)
             folder.changed = set()
-            news.setdefault(mode, []).append(folder.take_new_steps())
         if not changed:
             return []
         snapshots = dict(self.held.snapshots)
         for mode, tag in changed:
             keep = self._keeper(mode, range_steps)
-            snapshots[(mode, tag)] = tuple(
-                f.series[tag].snapshot(keep)
-                for f in self._folders.values()
-                if f.mode == mode and tag in f.series
-            )
+            if places is None:
+                held = [
+                    f.series[tag]
+                    for f in self._folders.values()
+                    if f.mode == mode and tag in f.series
+                ]
+            else:
+                held = [
+                    self._folders[k].series[t] for (k, t), at in places.items() if at == (mode, tag)
+                ]
+            snapshots[(mode, tag)] = tuple(series.snapshot(keep) for series in held)
         steps = []
         for mode, parts in news.items():
             new = distinct(parts)
@@ -300,6 +324,35 @@ class TensorBoardSource(TrialSource):
         key = index_key(max(self._last_step, 0), WORKER) + f"#{self._scans}"
         news_of_scan = HeldSteps(steps, names, snapshots, self.held)
         return [ParsedIndex(key, max(self._last_step, 0), WORKER, news_of_scan)]
+
+    def _decide_tag_phases(self) -> None:
+        """Before the first step is handed on: tags with phase words (``train/loss``,
+        ``eval/loss``) give the run TRAIN and EVAL steps, as phase folders do."""
+        mapping = self.mapping
+        if not self._tags.decide() or mapping is None or mapping.phases:
+            return
+        mapping.phases = True
+        for key, folder in self._folders.items():
+            if folder.mode == ModeKeys.GLOBAL:
+                folder.mode = ModeKeys.TRAIN
+                mapping.folders[key] = folder.mode.name
+
+    def _places(self) -> dict[tuple[str, str], tuple[ModeKeys, str]]:
+        """Where phase words are used: (folder, tag) -> (mode, tensor name) of every tag held.
+        A tag's phase word gives its mode in the run's own folder; a phase folder's mode
+        wins; the tensor is the tag less its phase word (``TagCollections.tensor_name``)."""
+        mapping = self.mapping
+        run = mapping.run if mapping is not None else None
+        found = self._tags.tag_phases
+        places: dict[tuple[str, str], tuple[ModeKeys, str]] = {}
+        for key, folder in self._folders.items():
+            for tag in folder.series:
+                word = found.get(tag)
+                if word is None:
+                    places[(key, tag)] = (folder.mode, tag)
+                else:
+                    places[(key, tag)] = (word[1] if key == run else folder.mode, word[0])
+        return places
 
     def _keeper(
         self,

@@ -115,4 +115,4 @@ def test_rule_needing_what_was_not_logged_says_what_to_log(tmp_path: Path) -> No
     assert "Insufficient information" in dead and "add_histogram(" in dead
     assert "activations" in dead
     overfit = json.dumps(by_rule["Overfit"])
-    assert "validation run folder" in overfit
+    assert "validation folder" in overfit and "val_loss" in overfit

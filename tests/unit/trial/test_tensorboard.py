@@ -154,7 +154,7 @@ def test_phase_folders_map_to_modes(tmp_path: Path) -> None:
 
 def test_add_scalars_folders_and_collections(tmp_path: Path) -> None:
     """torch's add_scalars folders (loss_train/, loss_val/) are phases of the run; tags fall
-    into collections by name."""
+    into collections by their tensor names."""
     torch_style(
         tmp_path,
         scalars={"grad_2.0_norm/fc1.weight": [(0, 0.5)], "train_acc": [(0, 0.4)]},
@@ -176,7 +176,7 @@ def test_add_scalars_folders_and_collections(tmp_path: Path) -> None:
         ]
         assert trial.tensor_names(collection="weights") == ["fc1.weight"]
         assert trial.tensor_names(collection="biases") == []
-        assert trial.tensor_names(collection="metrics") == ["train_acc"]
+        assert trial.tensor_names(collection="metrics") == ["acc"]  # train_acc: TRAIN acc
         assert trial.tensor_names(collection="histograms") == ["fc1.bias.grad", "fc1.weight"]
 
 
