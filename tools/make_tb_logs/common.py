@@ -27,9 +27,11 @@ FLAT_WHY = (
 )
 OVERFIT_ALSO = ["LossNotDecreasing"]
 OVERFIT_WHY = "the rising validation loss is a loss not decreasing in EVAL mode (LossNotDecreasing)"
+STALLED_ALSO = ["Overtraining", "PoorWeightInitialization"]
 VANISHING_WHY = (
-    "a stalled training loss is what Overtraining's patience_train watches; weights or "
-    "gradient norms that do not move are UnchangedTensor's"
+    "a stalled training loss is what Overtraining's patience_train and PoorWeightInitialization's "
+    "first-steps loss check watch; weights or gradient norms that do not move are "
+    "UnchangedTensor's"
 )
 
 

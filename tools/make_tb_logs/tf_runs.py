@@ -27,6 +27,7 @@ from common import (  # noqa: E402
     NEEDS_LABELS,
     OVERFIT_ALSO,
     OVERFIT_WHY,
+    STALLED_ALSO,
     VANISHING_WHY,
     first_nonfinite,
     overfits,
@@ -284,7 +285,7 @@ def tf_vanishing(out: Path) -> dict:
         "measured": m,
         "expected": ["VanishingGradient"]
         + (["LossNotDecreasing"] if m["loss_stalls_10_step_windows"] else []),
-        "also": (["Overtraining"] if m["loss_stalls_10_step_windows"] else [])
+        "also": (STALLED_ALSO if m["loss_stalls_10_step_windows"] else [])
         + (["UnchangedTensor"] if m["loss_or_grad_norm_unchanged_3_steps"] else []),
         "quiet": ["ExplodingTensor"],
         "insufficient": TF_INSUFFICIENT,

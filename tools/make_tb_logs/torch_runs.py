@@ -24,6 +24,7 @@ from common import (  # noqa: E402
     NEEDS_LABELS,
     OVERFIT_ALSO,
     OVERFIT_WHY,
+    STALLED_ALSO,
     VANISHING_WHY,
     first_nonfinite,
     stalls,
@@ -75,7 +76,7 @@ def vanishing(out: Path) -> dict:
         "measured": m,
         "expected": ["VanishingGradient"]
         + (["LossNotDecreasing"] if m["loss_stalls_10_step_windows"] else []),
-        "also": (["Overtraining"] if m["loss_stalls_10_step_windows"] else [])
+        "also": (STALLED_ALSO if m["loss_stalls_10_step_windows"] else [])
         + (["UnchangedTensor"] if m["loss_unchanged_3_steps"] else []),
         "quiet": ["ExplodingTensor"],
         "insufficient": INSUFFICIENT_TORCH + ["Overfit"],
@@ -237,8 +238,7 @@ def lightning_vanishing(out: Path) -> dict:
             "loss_or_grad_norm_unchanged_3_steps": same,
         },
         "expected": ["VanishingGradient"] + (["LossNotDecreasing"] if stalls(losses) else []),
-        "also": (["Overtraining"] if stalls(losses) else [])
-        + (["UnchangedTensor"] if same else []),
+        "also": (STALLED_ALSO if stalls(losses) else []) + (["UnchangedTensor"] if same else []),
         "quiet": ["ExplodingTensor"],
         "insufficient": NEEDS_ACTIVATIONS + NEEDS_LABELS + ["Overfit", "WeightUpdateRatio"],
         "reason": f"smallest gradient norm {smallest:.3g}; {VANISHING_WHY}",
