@@ -68,7 +68,8 @@ def _download(uri: str, workdir: Path) -> Path:
                 keys = [name]
             else:
                 listed = [(o.key, o.size) async for o in storage.list_after("")]
-                keys = [key for key, size in listed if not _folder_marker(key, size, uri)]
+                folders = {k.rpartition("/")[0] for k, _ in listed}
+                keys = [k for k, size in listed if not _folder_marker(k, size, uri, folders)]
             if not keys:
                 raise ConfigurationError(f"no files under rule source {uri} (source_s3_uri)")
             places = [(key, _inside(target, key, uri)) for key in keys]  # all checked first
@@ -92,9 +93,12 @@ def _download(uri: str, workdir: Path) -> Path:
         raise ConfigurationError(f"cannot fetch rule source {uri} (source_s3_uri): {e}") from e
 
 
-def _folder_marker(key: str, size: int, uri: str) -> bool:
+def _folder_marker(key: str, size: int, uri: str, folders: set[str]) -> bool:
     """True for an S3 console folder marker (``rules/``, zero bytes): nothing to copy. The
-    prefix's own marker is listed as the empty key."""
+    prefix's own marker is listed as the empty key; a client that lists keys as paths (obstore)
+    lists ``rules/`` as ``rules``, a zero-byte key that is the folder of other keys."""
+    if not size and key in folders:
+        return True
     if key and not key.endswith("/"):
         return False
     if size:
