@@ -128,3 +128,18 @@ def test_an_unregistered_scheme_is_refused_by_open_storage() -> None:
     read."""
     with pytest.raises(ConfigurationError, match=r"use s3://bucket/prefix, file:///path"):
         open_storage("mem://bucket/trial")
+
+
+def test_s3_only_helpers_ask_the_registry(
+    mem_scheme: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """smdebug's ``is_s3`` and the ``upload`` command take another registered scheme's URI for
+    what it is, not S3: ``(False, None, None)``, and a ClientError naming the form accepted."""
+    from container.upload_command import main as upload
+    from evaluator.compat.shim.smdebug.core.utils import is_s3
+
+    assert is_s3("mem://bucket/a/b") == (False, None, None)
+    assert is_s3("s3://bucket/a/b") == (True, "bucket", "a/b")
+    (tmp_path / "f").write_text("x")
+    assert upload([str(tmp_path), "mem://bucket/p"]) == 2
+    assert "'mem://bucket/p' is not an s3://bucket/prefix URI" in capsys.readouterr().err
