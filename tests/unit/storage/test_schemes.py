@@ -60,10 +60,10 @@ def mem_scheme(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     BUCKETS.clear()
 
 
-def _memory_trial(folder: Path) -> MemoryStorage:
+def _memory_trial(folder: Path, steps: int = 3) -> MemoryStorage:
     writer = TrialWriter(folder)
     writer.write_collections([Collection("losses", tensor_names={"loss"})])
-    for step in range(3):
+    for step in range(steps):
         writer.write_step(step, {"loss": np.array([1.0 / (step + 1)], dtype=np.float32)})
     writer.end_training()
     files = [p for p in folder.rglob("*") if p.is_file()]
@@ -143,3 +143,25 @@ def test_s3_only_helpers_ask_the_registry(
     (tmp_path / "f").write_text("x")
     assert upload([str(tmp_path), "mem://bucket/p"]) == 2
     assert "'mem://bucket/p' is not an s3://bucket/prefix URI" in capsys.readouterr().err
+
+
+def test_batch_expands_a_prefix_of_any_registered_scheme(mem_scheme: None, tmp_path: Path) -> None:
+    """``rule-evaluator batch mem://bucket/jobs/`` finds the trials among the prefix's
+    sub-folders (one directly, one in SageMaker's ``debug-output/``, a ``rule-output`` skipped)
+    through the scheme's storage alone, listing far fewer pages than the trials hold objects."""
+    from container.batch.trials import Trial, find_trials
+
+    objects: dict[str, bytes] = {"jobs/notes.txt": b"x", "jobs/c/rule-output/r.json": b"{}"}
+    for job, inner in (("a", ""), ("b", "debug-output/")):
+        trial = _memory_trial(tmp_path / job, steps=30)
+        for key in trial._keys:
+            objects[f"jobs/{job}/{inner}{key}"] = trial._get(key)
+    BUCKETS["mem://bucket"] = store = MemoryStorage(objects, page_size=1)
+    assert find_trials(["mem://bucket/jobs/"]) == [
+        Trial("a", "mem://bucket/jobs/a"),
+        Trial("b", "mem://bucket/jobs/b/debug-output"),
+    ]
+    assert 0 < store.calls["list"] < len(objects) / 5
+    assert store.calls["read"] == 0
+    with pytest.raises(ConfigurationError, match=r"^mem://bucket/jobs/c is not a trial"):
+        find_trials(["mem://bucket/jobs/c"])
