@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from evaluator.config.values import check_location as check_config_location
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, StorageError
 from evaluator.formats.collections_file import Collection
 from evaluator.storage import MemoryStorage, open_storage, schemes
 from evaluator.storage.base import Storage
@@ -39,6 +39,8 @@ BUCKETS: dict[str, MemoryStorage] = {}
 def _open_mem(uri: str, **options: Any) -> Storage:
     """The test scheme's backend: the in-memory store registered under the URI."""
     OPENED.append((uri, options))
+    if uri not in BUCKETS:
+        raise StorageError(f"{uri} does not exist", uri=uri)
     return BUCKETS[uri]
 
 
@@ -165,3 +167,32 @@ def test_batch_expands_a_prefix_of_any_registered_scheme(mem_scheme: None, tmp_p
     assert store.calls["read"] == 0
     with pytest.raises(ConfigurationError, match=r"^mem://bucket/jobs/c is not a trial"):
         find_trials(["mem://bucket/jobs/c"])
+    with pytest.raises(ConfigurationError, match=r"^cannot list mem://other/jobs: mem://other "):
+        find_trials(["mem://other/jobs"])
+
+
+def test_a_scheme_with_its_own_folder_lister_is_listed_by_it(mem_scheme: None) -> None:
+    """A scheme's ``folders`` factory is asked once per ``Folders`` and its lister answers every
+    location of that scheme; local folders keep ``scandir``."""
+    from dataclasses import replace
+
+    from evaluator.storage.folders import Folders
+
+    made: list[str] = []
+
+    class Listed:
+        def children(self, location: str) -> tuple[set[str], set[str]]:
+            made.append(location)
+            return {"index"}, set()
+
+    def factory() -> Listed:
+        made.append("made")
+        return Listed()
+
+    register_scheme(replace(MEM_SCHEME, folders=factory))
+    folders = Folders()
+    assert folders.children("mem://b/x") == ({"index"}, set())
+    assert folders.children("mem://b/y") == ({"index"}, set())
+    assert made == ["made", "mem://b/x", "mem://b/y"]
+    with pytest.raises(ConfigurationError, match="the trial folder /no/such/place does not exist"):
+        folders.children("/no/such/place")
