@@ -15,6 +15,8 @@ from typing import Any
 
 from container.suggest import SuggestingParser
 from evaluator.errors import ExitCode
+from evaluator.storage.s3_scheme import S3_SCHEME
+from evaluator.storage.schemes import scheme_of, split_remote
 
 __all__ = ["ENDPOINT_WAIT", "main"]
 
@@ -36,11 +38,11 @@ def main(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(list(argv))
     folder = Path(args.folder)
-    if not args.uri.startswith("s3://") or not args.uri[5:].split("/", 1)[0]:
-        return _fail(f"{args.uri!r} is not an s3://bucket/prefix URI")
+    if not _is_s3(args.uri):
+        return _fail(f"{args.uri!r} is not an {S3_SCHEME.example} URI")
     if not folder.is_dir():
         return _fail(f"{args.folder} is not a folder: give the trial folder to upload")
-    bucket, _, prefix = args.uri[5:].partition("/")
+    bucket, prefix = split_remote(args.uri)
     prefix = prefix.strip("/")
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if not files:
@@ -65,9 +67,20 @@ def main(argv: Sequence[str]) -> int:
         )
     except (BotoCoreError, ClientError) as e:
         return _fail(f"uploading {args.folder} to {args.uri} failed: {e}")
-    target = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+    target = f"{S3_SCHEME.prefix}{bucket}/{prefix}" if prefix else f"{S3_SCHEME.prefix}{bucket}"
     print(f"uploaded {len(files)} file(s) from {args.folder} to {target}")
     return 0
+
+
+def _is_s3(uri: str) -> bool:
+    """Whether ``uri`` is a well-formed location of the registered ``s3://`` scheme: the one
+    store this command writes to (boto3's upload), whatever else the evaluator reads."""
+    scheme = scheme_of(uri)
+    return (
+        scheme is not None
+        and scheme.prefix == S3_SCHEME.prefix
+        and bool(scheme.pattern.fullmatch(uri))
+    )
 
 
 def _client() -> Any:

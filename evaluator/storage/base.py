@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ObjectInfo", "Storage", "SyncRangeReader"]
+__all__ = ["FolderLister", "ObjectInfo", "Storage", "SyncRangeReader"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +66,13 @@ class SyncRangeReader(Protocol):
     that a synchronous caller otherwise pays on every read. Same contract as ``read_range``."""
 
     def read_range_sync(self, key: str, start: int, end: int) -> bytes: ...
+
+
+class FolderLister(Protocol):
+    """What a location holds directly (``rule-evaluator batch``'s prefix expansion): one per
+    scheme and batch, so a client opened for the first folder serves the next ones."""
+
+    def children(self, location: str) -> tuple[set[str], set[str]]:
+        """``(sub-folder names, file names)`` directly in ``location``; a
+        ``ConfigurationError`` naming it when it cannot be listed."""
+        ...

@@ -27,7 +27,7 @@ from evaluator.errors import AccessDenied, ConfigurationError, ObjectNotFound, S
 from evaluator.storage.base import ObjectInfo
 from evaluator.storage.schemes import is_remote, local_path
 
-__all__ = ["LocalStorage", "check_local_folder"]
+__all__ = ["LocalFolders", "LocalStorage", "check_local_folder"]
 
 _TEMPORARY_SUFFIX = ".tmp"  # smdebug writes <name>.tmp and renames it when complete
 _CHUNK = 8 << 20
@@ -165,6 +165,23 @@ def check_local_folder(location: str, key: str) -> None:
             "training job's debug output (collections/, index/, events/), or an s3:// URI; "
             "with docker run, check the -v mount"
         )
+
+
+class LocalFolders:
+    """The ``FolderLister`` of local folders (paths and ``file://`` URLs)."""
+
+    def children(self, location: str) -> tuple[set[str], set[str]]:
+        path = local_path(location)
+        try:
+            entries = list(os.scandir(path))
+        except FileNotFoundError:
+            raise ConfigurationError(f"the trial folder {location} does not exist") from None
+        except NotADirectoryError:
+            raise ConfigurationError(f"{location} is a file, not a trial folder") from None
+        except OSError as e:
+            raise ConfigurationError(f"cannot read the folder {location}: {e.strerror}") from None
+        folders = {e.name for e in entries if e.is_dir()}
+        return folders, {e.name for e in entries if not e.is_dir()}
 
 
 def _translated(error: OSError, path: str) -> StorageError:

@@ -52,6 +52,7 @@ from evaluator.storage.s3_errors import translate as _translate
 from evaluator.storage.s3_outage import Outage, Unanswered
 from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, unreachable_error
 from evaluator.storage.s3_retry import RetryRules
+from evaluator.storage.s3_scheme import S3_SCHEME
 
 __all__ = ["S3Storage"]
 
@@ -375,16 +376,16 @@ class S3Storage:
                 )
 
     def _s3_uri(self, key: str) -> str:
-        return f"s3://{self._bucket}/{self._root}{key}"
+        return f"{S3_SCHEME.prefix}{self._bucket}/{self._root}{key}"
 
 
 def _parse(uri: str) -> tuple[str, str]:
     """``s3://bucket/a/b/`` -> ``("bucket", "a/b/")``; ``s3://bucket`` -> ``("bucket", "")``."""
-    if not uri.startswith("s3://"):
-        raise StorageError(f"{uri!r} is not an s3:// URI", uri=uri)
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    if not uri.startswith(S3_SCHEME.prefix):
+        raise StorageError(f"{uri!r} is not an {S3_SCHEME.prefix} URI", uri=uri)
+    bucket, _, prefix = uri.removeprefix(S3_SCHEME.prefix).partition("/")
     if not bucket:
-        raise StorageError(f"{uri!r} names no bucket: use s3://bucket/prefix", uri=uri)
+        raise StorageError(f"{uri!r} names no bucket: use {S3_SCHEME.example}", uri=uri)
     prefix = prefix.rstrip("/")
     return bucket, f"{prefix}/" if prefix else ""
 

@@ -1,12 +1,13 @@
 """The ``s3://`` scheme (``evaluator.storage.schemes``): Amazon S3 and compatible stores,
-read by ``S3Storage``, whose client is imported only when an S3 trial is opened."""
+read by ``S3Storage``, whose client is imported only when an S3 trial is opened; a prefix's
+sub-folders are listed by ``S3Folders`` (``rule-evaluator batch s3://bucket/jobs/``)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from evaluator.storage.base import Storage
+from evaluator.storage.base import FolderLister, Storage
 from evaluator.storage.schemes import Scheme
 
 __all__ = ["S3_SCHEME"]
@@ -19,9 +20,16 @@ def _open(uri: str, **options: Any) -> Storage:
     return S3Storage(uri, **options)
 
 
+def _folders() -> FolderLister:
+    from evaluator.storage.s3_folders import S3Folders
+
+    return S3Folders()
+
+
 S3_SCHEME = Scheme(
     prefix="s3://",
     form="s3://<bucket>/<prefix>",
     pattern=re.compile(r"s3://[^\s/]+(/\S*)?"),
     opener=_open,
+    folders=_folders,
 )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator.errors import ConfigurationError
-from evaluator.storage.base import Storage
+from evaluator.storage.base import FolderLister, Storage
 
 __all__ = [
     "FILE_PREFIX",
@@ -41,12 +41,17 @@ class Scheme:
     """A remote store. Its URIs are ``<prefix><bucket>/<key prefix>``; ``opener`` makes the
     ``Storage`` for one (importing its client only then), taking the trial's client deadlines
     as keyword arguments (``connect_timeout``, ``read_timeout``, ``request_deadline``,
-    ``outage_tolerance``) and any other backend option."""
+    ``outage_tolerance``) and any other backend option.
+
+    ``folders``, optional, makes the ``FolderLister`` that lists a location's sub-folders
+    directly (S3: a LIST with a delimiter); without it ``evaluator.storage.folders`` lists them
+    through the storage's own listing, one listing per sub-folder."""
 
     prefix: str  # "s3://"
     form: str  # how messages spell a location: "s3://<bucket>/<prefix>"
     pattern: re.Pattern[str]  # a well-formed location, matched whole
     opener: Callable[..., Storage]
+    folders: Callable[[], FolderLister] | None = None
 
     @property
     def example(self) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from evaluator.config.values import check_location as check_config_location
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, StorageError
 from evaluator.formats.collections_file import Collection
 from evaluator.storage import MemoryStorage, open_storage, schemes
 from evaluator.storage.base import Storage
@@ -39,6 +39,8 @@ BUCKETS: dict[str, MemoryStorage] = {}
 def _open_mem(uri: str, **options: Any) -> Storage:
     """The test scheme's backend: the in-memory store registered under the URI."""
     OPENED.append((uri, options))
+    if uri not in BUCKETS:
+        raise StorageError(f"{uri} does not exist", uri=uri)
     return BUCKETS[uri]
 
 
@@ -60,10 +62,10 @@ def mem_scheme(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     BUCKETS.clear()
 
 
-def _memory_trial(folder: Path) -> MemoryStorage:
+def _memory_trial(folder: Path, steps: int = 3) -> MemoryStorage:
     writer = TrialWriter(folder)
     writer.write_collections([Collection("losses", tensor_names={"loss"})])
-    for step in range(3):
+    for step in range(steps):
         writer.write_step(step, {"loss": np.array([1.0 / (step + 1)], dtype=np.float32)})
     writer.end_training()
     files = [p for p in folder.rglob("*") if p.is_file()]
@@ -128,3 +130,69 @@ def test_an_unregistered_scheme_is_refused_by_open_storage() -> None:
     read."""
     with pytest.raises(ConfigurationError, match=r"use s3://bucket/prefix, file:///path"):
         open_storage("mem://bucket/trial")
+
+
+def test_s3_only_helpers_ask_the_registry(
+    mem_scheme: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """smdebug's ``is_s3`` and the ``upload`` command take another registered scheme's URI for
+    what it is, not S3: ``(False, None, None)``, and a ClientError naming the form accepted."""
+    from container.upload_command import main as upload
+    from evaluator.compat.shim.smdebug.core.utils import is_s3
+
+    assert is_s3("mem://bucket/a/b") == (False, None, None)
+    assert is_s3("s3://bucket/a/b") == (True, "bucket", "a/b")
+    (tmp_path / "f").write_text("x")
+    assert upload([str(tmp_path), "mem://bucket/p"]) == 2
+    assert "'mem://bucket/p' is not an s3://bucket/prefix URI" in capsys.readouterr().err
+
+
+def test_batch_expands_a_prefix_of_any_registered_scheme(mem_scheme: None, tmp_path: Path) -> None:
+    """``rule-evaluator batch mem://bucket/jobs/`` finds the trials among the prefix's
+    sub-folders (one directly, one in SageMaker's ``debug-output/``, a ``rule-output`` skipped)
+    through the scheme's storage alone, listing far fewer pages than the trials hold objects."""
+    from container.batch.trials import Trial, find_trials
+
+    objects: dict[str, bytes] = {"jobs/notes.txt": b"x", "jobs/c/rule-output/r.json": b"{}"}
+    for job, inner in (("a", ""), ("b", "debug-output/")):
+        trial = _memory_trial(tmp_path / job, steps=30)
+        for key in trial._keys:
+            objects[f"jobs/{job}/{inner}{key}"] = trial._get(key)
+    BUCKETS["mem://bucket"] = store = MemoryStorage(objects, page_size=1)
+    assert find_trials(["mem://bucket/jobs/"]) == [
+        Trial("a", "mem://bucket/jobs/a"),
+        Trial("b", "mem://bucket/jobs/b/debug-output"),
+    ]
+    assert 0 < store.calls["list"] < len(objects) / 5
+    assert store.calls["read"] == 0
+    with pytest.raises(ConfigurationError, match=r"^mem://bucket/jobs/c is not a trial"):
+        find_trials(["mem://bucket/jobs/c"])
+    with pytest.raises(ConfigurationError, match=r"^cannot list mem://other/jobs: mem://other "):
+        find_trials(["mem://other/jobs"])
+
+
+def test_a_scheme_with_its_own_folder_lister_is_listed_by_it(mem_scheme: None) -> None:
+    """A scheme's ``folders`` factory is asked once per ``Folders`` and its lister answers every
+    location of that scheme; local folders keep ``scandir``."""
+    from dataclasses import replace
+
+    from evaluator.storage.folders import Folders
+
+    made: list[str] = []
+
+    class Listed:
+        def children(self, location: str) -> tuple[set[str], set[str]]:
+            made.append(location)
+            return {"index"}, set()
+
+    def factory() -> Listed:
+        made.append("made")
+        return Listed()
+
+    register_scheme(replace(MEM_SCHEME, folders=factory))
+    folders = Folders()
+    assert folders.children("mem://b/x") == ({"index"}, set())
+    assert folders.children("mem://b/y") == ({"index"}, set())
+    assert made == ["made", "mem://b/x", "mem://b/y"]
+    with pytest.raises(ConfigurationError, match="the trial folder /no/such/place does not exist"):
+        folders.children("/no/such/place")

@@ -22,6 +22,8 @@ from evaluator.formats.keys import (
     serialize_tf_device,
     worker_from_collections_key,
 )
+from evaluator.storage.s3_scheme import S3_SCHEME
+from evaluator.storage.schemes import scheme_of, split_remote
 
 from .logger import get_logger
 
@@ -52,10 +54,11 @@ __all__ = [
 def is_s3(path: str) -> tuple[bool, str | None, str | None]:
     """``(True, bucket, prefix)`` for ``s3://bucket/prefix`` (prefix ``""`` for a bare
     bucket), ``(False, None, None)`` for anything else."""
-    if not path.startswith("s3://"):
-        return False, None, None
-    bucket, sep, prefix = path[len("s3://") :].partition("/")
-    return True, bucket, prefix if sep else ""
+    scheme = scheme_of(path)
+    if scheme is None or scheme.prefix != S3_SCHEME.prefix:
+        return False, None, None  # a folder, or another registered scheme: not S3
+    bucket, prefix = split_remote(path)
+    return True, bucket, prefix
 
 
 def flatten(items: Iterable[Any]) -> list[Any]:
