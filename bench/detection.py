@@ -15,7 +15,10 @@ The onset of a fault is measured WITHOUT the rule:
   ``labels.json`` (``evidence``), read with the definitions in ``HOOK_ONSETS`` below.
 
 Lag is counted in saved steps (the trial's global steps, every mode) from the first saved
-step at or after the onset to the first firing. A labelled fault the rule did not fire on is a
+step at or after the onset to the first firing. "Latest allowed" is the latest step any
+documented reading of the rule allows it to fire on the fault (bench/allowed.py, from the
+documents and the trial's values, not from the rule's code); "within" says whether the rule
+fired by one saved step after it, the issue's goal. A labelled fault the rule did not fire on is a
 miss; one it "checked nothing" on is a vacuous pass. Not a test: nothing here is timed.
 """
 
@@ -32,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.allowed import NOTES, latest_allowed  # noqa: E402
 from evaluator.trial import create_trial  # noqa: E402
 from tests.hook_trials import outcomes as hook_outcomes  # noqa: E402
 from tests.scenarios import outcomes as scenario_outcomes  # noqa: E402
@@ -235,7 +239,9 @@ DOCUMENTED_WAIT = {
     "LossNotDecreasing": "num_steps=10 mode steps after the first comparable value (on the "
     "flat-loss trials TRAIN and EVAL alternate: 10 TRAIN steps = 20 saved steps); a plateau "
     "fires at the first evaluation (every 10 mode steps) whose anchor lies on it when the "
-    "loss is smooth, one window of 10 later when it is noisy (rules_builtin/_levels.py)",
+    "loss is smooth, or noisy with single values showing no fall and window means no fall "
+    "beyond one standard error of the noise; else when the window means show none, up to "
+    "one window of 10 later (rules_builtin/_levels.py)",
     "PoorWeightInitialization": "the loss check: patience=5 TRAIN steps for a smooth loss, "
     "two windows of 5 for a noisy one; the variance and gradient checks: none",
     "Overtraining": "patience_train=5 / patience_validation=10 values without a new best after "
@@ -252,10 +258,20 @@ def _lag(saved: list[int], onset: int, fired: int) -> int:
     return saved.index(fired) - start if fired in saved else fired - onset
 
 
-def _row(run: str, rule: str, onset: int | None, outcome: Any, saved: list[int]) -> dict[str, Any]:
+def _within(saved: list[int], allowed: int | None, fired: int | None) -> bool | None:
+    """Whether the rule fired by one saved step after the latest allowed step."""
+    if allowed is None or fired is None:
+        return None
+    return _lag(saved, allowed, fired) <= 1
+
+
+def _row(
+    run: str, rule: str, onset: int | None, outcome: Any, saved: list[int], allowed: int | None
+) -> dict[str, Any]:
     fired = outcome.fired[0] if outcome.fired else None
     lag = _lag(saved, onset, fired) if onset is not None and fired is not None else None
     return {"run": run, "rule": rule, "onset": onset, "fired": fired, "lag": lag,
+            "allowed": allowed, "within": _within(saved, allowed, fired),
             "cell": outcome.cell}  # fmt: skip
 
 
@@ -268,9 +284,11 @@ def measure(workdir: Path) -> dict[str, Any]:
         found = [onsets[k] for k in keys if onsets.get(k) is not None]
         trial = create_trial(str(folder))
         saved = list(trial.steps())
+        onset = min(found) if found else None
+        params = scenario_outcomes.PARAMETERS.get(rule, {})
+        allowed = latest_allowed(rule, trial, onset, params)
         trial.close()
-        rows.append(_row(f"scenario {name}", rule, min(found) if found else None,
-                         scen[rule][name], saved))  # fmt: skip
+        rows.append(_row(f"scenario {name}", rule, onset, scen[rule][name], saved, allowed))
     alarms += [
         ("scenario healthy", r, o["healthy"].cell) for r, o in scen.items() if o["healthy"].fired
     ]
@@ -280,10 +298,13 @@ def measure(workdir: Path) -> dict[str, Any]:
         saved = sorted(
             {s for m in lab["written_by_hook"]["modes"].values() for s in m["global_steps"]}
         )
+        trial = create_trial(str(hook_outcomes.ROOT / trial_name))
         for rule in hook_outcomes.FAULTS[trial_name] + ALSO_LABELLED.get(trial_name, []):
             definition = HOOK_ONSETS.get(rule)
             onset = definition[1](lab) if definition else None
-            rows.append(_row(trial_name, rule, onset, hooks[rule][trial_name], saved))
+            allowed = latest_allowed(rule, trial, onset, {})
+            rows.append(_row(trial_name, rule, onset, hooks[rule][trial_name], saved, allowed))
+        trial.close()
         if trial_name.endswith("_healthy"):
             alarms += [
                 (trial_name, r, o[trial_name].cell) for r, o in hooks.items() if o[trial_name].fired
@@ -301,12 +322,15 @@ def render(figures: dict[str, Any]) -> str:
         "Onset: the first step the fault is measurable, measured without the rule (see the",
         "module docstring and the definitions below). Lag: saved steps from the first saved step",
         "at or after the onset to the rule's first firing; a negative lag is a firing before",
-        "the fault was measurable (on noise).",
+        "the fault was measurable (on noise). Latest allowed: the latest step any documented",
+        "reading of the rule allows it to fire (bench/allowed.py, from the documents and the",
+        "trial's values); within: fired by one saved step after it (the issue's goal).",
         "",
         "## Per rule",
         "",
-        "| rule | faults | detected | missed | vacuous | fired before onset | lag median | lag max |",
-        "|---|---|---|---|---|---|---|---|",
+        "| rule | faults | detected | missed | vacuous | fired before onset | lag median | lag max "
+        "| within (<= +1 saved step) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for rule in sorted({r["rule"] for r in rows}):
         mine = [r for r in rows if r["rule"] == rule]
@@ -315,20 +339,28 @@ def render(figures: dict[str, Any]) -> str:
         missed = sum(1 for r in mine if r["fired"] is None) - vacuous
         early = sum(1 for lag in lags if lag < 0)
         med = f"{statistics.median(lags):g}" if lags else "-"
+        within = sum(1 for r in mine if r["within"])
         out.append(f"| {rule} | {len(mine)} | {len(mine) - missed - vacuous} | {missed} | "
-                   f"{vacuous} | {early} | {med} | {max(lags) if lags else '-'} |")  # fmt: skip
+                   f"{vacuous} | {early} | {med} | {max(lags) if lags else '-'} | "
+                   f"{within}/{len(mine)} |")  # fmt: skip
     out += ["", "What a rule waits for by definition (part of the lag):", ""]
     out += [f"- {rule}: {text}" for rule, text in DOCUMENTED_WAIT.items()]
     alarms = figures["false_alarms"]
     out += ["", f"## False alarms on healthy runs: {len(alarms)}", ""]
     out += [f"- {run}: {rule} {cell}" for run, rule, cell in alarms] or ["(none)"]
-    out += ["", "## Every labelled fault", "", "| run | rule | onset | fired | lag (saved steps) |",
-            "|---|---|---|---|---|"]  # fmt: skip
+    out += ["", "## Every labelled fault", "",
+            "| run | rule | onset | fired | lag (saved steps) | latest allowed "
+            "| within (<= +1 saved step) |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         onset = "-" if r["onset"] is None else r["onset"]
         fired = r["cell"] if r["fired"] is None else r["fired"]
         lag = "-" if r["lag"] is None else r["lag"]
-        out.append(f"| {r['run']} | {r['rule']} | {onset} | {fired} | {lag} |")
+        allowed = "-" if r["allowed"] is None else r["allowed"]
+        within = {True: "yes", False: "NO", None: "-"}[r["within"]]
+        out.append(f"| {r['run']} | {r['rule']} | {onset} | {fired} | {lag} | {allowed} "
+                   f"| {within} |")  # fmt: skip
+    out += ["", "## Notes", ""]
+    out += [f"- {text}" for text in NOTES]
     out += ["", "## Onset definitions on the real-hook trials", ""]
     out += [f"- {rule}: {text}" for rule, (text, _) in sorted(HOOK_ONSETS.items())]
     out += ["", "Scenarios: `tests/scenarios/training.py` (`_Onsets`) records, per rule:", ""]

@@ -8,7 +8,10 @@ reading of the documentation can fire: a plateau is caught as soon as both value
 On a noisy series (one mini-batch's loss per step, Keras' running mean early in an epoch) one
 earlier value can sit far from the level of the loss, and a healthy run would fire whenever a
 lucky batch is the comparison value; there the rules compare with the mean of the earlier
-window instead, at the price of that window's delay.
+window instead, at the price of that window's delay. ``single_decides`` lets LossNotDecreasing
+keep the single-value comparison on a noisy series too when the window means show no fall
+beyond one standard error of the noise: a noisy plateau fires as early as documented
+(bench/DETECTION.md: the numpy lr_zero run at 12, not 24; pytorch_sigmoid_flat at 10, not 22).
 
 ``smooth`` decides between the two on the values the comparison reads (the earlier value and
 the newer window): the noise is the robust standard deviation of their second differences
@@ -26,7 +29,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["LossView", "noise", "smooth"]
+__all__ = ["LossView", "noise", "single_decides", "smooth"]
 
 _MAD_TO_SIGMA = 0.6745 * math.sqrt(6.0)  # median |second difference| of white noise / sigma
 
@@ -55,6 +58,29 @@ def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]
     sigma = noise(finite)
     percent = 100.0 * sigma / level if level > 0 else (0.0 if sigma == 0 else math.inf)
     return math.sqrt(2.0) * percent <= margin_percent / 2, percent
+
+
+def single_decides(
+    last: tuple[float, int, int],
+    single: tuple[float, int, int],
+    current: tuple[float, int, int],
+    previous: tuple[float, int, int],
+    noise: float,
+    diff_percent: float,
+    counts: tuple[int, int],
+) -> bool:
+    """Whether, on a noisy series, the single values (the newest one and the anchor's, AWS's
+    comparison) decide: they show no ``diff_percent`` % decrease and the window means show
+    none larger than ``diff_percent`` plus one standard error of their difference (the noise
+    in % of the level, over the ``counts`` of values averaged). A real fall the noise cannot
+    hide keeps the means deciding (no alarm on one unlucky batch); a plateau fires as early
+    as the documented comparison."""
+    fell = last[0] < single[0] - abs(single[0]) * diff_percent / 100
+    if fell or math.isnan(last[0]) or math.isnan(single[0]):
+        return False
+    se = noise * math.sqrt(sum(1 / max(c, 1) for c in counts))
+    decrease = 100.0 * (previous[0] - current[0]) / abs(previous[0]) if previous[0] else 0.0
+    return not decrease > diff_percent + se
 
 
 @dataclass

@@ -21,7 +21,7 @@ from evaluator.rules.kit.params import (
 )
 from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
 from evaluator.rules.rule import Rule
-from rules_builtin._levels import LossView, smooth
+from rules_builtin._levels import LossView, single_decides, smooth
 from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
 from rules_builtin.registry import register
 
@@ -66,7 +66,8 @@ class LossNotDecreasing(Rule):
     ``num_steps=10``, step 21 is compared with step 9 and the next evaluation is at step 33.
     Earliest firing: mode step ``num_steps`` (the first saved step ``num_steps`` after the
     first saved one); a loss that stops falling at step o fires at the first evaluation
-    whose anchor is at or after o (smooth series), as AWS's single-value comparison does.
+    whose anchor is at or after o (smooth series; noisy ones when the single values there
+    show no fall, below), as AWS's single-value comparison does.
 
     Formula (the sources disagree; this is our choice): at an evaluation at mode step ``s``
     with anchor ``a``, ``cur`` is the mean of the values saved in ``(s - num_steps, s]``
@@ -76,19 +77,26 @@ class LossNotDecreasing(Rule):
       (``a`` and the window, ``rules_builtin._levels``) is below half of ``diff_percent``
       (at least 0.1) % of the level. Full-batch runs, a learning rate of 0, a loss stuck
       at one value: AWS's comparison, and the earliest;
-    * else the mean of the values saved in ``(a - num_steps, a]``, so that one noisy batch
-      does not decide (mini-batch losses, Keras' running mean); a window later.
+    * on a noisy series (mini-batch losses, Keras' running mean), the value at ``a``
+      compared with the value at ``s`` too (AWS's comparison) when those show no
+      ``diff_percent`` % decrease and the means of ``(a - num_steps, a]`` and ``cur``'s
+      window show no decrease larger than ``diff_percent`` plus one standard error of their
+      difference (the noise over the counts averaged): a plateau fires as early as the
+      documented comparison, while a real fall the noise cannot hide is never called flat
+      on one unlucky batch;
+    * else the mean of the values saved in ``(a - num_steps, a]`` against ``cur``.
 
-    ``best`` is the lowest ``prev`` or ``cur`` computed in that mode before. It fires if
+    ``best`` is the lowest ``prev`` or ``cur`` (window means) computed in that mode before.
+    It fires if
 
     * ``cur >= prev - |prev| * diff_percent / 100`` (did not decrease by ``diff_percent`` %;
       an equal loss counts as not decreasing; a NaN loss always fires), or
-    * ``cur > best + |best| * increase_threshold_percent / 100``.
+    * ``cur > best + |best| * increase_threshold_percent / 100`` (``cur`` the window mean).
 
     Both conditions are recorded as evidence at every evaluation: "decrease (%)"
     ``100 * (prev - cur) / |prev|`` against ``diff_percent`` (fires when ``<=``; a NaN loss
     is recorded as -inf), naming the values compared and, in a firing's sentence, the noise
-    and which of the two decided; and "rise (%)" ``100 * (cur - best) / |best|`` against
+    and which comparison decided; and "rise (%)" ``100 * (cur - best) / |best|`` against
     ``increase_threshold_percent`` (fires when ``>``).
 
     This follows the current AWS documentation, where ``diff_percent`` is the minimum
@@ -248,22 +256,36 @@ class LossNotDecreasing(Rule):
         if name in self._skipped or current is None or single is None:
             return False
         # The anchor's value alone on a smooth series (AWS's comparison, and the earliest);
-        # the mean of the window ending at the anchor on a noisy one (rules_builtin._levels).
+        # on a noisy one as well unless the window means show a decrease the noise cannot
+        # explain (rules_builtin._levels), else the window means decide.
         read = [v for _, g in [anchor, *window] if (v := view.values.get(g)) is not None]
         is_smooth, noise = smooth(read, max(self.diff_percent, _MIN_MARGIN))
         previous: tuple[float, int, int] | None = single
+        decided = (current, single)
         if not is_smooth:
-            previous = self._mean(name, view, view.window(anchor[0], self.num_steps), mode)
+            earlier = view.window(anchor[0], self.num_steps)
+            previous = self._mean(name, view, earlier, mode)
+            last = self._mean(name, view, [window[-1]], mode)
+            if name in self._skipped or previous is None or last is None:
+                return False
+            decided = (current, previous)
+            counts = (len(window), len(earlier))
+            if single_decides(last, single, current, previous, noise, self.diff_percent, counts):
+                decided = (last, single)
         if name in self._skipped or previous is None:
             return False
         view.last_evaluated = at
         best = _lowest(view.best, previous[0])
         view.best = _lowest(best, current[0])
-        # Which window decided, and why (the noise measured on the values compared).
-        why = f"noise {noise:.2g}% of the level: the " + (
-            "anchor's value" if is_smooth else "window ending at the anchor"
+        # Which comparison decided, and why (the noise measured on the values compared).
+        why = f"noise {noise:.2g}% of the level: " + (
+            "the anchor's value"
+            if is_smooth
+            else "the single values, the window means showing no decrease beyond the noise"
+            if decided[1] is single
+            else "the window ending at the anchor"
         )
-        return self._judge(name, step, mode, at, current, previous, best, why)
+        return self._judge(name, step, mode, at, decided, best, current, why)
 
     def _mean(
         self, name: str, view: LossView, window: list[tuple[int, int]], mode: ModeKeys
@@ -302,11 +324,13 @@ class LossNotDecreasing(Rule):
         step: int,
         mode: ModeKeys,
         at: int,
-        current: tuple[float, int, int],
-        previous: tuple[float, int, int],
+        decided: tuple[tuple[float, int, int], tuple[float, int, int]],
         best: float,
+        mean: tuple[float, int, int],
         why: str,
     ) -> bool:
+        current, previous = decided
+        level, newest = mean[0], _span(mode.name, mean)
         cur, prev = current[0], previous[0]
         m = mode.name
         where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
@@ -334,11 +358,11 @@ class LossNotDecreasing(Rule):
             ),
             diagnose=diagnose,
         )
-        rise = percent_of(cur - best, best)
+        rise = percent_of(level - best, best)
         risen = self.evidence.compare(
             step,
             name,
-            quantity=f"rise (%) of {now} of the loss above its lowest {m} value or mean",
+            quantity=f"rise (%) of {newest} of the loss above its lowest {m} value or mean",
             value=rise,
             parameter="increase_threshold_percent",
             threshold=self.increase_threshold_percent,
@@ -346,7 +370,7 @@ class LossNotDecreasing(Rule):
             mode=mode,
             mode_step=at,
             sentence=lambda: (
-                f"{self.rule_name}: {now} of {name} ({cur:g}, at {where}) is more than "
+                f"{self.rule_name}: {newest} of {name} ({level:g}, at {where}) is more than "
                 f"{self.increase_threshold_percent:g}% above its lowest {m} value or mean "
                 f"{best:g}"
             ),

@@ -28,7 +28,10 @@ not_learning). The figures that decide, all measured on the series itself:
 * ``level``: the median of the recent part, the last ``max(MIN_RECENT, n // 4)`` values;
 * ``fall_percent``: ``100 * (start - level) / |start|``;
 * ``recent_change_percent``: the least-squares line through the recent part, its change from
-  the first to the last recent step (negative: falling);
+  the first to the last recent step (negative: falling); a rising one counts as a rise only
+  through ``MIN_TREND`` values or more (20 values or more in all): the line through 3 noisy
+  values changes by 1.4 times the noise by chance, so a noisy plateau caught early is not
+  taken for a divergence;
 * ``noise_percent``: the spread of the step-to-step differences over the later half of the
   series (1.4826 times their median absolute deviation, over the square root of 2: the
   standard deviation of Gaussian noise), which a trend does not inflate, or the spread of the
@@ -82,6 +85,7 @@ SWING = 0.15  # fraction of the starting loss: noise above this is an oscillatio
 OVERFIT_GAP = 1.0  # validation level more than this fraction above the training level
 NOISE_K = 2.0  # a rise or trend must also exceed this many times the noise
 MIN_RECENT = 3  # the recent part: at least this many values ...
+MIN_TREND = 5  # a recent trend counts as a rise only through at least this many values
 RECENT_FRACTION = 0.25  # ... and at least this fraction of the series
 
 
@@ -113,6 +117,7 @@ class Trend:
     flat_steps: int
     finite: bool = True  # no NaN or infinity in the recent part
     first_bad_step: int | None = None
+    recent: int = MIN_RECENT  # how many values the recent part holds
 
     def part(self, value: float) -> float:
         """``value`` as a fraction of the starting loss."""
@@ -129,7 +134,8 @@ class Trend:
     def rising(self) -> bool:
         """Above its lowest, or trending up, by more than ``RISE`` and the noise."""
         bar = max(RISE * self.scale, NOISE_K * self.noise)
-        return self.level - self.lowest > bar or (self.count >= 5 and self.change > bar)
+        trend = self.recent >= MIN_TREND and self.change > bar  # a line through 3 values wobbles
+        return self.level - self.lowest > bar or trend
 
     def figures(self, prefix: str = "") -> dict[str, float | int]:
         return {
@@ -210,7 +216,8 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
         since = smooth_steps[outside[-1] + 1]
     else:
         since = x[-1]  # outside it now
-    return Trend(n, start, level, lowest, scale, change, noise, int(span), int(x[-1] - since))
+    return Trend(n, start, level, lowest, scale, change, noise, int(span), int(x[-1] - since),
+                 recent=recent_n)  # fmt: skip
 
 
 def _recent_count(n: int) -> int:

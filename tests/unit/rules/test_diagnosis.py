@@ -72,3 +72,14 @@ def test_minibatch_noise_on_a_converged_loss_is_not_a_rise() -> None:
     trend = measure(STEPS, _noisy(0.1 + 2.2 * np.exp(-T / 10), 0.05))
     assert trend is not None
     assert classify(trend).kind == "converged"
+
+
+def test_a_rising_line_through_three_noisy_values_is_not_a_divergence() -> None:
+    """A flat loss with 4 % batch noise, 11 values whose last three happen to rise by 12 % of
+    the start, is not rising (a trend counts through MIN_TREND values or more); the same rise
+    held by the level is."""
+    flat = [1.012, 0.971, 0.969, 0.973, 1.028, 1.035, 0.982, 1.013, 0.951, 1.037, 1.073]
+    trend = measure(list(range(len(flat))), flat)
+    assert trend is not None and trend.change > 0.1 and not trend.rising()
+    risen = measure(list(range(14)), [*flat, 1.3, 1.3, 1.3])
+    assert risen is not None and risen.rising()

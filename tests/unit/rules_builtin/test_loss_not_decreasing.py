@@ -366,19 +366,41 @@ def test_a_smooth_loss_is_compared_with_the_anchors_value(make_trial: Callable[.
     assert "noise 0% of the level: the anchor's value" in reason["sentence"]
 
 
-def test_a_noisy_loss_is_compared_with_the_window_ending_at_the_anchor(
+def test_a_noisy_falling_loss_is_compared_with_the_window_ending_at_the_anchor(
     make_trial: Callable[..., Any],
 ) -> None:
-    """A flat loss with +-10 % batch noise: the mean over 11..20 is compared with the mean over
-    1..10 (one noisy batch does not decide), and the firing names that window."""
-    flat = {s: 1.0 + 0.1 * np.sin(2.3 * s) for s in range(21)}
+    """A loss falling 5 % then 1 % per step with 3 % white batch noise does not fire: at step 20
+    the mean over 11..20 is compared with the mean over 1..10 (one noisy batch does not
+    decide), and the evidence's series names those windows."""
+    batch = np.random.default_rng(7).normal(0.0, 0.03, 21)
+    noisy = {s: 0.95 ** min(s, 10) * 0.99 ** max(s - 10, 0) * (1 + batch[s]) for s in range(21)}
+    rule = LossNotDecreasing(make_trial(global_steps(noisy)))
+    assert _run(rule) == ()
+    at_20 = [
+        q["quantity"]
+        for q in rule.evidence.series()["series"]
+        if q["parameter"] == "diff_percent" and [20, q["points"][-1][1]] == q["points"][-1]
+    ]
+    assert at_20 == ["decrease (%) of the loss from the mean over GLOBAL steps \u2026 to the mean "
+                     "over GLOBAL steps \u2026"]  # fmt: skip
+
+
+def test_a_noisy_flat_loss_fires_at_the_documented_single_value_comparison(
+    make_trial: Callable[..., Any],
+) -> None:
+    """A flat loss with 3 % white batch noise whose value at step 10 is not below step 0's fires
+    at 10, as AWS's single-value comparison does (window means would wait for 20), and the
+    firing says the single values decided because the means showed no fall beyond the noise."""
+    batch = np.random.default_rng(2).normal(0.0, 0.03, 21)
+    flat = {s: 1.0 + batch[s] for s in range(21)}
+    assert flat[10] >= flat[0]
     rule = LossNotDecreasing(make_trial(global_steps(flat)))
-    _run(rule)
-    quantities = {c["quantity"] for c in rule.evidence.summary()["closest"]}
-    assert any(
-        q.startswith("decrease (%) of the loss from the mean over GLOBAL steps 1..10 to the "
-                     "mean over GLOBAL steps 11..20") for q in quantities
-    ), quantities  # fmt: skip
+    assert _run(rule)[0] == 10
+    reason = rule.evidence.summary()["reasons"][0]
+    assert reason["quantity"].startswith(
+        "decrease (%) of the loss from the value at GLOBAL step 0 to the value at GLOBAL step 10"
+    )
+    assert "the single values, the window means showing no decrease beyond" in reason["sentence"]
 
 
 def test_a_plateau_fires_at_the_first_evaluation_whose_anchor_is_on_it(
