@@ -49,7 +49,8 @@ class WindowedRows:
     rule passes (``GLOBAL``: global steps). With ``reduction`` (``(name, abs)``, the
     reduction ``compute`` computes per row) ``get`` answers, where the window has no row,
     the first element of ``reduction_value(step, name, abs=abs)`` (the hook's saved one where
-    it saved it), None where the tensor has neither (a shape only) or it is empty."""
+    it saved it), None where the tensor has neither (a shape only) or it is empty. Empty
+    values are left to the rule (None) unless ``empty``: then ``compute`` covers them too."""
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class WindowedRows:
         flatten: bool = True,
         alone_dtypes: Iterable[np.dtype[Any]] | None = (),
         reduction: tuple[str, bool] | None = None,
+        empty: bool = False,
     ) -> None:
         self._trial = trial
         self._columns = getattr(trial, "columns", None)  # ours; smdebug's trial has none
@@ -72,6 +74,7 @@ class WindowedRows:
         self._max_bytes = max_bytes
         self._flatten = flatten
         self._reduction = reduction
+        self._empty = empty
         self._covered: frozenset[int] = frozenset()
         self._results: dict[str, tuple[dict[int, int], Any, list[int]]] = {}
         self._note: Callable[[str, int], None] | None = None
@@ -109,7 +112,9 @@ class WindowedRows:
         except TensorUnavailableForStep:
             return None
         value = np.asarray(value)
-        if value.size == 0 or (self._alone is not None and value.dtype not in self._alone):
+        if (value.size == 0 and not self._empty) or (
+            self._alone is not None and value.dtype not in self._alone
+        ):
             return None  # (the default, no dtypes: the rule's own per-step answer)
         result = self._compute(value.reshape(1, -1) if self._flatten else value[np.newaxis])
         return None if result is None else result[0]
@@ -160,7 +165,7 @@ class WindowedRows:
             if values.dtype not in self._dtypes:
                 continue
             flat = values.reshape(len(column.steps), -1)
-            if flat.shape[1] == 0:
+            if flat.shape[1] == 0 and not self._empty:
                 continue  # empty tensors: the per-step path says what they mean
             result = self._compute(flat if self._flatten else values)
             if result is None:
