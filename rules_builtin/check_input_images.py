@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
@@ -44,6 +43,13 @@ class _ChannelMeans:
 
     def means(self) -> np.ndarray:
         return self.sums / self.divisor()
+
+
+@dataclass(frozen=True)
+class _NoChannelAxis:
+    """A saved batch without the ``channel`` axis: its shape."""
+
+    shape: tuple[int, ...]
 
 
 @register
@@ -102,8 +108,16 @@ class CheckInputImages(Rule):
         self.channel = parse_int(name, "channel", channel)
         self._inputs: dict[str, _ChannelMeans] = {}
         # The per-channel sums of a window of saved batches at once (where the trial has a
-        # batch read), instead of a value() call and a few numpy calls per tensor and step.
-        self._rows = WindowedRows(base_trial, self._channel_sums, dtypes=_NUMBERS, flatten=False)
+        # batch read), else of the step's batch alone (any dtype float64 takes, empty ones
+        # too: they count no images).
+        self._rows = WindowedRows(
+            base_trial,
+            self._channel_sums,
+            dtypes=_NUMBERS,
+            flatten=False,
+            alone_dtypes=None,
+            empty=True,
+        )
 
     def selection_hints(self) -> list[SelectionHint]:
         hint = self.selection.hint()
@@ -124,15 +138,20 @@ class CheckInputImages(Rule):
         names = self.selection.names(self.base_trial, step=step)
         for name in names:
             row = self._rows.get(name, step, names)
+            if isinstance(row, _NoChannelAxis):
+                self.logger.warning(
+                    "%s: %s has shape %s, no axis %d for the channel; skipped at step %d",
+                    self.rule_name,
+                    name,
+                    row.shape,
+                    self.channel,
+                    step,
+                )
+                continue
             if row is None:
-                try:
-                    value = np.asarray(self.base_trial.tensor(name).value(step), dtype=np.float64)
-                except TensorUnavailableForStep:
-                    continue
-                running = self._add(name, value, step)
-            else:
-                sums, elements, images = row
-                running = self._accumulate(name, sums, elements, images, step)
+                continue  # no raw value, or not a batch of images (scores, labels)
+            sums, elements, images = row
+            running = self._accumulate(name, sums, elements, images, step)
             if running is None or running.images < self.threshold_samples:
                 continue
             # max |sum / n| over the channels is max |sum| / n, bit for bit (dividing by n > 0
@@ -155,33 +174,6 @@ class CheckInputImages(Rule):
             ):
                 fired = True
         return fired
-
-    def _add(self, name: str, value: np.ndarray, step: int) -> _ChannelMeans | None:
-        if value.ndim < 3 and self.channel != 0:
-            return None  # not a batch of images (scores, labels): not checked
-        if not -value.ndim <= self.channel < value.ndim:
-            self.logger.warning(
-                "%s: %s has shape %s, no axis %d for the channel; skipped at step %d",
-                self.rule_name,
-                name,
-                value.shape,
-                self.channel,
-                step,
-            )
-            return None
-        axis = self.channel % value.ndim
-        # The channel axis first (np.moveaxis, whose bookkeeping costs more than the sums of a
-        # small batch, is needed only when it is not there already).
-        per_channel = (value if axis == 0 else np.moveaxis(value, axis, 0)).reshape(
-            value.shape[axis], -1
-        )
-        return self._accumulate(
-            name,
-            per_channel.sum(axis=1),
-            per_channel.shape[1],
-            value.shape[0] if axis != 0 else 1,
-            step,
-        )
 
     def _accumulate(
         self, name: str, sums: np.ndarray, elements: int, images: int, step: int
@@ -206,14 +198,16 @@ class CheckInputImages(Rule):
         running.images += images
         return running
 
-    def _channel_sums(self, stacked: np.ndarray) -> list[tuple[np.ndarray, int, int]] | None:
-        """Per row of a window (one saved batch each): its per-channel sums, elements per
-        channel and images, as ``_add`` computes them from the batch alone (numpy sums each
-        row of the C-contiguous stack as it sums the batch alone; tests pin it). None for a
-        tensor ``_add`` skips (it logs why, step by step)."""
+    def _channel_sums(self, stacked: np.ndarray) -> list[Any]:
+        """Per row of a window (one saved batch each, or one batch alone): its per-channel
+        sums, elements per channel and images (numpy sums each row of the C-contiguous stack
+        as it sums the batch alone; tests pin it). None per row for a tensor that is no batch
+        of images; ``_NoChannelAxis`` for one without the channel axis (the rule says so)."""
         ndim = stacked.ndim - 1
-        if (ndim < 3 and self.channel != 0) or not -ndim <= self.channel < ndim:
-            return None
+        if ndim < 3 and self.channel != 0:
+            return [None] * len(stacked)
+        if not -ndim <= self.channel < ndim:
+            return [_NoChannelAxis(stacked.shape[1:])] * len(stacked)
         axis = self.channel % ndim
         channels, images = stacked.shape[axis + 1], stacked.shape[1] if axis != 0 else 1
         elements = stacked[0].size // channels

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float
 from evaluator.rules.kit.selection import TensorSelection
@@ -91,11 +90,15 @@ class DeadRelu(Rule):
         self.finder = ActivationFinder(base_trial)
         self.threshold_inactivity = parse_float(name, "threshold_inactivity", threshold_inactivity)
         self.threshold_layer = parse_float(name, "threshold_layer", threshold_layer)
-        # dead_percent of a window of steps at once, where the trial has a batch read.
-        self._dead = WindowedRows(base_trial, self._dead_rows, dtypes=_NUMBERS, flatten=False)
+        # dead_percent of a window of steps at once where the trial has a batch read, else of
+        # the step's value alone (any dtype, as dead_percent takes it).
+        self._dead = WindowedRows(
+            base_trial, self._dead_rows, dtypes=_NUMBERS, flatten=False, alone_dtypes=None
+        )
 
     def _dead_rows(self, stacked: np.ndarray) -> list[float | None]:
-        """``dead_percent`` of each step's value in a window (``stacked``: one per row)."""
+        """``dead_percent`` of each step's value in a window (``stacked``: one per row), the
+        same numbers for a window of one step."""
         if stacked.ndim < 2:
             return [None] * len(stacked)  # scalars: dead_percent has no answer
         per_unit = stacked.reshape(stacked.shape[0], stacked.shape[1], -1)
@@ -132,12 +135,6 @@ class DeadRelu(Rule):
             if computed:  # a Dense layer's unsaved outputs: relu(inputs @ kernel + bias)
                 value = self.finder.output_value(name, step)
                 dead = None if value is None else dead_percent(value, self.threshold_inactivity)
-            elif dead is None:
-                try:
-                    value = self.base_trial.tensor(name).value(step)
-                except TensorUnavailableForStep:
-                    continue
-                dead = dead_percent(value, self.threshold_inactivity)
             if dead is None:
                 continue
             if self.evidence.compare(

@@ -128,10 +128,13 @@ class PoorWeightInitialization(Rule):
         # loss -> (mode step, value) of the last 2 * patience training steps (the two windows)
         self._losses: dict[str, deque[tuple[int, float]]] = {}
         self._last_step: int | None = None
-        # Variances and percentile spreads of a window of steps at once, where the trial
-        # has a batch read.
-        self._variances = WindowedRows(base_trial, _row_variances)
-        self._spreads = WindowedRows(base_trial, _row_spreads, dtypes=_SPREAD_DTYPES)
+        # Variances and percentile spreads of a window of steps at once where the trial has
+        # a batch read, else of the step alone: its reduction_value (the hook's saved
+        # variance where it saved it), its value's percentiles.
+        self._variances = WindowedRows(base_trial, _row_variances, reduction=("variance", False))
+        self._spreads = WindowedRows(
+            base_trial, _row_spreads, dtypes=_SPREAD_DTYPES, alone_dtypes=_NUMBERS
+        )
 
     def selection_hints(self) -> list[SelectionHint]:
         activations = (
@@ -184,11 +187,7 @@ class PoorWeightInitialization(Rule):
                 if pre is not None and pre.size and np.isfinite(pre).all():
                     variances[name] = float(np.var(pre))
                 continue
-            batched = self._variances.get(name, step, names)
-            if batched is not None:
-                variance = None if math.isnan(batched) else float(batched)
-            else:
-                variance = _variance(self.base_trial.tensor(name), step)
+            variance = self._variance(name, step, names)
             if variance is not None:
                 variances[name] = variance
         if len(variances) < 2:
@@ -212,20 +211,24 @@ class PoorWeightInitialization(Rule):
             ),
         )
 
+    def _variance(self, name: str, step: int, names: list[str]) -> float | None:
+        """``name``'s variance at ``step`` (a window's, else reduction_value); None where
+        there is none, it is NaN or not of numbers."""
+        try:
+            found = self._variances.get(name, step, names)
+        except TypeError:
+            return None  # strings: numpy has no variance of them
+        if found is None or np.asarray(found).dtype.kind not in "iuf" or math.isnan(found):
+            return None
+        return float(found)
+
     def _gradient_spread(self, step: int) -> bool:
         fired = False
         names = self.gradients.names(self.base_trial, step=step)
         for name in names:
             spread = self._spreads.get(name, step, names)
             if spread is None:
-                try:
-                    value = np.asarray(self.base_trial.tensor(name).value(step))
-                except TensorUnavailableForStep:
-                    continue
-                if value.size < 2 or value.dtype.kind not in "iuf":
-                    continue
-                low, high = np.percentile(value, [5, 95])
-                spread = float(high - low)
+                continue  # no raw value, not numbers, or fewer than two values
             if self.evidence.compare(
                 step,
                 name,
@@ -309,17 +312,9 @@ def _decrease_percent(before: float, now: float) -> float:
     return percent_of(before - now, before)
 
 
-def _variance(tensor: Any, step: int) -> float | None:
-    try:
-        value = np.asarray(tensor.reduction_value(step, "variance")).reshape(-1)
-    except (TensorUnavailableForStep, TypeError):
-        return None
-    if value.size == 0 or value.dtype.kind not in "iuf" or math.isnan(float(value[0])):
-        return None
-    return float(value[0])
-
-
 _SPREAD_DTYPES = [np.dtype(t) for t in "bBhHiIlLqQfd"]
+# A step's value alone: any integers or floats (np.percentile of one row is its percentile).
+_NUMBERS = [np.dtype(t) for t in "bBhHiIlLqQefdg"]
 
 
 def _row_variances(rows: np.ndarray) -> np.ndarray:

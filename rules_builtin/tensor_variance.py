@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import ConfigurationError, TensorUnavailableForStep
+from evaluator.errors import ConfigurationError
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_optional_float
 from evaluator.rules.kit.selection import TensorSelection
@@ -73,8 +73,9 @@ class TensorVariance(Rule):
                 f"{name} parameter min_threshold must not exceed max_threshold, got "
                 f"min_threshold={min_threshold!r} and max_threshold={max_threshold!r}"
             )
-        # Variances of a window of steps at once, where the trial has a batch read.
-        self._variances = WindowedRows(base_trial, _variances)
+        # Variances of a window of steps at once where the trial has a batch read, else the
+        # step's reduction_value (the hook's saved one where it saved it).
+        self._variances = WindowedRows(base_trial, _variances, reduction=("variance", False))
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -82,12 +83,7 @@ class TensorVariance(Rule):
     def invoke_at_step(self, step: int) -> bool:
         names = self.selection.names(self.base_trial, step=step)
         for name in names:
-            batched = self._variances.get(name, step, names)
-            if batched is not None:
-                value = float(batched)
-                variance = None if math.isnan(value) else value
-            else:
-                variance = self._variance(name, step)
+            variance = self._variance(name, step, names)
             if variance is None:
                 continue
             if self.max_threshold is not None and self._compare(
@@ -123,17 +119,14 @@ class TensorVariance(Rule):
             ),
         )
 
-    def _variance(self, name: str, step: int) -> float | None:
+    def _variance(self, name: str, step: int, names: list[str]) -> float | None:
         try:
-            found = self.base_trial.tensor(name).reduction_value(step, "variance")
-        except TensorUnavailableForStep:
-            return None  # a shape only
+            found = self._variances.get(name, step, names)
         except TypeError:
             return None  # strings: numpy has no variance of them
-        value = np.asarray(found).reshape(-1)
-        if value.size == 0 or value.dtype.kind not in "biuf":
-            return None
-        variance = float(value[0])
+        if found is None or np.asarray(found).dtype.kind not in "biuf":
+            return None  # a shape only, an empty value, or no numbers
+        variance = float(found)
         return None if math.isnan(variance) else variance
 
 

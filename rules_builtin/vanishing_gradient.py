@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float
 from evaluator.rules.kit.selection import TensorSelection
@@ -49,8 +48,9 @@ class VanishingGradient(Rule):
         self.selection = TensorSelection(
             self.rule_name, default_collections=["gradients"], all_when_empty=False
         )
-        # mean |g| of a window of steps at once, where the trial has a batch read.
-        self._means = WindowedRows(base_trial, _mean_abs)
+        # mean |g| of a window of steps at once where the trial has a batch read, else the
+        # step's reduction_value (the hook's saved one where it saved it).
+        self._means = WindowedRows(base_trial, _mean_abs, reduction=("mean", True))
 
     def selection_hints(self) -> list[SelectionHint]:
         # No selection parameter: the gradients collection is the only thing it reads.
@@ -67,15 +67,10 @@ class VanishingGradient(Rule):
             return False
         names = self.selection.names(self.base_trial, step=step)
         for name in names:
-            batched = self._means.get(name, step, names)
-            if batched is not None:
-                mean = float(batched)
-            else:
-                try:
-                    found = self.base_trial.tensor(name).reduction_value(step, "mean", abs=True)
-                except TensorUnavailableForStep:
-                    continue
-                mean = float(np.asarray(found).reshape(-1)[0])  # saved ones have shape (1,)
+            found = self._means.get(name, step, names)
+            if found is None:
+                continue  # a shape only
+            mean = float(found)
             if self.evidence.compare(
                 step,
                 name,

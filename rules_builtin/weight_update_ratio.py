@@ -193,14 +193,15 @@ class WeightUpdateRatio(Rule):
         window = self._windows.get(mode)
         if window is None:
             window = self._windows[mode] = WindowedRows(
-                self.base_trial, _window_rows, mode=mode, flatten=False
+                self.base_trial,
+                _window_rows,
+                mode=mode,
+                flatten=False,
+                alone_dtypes=_NUMBERS,
+                empty=True,
             )
         row: _Row | None = window.get(name, mode_step, names)
-        if row is None:
-            value = _as_float64(_value(self.base_trial.tensor(name), mode, mode_step))
-            norm = prior = update = None
-        else:
-            value, norm, prior, update = row
+        value, norm, prior, update = (None, None, None, None) if row is None else row
         # (The common cases inline: this runs for every weight and step.)
         if self.num_steps is None:
             previous = earlier[0] if earlier else None
@@ -279,13 +280,16 @@ def _norm_of_update(value: np.ndarray, before: np.ndarray) -> float:
 
 _UPDATE_BYTES = 2 * 1024 * 1024
 
+# The dtypes ``_as_float64`` takes: integers and floats.
+_NUMBERS = [np.dtype(t) for t in "bBhHiIlLqQefdg"]
+
 # A window's row of one weight: its value as ``_as_float64`` gives it, the norm of that value,
 # the row before it (None for a window's first row) and the norm of the update since it.
 _Row = tuple[np.ndarray, float, np.ndarray | None, float | None]
 
 
 def _window_rows(stacked: np.ndarray) -> list[_Row]:
-    """The rows of a window of steps of one weight (float dtypes only), their norms and the
+    """The rows of a window of steps of one weight (or a step alone), their norms and the
     norms of the updates between neighbours, as ``_norm`` and ``_norm_of_update`` give them
     (numpy subtracts the stacked rows element by element, as it does the arrays alone)."""
     values = stacked.astype(np.float64)

@@ -13,9 +13,11 @@ its computation once, and no per-step twin of it. The numbers are the same eithe
 for bit: numpy reduces each row of a C-contiguous stack as it reduces the same array alone
 (tests/unit/rules/kit/test_windows.py). ``get`` then answers None only where there is no raw
 value ``compute`` covers (not saved, a shape or saved reductions only, another dtype, empty),
-which the rule decides about (its saved reductions, say). A rule whose per-step answer is not
-``compute``'s (one that prefers the hook's saved reductions where it saved them beside the
-raw value) leaves ``alone_dtypes`` empty and answers those steps itself.
+which the rule decides about (its saved reductions, say). A rule whose number is a reduction
+the hook may have saved (``reduction_value(step, name, abs)``) names it (``reduction``):
+where the window has no row (the batch leaves out every step where the hook saved reductions
+of the tensor) ``get`` answers that reduction as ``Tensor.reduction_value`` does, the saved
+one where the hook saved it and the raw value's otherwise, so the rule has one path for both.
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ class WindowedRows:
     ``alone_dtypes`` (None: every dtype). By default nothing is computed over a value alone:
     ``get`` answers None there, for a rule whose per-step answer is not ``compute``'s (one
     that prefers the hook's saved reductions, say). ``mode`` is the mode of the steps the
-    rule passes (``GLOBAL``: global steps)."""
+    rule passes (``GLOBAL``: global steps). With ``reduction`` (``(name, abs)``, the
+    reduction ``compute`` computes per row) ``get`` answers, where the window has no row,
+    the first element of ``reduction_value(step, name, abs=abs)`` (the hook's saved one where
+    it saved it), None where the tensor has neither (a shape only) or it is empty. Empty
+    values are left to the rule (None) unless ``empty``: then ``compute`` covers them too."""
 
     def __init__(
         self,
@@ -56,6 +62,8 @@ class WindowedRows:
         max_bytes: int = 16 * MiB,
         flatten: bool = True,
         alone_dtypes: Iterable[np.dtype[Any]] | None = (),
+        reduction: tuple[str, bool] | None = None,
+        empty: bool = False,
     ) -> None:
         self._trial = trial
         self._columns = getattr(trial, "columns", None)  # ours; smdebug's trial has none
@@ -65,6 +73,8 @@ class WindowedRows:
         self._alone = None if alone_dtypes is None else frozenset(alone_dtypes)
         self._max_bytes = max_bytes
         self._flatten = flatten
+        self._reduction = reduction
+        self._empty = empty
         self._covered: frozenset[int] = frozenset()
         self._results: dict[str, tuple[dict[int, int], Any, list[int]]] = {}
         self._note: Callable[[str, int], None] | None = None
@@ -89,7 +99,9 @@ class WindowedRows:
 
     def _alone_value(self, name: str, step: int) -> Any:
         """``compute`` over ``name``'s value at ``step`` alone, as one row (``Tensor.value``
-        reports the read)."""
+        reports the read); with ``reduction``, that reduction as ``reduction_value`` answers it."""
+        if self._reduction is not None:
+            return self._reduction_value(name, step, *self._reduction)
         if self._alone is not None and not self._alone:
             return None
         tensor = self._trial.tensor(name)
@@ -100,10 +112,25 @@ class WindowedRows:
         except TensorUnavailableForStep:
             return None
         value = np.asarray(value)
-        if value.size == 0 or (self._alone is not None and value.dtype not in self._alone):
+        if (value.size == 0 and not self._empty) or (
+            self._alone is not None and value.dtype not in self._alone
+        ):
             return None  # (the default, no dtypes: the rule's own per-step answer)
         result = self._compute(value.reshape(1, -1) if self._flatten else value[np.newaxis])
         return None if result is None else result[0]
+
+    def _reduction_value(self, name: str, step: int, reduction: str, is_abs: bool) -> Any:
+        """The first element of ``name``'s ``reduction`` at ``step`` (saved ones have shape
+        (1,)), None where there is none or it is empty."""
+        tensor = self._trial.tensor(name)
+        kwargs: dict[str, Any] = {"abs": is_abs}
+        if self._mode is not None:
+            kwargs["mode"] = self._mode
+        try:
+            found = np.asarray(tensor.reduction_value(step, reduction, **kwargs)).reshape(-1)
+        except TensorUnavailableForStep:
+            return None  # a shape only
+        return found[0] if found.size else None
 
     def steps_before(self, name: str, step: int, count: int) -> list[int] | None:
         """The steps of the ``count`` rows before ``step``'s row in the current window (the
@@ -138,7 +165,7 @@ class WindowedRows:
             if values.dtype not in self._dtypes:
                 continue
             flat = values.reshape(len(column.steps), -1)
-            if flat.shape[1] == 0:
+            if flat.shape[1] == 0 and not self._empty:
                 continue  # empty tensors: the per-step path says what they mean
             result = self._compute(flat if self._flatten else values)
             if result is None:

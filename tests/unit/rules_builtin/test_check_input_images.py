@@ -14,7 +14,7 @@ from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.rules.evidence import json_number
-from evaluator.rules.kit.windows import WindowedRows
+from evaluator.trial.trial import Trial
 from rules_builtin import check_input_images, registry
 from rules_builtin.check_input_images import DEFAULT_REGEX, CheckInputImages
 
@@ -233,6 +233,9 @@ def test_running_means_are_the_moveaxis_and_count_array_formula(
         ("0", [RNG.standard_normal(8) + 0.5 for _ in range(7)]),
         ("1", [RNG.standard_normal((5, 2)).astype(np.float32) for _ in range(7)]),  # skipped
         ("1", [RNG.random((2, 3 if s < 4 else 4, 4, 4)).astype(np.float32) for s in range(7)]),
+        ("5", [RNG.random((2, 3, 4, 4)).astype(np.float32) for _ in range(7)]),  # warned
+        ("1", [RNG.random((s % 2 * 2, 3, 2, 2)) + 0.5 for s in range(7)]),  # some empty
+        ("-1", [np.full((2, 2, 2, 3), s % 3, np.int64) for s in range(7)]),  # not in windows
     ],
 )
 def test_windows_give_the_evidence_of_the_per_step_path(
@@ -241,9 +244,9 @@ def test_windows_give_the_evidence_of_the_per_step_path(
     channel: str,
     batches: list[np.ndarray],
 ) -> None:
-    """Per-channel sums over windows (in chunks of rows or all at once) and step by step
-    (the per-step API, as on smdebug's trial) give the same comparisons, series, firings and
-    warnings."""
+    """Per-channel sums over windows (in chunks of rows or all at once) and over each step's
+    batch alone (a trial without a batch read, as smdebug's) give the same comparisons,
+    series, firings and warnings."""
 
     def run() -> str:
         rule = CheckInputImages(
@@ -260,5 +263,5 @@ def test_windows_give_the_evidence_of_the_per_step_path(
     windowed = run()
     monkeypatch.setattr(check_input_images, "_CHUNK_BYTES", 1)  # a row at a time
     assert run() == windowed
-    monkeypatch.setattr(WindowedRows, "get", lambda self, name, step, names: None)
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read: each batch alone
     assert windowed == run()

@@ -3,6 +3,7 @@ errors."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from evaluator.errors import ConfigurationError
 from evaluator.rules import invoke_rule
+from evaluator.trial.trial import Trial
 from rules_builtin import registry
 from rules_builtin.dead_relu import DeadRelu, dead_percent
 
@@ -116,3 +118,32 @@ def test_parameters_declare_every_constructor_argument() -> None:
         "threshold_inactivity": "1.0",
         "threshold_layer": "50.0",
     }
+
+
+def test_windows_and_single_steps_give_the_same_evidence(
+    make_trial: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dead units counted over windows of steps (ours) and over each step's value alone (a
+    trial without a batch read, as smdebug's) give the same comparisons and firings, for
+    dense, convolution, integer, boolean, scalar and empty outputs."""
+    steps = {
+        s: {
+            "a_relu_output": relu_output(16, 8, 2 * s),
+            "conv_relu_output": relu_output(8, 24, 3 * s).reshape(8, 4, 6),
+            "int_relu_output": (relu_output(8, 6, s) * 10).astype(np.int64),
+            "bool_relu_output": relu_output(8, 6, 6 - s) > 0,
+            "scalar_relu_output": np.float32(s),
+            "empty_relu_output": np.zeros((0, 4), np.float32),
+        }
+        for s in range(6)
+    }
+
+    def run() -> str:
+        rule = DeadRelu(make_trial(steps), tensor_regex="relu_output")
+        fired_steps = fired(rule)
+        assert fired_steps == (0, 1, 2, 3, 4, 5)
+        return json.dumps([fired_steps, rule.evidence.summary(), rule.evidence.series()])
+
+    windowed = run()
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read
+    assert windowed == run()

@@ -4,6 +4,7 @@ errors."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +16,8 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
+from evaluator.testing import compute_reductions
+from evaluator.trial.trial import Trial
 from rules_builtin import registry
 from rules_builtin.poor_weight_initialization import PoorWeightInitialization
 
@@ -242,3 +245,31 @@ def test_declared_parameters_match_the_constructor() -> None:
         ("patience", "5"),
         ("steps", "10"),
     ]
+
+
+def test_windows_and_single_steps_give_the_same_evidence(
+    make_trial: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Variances and gradient spreads over windows of steps (ours) and of each step alone (a
+    trial without a batch read, as smdebug's) give the same comparisons and firings; both use
+    the hook's saved variance where it saved one beside the raw value (step 2) or alone (step
+    6), and judge float16 and integer gradients (steps 4, 5) as their values."""
+    steps: Steps = {s: healthy(s) for s in range(10)}
+    steps[4]["gradients/layer0"] = (np.linspace(0, 1e-4, 101) / 0.9).astype(np.float16)
+    steps[5]["gradients/layer0"] = np.full(8, 3, np.int32)
+    del steps[6]["layer0_relu_input"]
+    steps[7]["gradients/layer0"] = np.ones(1, np.float32)  # fewer than two values: skipped
+    reductions = {
+        2: {"layer1_relu_input": compute_reductions(with_variance(50.0), ["variance"])},
+        6: {"layer0_relu_input": compute_reductions(with_variance(0.01), ["variance"])},
+    }
+
+    def run() -> str:
+        rule = PoorWeightInitialization(make_trial(steps, reductions=reductions))
+        fired_steps = fired(rule)
+        assert fired_steps == (2, 4, 5, 6)
+        return json.dumps([fired_steps, rule.evidence.summary(), rule.evidence.series()])
+
+    windowed = run()
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read
+    assert windowed == run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from evaluator.formats import Collection
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import compute_reductions
+from evaluator.trial.trial import Trial
 from rules_builtin import registry
 from rules_builtin.tensor_variance import TensorVariance
 
@@ -186,3 +188,36 @@ def test_declared_parameters_match_the_constructor() -> None:
         ("max_threshold", None),
         ("min_threshold", None),
     ]
+
+
+def test_windows_and_single_steps_give_the_same_evidence(
+    make_trial: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Variances over windows of steps (ours) and each step's reduction_value (a trial without
+    a batch read, as smdebug's) give the same comparisons and firings, and both use the hook's
+    saved variance where it saved one beside the raw value (steps 2 and 4 fire on it)."""
+    variances = [1, 50, 1, 1, 1, 0.001, 1]
+    steps = {
+        s: {"weights/w": spread(v), "weights/i": np.arange(4), "text": np.array([b"a"])}
+        for s, v in enumerate(variances)
+    }
+    steps[3]["weights/nan"] = np.array([1.0, np.nan])
+    reductions = {
+        s: {
+            "weights/w": compute_reductions(spread(v), ["variance"]),
+            "gradients/g": compute_reductions(spread(v), ["variance", "mean"]),
+        }
+        for s, v in [(2, 30), (4, 0.01)]
+    }
+    shapes = {3: {"gradients/shape_only": (4,)}}
+
+    def run() -> str:
+        trial = make_trial(steps, reductions=reductions, shapes=shapes)
+        rule = TensorVariance(trial, tensor_regex=".*", min_threshold="0.1", max_threshold="10")
+        fired_steps = invoke_rule(rule, raise_eval_cond=False).fired_steps
+        assert fired_steps == (1, 2, 4, 5)
+        return json.dumps([fired_steps, rule.evidence.summary(), rule.evidence.series()])
+
+    windowed = run()
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read
+    assert windowed == run()

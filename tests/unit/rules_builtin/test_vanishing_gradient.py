@@ -4,6 +4,7 @@ parameter errors."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import nothing_checked_error
 from evaluator.testing import compute_reductions
 from evaluator.trial import create_trial
+from evaluator.trial.trial import Trial
 from rules_builtin import registry
 from rules_builtin.vanishing_gradient import VanishingGradient
 
@@ -165,3 +167,32 @@ def test_declared_parameters_match_the_constructor() -> None:
     constructor)."""
     declared = [(p.name, p.default) for p in VanishingGradient.PARAMETERS]
     assert declared == [("threshold", "0.0000001")]
+
+
+def test_windows_and_single_steps_give_the_same_evidence(
+    make_trial: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Means over windows of steps (ours) and each step's reduction_value (a trial without a
+    batch read, as smdebug's) give the same comparisons and firings, and both use the hook's
+    saved abs mean where it saved one beside the raw value (steps 2 and 5 fire on it)."""
+    means = [1e-3, 1e-9, 1e-3, 1e-3, 1e-9, 1e-3, 1e-3]
+    steps = {s: {"gradients/a": gradient(m)} for s, m in enumerate(means)}
+    reductions = {
+        s: {
+            "gradients/a": compute_reductions(gradient(1e-8), ["abs_mean"]),
+            "gradients/b": compute_reductions(gradient(m), ["abs_mean", "mean"]),
+        }
+        for s, m in [(2, 1e-3), (5, 1e-9)]
+    }
+    shapes = {3: {"gradients/c": (4,)}}
+
+    def run() -> str:
+        trial = make_trial(steps, reductions=reductions, shapes=shapes)
+        rule = VanishingGradient(trial)
+        fired_steps = invoke_rule(rule, raise_eval_cond=False).fired_steps
+        assert fired_steps == (1, 2, 4, 5)
+        return json.dumps([fired_steps, rule.evidence.summary(), rule.evidence.series()])
+
+    windowed = run()
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read
+    assert windowed == run()

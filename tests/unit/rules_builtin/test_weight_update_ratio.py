@@ -17,9 +17,9 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
-from evaluator.rules.kit.windows import WindowedRows
 from evaluator.testing import compute_reductions
 from evaluator.trial import create_trial
+from evaluator.trial.trial import Trial
 from rules_builtin import registry, weight_update_ratio
 from rules_builtin.weight_update_ratio import (
     WeightUpdateRatio,
@@ -365,8 +365,9 @@ def test_window_rows_equal_the_per_step_norms(
 def test_windows_give_the_evidence_of_the_per_step_path(
     make_trial: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, num_steps: str | None
 ) -> None:
-    """The rule over windows (norms computed per window) and step by step (the per-step API,
-    as on smdebug's trial) records the same comparisons, series and firings."""
+    """The rule over windows (norms computed per window) and step by step (each step's value
+    alone, as on smdebug's trial without a batch read) records the same comparisons, series
+    and firings, integer and empty weights (steps alone in both runs) included."""
     rng = np.random.default_rng(3)
     values = {}
     for s in range(12):
@@ -375,7 +376,12 @@ def test_windows_give_the_evidence_of_the_per_step_path(
             w[0] = np.inf
         if s == 8:
             w[1] = np.nan
-        values[s] = {"weights/a": w, "weights/b": np.full((3, 4), s % 3, np.float32)}
+        values[s] = {
+            "weights/a": w,
+            "weights/b": np.full((3, 4), s % 3, np.float32),
+            "weights/i": np.arange(6, dtype=np.int32) * (s % 4),
+            "weights/empty": np.zeros((0, 2), np.float32),
+        }
     values[10]["weights/b"] = values[9]["weights/b"]  # unchanged: fires as too small
 
     def run() -> tuple[tuple[int, ...], dict[str, Any], dict[str, Any]]:
@@ -392,6 +398,6 @@ def test_windows_give_the_evidence_of_the_per_step_path(
     monkeypatch.setattr(weight_update_ratio, "_window_rows", counted)
     windowed = run()
     assert windows  # the norms came from windows
-    monkeypatch.setattr(WindowedRows, "get", lambda self, name, step, names: None)
+    monkeypatch.setattr(Trial, "columns", None)  # no batch read
     step_by_step = run()
     assert windowed[0] and json.dumps(windowed) == json.dumps(step_by_step)

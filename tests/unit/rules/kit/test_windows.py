@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluator.rules.kit.windows import WindowedRows
+from evaluator.rules.kit.windows import FLOATS, WindowedRows
+from evaluator.testing import compute_reductions
 from evaluator.trial.reads import observe_reads
 from evaluator.trial.reductions import compute_reduction
 
@@ -105,3 +106,46 @@ def test_row_percentile_spreads_equal_the_per_step_spreads(
     for step in range(5):
         low, high = np.percentile(trial.tensor("g").value(step), [5, 95])
         assert spreads.get("g", step, ["g"]) == float(high - low)
+
+
+def test_a_named_reduction_answers_as_reduction_value(make_trial: Callable[..., Any]) -> None:
+    """With ``reduction``, a step the window has no row for answers the hook's saved
+    reduction where it saved one (beside the raw value or alone), the raw value's otherwise,
+    and None for a shape only; window rows are compute's, and with or without a batch read
+    the numbers are reduction_value's."""
+    rng = np.random.default_rng(5)
+    raw = {s: (rng.standard_normal(16) * (s + 1)).astype(np.float32) for s in range(6)}
+    saved = {s: compute_reductions(np.full(4, 7.0 + s), ["abs_mean"]) for s in (2, 4)}
+    trial = make_trial(
+        {s: ({} if s == 4 else {"t": raw[s]}) for s in range(6)},
+        reductions={s: {"t": r} for s, r in saved.items()},
+        shapes={5: {"shape_only": (3,)}},
+    )
+    expected = [trial.tensor("t").reduction_value(s, "mean", abs=True) for s in range(6)]
+    assert expected[2] == 9.0 and expected[4] == 11.0  # the saved ones
+    for columns in (True, False):
+        if not columns:
+            trial = SimpleNamespace(tensor=trial.tensor)  # no batch read
+        rows = WindowedRows(
+            trial, lambda r: np.mean(np.absolute(r), axis=1), reduction=("mean", True)
+        )
+        got = [rows.get("t", s, ["t", "shape_only"]) for s in range(6)]
+        assert [float(g) for g in got] == [float(np.asarray(e).reshape(-1)[0]) for e in expected]
+        assert rows.get("shape_only", 5, ["t", "shape_only"]) is None
+
+
+def test_empty_values_are_computed_when_asked(make_trial: Callable[..., Any]) -> None:
+    """Empty values get no result unless ``empty``: then compute covers them too, over
+    windows and alone."""
+    trial = make_trial({s: {"e": np.zeros((0, 3), np.float32)} for s in range(3)})
+
+    def shapes(rows: np.ndarray) -> list[tuple[int, ...]]:
+        return [rows.shape[1:]] * len(rows)
+
+    assert WindowedRows(trial, shapes).get("e", 1, ["e"]) is None
+    assert WindowedRows(trial, shapes, alone_dtypes=None).get("e", 1, ["e"]) is None
+    assert WindowedRows(trial, shapes, empty=True).get("e", 1, ["e"]) == (0,)
+    alone = SimpleNamespace(tensor=trial.tensor)  # no batch read
+    assert WindowedRows(alone, shapes, alone_dtypes=FLOATS).get("e", 2, ["e"]) is None
+    rows = WindowedRows(alone, shapes, flatten=False, alone_dtypes=FLOATS, empty=True)
+    assert rows.get("e", 2, ["e"]) == (0, 3)
