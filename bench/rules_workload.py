@@ -241,9 +241,15 @@ class Smdebug(Side):
             Rule=RuleWithEvidence,
         )
         # Our own pure-Python helpers the rule modules import, loaded from their files (they
-        # import only the stdlib and evaluator.errors), and a stand-in for the RE2 patterns.
+        # import only the stdlib, numpy and the modules loaded before them), and a stand-in
+        # for the RE2 patterns: the location checks of the parameter parsers, the parsers,
+        # the loss diagnosis, and the public rule kit.
+        storage = module("evaluator.storage", package=True)
+        storage.base = _load_file("evaluator.storage.base", "evaluator/storage/base.py")
+        storage.schemes = _load_file("evaluator.storage.schemes", "evaluator/storage/schemes.py")
         config = module("evaluator.config", package=True)
         config.values = _load_file("evaluator.config.values", "evaluator/config/values.py")
+        rules.diagnosis = _load_file("evaluator.rules.diagnosis", "evaluator/rules/diagnosis.py")
         # CreateXgboostReport writes its report with these (stdlib + numpy; the charts import
         # matplotlib when they draw, which the smdebug venv does not have).
         fileio = _load_file("evaluator.fileio", "evaluator/fileio.py")
@@ -252,6 +258,13 @@ class Smdebug(Side):
         report.charts = _load_file("evaluator.report.charts", "evaluator/report/charts.py")
         patterns = module("evaluator.trial.patterns", **_pattern_standins())
         trial = module("evaluator.trial", package=True, patterns=patterns)
+        kit = rules.kit = module("evaluator.rules.kit", package=True)
+        for part in ("params", "selection", "modes", "windows"):  # each imports those before
+            setattr(
+                kit,
+                part,
+                _load_file(f"evaluator.rules.kit.{part}", f"evaluator/rules/kit/{part}.py"),
+            )
         module(
             "evaluator",
             package=True,
