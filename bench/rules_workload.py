@@ -47,6 +47,7 @@ import argparse
 import gc
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -254,6 +255,12 @@ class Smdebug(Side):
         # matplotlib when they draw, which the smdebug venv does not have).
         fileio = _load_file("evaluator.fileio", "evaluator/fileio.py")
         report = module("evaluator.report", package=True)
+        # The page reads its vendored scripts as package resources (evaluator/report/static).
+        report.__spec__ = importlib.util.spec_from_file_location(
+            "evaluator.report",
+            os.path.join(REPO_ROOT, "evaluator", "report", "__init__.py"),
+            submodule_search_locations=[os.path.join(REPO_ROOT, "evaluator", "report")],
+        )
         report.page = _load_file("evaluator.report.page", "evaluator/report/page.py")
         report.charts = _load_file("evaluator.report.charts", "evaluator/report/charts.py")
         patterns = module("evaluator.trial.patterns", **_pattern_standins())
@@ -355,13 +362,16 @@ def _evidence_standins() -> dict:
 
     class Evidence:
         def compare(self, step, tensors, *, quantity, value, parameter, threshold, fires_when,
-                    sentence=None, mode=None, mode_step=None):  # fmt: skip
-            return ops[fires_when](float(value), float(threshold))
+                    sentence=None, mode=None, mode_step=None, diagnose=None):  # fmt: skip
+            fired = ops[fires_when](float(value), float(threshold))
+            if fired and diagnose is not None and diagnose().note:
+                return False  # a firing the rule's diagnosis turns into a note, as ours
+            return fired
 
         def checked(self, step, tensors):
             pass
 
-        def record(self, step, tensors, *, quantity, value):
+        def record(self, step, tensors, *, quantity, value, **where):  # mode, mode_step
             pass
 
     return {"SelectionHint": SelectionHint, "Evidence": Evidence}
