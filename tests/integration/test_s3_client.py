@@ -10,7 +10,6 @@ import ipaddress
 import json
 import ssl
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from evaluator.errors import StorageError
 from evaluator.storage import S3Storage
 from tests.conftest import TEST_CREDENTIALS
 from tests.support import collect, run, run_with
+from tests.support.loop_server import LoopServer, pump, upstream_address
 from tests.support.s3server import MotoS3
 
 
@@ -122,54 +122,21 @@ def _certificates(folder: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
-class TlsForwarder:
+class TlsForwarder(LoopServer):
     """HTTPS on 127.0.0.1 in front of the moto server (plain HTTP), in its own thread."""
 
     def __init__(self, upstream: str, cert: Path, key: Path) -> None:
-        host, _, port = upstream.removeprefix("http://").partition(":")
-        self._upstream = (host, int(port))
-        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self._context.load_cert_chain(cert, key)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self.endpoint = ""
-
-    def __enter__(self) -> TlsForwarder:
-        self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._context), self._loop
-        ).result(timeout=10)
-        self.endpoint = f"https://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        async def shutdown() -> None:
-            self._server.close()
-            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        super().__init__(context)
+        self._upstream = upstream_address(upstream)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
         except (OSError, asyncio.CancelledError, asyncio.IncompleteReadError):
             pass
-        finally:
-            writer.close()
-
-    @staticmethod
-    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
         finally:
             writer.close()
 

@@ -15,6 +15,8 @@ import asyncio
 import socket
 import threading
 
+from tests.support.loop_server import LoopServer, pump, upstream_address
+
 __all__ = ["SLOW_DOWN", "BlackHole", "Switch", "Trickle"]
 
 _SLOW_DOWN_XML = (
@@ -56,42 +58,19 @@ class BlackHole:
             connection.close()
 
 
-class Switch:
+class Switch(LoopServer):
     """A TCP forwarder to ``upstream`` that can go silent: while down it drops the connections it
     carried and holds new ones without a byte (a black hole), as an outage of S3 looks."""
 
     def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.removeprefix("http://").partition(":")
-        self._upstream = (host, int(port))
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        super().__init__()
+        self._upstream = upstream_address(upstream)
         self._up: bool | str = True
         self._writers: set[asyncio.StreamWriter] = set()
-        self.endpoint = ""
 
-    def __enter__(self) -> Switch:
-        self._thread.start()
-        server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
-        ).result(timeout=10)
-        self._server = server
-        self.endpoint = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        async def shutdown() -> None:
-            self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
+    def _close(self) -> None:
+        for writer in list(self._writers):
+            writer.close()
 
     def down(self) -> None:
         def cut() -> None:
@@ -134,44 +113,18 @@ class Switch:
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
+            await pump(reader, writer)
         finally:
-            writer.close()
             self._writers.discard(writer)
 
 
-class Trickle:
+class Trickle(LoopServer):
     """Answers every HTTP request with 200 and a body it sends one byte every ``pause``
     seconds: each wait for bytes is short, the whole answer is endless."""
 
     def __init__(self, pause: float = 0.1) -> None:
+        super().__init__()
         self.pause = pause
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self.endpoint = ""
-
-    def __enter__(self) -> Trickle:
-        self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
-        ).result(timeout=10)
-        self.endpoint = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        async def shutdown() -> None:
-            self._server.close()
-            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
