@@ -327,15 +327,19 @@ class TensorBoardSource(TrialSource):
 
     def _decide_tag_phases(self) -> None:
         """Before the first step is handed on: tags with phase words (``train/loss``,
-        ``eval/loss``) give the run TRAIN and EVAL steps, as phase folders do."""
+        ``eval/loss``) give the run TRAIN and EVAL steps, as phase folders do; the mapping
+        they make is logged (``tensorboard_mapping``)."""
         mapping = self.mapping
-        if not self._tags.decide() or mapping is None or mapping.phases:
+        if not self._tags.decide() or mapping is None:
             return
-        mapping.phases = True
-        for key, folder in self._folders.items():
-            if folder.mode == ModeKeys.GLOBAL:
-                folder.mode = ModeKeys.TRAIN
-                mapping.folders[key] = folder.mode.name
+        if not mapping.phases:
+            mapping.phases = True
+            for key, folder in self._folders.items():
+                if folder.mode == ModeKeys.GLOBAL:
+                    folder.mode = ModeKeys.TRAIN
+                    mapping.folders[key] = folder.mode.name
+        # evaluation_started showed the mapping made from the file names alone
+        log.info("tensorboard_mapping", trial=self.storage.uri, mapping=mapping.describe())
 
     def _places(self) -> dict[tuple[str, str], tuple[ModeKeys, str]]:
         """Where phase words are used: (folder, tag) -> (mode, tensor name) of every tag held.

@@ -74,6 +74,16 @@ def test_one_folder_with_phase_words_has_train_and_eval_steps(tmp_path: Path) ->
         assert trial.tensorboard_mapping.phases
 
 
+def test_the_mapping_tags_make_is_logged_when_decided(tmp_path: Path) -> None:
+    """Reading the first steps of a run with phase words logs tensorboard_mapping with the tags
+    read by their phase word (evaluation_started shows the mapping from file names only)."""
+    with capture_logs() as logs, create_trial(str(_hf(tmp_path / "run"))) as trial:
+        trial.steps()
+    said = [e["mapping"] for e in logs if e["event"] == "tensorboard_mapping"]
+    assert len(said) == 1
+    assert "folders . -> TRAIN" in said[0] and "eval/loss -> loss (EVAL)" in said[0]
+
+
 def test_tutorial_and_lightning_idioms(tmp_path: Path) -> None:
     """Loss/train + Loss/test, and train_loss + val_loss, pair up the same way."""
     torch_style(tmp_path / "a", scalars={"Loss/train": [(0, 1.0)], "Loss/test": [(0, 2.0)]})
