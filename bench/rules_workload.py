@@ -16,8 +16,10 @@ Both sides run THE SAME RULE CLASSES, the modules of ``rules_builtin/`` in this 
     the rule modules' imports resolve to smdebug 1.0.34: ``evaluator.rules.rule.Rule`` is
     ``smdebug.rules.Rule``, ``evaluator.errors`` holds ``smdebug.exceptions``' classes (plus a
     ``ConfigurationError``), ``evaluator.modes.ModeKeys`` is smdebug's, and
-    ``evaluator.rules.actions.Actions`` is smdebug's. Nothing else of ``evaluator`` is
-    importable there (a rule module that needs more fails to import and is reported). The
+    ``evaluator.rules.actions.Actions`` is smdebug's; our pure-Python parsers, rule kit, loss
+    diagnosis and report page are loaded from their files (``bench/smdebug_standins.py``).
+    Nothing else of ``evaluator`` is importable there (a rule module that needs more fails to
+    import and is reported). The
     trial is ``smdebug.trials.create_trial``; each rule is built as ``cls(trial, **params)``
     (``other_trials=[...]`` for a rule that compares runs), which binds the same keyword
     arguments as build_rule; ``smdebug.rules.invoke_rule(rule, start_step=0, end_step=None,
