@@ -180,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
             f"       {PROG} rules [NAME]\n"
             f"       {PROG} summary PATH [--json]\n"
             f"       {PROG} report OUTPUT_DIR\n"
-            f"       {PROG} upload FOLDER S3_URI [--create-bucket]\n"
+            f"       {PROG} upload FOLDER DESTINATION [--create-bucket]\n"
             f"       {PROG} batch TRIAL... --rule NAME --output-dir DIR\n"
             f"       {PROG} --rule NAME --help | --help | --version"
         ),
@@ -243,7 +243,7 @@ _EPILOG = f"""commands:
   {PROG} rules NAME --source  the rule's Python source, to copy into your own rule
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
   {PROG} report DIR      write a run's rule_report.html again from its output folder
-  {PROG} upload DIR URI  copy a trial folder to S3 (CI against moto: README, "CI")
+  {PROG} upload DIR DEST copy a trial folder to S3 or a folder (CI: README, "CI")
   {PROG} batch TRIAL...  many trials in parallel, one summary (batch --help; docs/scale.md)
 
 documentation:

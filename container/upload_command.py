@@ -1,22 +1,31 @@
-"""``rule-evaluator upload FOLDER s3://bucket/prefix``: copy a trial folder to S3, for CI and
-tests against a local S3 (moto, MinIO, LocalStack) or a real bucket, without the AWS CLI.
+"""``rule-evaluator upload FOLDER DESTINATION``: copy a trial or rule folder to any location
+that can be written (``s3://bucket/prefix``, another folder, a ``file://`` URI, a registered
+scheme with an uploader), for CI and tests against a local S3 (moto, MinIO, LocalStack) or a
+real bucket, without the AWS CLI. Writing is the storage schemes' job
+(``evaluator.storage.schemes.open_uploader``); this command checks the arguments, walks the
+folder and reports.
 
-The endpoint, region and credentials come from the standard AWS chain (``AWS_ENDPOINT_URL``,
-``AWS_REGION``, ...), as for reading. ``--create-bucket`` creates the bucket first when it does
-not exist. A freshly started local server is waited for (a refused connection is tried again for
-``ENDPOINT_WAIT`` seconds), so ``moto_server &`` then ``upload`` works in one script."""
+For S3 the endpoint, region and credentials come from the standard AWS chain
+(``AWS_ENDPOINT_URL``, ``AWS_REGION``, ...), as for reading. ``--create-bucket`` creates the
+bucket first when it does not exist. A freshly started local server is waited for (a refused
+connection is tried again for ``ENDPOINT_WAIT`` seconds), so ``moto_server &`` then ``upload``
+works in one script."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from container.suggest import SuggestingParser
-from evaluator.errors import ExitCode
-from evaluator.storage.s3_scheme import S3_SCHEME
-from evaluator.storage.schemes import scheme_of, split_remote
+from evaluator.errors import BucketNotFound, ClientError, ExitCode
+from evaluator.storage.schemes import (
+    check_location,
+    is_remote,
+    local_path,
+    open_uploader,
+    upload_forms,
+)
 
 __all__ = ["ENDPOINT_WAIT", "main"]
 
@@ -27,102 +36,55 @@ def main(argv: Sequence[str]) -> int:
     parser = SuggestingParser(
         prog="rule-evaluator upload",
         description=(
-            "Copy every file below FOLDER to s3://bucket/prefix/<relative path>, e.g. a trial "
-            "for a CI run against moto: the endpoint comes from AWS_ENDPOINT_URL."
+            "Copy every file below FOLDER to DESTINATION/<relative path>: s3://bucket/prefix "
+            "(e.g. a trial for a CI run against moto: the endpoint comes from "
+            "AWS_ENDPOINT_URL), another folder or a file:// URI."
         ),
     )
     parser.add_argument("folder", metavar="FOLDER", help="a local folder, e.g. a trial")
-    parser.add_argument("uri", metavar="S3_URI", help="s3://bucket/prefix to copy it to")
+    parser.add_argument("uri", metavar="DESTINATION", help=f"where to copy it: {upload_forms()}")
     parser.add_argument(
         "--create-bucket", action="store_true", help="create the bucket when it does not exist"
     )
     args = parser.parse_args(list(argv))
     folder = Path(args.folder)
-    if not _is_s3(args.uri):
-        return _fail(f"{args.uri!r} is not an {S3_SCHEME.example} URI")
+    try:
+        check_location("the destination", args.uri)
+    except ClientError as e:
+        return _fail(str(e))
     if not folder.is_dir():
         return _fail(f"{args.folder} is not a folder: give the trial folder to upload")
-    bucket, prefix = split_remote(args.uri)
-    prefix = prefix.strip("/")
+    if not is_remote(args.uri) and _inside(Path(local_path(args.uri)), folder):
+        return _fail(
+            f"cannot upload {args.folder} into itself ({args.uri}): choose a destination "
+            "outside the folder"
+        )
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if not files:
         return _fail(f"{args.folder} holds no file to upload")
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
-
     try:
-        client = _client()
-        # One small request first: a server just started is waited for, an endpoint that does
-        # not answer fails here (once, not per file), a missing bucket is named.
-        if not _bucket_exists(client, bucket):
-            if not args.create_bucket:
-                return _fail(f"bucket {bucket!r} does not exist: add --create-bucket")
-            _create_bucket(client, bucket)
+        uploader = open_uploader(args.uri, endpoint_wait=ENDPOINT_WAIT)
+    except ClientError as e:
+        return _fail(str(e))
+    try:
+        uploader.ready(create=args.create_bucket)
         for path in files:
-            key = path.relative_to(folder).as_posix()
-            client.upload_file(str(path), bucket, f"{prefix}/{key}" if prefix else key)
-    except EndpointConnectionError as e:
-        return _fail(
-            f"uploading {args.folder} to {args.uri} failed: {e} (tried for {ENDPOINT_WAIT:g} s): "
-            "is the S3 server running there? The endpoint comes from AWS_ENDPOINT_URL when set"
-        )
-    except (BotoCoreError, ClientError) as e:
+            uploader.put_file(path.relative_to(folder).as_posix(), path)
+    except BucketNotFound as e:
+        return _fail(f"{e}: add --create-bucket")
+    except ClientError as e:
         return _fail(f"uploading {args.folder} to {args.uri} failed: {e}")
-    target = f"{S3_SCHEME.prefix}{bucket}/{prefix}" if prefix else f"{S3_SCHEME.prefix}{bucket}"
-    print(f"uploaded {len(files)} file(s) from {args.folder} to {target}")
+    finally:
+        uploader.close()
+    print(f"uploaded {len(files)} file(s) from {args.folder} to {uploader.uri}")
     return 0
 
 
-def _is_s3(uri: str) -> bool:
-    """Whether ``uri`` is a well-formed location of the registered ``s3://`` scheme: the one
-    store this command writes to (boto3's upload), whatever else the evaluator reads."""
-    scheme = scheme_of(uri)
-    return (
-        scheme is not None
-        and scheme.prefix == S3_SCHEME.prefix
-        and bool(scheme.pattern.fullmatch(uri))
-    )
-
-
-def _client() -> Any:
-    import boto3
-    from botocore.config import Config
-
-    retries: Any = {"mode": "standard", "max_attempts": 3}
-    return boto3.client("s3", config=Config(retries=retries, connect_timeout=5))
-
-
-def _bucket_exists(client: Any, bucket: str) -> bool:
-    """Whether the bucket exists; a refused connection is tried again for ENDPOINT_WAIT
-    seconds (a local server still starting), then raised."""
-    import time
-
-    from botocore.exceptions import ClientError, EndpointConnectionError
-
-    deadline = time.monotonic() + ENDPOINT_WAIT
-    while True:
-        try:
-            client.head_bucket(Bucket=bucket)
-        except EndpointConnectionError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.25)
-            continue
-        except ClientError as e:
-            code = str(e.response.get("Error", {}).get("Code"))
-            if code in ("404", "NoSuchBucket", "NotFound"):
-                return False
-            raise
-        return True
-
-
-def _create_bucket(client: Any, bucket: str) -> None:
-    region = client.meta.region_name
-    extra = (
-        {}
-        if region in (None, "us-east-1")
-        else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-    )
-    client.create_bucket(Bucket=bucket, **extra)
+def _inside(destination: Path, folder: Path) -> bool:
+    """Whether ``destination`` is ``folder`` or below it (links followed): copying a folder
+    into itself would overwrite or re-copy what the user gave."""
+    target, source = destination.resolve(), folder.resolve()
+    return target == source or source in target.parents
 
 
 def _fail(text: str) -> int:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-__all__ = ["FolderLister", "ObjectInfo", "Storage", "SyncRangeReader"]
+__all__ = ["FolderLister", "ObjectInfo", "Storage", "SyncRangeReader", "Uploader"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,4 +76,31 @@ class FolderLister(Protocol):
     def children(self, location: str) -> tuple[set[str], set[str]]:
         """``(sub-folder names, file names)`` directly in ``location``; a
         ``ConfigurationError`` naming it when it cannot be listed."""
+        ...
+
+
+class Uploader(Protocol):
+    """Writes files as objects under one destination root (``rule-evaluator upload``): the
+    optional capability of a scheme (``Scheme.uploader``); local folders always have it. Keys
+    are relative to the root, as for ``Storage``. Failures are ``StorageError``s whose messages
+    name URIs and codes, never a credential."""
+
+    @property
+    def uri(self) -> str:
+        """Where the objects go, spelled for messages (a local folder as an absolute path)."""
+        ...
+
+    def ready(self, create: bool) -> None:
+        """Check, once before the first file, that objects can be written: a store still
+        starting is waited for, an unreachable one fails here. A missing container (an S3
+        bucket) is created when ``create``, else ``BucketNotFound`` names it."""
+        ...
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Write the file at ``path`` as the object ``key`` (replacing one there). A reader of
+        the destination never sees a partly written object."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
         ...

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluator.errors import ConfigurationError
-from evaluator.storage.base import FolderLister, Storage
+from evaluator.storage.base import FolderLister, Storage, Uploader
 
 __all__ = [
     "FILE_PREFIX",
@@ -27,10 +27,12 @@ __all__ = [
     "local_path",
     "location_forms",
     "open_storage",
+    "open_uploader",
     "register_scheme",
     "registered_schemes",
     "scheme_of",
     "split_remote",
+    "upload_forms",
 ]
 
 FILE_PREFIX = "file://"
@@ -45,13 +47,18 @@ class Scheme:
 
     ``folders``, optional, makes the ``FolderLister`` that lists a location's sub-folders
     directly (S3: a LIST with a delimiter); without it ``evaluator.storage.folders`` lists them
-    through the storage's own listing, one listing per sub-folder."""
+    through the storage's own listing, one listing per sub-folder.
+
+    ``uploader``, optional, makes the ``Uploader`` that writes objects under a location
+    (``rule-evaluator upload``), taking the location and keyword options (``endpoint_wait``:
+    seconds a refused connection is tried again); a scheme without it is read-only."""
 
     prefix: str  # "s3://"
     form: str  # how messages spell a location: "s3://<bucket>/<prefix>"
     pattern: re.Pattern[str]  # a well-formed location, matched whole
     opener: Callable[..., Storage]
     folders: Callable[[], FolderLister] | None = None
+    uploader: Callable[..., Uploader] | None = None
 
     @property
     def example(self) -> str:
@@ -136,3 +143,27 @@ def open_storage(uri: str, **options: Any) -> Storage:
     raise ConfigurationError(
         f"unsupported trial location {uri!r}: use {remote}file:///path or a folder path"
     )
+
+
+def upload_forms() -> str:
+    """The locations ``upload`` writes to, for messages: the schemes with an uploader and local
+    folders."""
+    forms = [s.form for s in _SCHEMES.values() if s.uploader is not None]
+    return ", ".join([*forms, "a folder or a file:// URI"])
+
+
+def open_uploader(location: str, **options: Any) -> Uploader:
+    """The writer of objects under ``location`` (checked by ``check_location`` first): a local
+    folder's, or its scheme's, given ``options``; a ``ConfigurationError`` naming the locations
+    that can be written when its scheme has no uploader."""
+    scheme = scheme_of(location)
+    if scheme is None:
+        from evaluator.storage.folder_upload import FolderUploader
+
+        return FolderUploader(location)
+    if scheme.uploader is None:
+        raise ConfigurationError(
+            f"cannot upload to {location}: {scheme.prefix} locations are only read here; "
+            f"upload to {upload_forms()}"
+        )
+    return scheme.uploader(location, **options)

@@ -4,22 +4,18 @@ building its ``Scheme`` plus one ``register_scheme``, and every question about a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from evaluator.config.values import check_location as check_config_location
-from evaluator.errors import ConfigurationError, StorageError
+from evaluator.errors import ConfigurationError
 from evaluator.formats.collections_file import Collection
 from evaluator.storage import MemoryStorage, open_storage, schemes
-from evaluator.storage.base import Storage
 from evaluator.storage.local import check_local_folder
 from evaluator.storage.schemes import (
-    Scheme,
     check_location,
     is_remote,
     local_path,
@@ -31,35 +27,14 @@ from evaluator.trial import create_trial
 from evaluator.trial.create import _storage_options
 from evaluator.trial.options import TrialOptions
 from evaluator.trial.parent import check_not_a_parent
-
-OPENED: list[tuple[str, dict[str, Any]]] = []
-BUCKETS: dict[str, MemoryStorage] = {}
-
-
-def _open_mem(uri: str, **options: Any) -> Storage:
-    """The test scheme's backend: the in-memory store registered under the URI."""
-    OPENED.append((uri, options))
-    if uri not in BUCKETS:
-        raise StorageError(f"{uri} does not exist", uri=uri)
-    return BUCKETS[uri]
-
-
-MEM_SCHEME = Scheme(
-    prefix="mem://",
-    form="mem://<bucket>/<prefix>",
-    pattern=re.compile(r"mem://[a-z0-9-]+(/\S*)?"),
-    opener=_open_mem,
-)
+from tests.support.mem_scheme import BUCKETS, MEM_SCHEME, OPENED, registered
 
 
 @pytest.fixture
-def mem_scheme(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def mem_scheme() -> Iterator[None]:
     """The ``mem://`` scheme, registered for one test only."""
-    monkeypatch.setattr(schemes, "_SCHEMES", dict(schemes._SCHEMES))
-    register_scheme(MEM_SCHEME)
-    OPENED.clear()
-    yield
-    BUCKETS.clear()
+    with registered():
+        yield
 
 
 def _memory_trial(folder: Path, steps: int = 3) -> MemoryStorage:
@@ -132,19 +107,13 @@ def test_an_unregistered_scheme_is_refused_by_open_storage() -> None:
         open_storage("mem://bucket/trial")
 
 
-def test_s3_only_helpers_ask_the_registry(
-    mem_scheme: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """smdebug's ``is_s3`` and the ``upload`` command take another registered scheme's URI for
-    what it is, not S3: ``(False, None, None)``, and a ClientError naming the form accepted."""
-    from container.upload_command import main as upload
+def test_s3_only_helpers_ask_the_registry(mem_scheme: None) -> None:
+    """smdebug's ``is_s3`` takes another registered scheme's URI for what it is, not S3:
+    ``(False, None, None)``."""
     from evaluator.compat.shim.smdebug.core.utils import is_s3
 
     assert is_s3("mem://bucket/a/b") == (False, None, None)
     assert is_s3("s3://bucket/a/b") == (True, "bucket", "a/b")
-    (tmp_path / "f").write_text("x")
-    assert upload([str(tmp_path), "mem://bucket/p"]) == 2
-    assert "'mem://bucket/p' is not an s3://bucket/prefix URI" in capsys.readouterr().err
 
 
 def test_batch_expands_a_prefix_of_any_registered_scheme(mem_scheme: None, tmp_path: Path) -> None:
