@@ -62,8 +62,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import rules_plan  # noqa: E402  (stdlib only)
-import smdebug_standins  # noqa: E402  (stdlib only)
-import workloads as W  # noqa: E402  (stdlib only at import time: its helpers are reused)
+from process_info import env_info, peak_rss_mib, rss_mib  # noqa: E402  (stdlib only)
+from rules_sides import Ours, Side, Smdebug  # noqa: E402  (stdlib only at import time)
 
 FIRED_HEAD = 12  # fired steps kept verbatim per rule (the hash covers all of them)
 
@@ -74,141 +74,6 @@ def _now() -> float:
 
 def fired_hash(steps) -> str:
     return hashlib.sha256(json.dumps([int(s) for s in steps]).encode()).hexdigest()[:16]
-
-
-# --------------------------------------------------------------------------------------------
-# the two frameworks
-
-
-class Side:
-    """What differs between the two sides: the Rule base, the trial, building and invoking."""
-
-    impl: str
-    rule_base: type
-    info: dict
-
-    def create_trial(self, path: str):
-        raise NotImplementedError
-
-    def build(self, cls: type, trial, params: dict, other_trials: list):
-        raise NotImplementedError
-
-    def run(self, rule, end_step: int | None = None) -> dict:
-        """Run over all steps (before ``end_step``); returns evaluated, skipped, fired, ended_by."""
-        raise NotImplementedError
-
-
-class Ours(Side):
-    impl = "ours"
-
-    def __init__(self) -> None:
-        if REPO_ROOT not in sys.path:
-            sys.path.insert(0, REPO_ROOT)
-        import evaluator
-        from evaluator.rules.invoker import invoke_rule
-        from evaluator.rules.loader import build_rule
-        from evaluator.rules.rule import Rule
-        from evaluator.trial import create_trial
-
-        self._create_trial = create_trial
-        self._build_rule = build_rule
-        self._invoke_rule = invoke_rule
-        self.rule_base = Rule
-        self.info = {
-            "impl_version": getattr(evaluator, "__version__", None) or W._project_version(),
-            "impl_file": os.path.dirname(evaluator.__file__),
-        }
-
-    def create_trial(self, path: str):
-        return self._create_trial(path)
-
-    def build(self, cls, trial, params, other_trials):
-        return self._build_rule(cls, trial, params, other_trials=other_trials)
-
-    def run(self, rule, end_step: int | None = None) -> dict:
-        r = self._invoke_rule(
-            rule, end_step=end_step, raise_eval_cond=False, continue_after_fire=True
-        )
-        return {
-            "evaluated": r.steps_evaluated,
-            "skipped": r.steps_skipped,
-            "fired": list(r.fired_steps),
-            "ended_by": str(r.ended_by),
-        }
-
-
-class Smdebug(Side):
-    impl = "smdebug"
-
-    def __init__(self) -> None:
-        import smdebug
-        import smdebug.exceptions as sx
-        from smdebug.core.modes import ModeKeys
-        from smdebug.rules import Rule, invoke_rule
-        from smdebug.rules.action import Actions
-        from smdebug.trials import create_trial
-
-        self._sx = sx
-        self._create_trial = create_trial
-        self._invoke_rule = invoke_rule
-        self.rule_base = Rule
-        self.info = {
-            "impl_version": getattr(smdebug, "__version__", "?"),
-            "impl_file": os.path.dirname(smdebug.__file__),
-        }
-        if self.info["impl_version"] != "1.0.34":
-            print(
-                f"warning: smdebug {self.info['impl_version']} imported, the anchor is 1.0.34",
-                file=sys.stderr,
-            )
-        smdebug_standins.install(sx, ModeKeys, Rule, Actions)
-
-    def create_trial(self, path: str):
-        return self._create_trial(path)
-
-    def build(self, cls, trial, params, other_trials):
-        kwargs = dict(params)
-        if other_trials:
-            kwargs["other_trials"] = list(other_trials)
-        return cls(trial, **kwargs)
-
-    def run(self, rule, end_step: int | None = None) -> dict:
-        sx = self._sx
-        tally = {"evaluated": 0, "skipped": 0, "fired": [], "ended_by": None}
-        skipping = (sx.TensorUnavailableForStep, sx.StepUnavailable, sx.TensorUnavailable)
-        invoke = rule.invoke
-
-        def counting_invoke(step):  # smdebug's invoke_rule calls rule_obj.invoke(step)
-            try:
-                invoke(step)
-            except sx.RuleEvaluationConditionMet as e:
-                tally["evaluated"] += 1
-                tally["fired"].append(int(e.step))
-                raise
-            except skipping:
-                tally["skipped"] += 1
-                raise
-            tally["evaluated"] += 1
-
-        rule.invoke = counting_invoke
-        try:
-            self._invoke_rule(rule, start_step=0, end_step=end_step, raise_eval_cond=False)
-            tally["ended_by"] = "returned"
-        except sx.NoMoreData:
-            tally["ended_by"] = "NoMoreData"  # the normal end of a finished trial
-        finally:
-            del rule.invoke
-        # smdebug's framework has no end-of-data judgement. A rule that has one (ours:
-        # ``invoke_at_end``, e.g. Confusion judging the trained model) gets it here, once, as
-        # our invoke_rule gives it when the data ends: the same rule code, and its firing
-        # counted at the step it names.
-        at_end = getattr(rule, "invoke_at_end", None)
-        if callable(at_end) and tally["ended_by"] in ("NoMoreData", "returned"):
-            step = at_end()
-            if step is not None:
-                tally["fired"].append(int(step))
-            tally["ended_by"] += " + invoke_at_end"
-        return tally
 
 
 def find_rules(rule_base: type) -> tuple[dict[str, type], dict[str, str]]:
@@ -272,7 +137,7 @@ def run(
     side: Side = Smdebug() if impl == "smdebug" else Ours()
     classes, failed_imports = find_rules(side.rule_base)
     phases["import"] = _now() - t
-    rss_after_import = W._rss_mib()
+    rss_after_import = rss_mib()
     out: dict = {
         "impl": impl,
         "workload": "rules" if kind == "big" else f"rules_{kind}",
@@ -342,8 +207,8 @@ def run(
         )
         rule = others = None  # free the rule's state before measuring the RSS
         gc.collect()
-        rec["rss_after_mib"] = W._rss_mib()
-        rec["peak_rss_so_far_mib"] = W._peak_rss_mib()
+        rec["rss_after_mib"] = rss_mib()
+        rec["peak_rss_so_far_mib"] = peak_rss_mib()
         results[name] = rec
         phases[f"rule:{name}"] = t2 - t0
         print(
@@ -363,9 +228,9 @@ def run(
         json.dumps(sorted((n, r["fired_hash"], r["evaluated"]) for n, r in ran.items())).encode()
     ).hexdigest()[:16]
     out["meta_checksum"] = hashlib.sha256(json.dumps(sorted(ran)).encode()).hexdigest()[:16]
-    out["peak_rss_mib"] = W._peak_rss_mib()
+    out["peak_rss_mib"] = peak_rss_mib()
     out["rss_after_import_mib"] = rss_after_import
-    out["env"] = dict(W._env_info(), impl=impl, **side.info, executable=sys.executable)
+    out["env"] = dict(env_info(), impl=impl, **side.info, executable=sys.executable)
     return out
 
 
