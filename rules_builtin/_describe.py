@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -18,8 +19,10 @@ from collections.abc import Sequence
 from evaluator.rules.kit.params import Param
 from rules_builtin import registry
 from rules_builtin._timing import DETECTION
+from rules_builtin.kit import HELPER_MODULES
 
 __all__ = [
+    "as_own_rule",
     "default_text",
     "description",
     "example_parameters",
@@ -41,9 +44,25 @@ def rule_class(name: str) -> type:
 
 
 def module_source(name: str) -> str:
-    """The source of the module that defines the built-in rule ``name`` (any case), as it is
-    installed: the starting point of a rule of your own."""
-    return inspect.getsource(sys.modules[rule_class(name).__module__])
+    """The source of the module that defines the built-in rule ``name`` (any case), ready to
+    run as a rule of your own (``rule-evaluator rules NAME --source``): its imports of the
+    built-ins' private helpers point at their public names (``rules_builtin.kit``), and its
+    registration as a built-in (``@register``) becomes ``@records_comparisons``, which keeps
+    what the registration gave the class. Nothing else changes, so the copy judges a trial as
+    the built-in does."""
+    return as_own_rule(inspect.getsource(sys.modules[rule_class(name).__module__]))
+
+
+_REGISTER_IMPORT = re.compile(r"^from rules_builtin\.registry import register\n", re.M)
+_REGISTER = re.compile(r"^@register$", re.M)
+_HELPER_IMPORT = re.compile(rf"^from rules_builtin\.({'|'.join(HELPER_MODULES)}) import ", re.M)
+
+
+def as_own_rule(source: str) -> str:
+    """A built-in rule module's ``source`` rewritten for a user's rule file (``module_source``)."""
+    source = _REGISTER_IMPORT.sub("from rules_builtin.kit import records_comparisons\n", source)
+    source = _REGISTER.sub("@records_comparisons", source)
+    return _HELPER_IMPORT.sub("from rules_builtin.kit import ", source)
 
 
 def summary(cls: type) -> str:

@@ -110,13 +110,17 @@ def test_unknown_rule_name_exits_2_with_did_you_mean(
 
 
 def test_rules_name_source_prints_the_rules_module(cli: EvaluatorCli) -> None:
-    """`rules vanishinggradient --source` prints the module that defines the rule, whose
-    helpers come from the public rule kit."""
+    """`rules vanishinggradient --source` prints the module that defines the rule as a rule
+    file of your own: its helpers from the public rule kit, ``@register`` (which makes a
+    built-in) replaced by ``@records_comparisons``, every other line as installed."""
     run = cli("rules", "vanishinggradient", "--source")
     assert run.returncode == 0, run.describe()
-    module = ROOT / "rules_builtin" / "vanishing_gradient.py"
-    assert run.stdout == module.read_text(encoding="utf-8")
-    assert "from evaluator.rules.kit." in run.stdout
+    module = (ROOT / "rules_builtin" / "vanishing_gradient.py").read_text(encoding="utf-8")
+    assert run.stdout == module.replace(
+        "from rules_builtin.registry import register\n",
+        "from rules_builtin.kit import records_comparisons\n",
+    ).replace("\n@register\n", "\n@records_comparisons\n")
+    assert "from evaluator.rules.kit." in run.stdout and "register\n" not in run.stdout
 
 
 def test_source_without_a_rule_name_exits_2(cli: EvaluatorCli) -> None:
@@ -127,12 +131,11 @@ def test_source_without_a_rule_name_exits_2(cli: EvaluatorCli) -> None:
 
 
 def test_a_copied_builtin_rule_runs_as_your_own_rule(cli: EvaluatorCli, tmp_path: Path) -> None:
-    """The source `rules NAME --source` prints, renamed and without the built-in registration,
-    runs as the user's rule (--source_s3_uri) and fires where the built-in would."""
+    """The source `rules NAME --source` prints, with only its class renamed, runs as the user's
+    rule (--source_s3_uri) and fires where the built-in would."""
     source = cli("rules", "VanishingGradient", "--source").stdout
-    source = source.replace("from rules_builtin.registry import register\n", "")
-    source = source.replace("@register\n", "").replace("VanishingGradient", "TinyGradient")
-    assert "rules_builtin" not in source
+    source = source.replace("VanishingGradient", "TinyGradient")
+    assert "rules_builtin.registry" not in source and "@records_comparisons" in source
     rule_file = tmp_path / "my_rules.py"
     rule_file.write_text(source, encoding="utf-8")
     trial = tmp_path / "trial"

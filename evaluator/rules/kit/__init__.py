@@ -1,9 +1,11 @@
 """The rule kit: the helpers every built-in rule is written with, public for your own rules.
 
 To write a rule like a built-in one, copy its module (``rule-evaluator rules NAME --source``
-prints it), rename the class, and change what it checks: its imports come from here and from
-``evaluator.rules`` (``Rule``), never from ``rules_builtin``'s private modules. Import each
-helper from its module (``from evaluator.rules.kit.params import parse_float``).
+prints it as a rule file of your own), rename the class, and change what it checks: its imports
+come from here, from ``evaluator.rules`` (``Rule``) and, for helpers of one kind of rule
+(activations, loss progress, class labels), from ``rules_builtin.kit``, never from
+``rules_builtin``'s private modules. Import each helper from its module
+(``from evaluator.rules.kit.params import parse_float``).
 
 ``params``: parsing the parameters SageMaker sends (all strings) into numbers, flags, lists,
     regular expressions and modes. ``parse_float(rule, name, value, minimum=...)`` and its
