@@ -1,6 +1,7 @@
 """Uploading to S3 (the ``s3://`` scheme's ``Uploader``): boto3's ``upload_file`` (multipart for
-large files), standard retries, a 5 s connect timeout, and a refused connection tried again
-for ``endpoint_wait`` seconds before the first file, so ``moto_server &`` then ``upload`` works
+large files), botocore's standard retries (3 attempts), a 5 s connect timeout, the read path's
+read timeout (20 s without a byte of an answer: docs/s3.md), and a refused connection tried
+again for ``endpoint_wait`` seconds before the first file, so ``moto_server &`` then ``upload`` works
 in one script. The endpoint, region and credentials come from the standard AWS chain
 (``AWS_ENDPOINT_URL``, ``AWS_REGION``, profiles, roles), as for reading.
 
@@ -19,21 +20,29 @@ from evaluator.errors import BucketNotFound, StorageError
 from evaluator.redaction import redact_value
 from evaluator.storage.schemes import split_remote
 
-__all__ = ["DEFAULT_ENDPOINT_WAIT", "S3Uploader"]
+__all__ = ["DEFAULT_ENDPOINT_WAIT", "DEFAULT_READ_TIMEOUT", "S3Uploader"]
 
 DEFAULT_ENDPOINT_WAIT = 10.0  # seconds a refused connection is tried again before the first file
 _ATTEMPTS = 3  # botocore's standard retry mode: throttling, 5xx and connection errors
 _CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 20.0  # docs/s3.md's read_timeout: the longest wait for a byte of an answer
 
 
 class S3Uploader:
     """An ``Uploader`` writing ``s3://bucket/<prefix>/<key>``."""
 
-    def __init__(self, uri: str, *, endpoint_wait: float = DEFAULT_ENDPOINT_WAIT) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        endpoint_wait: float = DEFAULT_ENDPOINT_WAIT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+    ) -> None:
         bucket, prefix = split_remote(uri)
         self._bucket = bucket
         self._prefix = prefix.strip("/")
         self._wait = endpoint_wait
+        self._read_timeout = read_timeout
         self._client: Any = None
 
     @property
@@ -44,7 +53,7 @@ class S3Uploader:
     def ready(self, create: bool) -> None:
         # One small request first: a server just started is waited for, an endpoint that does
         # not answer fails here (once, not per file), a missing bucket is named.
-        with _translated(self._wait):
+        with _translated(self._wait, self._read_timeout):
             if self._bucket_exists():
                 return
             if not create:
@@ -58,7 +67,7 @@ class S3Uploader:
             self._s3().create_bucket(Bucket=self._bucket, **extra)
 
     def put_file(self, key: str, path: Path) -> None:
-        with _translated(self._wait):
+        with _translated(self._wait, self._read_timeout):
             self._s3().upload_file(
                 str(path), self._bucket, f"{self._prefix}/{key}" if self._prefix else key
             )
@@ -74,7 +83,11 @@ class S3Uploader:
             from botocore.config import Config
 
             retries: Any = {"mode": "standard", "max_attempts": _ATTEMPTS}
-            config = Config(retries=retries, connect_timeout=_CONNECT_TIMEOUT)
+            config = Config(
+                retries=retries,
+                connect_timeout=_CONNECT_TIMEOUT,
+                read_timeout=self._read_timeout,
+            )
             self._client = boto3.client("s3", config=config)
         return self._client
 
@@ -101,13 +114,23 @@ class S3Uploader:
 
 
 @contextmanager
-def _translated(wait: float) -> Iterator[None]:
+def _translated(wait: float, read_timeout: float) -> Iterator[None]:
     """botocore's and boto3's failures as ``StorageError``s, URL secrets masked."""
     from boto3.exceptions import Boto3Error
-    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
 
     try:
         yield
+    except ReadTimeoutError as e:
+        raise StorageError(
+            f"{redact_value(str(e))}: the endpoint took the connection but sent no answer within "
+            f"{read_timeout:g} s ({_ATTEMPTS} attempts)"
+        ) from None
     except EndpointConnectionError as e:
         raise StorageError(
             f"{redact_value(str(e))} (tried for {wait:g} s): is the S3 server running there? "

@@ -186,3 +186,18 @@ def test_an_unreachable_endpoint_is_named_without_its_password(
     err = capsys.readouterr().err
     assert "(tried for 0.5 s): is the S3 server running there?" in err
     assert "hunter2secret" not in err and "127.0.0.1:9" in err
+
+
+def test_an_endpoint_that_never_answers_ends_in_its_read_timeout(s3_server: MotoS3) -> None:
+    """An S3 endpoint that takes the connection and never answers ends the upload in a
+    StorageError naming the read timeout, not in a wait without end."""
+    from evaluator.errors import StorageError
+    from evaluator.storage.schemes import open_uploader
+    from tests.support.stalling_endpoints import BlackHole
+
+    with BlackHole() as hole, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ENDPOINT_URL", hole.endpoint)
+        uploader = open_uploader("s3://some-bucket/p", endpoint_wait=0.0, read_timeout=0.3)
+        with pytest.raises(StorageError, match=r"sent no answer within 0\.3 s \(3 attempts\)"):
+            uploader.ready(create=False)
+        uploader.close()
