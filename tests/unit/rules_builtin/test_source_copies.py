@@ -19,6 +19,7 @@ from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin._describe import module_source
 from tests.hook_trials.outcomes import FAULTS, ROOT
+from tests.support.s3server import MotoS3
 
 RULES = registry.names()
 HEALTHY = ("keras_healthy", "pytorch_healthy", "xgboost_healthy")
@@ -107,3 +108,21 @@ def test_the_helpers_of_the_builtins_are_public() -> None:
             assert exported in dir(kit)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         kit.nothing_here  # noqa: B018
+
+
+def test_a_copy_uploaded_to_s3_runs_as_the_builtin(
+    tmp_path: Path, s3_server: MotoS3, s3_bucket: str
+) -> None:
+    """A copy uploaded to S3 and named by ``source_s3_uri``, as a SageMaker job names it, is
+    downloaded, loaded and judges the built-in's fault trial as the built-in does."""
+    s3_server.client().put_object(
+        Bucket=s3_bucket, Key="rules/my_rule.py", Body=module_source("DeadRelu").encode()
+    )
+    copy = load_rule_class(
+        "DeadRelu", f"s3://{s3_bucket}/rules/my_rule.py", workdir=tmp_path / "work"
+    )
+    builtin = registry.lookup("DeadRelu")
+    assert builtin is not None and copy is not builtin
+    expected = _verdict(builtin, "keras_dead_relu", tmp_path / "builtin")
+    assert expected["fired"]
+    assert _verdict(copy, "keras_dead_relu", tmp_path / "copy") == expected
