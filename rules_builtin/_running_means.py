@@ -22,9 +22,14 @@ Where the epochs start: every step counts in one global counter, so at a saved s
 global step ``g`` and mode step ``m``, ``g - m`` steps of the other modes ran before it. At a
 saved EVAL step that is the number of TRAIN steps before its validation pass, i.e. the TRAIN
 mode step at which the next epoch starts; at a saved TRAIN step, the EVAL mode step at which
-the next validation pass starts. Keras saves every epoch's end (the epoch-end log), so every
-epoch boundary is known once the epoch's validation has run. Without validation, ``batch``
-at a TRAIN step ``m`` says the epoch started at ``m - batch``.
+the next validation pass starts. Keras saves every epoch's end (the epoch-end log, the last
+step of the validation pass), so every epoch boundary is known once the epoch's validation
+has run, and a validation pass starts after it even where no TRAIN step was saved between.
+Without validation, ``batch`` at a TRAIN step ``m`` says the epoch started at ``m - batch``;
+Keras' epochs have one length, so an epoch whose ``batch`` was not saved starts at a multiple
+of the known starts' greatest common distance. A batch mean of the other sign than the saved
+means (impossible for batches of one sign) says the epochs were not as read: the saved value
+is kept.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
-from evaluator.rules.kit.modes import is_epoch_end_log
+from evaluator.rules.kit.modes import VALIDATION_PREFIX, is_epoch_end_log
 from evaluator.rules.kit.selection import scalar
 
 __all__ = ["BATCH_LOG", "RunningMeans"]
@@ -83,7 +88,9 @@ class RunningMeans:
         if before is None:
             return now
         k_now, k_before = mode_step - start, p_mode - start
-        return ((k_now + 1) * now - (k_before + 1) * before) / (k_now - k_before)
+        found = ((k_now + 1) * now - (k_before + 1) * before) / (k_now - k_before)
+        # Batch losses of one sign cannot average to the other: the epochs were not as read.
+        return now if found * now < 0 and before * now > 0 else found
 
     def position(self, mode: ModeKeys, mode_step: int, step: int) -> int:
         """The 0-based position of ``mode_step`` in its epoch (validation pass)."""
@@ -113,8 +120,12 @@ class RunningMeans:
             steps = trial.steps(mode=mode)
             for s in steps[self._seen[mode] :]:
                 g = trial.global_step(mode, s)
-                if g is not None and g - s > 0:
+                if g is None:
+                    continue
+                if g - s > 0:
                     self._add(other, g - s)
+                if mode == EVAL and _epoch_end(trial, g):  # the pass's last step
+                    self._add(EVAL, s + 1)
             self._seen[mode] = len(steps)
         if trial.steps(mode=EVAL) or BATCH_LOG not in trial.tensor_names():
             return
@@ -128,6 +139,18 @@ class RunningMeans:
             if index is not None and math.isfinite(index) and 0 <= index <= s:
                 self._add(TRAIN, s - int(index))
         self._batch_seen = len(steps)
+        self._regular(TRAIN)
+
+    def _regular(self, mode: ModeKeys) -> None:
+        """Keras epochs have one length: the starts known are multiples of their greatest
+        common distance apart, so an epoch whose ``batch`` log was not saved still starts."""
+        starts = self._starts[mode]
+        length = 0
+        for a, b in zip(starts, starts[1:]):
+            length = math.gcd(length, b - a)
+        if length > 0:
+            for start in range(starts[0] + length, starts[-1], length):
+                self._add(mode, start)
 
     def _add(self, mode: ModeKeys, start: int) -> None:
         starts = self._starts[mode]
@@ -161,3 +184,9 @@ class RunningMeans:
             if len(self._raw) > 4096:  # the newest values are the ones asked again
                 self._raw.pop(next(iter(self._raw)))
         return self._raw[key]
+
+
+def _epoch_end(trial: Any, step: int) -> bool:
+    """Whether global ``step`` holds Keras' epoch-end logs (``X`` beside ``val_X``)."""
+    names = set(trial.tensor_names(step=step))
+    return any(VALIDATION_PREFIX + n in names for n in names if not n.startswith(VALIDATION_PREFIX))
