@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from evaluator.errors import TensorUnavailableForStep
@@ -91,6 +92,17 @@ class RunningMeans:
         found = ((k_now + 1) * now - (k_before + 1) * before) / (k_now - k_before)
         # Batch losses of one sign cannot average to the other: the epochs were not as read.
         return now if found * now < 0 and before * now > 0 else found
+
+    def convert(
+        self, name: str, mode: ModeKeys, saved: Iterable[tuple[int, int]], values: dict[int, Any]
+    ) -> None:
+        """Turn the saved values already read (``values``, global step -> value, of the saved
+        (mode step, global step) pairs ``saved``) into batch means: a live trial may show
+        that a loss is Keras' running mean only after some of its values were read."""
+        for mode_step, step in saved:
+            if values.get(step) is not None:
+                found = self.batch_mean(name, mode, mode_step, step)
+                values[step] = values[step] if found is None else found
 
     def position(self, mode: ModeKeys, mode_step: int, step: int) -> int:
         """The 0-based position of ``mode_step`` in its epoch (validation pass)."""

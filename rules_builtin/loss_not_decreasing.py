@@ -190,6 +190,7 @@ class LossNotDecreasing(Rule):
         self._losses: dict[str, _Loss] = {}
         self._skipped: set[str] = set()  # not scalar
         self._running = RunningMeans(base_trial)
+        self._as_batches: set[str] = set()  # tensors read as Keras running means
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -217,6 +218,10 @@ class LossNotDecreasing(Rule):
         loss = self._losses.get(name)
         if loss is None:
             loss = self._losses[name] = self._start(name, step, raw_mode, mode_step)
+        if name not in self._as_batches and self._running.applies(name, raw_mode):
+            self._as_batches.add(name)  # told late (a live trial): the values read too
+            for m, v in loss.views.items():
+                self._running.convert(name, m, v.saved, v.values)
         loss.views[mode].add(mode_step, step, self.num_steps)
         if self._active_mode(loss) != mode:
             return False
@@ -284,7 +289,7 @@ class LossNotDecreasing(Rule):
         best = lowest(view.best, previous[0])
         view.best = lowest(best, current[0])
         # Which comparison decided, and why (the noise measured on the values compared).
-        keras = self._running.applies(name, mode)
+        keras = name in self._as_batches
         why = (
             ("Keras' running means read as their batches' means; " if keras else "")
             + (f"noise {noise:.2g}% of the level: ")
@@ -318,7 +323,7 @@ class LossNotDecreasing(Rule):
                     self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
                     return None
                 view.values[g] = value
-                if self._running.applies(name, mode):  # Keras: the batches' mean instead
+                if name in self._as_batches:  # Keras: the batches' mean instead
                     batches = self._running.batch_mean(name, mode, mode_step, g)
                     view.values[g] = value if batches is None else batches
                 self.progress.saw(name, g, value)

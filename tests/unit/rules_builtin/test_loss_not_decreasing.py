@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, RuleEvaluationConditionMet
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
@@ -16,7 +18,7 @@ from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin._running_means import RunningMeans
 from rules_builtin.loss_not_decreasing import LossNotDecreasing
-from tests.support.keras_like import STUCK_BATCHES, hook_trial
+from tests.support.keras_like import STUCK_BATCHES, hook_trial, write_keras_like
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 LOSSES = Collection("losses", include_regex=["loss"])
@@ -485,3 +487,43 @@ def test_running_means_leave_other_losses_as_saved(make_trial: Callable[..., Any
     running mean."""
     trial = make_trial([(0, TRAIN, 1.0), (1, EVAL, 2.0), (2, TRAIN, 0.5)])
     assert not RunningMeans(trial).applies("loss", TRAIN)
+
+
+def test_a_live_keras_trial_is_read_as_running_means_once_it_shows_them(
+    tmp_path: Path, opened_trials: list[Any]
+) -> None:
+    """On a live Keras trial whose first epoch-end log arrives after TRAIN step 10 was judged,
+    the values read before are turned into batch means too: the rule fires where it does on
+    the complete trial."""
+    done = write_keras_like(tmp_path / "done", "stuck", epochs=4, train_batches=16, val_batches=2)
+    complete = create_trial(str(done))
+    opened_trials.append(complete)
+    expected = _run(LossNotDecreasing(complete))
+    live_dir = tmp_path / "live"
+    shutil.copytree(done, live_dir, ignore=shutil.ignore_patterns("training_job_end.ts"))
+    later = [d for d in (live_dir / "events").iterdir() if int(d.name) >= 12]
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for d in later:  # the steps from 12 on are written later
+        shutil.move(str(d), hidden / d.name)
+        for index in live_dir.glob(f"index/*/{d.name}_worker_0.json"):
+            shutil.move(str(index), hidden / f"{d.name}.json")
+    live = create_trial(str(live_dir))
+    opened_trials.append(live)
+    rule = LossNotDecreasing(live)
+    fired = [s for s in range(12) if _fires(rule, s)]
+    for d in later:
+        shutil.move(str(hidden / d.name), live_dir / "events" / d.name)
+        index = live_dir / "index" / "000000000" / f"{d.name}_worker_0.json"
+        shutil.move(str(hidden / f"{d.name}.json"), index)
+    shutil.copy(done / "training_job_end.ts", live_dir / "training_job_end.ts")
+    fired += [s for s in range(12, max(complete.steps()) + 1) if _fires(rule, s)]
+    assert expected and tuple(fired) == expected
+
+
+def _fires(rule: LossNotDecreasing, step: int) -> bool:
+    try:
+        rule.invoke(step)
+    except RuleEvaluationConditionMet:
+        return True
+    return False
