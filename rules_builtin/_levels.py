@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["LossView", "noise", "single_decides", "smooth"]
+__all__ = ["LossView", "lowest", "noise", "single_decides", "smooth", "span"]
 
 _MAD_TO_SIGMA = 0.6745 * math.sqrt(6.0)  # median |second difference| of white noise / sigma
 
@@ -121,3 +121,20 @@ class LossView:
     def window(self, end: int, num_steps: int) -> list[tuple[int, int]]:
         """The saved (mode step, global step) pairs in the mode steps (end - num_steps, end]."""
         return [e for e in self.saved if end - num_steps < e[0] <= end]
+
+
+def span(mode: str, window: tuple[float, int, int]) -> str:
+    """ "the mean over mode steps a..b", or "the value at mode step a" for one saved step."""
+    _, first, last = window
+    if first == last:
+        return f"the value at {mode} step {first}"
+    return f"the mean over {mode} steps {first}..{last}"
+
+
+def lowest(a: float | None, b: float) -> float:
+    """The smaller of two values, ignoring a missing or NaN one."""
+    if a is None or math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    return min(a, b)

@@ -21,8 +21,9 @@ from evaluator.rules.kit.params import (
 )
 from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
 from evaluator.rules.rule import Rule
-from rules_builtin._levels import LossView, single_decides, smooth
+from rules_builtin._levels import LossView, lowest, single_decides, smooth, span
 from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
+from rules_builtin._running_means import RunningMeans
 from rules_builtin.registry import register
 
 __all__ = ["LossNotDecreasing"]
@@ -56,7 +57,11 @@ class LossNotDecreasing(Rule):
     loss until the EVAL loss has ``num_steps`` mode steps of history, the EVAL loss from then
     on. ``mode=GLOBAL`` means the training series; it never pools modes. Keras' epoch-end
     logs (``X`` beside ``val_X`` at an EVAL step, ``kit.modes.is_epoch_end_log``) are the
-    training epoch mean, not EVAL values of ``X``: skipped.
+    training epoch mean, not EVAL values of ``X``: skipped. Keras' TRAIN and EVAL ``loss``
+    is a running mean since the epoch (validation pass) start: each saved value is read as
+    the mean of the batch losses since the previous saved value of its epoch
+    (``rules_builtin._running_means``), so the mean's restart at an epoch start is never
+    taken for a fall; the evidence's loss curve keeps the saved values.
 
     When: per tensor and mode, a step is evaluated only if a saved value at least
     ``num_steps`` mode steps earlier exists (the newest such one, the *anchor*, is the
@@ -184,6 +189,8 @@ class LossNotDecreasing(Rule):
         self._wanted = [as_training(self.mode)] if self.mode is not None else list(_PREFERRED)
         self._losses: dict[str, _Loss] = {}
         self._skipped: set[str] = set()  # not scalar
+        self._running = RunningMeans(base_trial)
+        self._as_batches: set[str] = set()  # tensors read as Keras running means
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -211,6 +218,10 @@ class LossNotDecreasing(Rule):
         loss = self._losses.get(name)
         if loss is None:
             loss = self._losses[name] = self._start(name, step, raw_mode, mode_step)
+        if name not in self._as_batches and self._running.applies(name, raw_mode):
+            self._as_batches.add(name)  # told late (a live trial): the values read too
+            for m, v in loss.views.items():
+                self._running.convert(name, m, v.saved, v.values)
         loss.views[mode].add(mode_step, step, self.num_steps)
         if self._active_mode(loss) != mode:
             return False
@@ -275,15 +286,20 @@ class LossNotDecreasing(Rule):
         if name in self._skipped or previous is None:
             return False
         view.last_evaluated = at
-        best = _lowest(view.best, previous[0])
-        view.best = _lowest(best, current[0])
+        best = lowest(view.best, previous[0])
+        view.best = lowest(best, current[0])
         # Which comparison decided, and why (the noise measured on the values compared).
-        why = f"noise {noise:.2g}% of the level: " + (
-            "the anchor's value"
-            if is_smooth
-            else "the single values, the window means showing no decrease beyond the noise"
-            if decided[1] is single
-            else "the window ending at the anchor"
+        keras = name in self._as_batches
+        why = (
+            ("Keras' running means read as their batches' means; " if keras else "")
+            + (f"noise {noise:.2g}% of the level: ")
+            + (
+                "the anchor's value"
+                if is_smooth
+                else "the single values, the window means showing no decrease beyond the noise"
+                if decided[1] is single
+                else "the window ending at the anchor"
+            )
         )
         return self._judge(name, step, mode, at, decided, best, current, why)
 
@@ -307,6 +323,9 @@ class LossNotDecreasing(Rule):
                     self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
                     return None
                 view.values[g] = value
+                if name in self._as_batches:  # Keras: the batches' mean instead
+                    batches = self._running.batch_mean(name, mode, mode_step, g)
+                    view.values[g] = value if batches is None else batches
                 self.progress.saw(name, g, value)
                 # The curve behind the verdict: the loss itself, per mode.
                 self.evidence.record(g, name, quantity="loss", value=value, mode=mode)
@@ -330,11 +349,11 @@ class LossNotDecreasing(Rule):
         why: str,
     ) -> bool:
         current, previous = decided
-        level, newest = mean[0], _span(mode.name, mean)
+        level, newest = mean[0], span(mode.name, mean)
         cur, prev = current[0], previous[0]
         m = mode.name
         where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
-        now, before = _span(m, current), _span(m, previous)
+        now, before = span(m, current), span(m, previous)
         decrease = percent_of(prev - cur, prev)
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
@@ -377,20 +396,3 @@ class LossNotDecreasing(Rule):
             diagnose=diagnose,
         )
         return not_decreasing or risen
-
-
-def _span(mode: str, window: tuple[float, int, int]) -> str:
-    """ "the mean over mode steps a..b", or "the value at mode step a" for one saved step."""
-    _, first, last = window
-    if first == last:
-        return f"the value at {mode} step {first}"
-    return f"the mean over {mode} steps {first}..{last}"
-
-
-def _lowest(a: float | None, b: float) -> float:
-    """The smaller of two values, ignoring a missing or NaN one."""
-    if a is None or math.isnan(a):
-        return b
-    if math.isnan(b):
-        return a
-    return min(a, b)

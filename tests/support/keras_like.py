@@ -26,6 +26,12 @@ def hook_trial(name: str) -> Path:
     return path
 
 
+# One epoch of batch losses of a Keras run that never learns (hook trial keras_sigmoid_flat):
+# the first batches are the highest, so the running mean falls within every epoch.
+STUCK_BATCHES = [1.8525, 1.6707, 1.5444, 1.1659, 1.4134, 1.3527, 1.5493, 1.4739, 1.4837, 0.848]
+STUCK_BATCHES += [1.2872, 1.605]
+
+
 def write_keras_like(
     root: Path,
     kind: str = "healthy",
@@ -42,7 +48,8 @@ def write_keras_like(
     ``loss`` twice (the validation running mean, then the TRAINING epoch mean, which wins) and
     holds ``val_loss`` (the validation mean). The weight is saved at every step; at EVAL steps
     it equals the last TRAIN step's value. ``kind``: "healthy" (both losses fall, validation
-    8 % above the training epoch mean; the batch loss also falls within an epoch), "flat" (learning rate 0: constant losses, constant weights) or
+    8 % above the training epoch mean; the batch loss also falls within an epoch), "flat" (learning rate 0: constant losses, constant weights), "stuck"
+    (no learning on noisy batches: each epoch's batch losses are ``STUCK_BATCHES``) or
     "overfit" (training falls, validation rises)."""
     writer = TrialWriter(root)
     writer.write_collections(
@@ -52,7 +59,7 @@ def write_keras_like(
     weight = rng.normal(size=(4, 4)).astype(np.float32)
     step, counters = 0, {TRAIN: 0, EVAL: 0}
     for epoch in range(epochs):
-        if kind == "flat":
+        if kind in ("flat", "stuck"):
             train_level, val_level = 1.2, 1.15
         elif kind == "overfit":
             train_level, val_level = 1.0 * 0.8**epoch, 1.0 * 1.1**epoch
@@ -62,8 +69,10 @@ def write_keras_like(
         for b in range(train_batches):
             noise = 0.0 if kind == "flat" else 0.03 * np.sin(3.0 * b + epoch)
             falling = 1.0 if kind == "flat" else 0.85 ** (b / train_batches)
+            if kind == "stuck":  # the same batches' losses every epoch (a real run's)
+                noise, falling = STUCK_BATCHES[b % len(STUCK_BATCHES)] / train_level - 1, 1.0
             batch_losses.append(train_level * falling * (1 + noise))
-            if kind != "flat":
+            if kind not in ("flat", "stuck"):
                 weight = weight + rng.normal(scale=0.01, size=weight.shape).astype(np.float32)
             writer.write_step(
                 step,

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, RuleEvaluationConditionMet
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.trial import create_trial
 from rules_builtin import registry
+from rules_builtin._running_means import RunningMeans
 from rules_builtin.loss_not_decreasing import LossNotDecreasing
-from tests.support.keras_like import hook_trial
+from tests.support.keras_like import STUCK_BATCHES, hook_trial, write_keras_like
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 LOSSES = Collection("losses", include_regex=["loss"])
@@ -439,3 +442,88 @@ def test_flat_dense_loss_fires(make_trial: Callable[..., Any]) -> None:
     """A flat loss saved every step with +-10 % batch noise fires."""
     flat = {s: 1.0 + 0.1 * np.sin(2.3 * s) for s in range(60)}
     assert _run(LossNotDecreasing(make_trial(global_steps(flat))))
+
+
+def test_keras_running_means_are_compared_as_the_batch_means_behind_them(
+    keras_like: Callable[..., Any],
+) -> None:
+    """A Keras run that does not learn (each epoch the same batch losses) fires at the second
+    evaluation (TRAIN step 20, the first whose batches are all seen again), comparing the
+    means of the batches behind Keras' running means, and says so."""
+    trial = keras_like("stuck", epochs=4, train_batches=12, val_batches=2)
+    rule = LossNotDecreasing(trial)
+    steps = _run(rule)
+    assert steps and trial.mode_modestep(steps[0]) == (TRAIN, 20)
+    sentence = rule.evidence.summary()["reasons"][0]["sentence"]
+    assert "Keras' running means read as their batches' means" in sentence
+
+
+def test_real_keras_run_that_never_learns_fires_at_the_documented_comparison() -> None:
+    """keras_sigmoid_flat (real KerasHook trial, loss never falls) fires at TRAIN step 20
+    (global 22), where AWS compares the value there with TRAIN step 10: the restart of the
+    running mean at epoch 1 is not read as a fall."""
+    trial = _real("keras_sigmoid_flat")
+    steps = _run(LossNotDecreasing(trial))
+    assert steps[0] == 22 and trial.mode_modestep(22) == (TRAIN, 20)
+
+
+def test_running_means_give_the_batch_losses_of_a_keras_trial(
+    keras_like: Callable[..., Any],
+) -> None:
+    """At every TRAIN step of a Keras-like trial saved every step, the batch mean behind the
+    running mean is that batch's loss (the epoch restarts found from the EVAL passes)."""
+    trial = keras_like("stuck", epochs=3, train_batches=12, val_batches=2)
+    means = RunningMeans(trial)
+    assert means.applies("loss", TRAIN)
+    for mode_step in trial.steps(mode=TRAIN):
+        step = trial.global_step(TRAIN, mode_step)
+        found = means.batch_mean("loss", TRAIN, mode_step, step)
+        assert found == pytest.approx(STUCK_BATCHES[mode_step % 12], rel=1e-4)
+        assert means.position(TRAIN, mode_step, step) == mode_step % 12
+
+
+def test_running_means_leave_other_losses_as_saved(make_trial: Callable[..., Any]) -> None:
+    """A loss without Keras' epoch-end logs or batch log (PyTorch, GradientTape) is not a
+    running mean."""
+    trial = make_trial([(0, TRAIN, 1.0), (1, EVAL, 2.0), (2, TRAIN, 0.5)])
+    assert not RunningMeans(trial).applies("loss", TRAIN)
+
+
+def test_a_live_keras_trial_is_read_as_running_means_once_it_shows_them(
+    tmp_path: Path, opened_trials: list[Any]
+) -> None:
+    """On a live Keras trial whose first epoch-end log arrives after TRAIN step 10 was judged,
+    the values read before are turned into batch means too: the rule fires where it does on
+    the complete trial."""
+    done = write_keras_like(tmp_path / "done", "stuck", epochs=4, train_batches=16, val_batches=2)
+    complete = create_trial(str(done))
+    opened_trials.append(complete)
+    expected = _run(LossNotDecreasing(complete))
+    live_dir = tmp_path / "live"
+    shutil.copytree(done, live_dir, ignore=shutil.ignore_patterns("training_job_end.ts"))
+    later = [d for d in (live_dir / "events").iterdir() if int(d.name) >= 12]
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for d in later:  # the steps from 12 on are written later
+        shutil.move(str(d), hidden / d.name)
+        for index in live_dir.glob(f"index/*/{d.name}_worker_0.json"):
+            shutil.move(str(index), hidden / f"{d.name}.json")
+    live = create_trial(str(live_dir))
+    opened_trials.append(live)
+    rule = LossNotDecreasing(live)
+    fired = [s for s in range(12) if _fires(rule, s)]
+    for d in later:
+        shutil.move(str(hidden / d.name), live_dir / "events" / d.name)
+        index = live_dir / "index" / "000000000" / f"{d.name}_worker_0.json"
+        shutil.move(str(hidden / f"{d.name}.json"), index)
+    shutil.copy(done / "training_job_end.ts", live_dir / "training_job_end.ts")
+    fired += [s for s in range(12, max(complete.steps()) + 1) if _fires(rule, s)]
+    assert expected and tuple(fired) == expected
+
+
+def _fires(rule: LossNotDecreasing, step: int) -> bool:
+    try:
+        rule.invoke(step)
+    except RuleEvaluationConditionMet:
+        return True
+    return False
