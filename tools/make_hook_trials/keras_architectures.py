@@ -64,9 +64,10 @@ SCENARIOS = {
                                 "dense_1's (its inputs are then all 0 too); dead for good.",
                                 bias={"conv2d": -10.0}),
     "functional_saturated": cfg(["SaturatedActivation"], "The functional CNN with dense's "
-                                "kernel N(0, 4^2): the inputs of its inline tanh lie far "
-                                "outside (-9.5, 9.5) for most units from the first step.",
-                                kernel={"dense": 4.0}),
+                                "bias 20 (kernel N(0, 0.5^2)): the inputs of its inline tanh "
+                                "lie above 9.5 for every sample of nearly every unit from the "
+                                "first step; tanh's derivative is ~0 there, so they stay.",
+                                kernel={"dense": 0.5}, bias={"dense": 20.0}),
     "tape_healthy": cfg([], "The functional CNN trained by a custom GradientTape loop "
                         "(hook.wrap_tape, tape.gradient, Adam lr=0.01 apply_gradients; 4 "
                         "epochs of 8 batches of 16, no validation), hook.register_model for "
