@@ -47,9 +47,6 @@ KNOWN_MISFIRES = {
     "ratio_threshold 0.1), then 2.69, 1.20, 0.65, while the validation loss falls every epoch "
     "(0.823, 0.316, 0.036, 0.0072; accuracy 1.0 from epoch 1): BatchNorm's running statistics "
     "keep the validation loss above a training loss that falls to 0.004 - a gap, not overfitting",
-    # the activation finder (rules_builtin/_activations.py) cannot read a Keras Conv2D's
-    # 4-D kernel: fixed by the next commit
-    ("keras_functional_dead_relu", "DeadRelu"): "the finder does not read Conv2D kernels",
 }
 
 

@@ -94,13 +94,7 @@ def test_healthy_architecture_is_quiet(outcomes: dict[str, dict[str, Outcome]], 
     assert fired == {}
 
 
-# the finder does not read a GradientTape loop's weights/<layer>/kernel:0: fixed next commit
-UNTIL_FINDER = {"keras_tape_healthy": [pytest.mark.xfail(strict=True, reason="tape names")]}
-
-
-@pytest.mark.parametrize(
-    "trial", [pytest.param(t, marks=UNTIL_FINDER.get(t, [])) for t in sorted(MUST_CHECK)]
-)
+@pytest.mark.parametrize("trial", sorted(MUST_CHECK))
 def test_healthy_run_is_checked_not_vacuous(
     outcomes: dict[str, dict[str, Outcome]], trial: str
 ) -> None:
@@ -169,7 +163,7 @@ def _tensor(trial: str, layer: str) -> str:
     [
         "pytorch_cnn_dead_relu",
         "pytorch_resnet_dead_relu",
-        pytest.param("keras_functional_dead_relu", marks=_known("keras_functional_dead_relu")),
+        "keras_functional_dead_relu",
     ],
 )
 def test_dead_relu_fires_on_the_measured_dead_layers_at_the_first_step(trial: str) -> None:
