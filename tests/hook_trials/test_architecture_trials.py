@@ -99,9 +99,10 @@ def test_healthy_run_is_checked_not_vacuous(
     outcomes: dict[str, dict[str, Outcome]], trial: str
 ) -> None:
     """A healthy run's ReLU / tanh layers, gradients, losses, trees and classes are checked:
-    the rules that read them end quiet, never 'checked nothing'."""
+    the rules that read them never end 'checked nothing' there (quiet: the test above)."""
     cells = {rule: outcomes[rule][trial].cell for rule in MUST_CHECK[trial]}
-    assert cells == dict.fromkeys(MUST_CHECK[trial], "quiet")
+    assert {rule: cell for rule, cell in cells.items() if cell == CHECKED_NOTHING} == {}
+    assert all(cell == "quiet" or cell.startswith("fires") for cell in cells.values()), cells
 
 
 @pytest.mark.parametrize("rule", ["Confusion", "ClassImbalance"])
