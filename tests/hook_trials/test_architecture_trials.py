@@ -229,3 +229,15 @@ def test_xgboost_multiclass_and_regression_metric_names() -> None:
     assert {"train-mlogloss", "validation-merror"} <= set(multi["written_by_hook"]["tensor_names"])
     assert {"train-rmse", "validation-mae"} <= set(reg["written_by_hook"]["tensor_names"])
     assert list(multi["written_by_hook"]["modes"]) == ["GLOBAL"]
+
+
+@pytest.mark.parametrize("trial", ["pytorch_lstm_healthy", "pytorch_transformer_healthy"])
+@pytest.mark.parametrize("rule", ["DeadRelu", "SaturatedActivation"])
+def test_lstm_attention_gelu_layernorm_are_no_relu_tanh_sigmoid(
+    outcomes: dict[str, dict[str, Outcome]], trial: str, rule: str
+) -> None:
+    """An LSTM's tuple outputs (lstm_output_1/2 are h_n/c_n, not calls), attention's
+    (q, k, v) -> (output, weights), GELU and LayerNorm are taken for no ReLU, tanh or
+    sigmoid (their gates and softmax are inside the modules): the activation rules say they
+    checked nothing rather than judge them."""
+    assert outcomes[rule][trial].cell == CHECKED_NOTHING
