@@ -97,13 +97,16 @@ def _vanishing(lab: dict[str, Any]) -> int | None:
     grads = lab["evidence"].get("gradient_mean_abs_per_variable") or lab["evidence"].get(
         "gradient_mean_abs_per_parameter", {}
     )
-    if any(0 <= (g.get("first_step") or 1) < 1e-7 for g in grads.values()):
+    firsts = [g.get("first_step") for g in grads.values()]  # 0.0 is a vanished gradient too
+    if any(isinstance(f, float) and 0 <= f < 1e-7 for f in firsts):
         return _mode_steps(lab, "TRAIN")[0]
     return None
 
 
 def _train_loss_fall(lab: dict[str, Any]) -> int | None:
     ev = lab["evidence"]
+    if "evals_per_round" in ev:  # XGBoost: the training loss metric, per round
+        return _xgb_fall(lab, tuple(f"train-{m}" for m in XGB_LOSSES))
     for key in ("train_batch_loss", "train_loss"):
         if f"{key}_per_step" in ev:
             return _last_real_fall(ev[f"{key}_per_step"], ev[f"{key}_global_steps"])
@@ -142,13 +145,18 @@ def _overtraining(lab: dict[str, Any]) -> int | None:
     deep learning: the first of the epoch training and validation mean losses' (the epoch
     means, not the noisy per-batch values)."""
     if "evals_per_round" in lab["evidence"]:
-        return _xgb_fall(lab, ("train-logloss", "validation-logloss"))
+        return _xgb_fall(
+            lab, tuple(f"{d}-{m}" for d in ("train", "validation") for m in XGB_LOSSES)
+        )
     found = [
         _epoch_fall(lab, ("train_loss_keras_epoch_mean", "train_loss_mean")),
         _epoch_fall(lab, ("val_loss", "val_loss_mean")),
     ]
     found = [f for f in found if f is not None]
     return min(found) if found else None
+
+
+XGB_LOSSES = ("logloss", "mlogloss", "rmse")  # binary, multi-class, regression objectives
 
 
 def _xgb_fall(lab: dict[str, Any], names: tuple[str, ...]) -> int | None:
@@ -176,6 +184,8 @@ ALSO_LABELLED = {
     "keras_flat_loss": ["Overtraining"],
     "pytorch_flat_loss": ["Overtraining"],
     "pytorch_nan_start": ["Overtraining"],
+    "pytorch_transformer_stalled": ["Overtraining"],
+    "xgboost_regression_flat": ["Overtraining"],
 }
 
 # rule -> (rule-independent definition, onset from labels.json)

@@ -17,8 +17,9 @@ tensors of collections the SDK defined; smdebug's framework hooks name layer ten
    with one shape (a Keras ``Activation("tanh")`` is auto-named ``activation``); an all-zero
    output is a ReLU's when the input is <= 0; outputs of 1 are "tanh|sigmoid" (both
    saturate there) until another step, call or the name tells;
-2. for a Keras ``Dense``-like layer whose kernel is saved (checked first: a square Dense has
-   one shape in and out), ``output == f(input @ kernel + bias)``; when its outputs are not
+2. for a Keras ``Dense`` / ``Conv`` layer whose kernel is saved (checked first: a square Dense
+   has one shape in and out), ``output == f(input @ kernel + bias)`` (a convolution for a
+   Conv, rules_builtin/_preactivation.py); when its outputs are not
    saved, the ``f`` whose result another layer's saved inputs hold (the next layer reads it),
    and ``output_value`` computes its outputs (DeadRelu reads them);
 3. another call of the same module decided by its values (a tanh module shared by two
@@ -27,8 +28,7 @@ tensors of collections the SDK defined; smdebug's framework hooks name layer ten
    a PyTorch / MXNet module whose input and output differ in shape (``TwoBranchTanh``, a
    model: no activation).
 
-A layer whose function cannot be told (its input is all zeros, say) is asked again at later
-steps, a few times at most. Only these three functions (and the identity) are recognised.
+A layer whose function cannot be told is asked again at later steps, a few times at most.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import numpy as np
 
 from evaluator.errors import SMDebugError
 from evaluator.trial.patterns import compile_pattern, matching_names
+from rules_builtin._preactivation import clear_winner, kernel_names, pre_activation
 
 __all__ = ["FUNCTIONS", "ActivationFinder", "Layer", "function_in_name", "layers_of"]
 
@@ -58,6 +59,7 @@ _VALUE_ATTEMPTS = 5  # steps at which a layer's values are asked before its name
 _PAIR_TOLERANCE = 1e-3  # float32 activations against a float64 recomputation
 _DENSE_TOLERANCE = 0.1  # the saved weights may already hold the batch's update
 _SATURATED = "tanh|sigmoid"  # what the values of a layer saturated at 1 allow
+_SIGMOID_BELOW_ONE = 15.0  # float32 sigmoid(x) < 1 for x below this; tanh(x) == 1 past 9.1
 
 
 @dataclass
@@ -190,7 +192,13 @@ class ActivationFinder:
         x = self._value(tensor, step)
         if kernel is None or x is None:
             return None
-        return _pre_activation(x, kernel, bias)
+        return pre_activation(x, kernel, bias, self._shape(layer.outputs, names, step))
+
+    def _shape(self, tensor: str | None, names: list[str], step: int) -> tuple[int, ...] | None:
+        try:
+            return tuple(self.trial.tensor(tensor).shape(step)) if tensor in names else None
+        except SMDebugError:
+            return None
 
     def needs_weights(self, tensor: str) -> bool:
         """Whether ``tensor``'s values are a layer's input, not its function's input, so
@@ -320,10 +328,7 @@ class ActivationFinder:
         return (matches.pop(), "weights") if len(matches) == 1 else None
 
     def _kernels(self, layer: Layer, names: list[str]) -> tuple[list[str], list[str]]:
-        prefix = f"{layer.module or layer.name}/weights/"
-        kernels = [n for n in names if n.startswith(prefix) and n.endswith("kernel:0")]
-        biases = [n for n in names if n.startswith(prefix) and n.endswith("bias:0")]
-        return kernels, biases
+        return kernel_names(layer.module or layer.name, names)
 
     def _dense_weights(
         self, layer: Layer, names: list[str], step: int
@@ -368,7 +373,8 @@ def _matching_function(x: np.ndarray, y: np.ndarray, *, tolerance: float) -> str
     ranked = sorted(errors, key=errors.__getitem__)
     best, second, third = (errors[fn] for fn in ranked[:3])
     if set(ranked[:2]) == {"tanh", "sigmoid"} and second <= tolerance < third:
-        return _SATURATED  # both are 1 where x is large: a saturated tanh or sigmoid
+        # both are 1 where x is large; float32 sigmoid is 1 only past 16.6 (1 - 3e-7 at 15)
+        return "tanh" if np.any((y == 1.0) & (x < _SIGMOID_BELOW_ONE)) else _SATURATED
     if best > tolerance or second <= max(tolerance, 4 * best):
         return None
     return ranked[0]
@@ -380,21 +386,12 @@ def _collection_kind(name: str) -> tuple[str, str] | None:
     return (match["fn"].lower(), match["side"].lower() + "s") if match else None
 
 
-def _pre_activation(
-    x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None
-) -> np.ndarray | None:
-    """``x @ kernel + bias`` of a Dense layer, None when the shapes do not fit one."""
-    if x.ndim < 2 or kernel.ndim != 2 or x.shape[-1] != kernel.shape[0]:
-        return None
-    product: np.ndarray = x @ kernel
-    return product + (bias if bias is not None and bias.shape == (kernel.shape[1],) else 0.0)
-
-
 def _dense_function(
     x: np.ndarray, y: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None
 ) -> str | None:
-    """The function of a Dense layer: y == f(x @ kernel + bias)."""
-    pre = _pre_activation(x, kernel, bias)
+    """The function of a Dense / Conv layer: y == f(x @ kernel + bias) (or its convolution)."""
+    pre = pre_activation(x, kernel, bias, y.shape)
     if pre is None or pre.shape != y.shape:
         return None
-    return _matching_function(pre, y, tolerance=_DENSE_TOLERANCE)
+    found = _matching_function(pre, y, tolerance=_DENSE_TOLERANCE)
+    return found if found is not None else clear_winner(pre, y, _F)

@@ -304,10 +304,12 @@ class PoorWeightInitialization(Rule):
 
 def _decrease_percent(before: float, now: float) -> float:
     """How much lower ``now`` is than ``before``, in % of ``before``; -inf for a NaN now (never
-    a decrease), +inf for a NaN before (any number is)."""
+    a decrease), +inf for a NaN before (any number is) and for a loss at 0 in both windows (an
+    error rate at its floor, as XGBoost's train-merror on data it fits at once: nothing to
+    fall, no initialisation problem)."""
     if math.isnan(now):
         return -math.inf
-    if math.isnan(before):
+    if math.isnan(before) or before == now == 0:
         return math.inf
     return percent_of(before - now, before)
 

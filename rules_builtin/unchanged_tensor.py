@@ -36,8 +36,10 @@ class UnchangedTensor(Rule):
     listing tensor names, as Keras writes them, or an ``include_regex``, as PyTorch does; an
     XGBoost trial's ``losses`` holds its ``train-*``/``validation-*`` loss metrics). Tensors
     constant by nature (XGBoost ``hyperparameters/*``, Keras ``batch``, an ``accuracy`` that
-    has reached 1.0) are then not checked; name them to check them. ``num_steps`` is at
-    least 2.
+    has reached 1.0) are then not checked; name them to check them. Nor is a loss of that
+    selection that is exactly 0 (an error rate or loss at its floor, as XGBoost's
+    ``train-merror`` once the booster fits its training data: nothing left to change).
+    ``num_steps`` is at least 2.
 
     Choices:
 
@@ -111,6 +113,7 @@ class UnchangedTensor(Rule):
         # Per mode: for a window of saved steps at once (where the trial has a batch read),
         # whether each value is close to the values 1 .. num_steps - 1 saved steps before.
         self._closeness: dict[ModeKeys, WindowedRows] = {}
+        self._losses = TensorSelection(name, default_collections=("losses",), all_when_empty=False)
 
     def invoke_at_step(self, step: int) -> bool:
         if self._last_step is not None and step <= self._last_step:
@@ -134,7 +137,7 @@ class UnchangedTensor(Rule):
             same = self._unchanged_batched(name, mode, steps, names)
             if same is None:
                 same = self._unchanged(name, mode, steps)
-            if same is None:
+            if same is None or (same >= self.num_steps and self._at_floor(name, step, mode)):
                 continue
             fired = (
                 self.evidence.compare(
@@ -164,6 +167,13 @@ class UnchangedTensor(Rule):
                 "modes) only; save the tensors at TRAIN steps",
             )
         ]
+
+    def _at_floor(self, name: str, step: int, mode: ModeKeys) -> bool:
+        """A loss of the default selection whose value at ``step`` is exactly 0."""
+        if self.selection.given or name not in self._losses.names(self.base_trial, step=step):
+            return False
+        value = np.asarray(self.base_trial.tensor(name).value(step))
+        return value.size == 1 and value.dtype.kind in "iuf" and float(value.reshape(-1)[0]) == 0
 
     def _saved_steps(self, name: str, mode: ModeKeys, mode_step: int) -> deque[int]:
         """The last ``num_steps`` saved mode steps of ``name``, ending with ``mode_step``."""

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evaluator.errors import ConfigurationError
+from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import checked_nothing
 from evaluator.rules.loader import build_rule
@@ -23,7 +23,16 @@ from evaluator.trial import create_trial
 from rules_builtin import registry
 from tests.scenarios.outcomes import Outcome
 
-__all__ = ["FAULTS", "NEEDS", "TRIALS", "Outcome", "labels", "run_all"]
+__all__ = [
+    "CONVERGED_MISFIRES",
+    "FAULTS",
+    "KNOWN_MISFIRES",
+    "NEEDS",
+    "TRIALS",
+    "Outcome",
+    "labels",
+    "run_all",
+]
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "hook_trials"
 TRIALS = sorted(p.name for p in ROOT.iterdir() if (p / "labels.json").is_file())
@@ -39,6 +48,23 @@ NEEDS = {
 
 CHECKED_NOTHING = "checked nothing"
 
+# (trial, rule) -> why a rule another change owns misfires there (measured figures); the tests
+# mark these xfail(strict=True) so that the fix shows.
+KNOWN_MISFIRES = {
+    ("pytorch_resnet_healthy", "Overfit"): "Overfit fires at TRAIN step 8 (global 10) on a "
+    "healthy ResNet: epoch-0 validation mean 0.8234 vs training mean 0.6247 (ratio 0.318 > "
+    "ratio_threshold 0.1), then 2.69, 1.20, 0.65, while the validation loss falls every epoch "
+    "(0.823, 0.316, 0.036, 0.0072; accuracy 1.0 from epoch 1): BatchNorm's running statistics "
+    "keep the validation loss above a training loss that falls to 0.004 - a gap, not overfitting",
+    ("xgboost_multiclass_healthy", "LossNotDecreasing"): "LossNotDecreasing fires at GLOBAL "
+    "step 30 on train-merror, which is exactly 0 (its floor: the booster fits its training "
+    "data) from round 17 on: 'value at step 20 was 0, mean over 25..30 0 ... the run "
+    "converged'; validation recall per class 0.995, 0.996, 0.980 - a loss at 0 cannot fall "
+    "(UnchangedTensor and PoorWeightInitialization no longer judge a loss at 0)",
+}
+# Of those, the firings whose diagnosis says "converged" (what the loss-diagnosis test allows).
+CONVERGED_MISFIRES = {("xgboost_multiclass_healthy", "LossNotDecreasing")}
+
 
 def labels(trial: str) -> dict[str, Any]:
     return json.loads((ROOT / trial / "labels.json").read_text())
@@ -48,11 +74,13 @@ for _trial in TRIALS:
     FAULTS[_trial] = [r for r in labels(_trial).get("expected", []) if registry.lookup(r)]
 
 
-def run_all(workdir: Path | None = None) -> dict[str, dict[str, Outcome]]:
-    """``{rule: {trial: Outcome}}`` for every built-in rule and hook trial."""
+def run_all(
+    workdir: Path | None = None, trials: list[str] | None = None
+) -> dict[str, dict[str, Outcome]]:
+    """``{rule: {trial: Outcome}}`` for every built-in rule and hook trial (or ``trials``)."""
     out = Path(workdir or tempfile.mkdtemp(prefix="hook-trials-"))
     table: dict[str, dict[str, Outcome]] = {rule: {} for rule in registry.names()}
-    for name in TRIALS:
+    for name in TRIALS if trials is None else trials:
         trial = create_trial(str(ROOT / name))
         try:
             for rule in registry.names():
@@ -73,7 +101,10 @@ def _run(rule: str, trial: Any, out: Path) -> Outcome:
         instance = build_rule(cls, trial, params)
     except ConfigurationError as e:
         return Outcome(note="needs parameters" if "needs" in str(e) else f"error: {e}")
-    result = invoke_rule(instance, raise_eval_cond=False)
+    try:
+        result = invoke_rule(instance, raise_eval_cond=False)
+    except InsufficientInformationForRuleInvocation:  # the rule says it cannot judge this run
+        return Outcome(note=CHECKED_NOTHING)
     if checked_nothing(instance, result):
         return Outcome(note=CHECKED_NOTHING)
     return Outcome(list(result.fired_steps))

@@ -9,11 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.hook_trials.outcomes import CHECKED_NOTHING, FAULTS, TRIALS, Outcome, run_all
+from tests.hook_trials.outcomes import (
+    CHECKED_NOTHING,
+    FAULTS,
+    KNOWN_MISFIRES,
+    TRIALS,
+    Outcome,
+    run_all,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 HEALTHY = [t for t in TRIALS if t.endswith("_healthy")]
 CASES = [(trial, rule) for trial in TRIALS for rule in FAULTS[trial]]
+
+
+def _known(trial: str, rules: list[str] | None = None) -> list[pytest.MarkDecorator]:
+    """xfail(strict) for a rule another change owns that misfires on ``trial``."""
+    why = [v for (t, r), v in KNOWN_MISFIRES.items() if t == trial and (not rules or r in rules)]
+    return [pytest.mark.xfail(strict=True, reason="; ".join(why))] if why else []
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +35,15 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Ou
 
 
 def test_every_framework_has_trials() -> None:
-    """The suite holds Keras, PyTorch and XGBoost trials, a healthy one for each."""
+    """The suite holds Keras, PyTorch and XGBoost trials, healthy ones for each."""
     assert {t.split("_")[0] for t in TRIALS} == {"keras", "pytorch", "xgboost"}
-    assert len(HEALTHY) == 3
+    assert {t.split("_")[0] for t in HEALTHY} == {"keras", "pytorch", "xgboost"}
 
 
-@pytest.mark.parametrize(("trial", "rule"), CASES, ids=[f"{r}-{t}" for t, r in CASES])
+@pytest.mark.parametrize(
+    ("trial", "rule"),
+    [pytest.param(t, r, id=f"{r}-{t}", marks=_known(t, [r])) for t, r in CASES],
+)
 def test_rule_fires_on_its_fault(
     outcomes: dict[str, dict[str, Outcome]], trial: str, rule: str
 ) -> None:
@@ -35,7 +51,7 @@ def test_rule_fires_on_its_fault(
     assert outcomes[rule][trial].fired, f"{rule} on {trial}: {outcomes[rule][trial].cell}"
 
 
-@pytest.mark.parametrize("trial", HEALTHY)
+@pytest.mark.parametrize("trial", [pytest.param(t, marks=_known(t)) for t in HEALTHY])
 def test_nothing_fires_on_a_healthy_trial(
     outcomes: dict[str, dict[str, Outcome]], trial: str
 ) -> None:

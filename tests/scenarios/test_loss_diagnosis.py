@@ -18,6 +18,7 @@ from evaluator.rules.loader import build_rule
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
+from tests.hook_trials.outcomes import CONVERGED_MISFIRES, KNOWN_MISFIRES
 from tests.hook_trials.outcomes import ROOT as HOOK_ROOT
 from tests.hook_trials.outcomes import TRIALS as HOOK_TRIALS
 from tests.hook_trials.outcomes import labels as hook_labels
@@ -131,7 +132,18 @@ def _learned_despite_the_fault(name: str) -> bool:
     return len(means) > 1 and means[-1] < means[0] * 2 / 3
 
 
-@pytest.mark.parametrize("name", HOOK_TRIALS)
+def _misfires(name: str) -> list[pytest.MarkDecorator]:
+    """xfail(strict) where a loss rule another change owns misfires on a healthy trial."""
+    why = [
+        v
+        for (t, r), v in KNOWN_MISFIRES.items()
+        if t == name and r in RULES and (t, r) not in CONVERGED_MISFIRES
+    ]
+    healthy = name.endswith("_healthy")
+    return [pytest.mark.xfail(strict=True, reason="; ".join(why))] if why and healthy else []
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_misfires(n)) for n in HOOK_TRIALS])
 def test_real_hook_trials_never_say_converged_on_a_fault(name: str) -> None:
     """On trials written by the real hooks, every loss-progress firing carries a diagnosis; on
     a faulty trial none says converged (unless its loss learned despite a one-layer fault), on

@@ -89,11 +89,12 @@ def side_effects(evidence, expected):
     extra = []
     last = evidence["activations_last_saved_train_step"]["layers"]
     dead = [n for n, v in last.items() if v["kind"] == "relu" and v["dead_units_pct"] > 50]
+    # (tanh / sigmoid modules only: an LSTM's or GELU's record holds other measures)
     sat = [
         n
         for n, v in last.items()
-        if v["kind"] != "relu"
-        and isinstance(v["inputs_outside_range_pct"], float)
+        if v["kind"] in ("tanh", "sigmoid")
+        and isinstance(v.get("inputs_outside_range_pct"), float)
         and v["inputs_outside_range_pct"] > 50
     ]
     if dead and "DeadRelu" not in expected:

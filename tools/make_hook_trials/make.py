@@ -58,9 +58,26 @@ FRAMEWORKS = {
 }
 # Idioms the rules must read right (issue 23): trial names share the framework's prefix.
 IDIOMS = [
-    ("pytorch", "torch", "pytorch_idioms.py",
-     ["reused_relu", "shared_tanh", "sigmoid_collection", "nan_start", "sigmoid_flat"]),
+    (
+        "pytorch",
+        "torch",
+        "pytorch_idioms.py",
+        ["reused_relu", "shared_tanh", "sigmoid_collection", "nan_start", "sigmoid_flat"],
+    ),
     ("keras", "tf", "keras_idioms.py", ["dense_tanh", "sigmoid_flat"]),
+]
+# Architectures the rules are judged on (issue 23): CNN, ResNet, LSTM, transformer, Keras
+# functional models with inline activations, GradientTape loops, XGBoost multi-class/regression.
+ARCHITECTURES = [
+    ("pytorch", "torch", "pytorch_architectures.py",
+     ["cnn_healthy", "cnn_dead_relu", "cnn_exploding", "resnet_healthy", "resnet_dead_relu",
+      "lstm_healthy", "lstm_vanishing", "transformer_healthy", "transformer_stalled"]),
+    ("keras", "tf", "keras_architectures.py",
+     ["functional_healthy", "functional_dead_relu", "functional_saturated", "tape_healthy",
+      "tape_nan"]),
+    ("xgboost", "tf", "xgboost_objectives.py",
+     ["multiclass_healthy", "multiclass_overfit", "multiclass_deep_trees",
+      "multiclass_imbalanced", "regression_healthy", "regression_flat"]),
 ]  # fmt: skip
 
 
@@ -140,7 +157,7 @@ def main():
     os.makedirs(args.venvs, exist_ok=True)
     os.makedirs(DEST, exist_ok=True)
     pythons = {}
-    jobs = [(prefix, *spec) for prefix, spec in FRAMEWORKS.items()] + IDIOMS
+    jobs = [(prefix, *spec) for prefix, spec in FRAMEWORKS.items()] + IDIOMS + ARCHITECTURES
     for prefix, venv, script, scenarios in jobs:
         for sc in scenarios:
             name = f"{prefix}_{sc}"

@@ -160,11 +160,17 @@ def run(scenario, out_dir):
     xv, yv = make_data(
         cfg["n_val"], cfg["n_features"], cfg["pos_rate"], rng, score_noise=noise, even=even
     )
+    train_and_label(scenario, cfg, EXPECTED[scenario], (xt, yt), (xv, yv), out_dir)
+
+
+def train_and_label(scenario, cfg, expected, train, val, out_dir, classes=True):
+    """Train with the hook on (x, y) ``train`` / ``val`` and write labels.json; ``classes``:
+    the labels are classes (their distributions are evidence)."""
+    (xt, yt), (xv, yv) = train, val
     dtrain = xgb.DMatrix(xt, label=yt)
     dval = xgb.DMatrix(xv, label=yv)
     params = dict(cfg["params"], seed=SEED, nthread=1)
     collections = list(COLLECTIONS)
-    shap_data = None
     if cfg.get("full_shap"):
         collections.append("full_shap")
     # average_shap needs train_data; keep the SHAP matrix tiny
@@ -192,13 +198,6 @@ def run(scenario, out_dir):
     depths = tree_depths(booster)
     evidence = {
         "measured_by": "the training script (xgboost's own evals_result and tree dump), not smdebug",
-        "train_class_distribution": {
-            str(int(k)): int(v) for k, v in zip(*np.unique(yt, return_counts=True))
-        },
-        "validation_class_distribution": {
-            str(int(k)): int(v) for k, v in zip(*np.unique(yv, return_counts=True))
-        },
-        "train_positive_fraction": common.fnum(yt.mean()),
         "tree_depth_per_round": depths,
         "max_tree_depth": max(depths),
         "evals_per_round": {
@@ -206,13 +205,22 @@ def run(scenario, out_dir):
         },
         "final_validation_predictions_mean": common.fnum(booster.predict(dval).mean()),
     }
+    if classes:
+        evidence["train_class_distribution"] = {
+            str(int(k)): int(v) for k, v in zip(*np.unique(yt, return_counts=True))
+        }
+        evidence["validation_class_distribution"] = {
+            str(int(k)): int(v) for k, v in zip(*np.unique(yv, return_counts=True))
+        }
+        evidence["train_positive_fraction"] = common.fnum(yt.mean())
+    evidence.update(cfg.get("extra_evidence", lambda b, d: {})(booster, dval))
     labels = {
         "framework": "xgboost",
         "versions": common.versions(xgboost=xgb.__version__),
         "scenario": scenario,
         "trial": f"xgboost_{scenario}",
         "description": cfg["description"],
-        "config": {k: v for k, v in cfg.items() if k != "description"},
+        "config": {k: v for k, v in cfg.items() if k not in ("description", "extra_evidence")},
         "hook": {
             "class": "smdebug.xgboost.Hook",
             "save_config": {"save_interval": cfg["save_interval"]},
@@ -226,7 +234,7 @@ def run(scenario, out_dir):
                 "hook.close()",
             ],
         },
-        "expected": EXPECTED[scenario],
+        "expected": expected,
         "evidence": evidence,
     }
     common.write_labels(out_dir, labels)
