@@ -13,6 +13,10 @@ What is here, by the private module it comes from (each name documented there):
 * ``_labels``: ``class_ids``, ``require_class_labels``, ``labelled_names``,
   ``labelled_values``, ``confusion_matrix``, ``natural_key`` (classification rules);
 * ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides`` (loss levels and noise);
+* ``_preactivation``: ``pre_activation`` and ``kernel_names`` (an activation's input computed
+  from a layer's saved input, kernel and bias);
+* ``_running_means``: ``RunningMeans`` (Keras' running-mean losses read as their batches'
+  means);
 * ``_progress``: ``LossProgress`` and ``IGNORE_CONVERGED`` (whether a loss still improves);
 * ``_xgboost_report_html``: ``ReportData``, ``render_report``, ``METRIC_NAME`` (the XGBoost
   report page).
@@ -28,7 +32,15 @@ from typing import Any, TypeVar
 
 __all__ = ["HELPER_MODULES", "records_comparisons"]
 
-HELPER_MODULES = ("_activations", "_labels", "_levels", "_progress", "_xgboost_report_html")
+HELPER_MODULES = (
+    "_activations",
+    "_labels",
+    "_levels",
+    "_preactivation",
+    "_progress",
+    "_running_means",
+    "_xgboost_report_html",
+)
 
 T = TypeVar("T", bound=type)
 

@@ -95,7 +95,7 @@ class LossNotDecreasing(Rule):
     It fires if
 
     * ``cur >= prev - |prev| * diff_percent / 100`` (did not decrease by ``diff_percent`` %;
-      an equal loss counts as not decreasing; a NaN loss always fires), or
+      an equal loss counts as not decreasing, but for 0 = 0, its floor; NaN always fires), or
     * ``cur > best + |best| * increase_threshold_percent / 100`` (``cur`` the window mean).
 
     Both conditions are recorded as evidence at every evaluation: "decrease (%)"
@@ -357,6 +357,8 @@ class LossNotDecreasing(Rule):
         decrease = percent_of(prev - cur, prev)
         if math.isnan(cur) or math.isnan(prev):
             decrease = -math.inf  # a NaN loss has not decreased
+        elif cur == prev == 0:
+            decrease = math.inf  # at 0, its floor (train-merror on data fitted): nothing to fall
 
         def diagnose() -> Diagnosis:
             return self.progress.diagnose(self.base_trial, name, mode, step)

@@ -56,14 +56,9 @@ KNOWN_MISFIRES = {
     "ratio_threshold 0.1), then 2.69, 1.20, 0.65, while the validation loss falls every epoch "
     "(0.823, 0.316, 0.036, 0.0072; accuracy 1.0 from epoch 1): BatchNorm's running statistics "
     "keep the validation loss above a training loss that falls to 0.004 - a gap, not overfitting",
-    ("xgboost_multiclass_healthy", "LossNotDecreasing"): "LossNotDecreasing fires at GLOBAL "
-    "step 30 on train-merror, which is exactly 0 (its floor: the booster fits its training "
-    "data) from round 17 on: 'value at step 20 was 0, mean over 25..30 0 ... the run "
-    "converged'; validation recall per class 0.995, 0.996, 0.980 - a loss at 0 cannot fall "
-    "(UnchangedTensor and PoorWeightInitialization no longer judge a loss at 0)",
 }
 # Of those, the firings whose diagnosis says "converged" (what the loss-diagnosis test allows).
-CONVERGED_MISFIRES = {("xgboost_multiclass_healthy", "LossNotDecreasing")}
+CONVERGED_MISFIRES: set[tuple[str, str]] = set()
 
 
 def labels(trial: str) -> dict[str, Any]:

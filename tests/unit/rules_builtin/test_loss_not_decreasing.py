@@ -527,3 +527,12 @@ def _fires(rule: LossNotDecreasing, step: int) -> bool:
     except RuleEvaluationConditionMet:
         return True
     return False
+
+
+def test_a_loss_at_zero_is_at_its_floor(make_trial: Callable[..., Any]) -> None:
+    """A loss that falls to exactly 0 and stays there (an error rate on data the model fits)
+    does not fire: at its floor it has nothing left to fall; a loss stuck above 0 still does."""
+    at_floor = {s: max(0.0, 0.5 - 0.05 * s) for s in range(60)}
+    assert not _run(LossNotDecreasing(make_trial(global_steps(at_floor))))
+    stuck = {s: max(0.01, 0.5 - 0.05 * s) for s in range(60)}
+    assert _run(LossNotDecreasing(make_trial(global_steps(stuck))))
