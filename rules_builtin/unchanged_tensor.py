@@ -57,7 +57,7 @@ class UnchangedTensor(Rule):
     * Only the step numbers of the last ``num_steps`` saved steps are kept per tensor; the
       values come from the kit's windows (``WindowedRows`` with ``before``: a window of steps
       read at once, compared with one numpy call per earlier step), else are read again from
-      the trial. The rule assumes steps are visited in increasing order (as ``invoke_rule``
+      the trial, the most recent first, only as far back as they still hold the value. The rule assumes steps are visited in increasing order (as ``invoke_rule``
       does); a step at or before the previous one starts the bookkeeping afresh.
     """
 
@@ -193,13 +193,18 @@ class UnchangedTensor(Rule):
                 before=self.num_steps - 1,
             )
         earlier = list(steps)[:-1]
-        same = counts.get(name, steps[-1], names, earlier=earlier)
+        same = counts.get(name, steps[-1], names, earlier=earlier, further=_all_same)
         return None if same is None else int(same)
 
     def _unchanged_counts(self, rows: np.ndarray) -> np.ndarray:
         """Per row (a step's flattened value): 1 + how many of the rows just before it, up
         to ``num_steps - 1`` of them, the nearest first, are ``_close`` to it."""
         return unchanged_counts(rows, self.num_steps - 1, self.rtol, self.atol, self.equal_nan)
+
+
+def _all_same(same: int, rows: int) -> bool:
+    """Whether an earlier value can still add to ``same``: every one read holds the value."""
+    return bool(same == rows)
 
 
 def unchanged_counts(

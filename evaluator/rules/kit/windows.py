@@ -26,8 +26,9 @@ steps have their history), and ``get(name, step, names, earlier=steps)`` answers
 computed with exactly the values at ``earlier`` before ``step``'s: from the window where its
 rows before ``step``'s are those steps, else over the values of ``earlier`` and ``step`` read
 alone and stacked (a value of another shape, or text beside numbers, ends them there). One
-computation again, the same numbers either way, and reads counted alike (``step`` and each
-of ``earlier``).
+computation again, the same numbers either way. Read alone, the earlier values are read the
+nearest first, and with ``further`` only while it says the result can still change (each one
+read is a read of the tensor, as the window's rows it uses are).
 """
 
 from __future__ import annotations
@@ -97,7 +98,12 @@ class WindowedRows:
         self._note: Callable[[str, int], None] | None = None
 
     def get(
-        self, name: str, step: int, names: Iterable[str], earlier: Sequence[int] | None = None
+        self,
+        name: str,
+        step: int,
+        names: Iterable[str],
+        earlier: Sequence[int] | None = None,
+        further: Callable[[Any, int], bool] | None = None,
     ) -> Any:
         """``compute``'s result for ``name`` at ``step``: from the window that starts at
         ``step`` (read for ``names``) when ``step`` is not in the current one, else from the
@@ -108,7 +114,10 @@ class WindowedRows:
         first, at most ``before`` of them): the result computed with exactly those rows
         before ``step``'s, from the window where its rows before are those steps, else over
         the values of ``earlier`` and ``step`` read alone (None where one has no raw value);
-        it counts as a read at ``step`` and at each of ``earlier``."""
+        a window's result counts as a read at ``step`` and at each of ``earlier``. Read alone,
+        the earlier values are read the nearest first; with ``further(result, rows)`` (the
+        result over the ``rows`` newest values read so far) the next one is read only while it
+        answers true (the result can still change), and that result is the answer."""
         if self._columns is not None and getattr(self._trial, "loaded_all_steps", False):
             # (A job still writing is read step by step: a read ahead could wait for event
             # files of later steps before this step is judged.)
@@ -120,37 +129,55 @@ class WindowedRows:
                 wanted = [] if earlier is None else list(earlier)
                 if earlier is None or found[2][max(0, row - len(wanted)) : row] == wanted:
                     if self._note is not None:
-                        for read in (*wanted, step):
+                        self._note(name, step)
+                        for read in reversed(wanted):  # in the order they are read alone
                             self._note(name, read)
                     return found[1][row]
         if earlier is not None:
-            return self._alone_rows(name, [*earlier, step])
+            return self._alone_rows(name, step, earlier, further)
         return self._alone_value(name, step)
 
-    def _alone_rows(self, name: str, steps: list[int]) -> Any:
-        """``compute`` over the values of ``name`` at ``steps`` read alone and stacked, its
-        result for the last; the rows before a value that does not stack with the last one
-        (another shape, or text beside numbers) are left out."""
+    def _alone_rows(
+        self,
+        name: str,
+        step: int,
+        earlier: Sequence[int],
+        further: Callable[[Any, int], bool] | None,
+    ) -> Any:
+        """``compute`` over the values of ``name`` at ``earlier`` and ``step`` read alone and
+        stacked, its result for ``step``; the earlier ones are read the nearest first, while
+        ``further`` says the result can still change, and up to one that does not stack with
+        ``step``'s (another shape, or text beside numbers: left out with those before it)."""
         tensor = self._trial.tensor(name)
         kwargs = {} if self._mode is None else {"mode": self._mode}
         try:
-            values = [np.asarray(tensor.value(s, **kwargs)) for s in steps]
+            last = np.asarray(tensor.value(step, **kwargs))
         except TensorUnavailableForStep:
             return None
-        values.reverse()  # the newest first, as the rows are cut
-        last = values[0]
         if (last.size == 0 and not self._empty) or (
             self._alone is not None and last.dtype not in self._alone
         ):
             return None
         numbers = last.dtype.kind in _NUMBERS
-        kept = [last]
-        for value in values[1:]:
+        kept = [last]  # the newest first
+        for s in reversed(earlier):
+            if further is not None and len(kept) > 1:
+                result = self._last_row(kept)
+                if result is None or not further(result, len(kept)):
+                    return result
+            try:
+                value = np.asarray(tensor.value(s, **kwargs))
+            except TensorUnavailableForStep:
+                return None
             if value.shape != last.shape or (value.dtype.kind in _NUMBERS) != numbers:
                 break
             kept.append(value)
-        rows = np.stack(kept[::-1])
-        result = self._compute(rows.reshape(len(kept), -1) if self._flatten else rows)
+        return self._last_row(kept)
+
+    def _last_row(self, newest_first: list[np.ndarray]) -> Any:
+        """``compute``'s result for the newest of values stacked oldest first."""
+        rows = np.stack(newest_first[::-1])
+        result = self._compute(rows.reshape(len(rows), -1) if self._flatten else rows)
         return None if result is None else result[-1]
 
     def _alone_value(self, name: str, step: int) -> Any:
