@@ -2,7 +2,7 @@
 handed in) -> evaluation -> sinks (``evaluator.sinks``).
 
 ``StatusReporter`` makes the sinks every run has (log, result file, message files);
-``SINKS`` lists the factories of the others, each called with a ``SinkContext`` and
+``SINKS`` lists the factories of the others (the rules' actions, the report), each called with a ``SinkContext`` and
 returning its sink or None (not wanted by this run). The same factories serve the
 evaluation (``evaluation_for``) and the supervisor's last word (``final_sinks``): an output
 added here hears both. A new output is one module plus one ``register_sink`` (or a line in
@@ -59,7 +59,15 @@ def report_sink(context: SinkContext) -> NullSink | None:
     return ReportSink()
 
 
-SINKS: list[SinkFactory] = [report_sink]
+def actions_sink(context: SinkContext) -> NullSink | None:
+    """The rules' actions (``action_json``), run when a firing is reported; the supervisor's
+    last word hears it too, and runs none (``evaluator.sinks.actions``)."""
+    from evaluator.sinks.actions import ActionsSink
+
+    return ActionsSink()
+
+
+SINKS: list[SinkFactory] = [actions_sink, report_sink]
 
 
 def register_sink(factory: SinkFactory) -> None:

@@ -8,13 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.modes import TRAINING
 from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
-from evaluator.rules.kit.windows import FLOATS, WindowedRows
+from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
 from rules_builtin.registry import register
 
@@ -57,9 +56,10 @@ class UnchangedTensor(Rule):
       tensor with fewer saved steps, or without a raw value at one of them, is not recorded.
     * Values of different shapes differ; tensors that are not numbers compare with
       ``numpy.array_equal``; a tensor without a raw value at one of the steps does not fire.
-    * Only the step numbers of the last ``num_steps`` saved steps are kept per tensor; values
-      are read again from the trial, the most recent first, so a changing tensor costs one
-      extra read. The rule assumes steps are visited in increasing order (as ``invoke_rule``
+    * Only the step numbers of the last ``num_steps`` saved steps are kept per tensor; the
+      values come from the kit's windows (``WindowedRows`` with ``before``: a window of steps
+      read at once, compared with one numpy call per earlier step), else are read again from
+      the trial, the most recent first, only as far back as they still hold the value. The rule assumes steps are visited in increasing order (as ``invoke_rule``
       does); a step at or before the previous one starts the bookkeeping afresh.
     """
 
@@ -110,9 +110,9 @@ class UnchangedTensor(Rule):
         self.equal_nan = parse_bool(name, "equal_nan", equal_nan)
         self._history: dict[tuple[str, ModeKeys], deque[int]] = {}
         self._last_step: int | None = None
-        # Per mode: for a window of saved steps at once (where the trial has a batch read),
-        # whether each value is close to the values 1 .. num_steps - 1 saved steps before.
-        self._closeness: dict[ModeKeys, WindowedRows] = {}
+        # Per mode: for each saved step, how many of its last num_steps saved steps hold its
+        # value (``_unchanged_counts`` over windows of steps, or over the steps read alone).
+        self._counts: dict[ModeKeys, WindowedRows] = {}
         self._losses = TensorSelection(name, default_collections=("losses",), all_when_empty=False)
 
     def invoke_at_step(self, step: int) -> bool:
@@ -134,9 +134,7 @@ class UnchangedTensor(Rule):
             steps = self._saved_steps(name, mode, mode_step)
             if len(steps) < self.num_steps:
                 continue
-            same = self._unchanged_batched(name, mode, steps, names)
-            if same is None:
-                same = self._unchanged(name, mode, steps)
+            same = self._unchanged(name, mode, steps, names)
             if same is None or (same >= self.num_steps and self._at_floor(name, step, mode)):
                 continue
             fired = (
@@ -188,87 +186,73 @@ class UnchangedTensor(Rule):
             history.append(mode_step)
         return history
 
-    def _unchanged_batched(
+    def _unchanged(
         self, name: str, mode: ModeKeys, steps: deque[int], names: list[str]
     ) -> int | None:
-        """``_unchanged`` from the window's closeness flags when they answer it (the earlier
-        steps are the rows just before in the window, their values finite), with the reads
-        the per-step path would make counted; None otherwise."""
-        rows = self._closeness.get(mode)
-        if rows is None:
-            rows = self._closeness[mode] = WindowedRows(
-                self.base_trial, self._close_rows, mode=mode, dtypes=FLOATS
-            )
-        flags = rows.get(name, steps[-1], names)  # counts the read of the newest value
-        if flags is None:
-            return None
-        earlier = list(steps)[:-1]
-        if rows.steps_before(name, steps[-1], len(earlier)) != earlier:
-            return None
-        same = 1
-        for back in range(1, len(earlier) + 1):  # the step before first, as _unchanged
-            close = flags[back - 1]
-            if close is None:
-                return None
-            rows.note(name, earlier[-back])  # the earlier value the per-step path reads
-            if not close:
-                break
-            same += 1
-        return same
-
-    def _close_rows(self, flat: np.ndarray) -> list[list[bool | None]]:
-        """Per row i, for k = 1 .. num_steps - 1: whether row i is ``_close`` to row i - k
-        (None where there is no row i - k or it holds NaN or inf: ``_close`` decides)."""
-        n = len(flat)
-        found: list[list[bool | None]] = [[None] * (self.num_steps - 1) for _ in range(n)]
-        with np.errstate(invalid="ignore", over="ignore"):
-            for k in range(1, min(self.num_steps - 1, n - 1) + 1):
-                x, y = flat[k:], flat[:-k]
-                finite = np.isfinite(y).all(axis=1)
-                close = (np.abs(x - y) <= self.atol + self.rtol * np.abs(y)).all(axis=1)
-                for i in range(k, n):
-                    if finite[i - k]:
-                        found[i][k - 1] = bool(close[i - k])
-        return found
-
-    def _unchanged(self, name: str, mode: ModeKeys, steps: deque[int]) -> int | None:
         """How many of ``steps``, counted back from the newest, hold the newest value (1 when
         the one before differs); None if a value is missing."""
-        tensor = self.base_trial.tensor(name)
-        same = 1
-        try:
-            current = np.asarray(tensor.value(steps[-1], mode=mode))
-            for earlier in reversed(list(steps)[:-1]):
-                if not self._close(current, np.asarray(tensor.value(earlier, mode=mode))):
-                    break
-                same += 1
-        except TensorUnavailableForStep:
-            return None
-        return same
+        counts = self._counts.get(mode)
+        if counts is None:
+            counts = self._counts[mode] = WindowedRows(
+                self.base_trial,
+                self._unchanged_counts,
+                mode=mode,
+                dtypes=None,
+                alone_dtypes=None,
+                empty=True,
+                before=self.num_steps - 1,
+            )
+        earlier = list(steps)[:-1]
+        same = counts.get(name, steps[-1], names, earlier=earlier, further=_all_same)
+        return None if same is None else int(same)
 
-    def _close(self, a: np.ndarray, b: np.ndarray) -> bool:
-        if a.shape != b.shape:
-            return False
-        if a.dtype.kind in "iufc" and b.dtype.kind in "iufc":
-            return _allclose(a, b, self.rtol, self.atol, self.equal_nan)
-        return bool(np.array_equal(a, b))
+    def _unchanged_counts(self, rows: np.ndarray) -> np.ndarray:
+        """Per row (a step's flattened value): 1 + how many of the rows just before it, up
+        to ``num_steps - 1`` of them, the nearest first, are ``_close`` to it."""
+        return unchanged_counts(rows, self.num_steps - 1, self.rtol, self.atol, self.equal_nan)
 
 
-def _allclose(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> bool:
-    """``numpy.allclose(a, b, rtol, atol, equal_nan)`` for same-shape arrays, faster for the
-    usual answers: a changed tensor usually differs at its first element already."""
-    if a.size == 0:
-        return True
-    x = a if a.dtype.kind in "fc" else a.astype(np.float64)
-    y = b if b.dtype.kind in "fc" else b.astype(np.float64)
-    first_x, first_y = x.flat[0], y.flat[0]
+def _all_same(same: int, rows: int) -> bool:
+    """Whether an earlier value can still add to ``same``: every one read holds the value."""
+    return bool(same == rows)
+
+
+def unchanged_counts(
+    rows: np.ndarray, back: int, rtol: float, atol: float, equal_nan: bool
+) -> np.ndarray:
+    """Per row of ``rows`` (one step's flattened value each): 1 + the number of rows
+    i-1, i-2, ... (at most ``back``) that hold row i's value before the first that does not.
+    Numbers compare as ``numpy.allclose(row_i, row_j, rtol, atol, equal_nan)`` (integers as
+    float64), other values (booleans, text) as ``numpy.array_equal``."""
+    n = len(rows)
+    same = np.ones(n, np.int64)
+    alive = np.ones(n, bool)
+    numbers = rows.dtype.kind in "iufc"
+    if rows.dtype.kind in "iu":
+        rows = rows.astype(np.float64)
+    for k in range(1, min(back, n - 1) + 1):
+        close = np.zeros(n, bool)
+        close[k:] = _rows_close(rows[k:], rows[:-k], numbers, rtol, atol, equal_nan)
+        alive &= close
+        if not alive.any():
+            break
+        same += alive
+    return same
+
+
+def _rows_close(
+    x: np.ndarray, y: np.ndarray, numbers: bool, rtol: float, atol: float, equal_nan: bool
+) -> np.ndarray:
+    """Per row: ``numpy.allclose(x[i], y[i], ...)`` for numbers, else ``array_equal``."""
+    if not numbers:
+        equal = np.asarray(x == y).reshape(len(x), -1)
+        return np.asarray(equal.all(axis=1))
     with np.errstate(invalid="ignore", over="ignore"):
-        if (
-            np.isfinite(first_x)
-            and np.isfinite(first_y)
-            and abs(first_x - first_y) > atol + rtol * abs(first_y)
-        ):
-            return False
-        if np.isfinite(y).all():  # then the bound is finite and NaN or inf in x fails it
-            return bool((np.abs(x - y) <= atol + rtol * np.abs(y)).all())
-        return bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
+        close = np.abs(x - y) <= atol + rtol * np.abs(y)
+        finite = np.isfinite(y)
+        if not finite.all():  # numpy.isclose's rule for inf and NaN
+            close = (close & finite) | (x == y)
+            if equal_nan:
+                close |= np.isnan(x) & np.isnan(y)
+    result: np.ndarray = close.all(axis=1)
+    return result

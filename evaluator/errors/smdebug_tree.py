@@ -3,6 +3,7 @@ that derive from it (see ``evaluator.errors`` for the picture)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from evaluator.modes import ModeKeys
@@ -178,6 +179,9 @@ class RuleEvaluationConditionMet(SMDebugError):
         self.rule_name = rule_name
         self.step = step
         self.end_of_rule = end_of_rule
+        # Ours: the rule's actions this condition calls for, when the rule handed them to
+        # the run's outputs (``Rule.hand_over_actions``); whoever reports it runs them once.
+        self.actions: Callable[[], None] | None = None
 
     def __str__(self) -> str:
         return (

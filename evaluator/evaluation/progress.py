@@ -99,7 +99,12 @@ class Progress(NullObserver):
             self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
             self._last_step = step
         reasons = self.evidence.firings_at(exc.step) if self.evidence is not None else []
-        self.reporter.fired(self.name, step, reasons=[r.to_dict() for r in reasons])
+        self.reporter.fired(
+            self.name,
+            step,
+            reasons=[r.to_dict() for r in reasons],
+            actions=getattr(exc, "actions", None),  # the rule's, handed over (Rule.invoke)
+        )
         self._new_notes(step)
 
     def _new_notes(self, step: int, *, report: bool = True) -> None:

@@ -271,6 +271,9 @@ class Evaluation:
         except Exception as e:
             self.reporter.fail(name, e)
             return None
+        hand_over = getattr(rule, "hand_over_actions", None)
+        if self.reporter.runs_actions and callable(hand_over):
+            hand_over()  # a firing reaches the actions through the run's sinks
         self.reporter.set_parameters(
             name, effective_parameters(cls, parameters, spec.environment_parameters)
         )

@@ -21,6 +21,7 @@ raise TypeError with smdebug 1.0.34.
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -49,6 +50,10 @@ class Rule(ABC):
     #: True for a rule that records every comparison it makes in ``evidence`` (the built-in
     #: rules): then only comparisons count as having checked something, not mere reads.
     RECORDS_COMPARISONS: bool = False
+
+    #: Ours: whether a met condition carries the actions instead of running them here
+    #: (``hand_over_actions``).
+    _actions_handed_over: bool = False
 
     def __init__(
         self,
@@ -89,7 +94,8 @@ class Rule(ABC):
     def invoke(self, step: int) -> None:
         """Evaluate at ``step`` as smdebug does: wait for the step on the base trial, then,
         without rescanning storage, fetch the required tensors and call ``invoke_at_step``.
-        A true result runs the actions and raises ``RuleEvaluationConditionMet``."""
+        A true result runs the actions (unless handed over: ``hand_over_actions``) and raises
+        ``RuleEvaluationConditionMet``."""
         self.base_trial.wait_for_steps([step])
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             self.req_tensors.clear()
@@ -98,9 +104,7 @@ class Rule(ABC):
             met = self.invoke_at_step(step)
         self.evidence.chart_reads(step)
         if met:
-            condition = RuleEvaluationConditionMet(self.rule_name, step)
-            self._actions.invoke(str(condition))
-            raise condition
+            raise self._condition_met(step)
 
     def invoke_at_end(self) -> int | None:
         """Ours, optional: called once when the data has ended (or ``end_step`` was reached),
@@ -116,9 +120,26 @@ class Rule(ABC):
             step = self.invoke_at_end()
         self.evidence.chart_reads()
         if step is not None:
-            condition = RuleEvaluationConditionMet(self.rule_name, step)
-            self._actions.invoke(str(condition))
-            raise condition
+            raise self._condition_met(step)
+
+    def hand_over_actions(self) -> None:
+        """Ours: from now on a met condition does not run the rule's actions (``action_str``)
+        itself but carries them (``RuleEvaluationConditionMet.actions``) to whoever reports
+        it, who runs them once: the evaluation, through its actions sink
+        (``evaluator.sinks.actions``), when it reports the firing. Actions the rule's own code
+        invokes (``self._actions.invoke()``) run as before."""
+        self._actions_handed_over = True
+
+    def _condition_met(self, step: int) -> RuleEvaluationConditionMet:
+        """The condition to raise at ``step``, after running the actions (smdebug's order), or
+        carrying them once the rule has handed them over."""
+        condition = RuleEvaluationConditionMet(self.rule_name, step)
+        actions, message = self._actions, str(condition)
+        if self._actions_handed_over:
+            condition.actions = functools.partial(actions.invoke, message)
+        else:
+            actions.invoke(message)
+        return condition
 
     def __repr__(self) -> str:
         return (

@@ -2,7 +2,8 @@
 
 One module per output: ``log_events`` (log lines, the console's progress line, the verdict
 line), ``result_file`` (``rule_evaluation_result.json``), ``message_files`` (``message`` and
-``failure``), ``listeners`` (plain callables), ``report`` (``rule_report.html``).
+``failure``), ``listeners`` (plain callables), ``report`` (``rule_report.html``), ``actions``
+(the rules' ``action_json`` actions, which a firing carries).
 ``StatusReporter`` makes the first four itself; ``container.compose`` adds the others the
 configuration asks for, and hands the same sinks the supervisor's last word. A new output (a
 webhook, say) is one module with a ``NullSink`` subclass plus its registration in

@@ -7,7 +7,8 @@ and tells its sinks, in their order, what happened:
 * ``evaluation_started``: the trial is being opened (what is read, what ends the run);
 * ``status_changed``: a rule started or reached its outcome;
 * ``step_judged``: a rule evaluated one more step;
-* ``rule_fired`` / ``rule_noted``: a rule's condition was met at a step, or kept as a note;
+* ``rule_fired`` / ``rule_noted``: a rule's condition was met at a step (with the rule's
+  actions it calls for, which the sink that ``runs_actions`` runs), or kept as a note;
 * ``evaluation_ending`` then ``evaluation_ended``: the verdict is recorded (the result file,
   which may turn it into an internal error when it cannot be written, and the message files),
   then announced (the verdict line, the report, anything else);
@@ -112,6 +113,7 @@ class RuleFired:
     rule: RuleState
     step: int
     reasons: Sequence[Mapping[str, Any]] = ()  # the firing comparisons (Check.to_dict())
+    actions: Callable[[], None] | None = None  # the rule's actions to run (evaluator.sinks.actions)
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,8 @@ class NullSink:
     """A ``Sink`` that does nothing: subclass it and override what an output needs."""
 
     essential: ClassVar[bool] = False
+    #: This sink runs the rule actions a firing carries (``RuleFired.actions``).
+    runs_actions: ClassVar[bool] = False
 
     def evaluation_started(self, event: EvaluationStarted) -> None:
         return None
@@ -203,6 +207,11 @@ class Sinks:
         self._log = logger if logger is not None else structlog.get_logger("evaluator.status")
         for sink in sinks:
             self.add(sink)
+
+    @property
+    def runs_actions(self) -> bool:
+        """Whether one of the sinks runs the rule actions a firing carries."""
+        return any(sink.runs_actions for sink in self.sinks)
 
     def add(self, sink: NullSink) -> None:
         self.sinks.append(sink)

@@ -214,13 +214,28 @@ class StatusReporter:
         with self._lock:
             return self._run.evidence()
 
-    def fired(self, rule: str, step: int, *, reasons: Sequence[Mapping[str, Any]] = ()) -> None:
+    def fired(
+        self,
+        rule: str,
+        step: int,
+        *,
+        reasons: Sequence[Mapping[str, Any]] = (),
+        actions: Callable[[], None] | None = None,
+    ) -> None:
         """The rule's condition was met at ``step`` (status follows at ``finish``);
-        ``reasons`` are the firing comparisons (``Check.to_dict()``)."""
+        ``reasons`` are the firing comparisons (``Check.to_dict()``); ``actions``, the
+        rule's actions this firing calls for (run by the sink that ``runs_actions``)."""
         with self._lock:
             state = self._rules[rule]
             state.fired_steps.append(step)
-            self._sinks.emit("rule_fired", RuleFired(self._run, state, step, reasons))
+            event = RuleFired(self._run, state, step, reasons, actions)
+            self._sinks.emit("rule_fired", event)
+
+    @property
+    def runs_actions(self) -> bool:
+        """Whether a sink of this run runs the actions a firing carries (then a rule hands
+        its actions over: ``Rule.hand_over_actions``)."""
+        return self._sinks.runs_actions
 
     def noted(self, rule: str, step: int, *, notes: Sequence[Mapping[str, Any]]) -> None:
         """The rule kept firings at ``step`` as notes (a converged loss with

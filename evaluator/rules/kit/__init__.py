@@ -22,6 +22,10 @@ come from here, from ``evaluator.rules`` (``Rule``) and, for helpers of one kind
     compute)`` reads the selected tensors over the next saved steps in one batch (when the trial
     can) and applies ``compute`` to the stacked rows; ``get(name, step, names)`` gives a step's
     result, or None where the rule should fall back to ``trial.tensor(name).value(step)``.
+    With ``before=k``, ``compute`` may compare each row with the ``k`` rows before it, and
+    ``get(name, step, names, earlier=steps)`` answers with exactly those earlier steps' values
+    before ``step``'s: from the window (which keeps the previous window's last rows), or over
+    those values read alone, with the same ``compute`` (UnchangedTensor).
 ``modes``: which mode (TRAIN, EVAL, PREDICT, GLOBAL) a saved value belongs to. ``mode_of``
     gives a step's mode and mode step (GLOBAL counted as TRAIN, as ``as_training`` does),
     ``value_in_mode`` reads a value only from a step of the given mode, and

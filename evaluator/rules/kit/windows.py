@@ -18,12 +18,23 @@ the hook may have saved (``reduction_value(step, name, abs)``) names it (``reduc
 where the window has no row (the batch leaves out every step where the hook saved reductions
 of the tensor) ``get`` answers that reduction as ``Tensor.reduction_value`` does, the saved
 one where the hook saved it and the raw value's otherwise, so the rule has one path for both.
+
+A rule that compares a step's value with earlier steps' values (UnchangedTensor) asks for
+rows before each row (``before=k``): ``compute``'s result for a row may then use the ``k``
+rows before it, a window keeps the last ``k`` rows of the one before it (so a window's first
+steps have their history), and ``get(name, step, names, earlier=steps)`` answers the result
+computed with exactly the values at ``earlier`` before ``step``'s: from the window where its
+rows before ``step``'s are those steps, else over the values of ``earlier`` and ``step`` read
+alone and stacked (a value of another shape, or text beside numbers, ends them there). One
+computation again, the same numbers either way. Read alone, the earlier values are read the
+nearest first, and with ``further`` only while it says the result can still change (each one
+read is a read of the tensor, as the window's rows it uses are).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +45,7 @@ __all__ = ["FLOATS", "WindowedRows"]
 
 MiB = 1024 * 1024
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_NUMBERS = "iufcb"  # dtype kinds numpy stacks together (into their common dtype)
 
 
 class WindowedRows:
@@ -50,7 +62,9 @@ class WindowedRows:
     reduction ``compute`` computes per row) ``get`` answers, where the window has no row,
     the first element of ``reduction_value(step, name, abs=abs)`` (the hook's saved one where
     it saved it), None where the tensor has neither (a shape only) or it is empty. Empty
-    values are left to the rule (None) unless ``empty``: then ``compute`` covers them too."""
+    values are left to the rule (None) unless ``empty``: then ``compute`` covers them too.
+    ``dtypes=None``: windows of every dtype. ``before``: ``compute``'s result for a row may
+    use the ``before`` rows before it (``get``'s ``earlier``)."""
 
     def __init__(
         self,
@@ -58,32 +72,52 @@ class WindowedRows:
         compute: Callable[[np.ndarray], Any],
         *,
         mode: Any = None,
-        dtypes: Iterable[np.dtype[Any]] = FLOATS,
+        dtypes: Iterable[np.dtype[Any]] | None = FLOATS,
         max_bytes: int = 16 * MiB,
         flatten: bool = True,
         alone_dtypes: Iterable[np.dtype[Any]] | None = (),
         reduction: tuple[str, bool] | None = None,
         empty: bool = False,
+        before: int = 0,
     ) -> None:
         self._trial = trial
         self._columns = getattr(trial, "columns", None)  # ours; smdebug's trial has none
         self._compute = compute
         self._mode = mode
-        self._dtypes = frozenset(dtypes)
+        self._dtypes = None if dtypes is None else frozenset(dtypes)
         self._alone = None if alone_dtypes is None else frozenset(alone_dtypes)
         self._max_bytes = max_bytes
         self._flatten = flatten
         self._reduction = reduction
         self._empty = empty
+        self._before = before
+        # Per tensor, the last ``before`` rows of the previous window (steps, values).
+        self._kept: dict[str, tuple[list[int], np.ndarray]] = {}
         self._covered: frozenset[int] = frozenset()
         self._results: dict[str, tuple[dict[int, int], Any, list[int]]] = {}
         self._note: Callable[[str, int], None] | None = None
 
-    def get(self, name: str, step: int, names: Iterable[str]) -> Any:
+    def get(
+        self,
+        name: str,
+        step: int,
+        names: Iterable[str],
+        earlier: Sequence[int] | None = None,
+        further: Callable[[Any, int], bool] | None = None,
+    ) -> Any:
         """``compute``'s result for ``name`` at ``step``: from the window that starts at
         ``step`` (read for ``names``) when ``step`` is not in the current one, else from the
         step's value alone; None when there is no raw value ``compute`` covers. A result
-        handed out counts as a read of the tensor."""
+        handed out counts as a read of the tensor.
+
+        With ``earlier`` (the steps whose values ``compute`` sees before ``step``'s, oldest
+        first, at most ``before`` of them): the result computed with exactly those rows
+        before ``step``'s, from the window where its rows before are those steps, else over
+        the values of ``earlier`` and ``step`` read alone (None where one has no raw value);
+        a window's result counts as a read at ``step`` and at each of ``earlier``. Read alone,
+        the earlier values are read the nearest first; with ``further(result, rows)`` (the
+        result over the ``rows`` newest values read so far) the next one is read only while it
+        answers true (the result can still change), and that result is the answer."""
         if self._columns is not None and getattr(self._trial, "loaded_all_steps", False):
             # (A job still writing is read step by step: a read ahead could wait for event
             # files of later steps before this step is judged.)
@@ -92,10 +126,59 @@ class WindowedRows:
             found = self._results.get(name)
             row = None if found is None else found[0].get(step)
             if found is not None and row is not None:
-                if self._note is not None:
-                    self._note(name, step)
-                return found[1][row]
+                wanted = [] if earlier is None else list(earlier)
+                if earlier is None or found[2][max(0, row - len(wanted)) : row] == wanted:
+                    if self._note is not None:
+                        self._note(name, step)
+                        for read in reversed(wanted):  # in the order they are read alone
+                            self._note(name, read)
+                    return found[1][row]
+        if earlier is not None:
+            return self._alone_rows(name, step, earlier, further)
         return self._alone_value(name, step)
+
+    def _alone_rows(
+        self,
+        name: str,
+        step: int,
+        earlier: Sequence[int],
+        further: Callable[[Any, int], bool] | None,
+    ) -> Any:
+        """``compute`` over the values of ``name`` at ``earlier`` and ``step`` read alone and
+        stacked, its result for ``step``; the earlier ones are read the nearest first, while
+        ``further`` says the result can still change, and up to one that does not stack with
+        ``step``'s (another shape, or text beside numbers: left out with those before it)."""
+        tensor = self._trial.tensor(name)
+        kwargs = {} if self._mode is None else {"mode": self._mode}
+        try:
+            last = np.asarray(tensor.value(step, **kwargs))
+        except TensorUnavailableForStep:
+            return None
+        if (last.size == 0 and not self._empty) or (
+            self._alone is not None and last.dtype not in self._alone
+        ):
+            return None
+        numbers = last.dtype.kind in _NUMBERS
+        kept = [last]  # the newest first
+        for s in reversed(earlier):
+            if further is not None and len(kept) > 1:
+                result = self._last_row(kept)
+                if result is None or not further(result, len(kept)):
+                    return result
+            try:
+                value = np.asarray(tensor.value(s, **kwargs))
+            except TensorUnavailableForStep:
+                return None
+            if value.shape != last.shape or (value.dtype.kind in _NUMBERS) != numbers:
+                break
+            kept.append(value)
+        return self._last_row(kept)
+
+    def _last_row(self, newest_first: list[np.ndarray]) -> Any:
+        """``compute``'s result for the newest of values stacked oldest first."""
+        rows = np.stack(newest_first[::-1])
+        result = self._compute(rows.reshape(len(rows), -1) if self._flatten else rows)
+        return None if result is None else result[-1]
 
     def _alone_value(self, name: str, step: int) -> Any:
         """``compute`` over ``name``'s value at ``step`` alone, as one row (``Tensor.value``
@@ -160,15 +243,27 @@ class WindowedRows:
         self._note = window.note
         self._covered = frozenset(window.steps)
         self._results = {}
+        kept, self._kept = self._kept, {}
         for name, column in window.columns.items():
-            values = column.values
-            if values.dtype not in self._dtypes:
+            values, steps = column.values, column.steps
+            if self._dtypes is not None and values.dtype not in self._dtypes:
                 continue
-            flat = values.reshape(len(column.steps), -1)
+            if self._before:
+                self._kept[name] = (steps[-self._before :], values[-self._before :].copy())
+                tail = kept.get(name)
+                if (
+                    tail is not None
+                    and tail[0][-1] < steps[0]
+                    and tail[1].shape[1:] == values.shape[1:]
+                    and tail[1].dtype == values.dtype
+                ):
+                    # The previous window's last rows go before this one's first.
+                    values, steps = np.concatenate([tail[1], values]), [*tail[0], *steps]
+            flat = values.reshape(len(steps), -1)
             if flat.shape[1] == 0 and not self._empty:
                 continue  # empty tensors: the per-step path says what they mean
             result = self._compute(flat if self._flatten else values)
             if result is None:
                 continue  # not a tensor the computation covers: the per-step path decides
-            rows = {s: i for i, s in enumerate(column.steps)}
-            self._results[name] = (rows, result, column.steps)
+            rows = {s: i for i, s in enumerate(steps)}
+            self._results[name] = (rows, result, steps)

@@ -196,6 +196,26 @@ def test_actions_run_before_the_condition_is_raised(make_trial: Any) -> None:
     ]
 
 
+def test_handed_over_actions_travel_with_the_condition(make_trial: Any) -> None:
+    """After ``hand_over_actions`` a firing runs no action itself: the condition carries them,
+    to run once with the condition's text; a condition without a firing carries none."""
+    rule = Scripted(make_trial([0]), answer=True)
+    order: list[str] = []
+
+    class Spy:
+        def invoke(self, message: str = "") -> None:
+            order.append(message)
+
+    rule._actions = Spy()  # type: ignore[assignment]
+    rule.hand_over_actions()
+    with pytest.raises(RuleEvaluationConditionMet) as raised:
+        rule.invoke(0)
+    assert order == [] and raised.value.actions is not None
+    raised.value.actions()
+    assert order == [str(raised.value)]
+    assert RuleEvaluationConditionMet("Scripted", 0).actions is None
+
+
 def test_missing_required_data_raises_before_invoke_at_step(make_trial: Any) -> None:
     """An unknown required tensor, a step never saved and a tensor missing at a step raise
     smdebug's exceptions from invoke, before invoke_at_step runs."""

@@ -19,7 +19,7 @@ from evaluator.rules import invoke_rule
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from rules_builtin import registry
-from rules_builtin.unchanged_tensor import UnchangedTensor, _allclose
+from rules_builtin.unchanged_tensor import UnchangedTensor, unchanged_counts
 from tests.support.keras_like import hook_trial
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "smdebug_1_0_34" / "data"
@@ -175,9 +175,9 @@ def test_selection(make_trial: Callable[..., Any]) -> None:
     assert fired(UnchangedTensor(trial)) == ()
 
 
-def test_fast_comparison_answers_as_numpy_allclose() -> None:
-    """The rule's comparison gives numpy.allclose's answer, with NaN, inf, overflowing float16
-    and integers, for every tolerance setting."""
+def test_row_comparison_answers_as_numpy_allclose() -> None:
+    """The rule's comparison of stacked values gives numpy.allclose's answer for each pair,
+    with NaN, inf, overflowing float16 and integers, for every tolerance setting."""
     rng = np.random.default_rng(3)
     specials = [0.0, np.nan, np.inf, -np.inf, 1.0, 1.0 + 1e-6, 65000.0, -65000.0]
     for _ in range(500):
@@ -191,7 +191,18 @@ def test_fast_comparison_answers_as_numpy_allclose() -> None:
             x, y = a.astype(dtype), b.astype(dtype)
             for rtol, atol, equal_nan in ((1e-5, 1e-8, False), (0, 0, True), (0, 1.0, False)):
                 expected = bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
-                assert _allclose(x, y, rtol, atol, equal_nan) == expected, (x, y, rtol, atol)
+                counts = unchanged_counts(np.stack([y, x]), 1, rtol, atol, equal_nan)
+                assert list(counts) == [1, 1 + expected], (x, y, rtol, atol)
+
+
+def test_counts_stop_at_the_first_changed_earlier_value() -> None:
+    """Each row counts the rows just before it that hold its value, the nearest first, up to
+    ``back`` of them; text compares exactly."""
+    rows = np.array([[1.0], [2.0], [2.0], [2.0], [2.0], [1.0]])
+    assert list(unchanged_counts(rows, 3, 0, 0, False)) == [1, 1, 2, 3, 4, 1]
+    assert list(unchanged_counts(rows, 1, 0, 0, False)) == [1, 1, 2, 2, 2, 1]
+    words = np.array([["a", "b"], ["a", "b"], ["a", "c"]])
+    assert list(unchanged_counts(words, 2, 0, 0, False)) == [1, 2, 1]
 
 
 def test_vanishing_fixture_matches_smdebug() -> None:

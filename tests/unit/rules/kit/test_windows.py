@@ -149,3 +149,73 @@ def test_empty_values_are_computed_when_asked(make_trial: Callable[..., Any]) ->
     assert WindowedRows(alone, shapes, alone_dtypes=FLOATS).get("e", 2, ["e"]) is None
     rows = WindowedRows(alone, shapes, flatten=False, alone_dtypes=FLOATS, empty=True)
     assert rows.get("e", 2, ["e"]) == (0, 3)
+
+
+def _differences(rows: np.ndarray) -> list[float | None]:
+    """Per row: its first element minus the first element of the row before (None: none)."""
+    return [None, *(float(d) for d in np.diff(rows[:, 0]))]
+
+
+def test_rows_before_come_from_the_window_or_are_read_alone(
+    make_trial: Callable[..., Any],
+) -> None:
+    """With ``before``, a result computed with the earlier steps' rows is the same from the
+    window (the previous window's last rows kept before the next one's first) and from the
+    values read alone; ``step`` and each earlier step count as reads either way; rows before
+    that are not the ones asked for are not used."""
+    trial = make_trial({s: {"t": np.full(64, s * s, np.float32)} for s in range(10)})
+    plain = SimpleNamespace(tensor=trial.tensor, steps=trial.steps)
+    for source in (trial, plain):
+        rows = WindowedRows(
+            source, _differences, max_bytes=3 * 64 * 4, dtypes=None, alone_dtypes=None, before=1
+        )
+        seen: list[tuple[str, int]] = []
+        with observe_reads(lambda name, step, seen=seen: seen.append((name, step))):
+            got = [rows.get("t", s, ["t"], earlier=[s - 1]) for s in range(1, 10)]
+        assert got == [float(2 * s - 1) for s in range(1, 10)]
+        assert seen == [("t", s) for p in range(1, 10) for s in (p, p - 1)]
+        assert rows.get("t", 9, ["t"], earlier=[7]) == 81 - 49  # not the row before: alone
+
+
+def test_rows_before_stop_at_a_value_of_another_shape(make_trial: Callable[..., Any]) -> None:
+    """Read alone, an earlier value of another shape ends the rows compute sees (it and the
+    ones before it are left out); a missing value gives None."""
+    trial = make_trial(
+        {0: {"t": np.zeros(3)}, 1: {"t": np.zeros(2)}, 2: {"t": np.ones(2)}, 3: {"u": np.ones(1)}}
+    )
+    rows = WindowedRows(trial, lambda r: [len(r)] * len(r), dtypes=(), alone_dtypes=None, before=2)
+    assert rows.get("t", 2, ["t"], earlier=[0, 1]) == 2
+    assert rows.get("t", 3, ["t"], earlier=[1, 2]) is None  # not saved at step 3
+
+
+def test_read_alone_earlier_values_stop_where_the_result_is_settled(
+    make_trial: Callable[..., Any],
+) -> None:
+    """Read alone, the earlier values are read the nearest first and, with ``further``, only
+    while it says the result can still change: a run of equal values is followed back to the
+    first different one, which is the last read."""
+    trial = make_trial({s: {"t": np.full(4, min(s, 3), np.float32)} for s in range(6)})
+    alone = SimpleNamespace(tensor=trial.tensor, steps=trial.steps)
+
+    def equal_run(rows: np.ndarray) -> list[int]:
+        """Per row: how many rows, back from it, hold its value."""
+        runs = []
+        for i, row in enumerate(rows):
+            back = 0
+            while back <= i and (rows[i - back] == row).all():
+                back += 1
+            runs.append(back)
+        return runs
+
+    rows = WindowedRows(alone, equal_run, dtypes=None, alone_dtypes=None, before=4)
+    for step, expected, reads in [(5, 3, [5, 4, 3, 2]), (2, 1, [2, 1])]:
+        seen: list[tuple[str, int]] = []
+        with observe_reads(lambda name, s, seen=seen: seen.append((name, s))):
+            got = rows.get(
+                "t",
+                step,
+                ["t"],
+                earlier=list(range(max(0, step - 4), step)),
+                further=lambda same, n: same == n,
+            )
+        assert got == expected and seen == [("t", s) for s in reads]
