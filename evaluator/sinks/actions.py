@@ -14,9 +14,21 @@ The supervisor's last word (``run_closed``: the evaluation was killed, overran
 ``rule_step_timeout`` or was stopped) runs no action: smdebug runs actions only when a
 condition is met, and a firing before the end has had its actions in the evaluation.
 Actions never fail the rule or the run: their AWS errors are logged (``Actions.invoke``).
+
+They run on one thread of this sink's, in the order of the firings: a slow or unreachable AWS
+endpoint (botocore waits up to a minute per attempt) delays the actions, never the other
+rules' reporting, which is told under the reporter's lock. When the verdict is out
+(``wait``) the run waits for the actions still queued, up to ``grace`` seconds (then says in
+the log how many it left).
 """
 
 from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import structlog
 
 from evaluator.sinks.events import NullSink, RuleFired, RunClosed
 
@@ -26,9 +38,37 @@ __all__ = ["ActionsSink"]
 class ActionsSink(NullSink):
     runs_actions = True
 
+    def __init__(self, *, grace: float = 120.0) -> None:
+        self.grace = grace
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+
     def rule_fired(self, event: RuleFired) -> None:
-        if event.actions is not None:
-            event.actions()
+        if event.actions is None:
+            return
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="rule-actions", daemon=True)
+            self._worker.start()
+        self._queue.put(event.actions)
 
     def run_closed(self, event: RunClosed) -> None:
         return None  # no condition was met here (see the module's docstring)
+
+    def wait(self) -> None:
+        if self._worker is None:
+            return
+        self._queue.put(None)
+        self._worker.join(self.grace)
+        if self._worker.is_alive():
+            structlog.get_logger("evaluator.status").warning(
+                "rule_actions_unfinished", queued=self._queue.qsize(), waited_s=self.grace
+            )
+
+    def _run(self) -> None:
+        while (actions := self._queue.get()) is not None:
+            try:
+                actions()
+            except Exception:  # Actions.invoke logs AWS errors; anything else is ours
+                structlog.get_logger("evaluator.status").warning(
+                    "rule_actions_failed", exc_info=True
+                )

@@ -152,7 +152,7 @@ def test_each_firing_runs_the_actions_once_through_the_sink(
     fired = result["rules"][0]["fired_steps"]
     assert code == 1 and len(fired) >= 2
     assert sent_to(endpoint) == [fired_message("EveryOtherStep", step) for step in fired]
-    assert seen == list(range(len(fired)))  # each firing reported before its actions ran
+    assert all(sent <= i for i, sent in enumerate(seen))  # no action before its firing
 
 
 def test_the_first_firing_ends_the_run_after_its_actions(
