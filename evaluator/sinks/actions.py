@@ -17,9 +17,10 @@ Actions never fail the rule or the run: their AWS errors are logged (``Actions.i
 
 They run on one thread of this sink's, in the order of the firings: a slow or unreachable AWS
 endpoint (botocore waits up to a minute per attempt) delays the actions, never the other
-rules' reporting, which is told under the reporter's lock. When the verdict is out
-(``wait``) the run waits for the actions still queued, up to ``grace`` seconds (then says in
-the log how many it left).
+rules' reporting, which is told under the reporter's lock. When the evaluation ends, before
+its verdict goes to the supervisor (which gives the child only seconds after it), the run
+waits for the actions still queued, up to ``grace`` seconds (then says in the log how many it
+left).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Callable
 
 import structlog
 
-from evaluator.sinks.events import NullSink, RuleFired, RunClosed
+from evaluator.sinks.events import EvaluationEnded, NullSink, RuleFired, RunClosed
 
 __all__ = ["ActionsSink"]
 
@@ -54,12 +55,19 @@ class ActionsSink(NullSink):
     def run_closed(self, event: RunClosed) -> None:
         return None  # no condition was met here (see the module's docstring)
 
+    def evaluation_ending(self, event: EvaluationEnded) -> None:
+        self._finish()  # before the verdict: the supervisor gives the child seconds after it
+
     def wait(self) -> None:
-        if self._worker is None:
+        self._finish()
+
+    def _finish(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
             return
         self._queue.put(None)
-        self._worker.join(self.grace)
-        if self._worker.is_alive():
+        worker.join(self.grace)
+        if worker.is_alive():
             structlog.get_logger("evaluator.status").warning(
                 "rule_actions_unfinished", queued=self._queue.qsize(), waited_s=self.grace
             )

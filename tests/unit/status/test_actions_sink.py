@@ -55,3 +55,14 @@ def test_a_failing_action_does_not_stop_the_next() -> None:
     sink.rule_fired(fired(lambda: done.append("next")))
     sink.wait()
     assert done == ["next"]
+
+
+def test_the_evaluations_end_waits_for_the_queued_actions() -> None:
+    """The evaluation's end (told before the verdict reaches the supervisor, which gives the
+    child only seconds after it) returns once the queued actions have run."""
+    done: list[str] = []
+    sink = ActionsSink()
+    sink.rule_fired(fired(lambda: done.append("stop training")))
+    sink.evaluation_ending(None)  # type: ignore[arg-type]
+    assert done == ["stop training"]
+    sink.wait()  # nothing left: returns at once
