@@ -244,12 +244,15 @@ DOCUMENTED_WAIT = {
     "one window of 10 later (rules_builtin/_levels.py)",
     "PoorWeightInitialization": "the loss check: patience=5 TRAIN steps for a smooth loss, "
     "two windows of 5 for a noisy one; the variance and gradient checks: none",
-    "Overtraining": "patience_train=5 / patience_validation=10 values without a new best after "
-    "the best; per-step values are averaged over ceil(patience / 2) values first (its "
-    "docstring), "
-    "Keras epoch-end logs are not (1 epoch end = 1 value); the numpy scenarios run it with "
-    "patience 20 on every step and EVAL every 4 saved steps",
-    "Overfit": "a complete validation pass (judged at the next non-EVAL step)",
+    "Overtraining": "patience_train=5 TRAIN values / patience_validation=10 validation passes "
+    "without a new best after the best (the first value is the first best); TRAIN values are "
+    "averaged over up to ceil(patience_train / 2) values, a validation pass is its mean, "
+    "judged at the next non-EVAL step; Keras epoch-end logs are not averaged (1 epoch end = 1 "
+    "value); the numpy scenarios run it with patience 20 on every step and EVAL every 4 saved "
+    "steps",
+    "Overfit": "a complete validation pass (judged at the next non-EVAL step); its latest "
+    "allowed step is the latest of the pass-mean, cumulative-mean and Keras epoch-end "
+    "readings (bench/allowed.py), no longer the onset",
 }
 
 
