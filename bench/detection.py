@@ -16,7 +16,7 @@ The onset of a fault is measured WITHOUT the rule:
 
 Lag is counted in saved steps (the trial's global steps, every mode) from the first saved
 step at or after the onset to the first firing. "Latest allowed" is the latest step any
-documented reading of the rule allows it to fire on the fault (bench/allowed.py, from the
+documented reading of the rule allows it to fire on the fault (bench/allowed/, from the
 documents and the trial's values, not from the rule's code); "within" says whether the rule
 fired by one saved step after it, the issue's goal. A labelled fault the rule did not fire on is a
 miss; one it "checked nothing" on is a vacuous pass. Not a test: nothing here is timed.
@@ -254,12 +254,15 @@ DOCUMENTED_WAIT = {
     "one window of 10 later (rules_builtin/_levels.py)",
     "PoorWeightInitialization": "the loss check: patience=5 TRAIN steps for a smooth loss, "
     "two windows of 5 for a noisy one; the variance and gradient checks: none",
-    "Overtraining": "patience_train=5 / patience_validation=10 values without a new best after "
-    "the best; per-step values are averaged over ceil(patience / 2) values first (its "
-    "docstring), "
-    "Keras epoch-end logs are not (1 epoch end = 1 value); the numpy scenarios run it with "
-    "patience 20 on every step and EVAL every 4 saved steps",
-    "Overfit": "a complete validation pass (judged at the next non-EVAL step)",
+    "Overtraining": "patience_train=5 TRAIN values / patience_validation=10 validation passes "
+    "without a new best after the best (the first value is the first best); TRAIN values are "
+    "averaged over up to ceil(patience_train / 2) values, a validation pass is its mean, "
+    "judged at the next non-EVAL step; Keras epoch-end logs are not averaged (1 epoch end = 1 "
+    "value); the numpy scenarios run it with patience 20 on every step and EVAL every 4 saved "
+    "steps",
+    "Overfit": "a complete validation pass (judged at the next non-EVAL step); its latest "
+    "allowed step is the latest of the pass-mean, cumulative-mean and Keras epoch-end "
+    "readings (bench/allowed/), no longer the onset",
 }
 
 
@@ -333,7 +336,7 @@ def render(figures: dict[str, Any]) -> str:
         "module docstring and the definitions below). Lag: saved steps from the first saved step",
         "at or after the onset to the rule's first firing; a negative lag is a firing before",
         "the fault was measurable (on noise). Latest allowed: the latest step any documented",
-        "reading of the rule allows it to fire (bench/allowed.py, from the documents and the",
+        "reading of the rule allows it to fire (bench/allowed/, from the documents and the",
         "trial's values); within: fired by one saved step after it (the issue's goal).",
         "",
         "## Per rule",

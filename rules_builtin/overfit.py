@@ -105,6 +105,14 @@ class Overfit(Rule):
     at its epoch-end logs (one judgement per epoch, which ``patience`` then counts). Before
     the first one (the first validation pass) the phase means are used.
 
+    Windows and the earliest firing: one validation pass against the training phase before
+    it, no moving mean across passes; the earliest firing is at the step after the first
+    validation pass that follows a training phase (Keras: its first epoch-end log). Measured
+    (bench/DETECTION.md, default parameters): keras_overfit fires at step 19, pytorch_overfit
+    at 36, the numpy overfit run at 8, none later than the latest documented reading of "the
+    mean" (pass means, cumulative means from ``start_step``, Keras epoch-end logs:
+    bench/allowed/), which is 19, 58 and 27 there.
+
     Evidence: each judgement records the ratio against ``ratio_threshold``; with
     ``patience`` > 1 a ratio above it is recorded as the count of consecutive passes
     above it against ``patience``.

@@ -36,7 +36,8 @@ _PARAMETER = {"train": "patience_train", "validation": "patience_validation"}
 @dataclass
 class _Best:
     """One loss in one role: its last ``size`` values, the best (lowest) moving mean of them,
-    and how many values since that best."""
+    and how many values since that best. The mean is of the values so far while fewer than
+    ``size`` are saved, so the first value is the first best."""
 
     size: int = 1
     window: deque[float] = field(default_factory=deque)
@@ -49,16 +50,15 @@ class _Best:
         self.window.append(value)
         while len(self.window) > self.size:
             self.window.popleft()
-        if len(self.window) < self.size:
-            return False  # the window is still filling
-        self.mean = mean = math.fsum(self.window) / len(self.window)
+        finite = [v for v in self.window if not math.isnan(v)]  # NaN: no value, no best
+        self.mean = mean = math.fsum(finite) / len(finite) if finite else math.nan
         if self.value is None:
             if math.isnan(mean):  # NaN from the first values on: no improvement, counted
                 self.since += 1
                 return True
             self.value, self.since = mean, 0
             return False
-        if mean < self.value - delta * abs(self.value):
+        if not math.isnan(value) and mean < self.value - delta * abs(self.value):
             self.value, self.since = mean, 0
         else:
             self.since += 1
@@ -69,35 +69,47 @@ class _Best:
 class _Loss:
     roles: dict[str, _Best]
     epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
+    pass_values: list[float] = field(default_factory=list)  # the open validation pass
+    pass_end: tuple[int, int] = (0, 0)  # its last (global step, EVAL mode step)
 
 
 @register
 class Overtraining(Rule):
-    """Fires at a step where the moving mean of a loss of the ``losses`` collection has gone
-    ``patience_train`` (default 5) saved TRAIN values, or ``patience_validation`` (default 10)
-    saved EVAL values, without a new best.
+    """Fires at a step where a loss of the ``losses`` collection has gone ``patience_train``
+    (default 5) saved TRAIN values, or ``patience_validation`` (default 10) validation passes,
+    without a new best.
 
-    Moving mean: at each saved value, the mean of the last ``ceil(patience / 2)`` saved values
-    of that mode (``patience_train`` for TRAIN, ``patience_validation`` for EVAL: 3 and 5 by
-    default), so one noisy batch neither makes nor breaks a best. It is first judged once
-    that many values are saved (that first mean is the first best): the first batch alone
-    would be as noisy as the values themselves (on pytorch_healthy the first batch, 1.042, is
-    lower than any mean of 5 until TRAIN step 16). The best is the lowest moving mean.
+    Training loss: at each saved TRAIN value, the moving mean of the last ``ceil(patience_train
+    / 2)`` saved TRAIN values (3 by default), of the values so far while fewer are saved, so
+    the first value is the first best and a loss flat from its start fires at the
+    ``patience_train``-th value after it. One noisy batch neither makes nor breaks a best.
 
-    A moving mean is a new best when it is lower than the best so far by more than ``delta`` times
-    the best's magnitude (default 0.01, i.e. 1 %); the first value is the first best. The
-    sources do not say whether ``delta`` is absolute or relative: we take it as relative so
-    that the default means the same for a cross-entropy near 0.1 and a squared error near
-    1e4. Small improvements still add up: a value more than 1 % below the old best is a new
-    best however many steps it took to get there. A loss stuck at 0 never improves.
+    Validation loss: one value per validation pass (a run of consecutive EVAL steps), the mean
+    of the pass's values, judged once the pass is complete: at the first non-EVAL step after
+    it, where it fires, or, when the data ends with it, at its last EVAL step (a pass cut by
+    ``end_step`` is not judged). A pass mean is already a mean over its batches, so it is not
+    averaged again; two validation batches of different difficulty in one pass (an easy and a
+    hard one) never make a best the other cannot beat.
 
-    Modes: the training and the validation loss are followed separately and never pooled:
-    TRAIN values only against the best TRAIN value, EVAL values against the best EVAL value.
-    The patience parameters count values, not step numbers: saved steps of that mode (a loss
-    saved every 500 steps with ``patience_train=5`` waits 2500 training steps), so the rule
-    behaves the same whatever the save interval and however EVAL steps interleave in the
-    global counter. Steps of a trial without modes (GLOBAL) count as training; PREDICT steps
-    are ignored. It keeps firing at each further value without improvement.
+    A mean is a new best when it is lower than the best so far by more than ``delta`` times
+    the best's magnitude (default 0.01, i.e. 1 %). The sources do not say whether ``delta``
+    is absolute or relative: we take it as relative so that the default means the same for a
+    cross-entropy near 0.1 and a squared error near 1e4. Small improvements still add up: a
+    value more than 1 % below the old best is a new best however many steps it took to get
+    there. A loss stuck at 0 never improves.
+
+    NaN: a NaN value is never an improvement and counts as a value without one; the moving
+    mean is of the finite values of its window (NaN when there are none), so a loss NaN in its
+    first saved values takes its first best at its first finite value and is judged from there
+    (a NaN from the first values on, with no finite one, fires after ``patience``).
+
+    Modes: the training and the validation loss are followed separately and never pooled.
+    The patience parameters count values, not step numbers: saved TRAIN values and validation
+    passes (a loss saved every 500 steps with ``patience_train=5`` waits 2500 training steps),
+    so the rule behaves the same whatever the save interval and however EVAL steps interleave
+    in the global counter. Steps of a trial without modes (GLOBAL: XGBoost's ``train-*`` and
+    ``validation-*`` metrics) count as training values; PREDICT steps are ignored. It keeps
+    firing at each further value without improvement.
 
     Keras (``evaluator.rules.kit.modes.is_epoch_end_log``): Keras' per-step ``X`` is a running
     mean that resets every epoch (a sawtooth that looks flat late in every epoch), and at
@@ -107,39 +119,34 @@ class Overtraining(Rule):
     training value and ``val_X`` the validation value, one of each per epoch, and the
     patience parameters count epochs; the per-step running means before the first epoch end
     are dropped (both bests start again from the first epoch-end log). The epoch-end ``X`` is
-    never taken as a validation value. An epoch-end log is already a mean over the whole
-    epoch, so it is not averaged again: its moving mean is of one value, and a loss flat from
-    the first epoch fires at the ``patience``-th epoch end after it (a moving mean of
-    ``patience`` epoch means fired about 2x ``patience`` epochs after a plateau began: EVAL
-    mode step 95 on an overfitting Keras run where every reading of the docs fires by 66).
-    Noise measured on the real-hook trials' per-batch losses: the median move from one
-    saved step to the next is 1.7 % (pytorch_healthy), 3.2 % (keras_healthy), 16-21 % (the
-    overfit trials), all above the 1 % ``delta``, so per-step values are averaged; the
-    epoch means of keras_healthy fall 14-36 % per epoch and those of keras_overfit move by
-    0.1-4.7 % with no reversal from noise (its validation mean rises at every epoch from the
-    second on), so one epoch mean is not smoothed further. The window of per-step values is
-    the shortest measured to keep every healthy run quiet with a margin: windows of
-    ``patience``, ``ceil(patience / 2)`` and ``ceil(patience / 5)`` values all kept
-    keras_healthy, pytorch_healthy, xgboost_healthy and the numpy healthy run quiet; half is
-    taken, not the shortest, as healthy runs with noisier batches than these exist (the overfit
-    trials' batches move by 16-21 %). A moving mean of ``patience`` values fired about 2x
-    ``patience`` values after a plateau began.
+    never taken as a validation value, and an epoch-end log is not averaged again.
 
-    Which window decided is in the evidence: the quantity names "moving mean of N values"
-    (N = ``ceil(patience / 2)`` for per-step values, 1 for epoch-end logs).
+    Windows, measured (bench/DETECTION.md; noise: the median move from one saved value to the
+    next is 1.7 % on pytorch_healthy's batches, 3.2 % on keras_healthy's, 16-21 % on the
+    overfit trials', all above the 1 % ``delta``): per-step training values need a moving
+    mean, and the window that decides is named in the evidence. Windows of 1, 2, 3 and 5
+    values all keep the healthy real-hook, numpy and TensorBoard runs quiet (at most 4 values
+    without a new best against ``patience_train`` 5 on pytorch_healthy and keras_healthy);
+    windows of 1 and 2 fire at step 17 on pytorch_overfit, whose noisy per-batch training
+    loss is still falling (its epoch means fall 1-3 % per epoch; its labelled fault starts
+    at 47), and 3 (``ceil(patience_train / 2)``) is the shortest that does not. Validation
+    pass means and epoch-end logs need none: the documented readings that count saved values
+    and passes (bench/allowed/) fire no earlier than the rule on the labelled trials. The
+    old moving mean of ``ceil(patience_validation / 2)`` EVAL values, judged only once full,
+    fired 36 saved steps after every reading on the numpy overfit run (123 against 87).
 
-    Windows and the earliest firing: per-step values of a mode are averaged over the last
-    ``w = ceil(patience / 2)`` of them, so the earliest firing is at the ``w + patience``-th
-    saved value of that mode (the first full window is the first best, ``patience`` more
-    without a new best; the 8th TRAIN value and the 15th EVAL value by default), and a plateau
-    fires about ``w + patience`` values after it begins. Keras epoch-end logs: the
-    ``patience + 1``-th epoch end, and a plateau fires ``patience`` epoch ends after its last
-    improvement.
+    Earliest firing: the ``patience_train``-th TRAIN value after the first (TRAIN step 5 by
+    default); the ``patience_validation``-th validation pass after the first (judged at the
+    step after it); Keras: the ``patience + 1``-th epoch end. A plateau fires ``patience``
+    values after its last improvement, up to ``ceil(patience_train / 2) - 1`` values more for
+    training values when the loss was falling fast into it.
 
-    Evidence: each value after the first of its role records the number of values since
-    the best against ``patience_train`` / ``patience_validation`` (fires when ``>=``).
+    Evidence: each value after the first of its role records the number of values (passes,
+    epoch ends) since the best against ``patience_train`` / ``patience_validation`` (fires
+    when ``>=``); its quantity names the window: "moving mean of N values", or "means of
+    validation passes".
 
-    Only scalar (one-element) tensors are tracked; a NaN value is never an improvement.
+    Only scalar (one-element) tensors are tracked.
 
     Diagnosis: every firing also says what the loss did: ``converged``, ``not_learning``,
     ``diverging``, ``oscillating`` or ``overfitting``, with the figures that decided it (fall
@@ -205,9 +212,14 @@ class Overtraining(Rule):
         trial = self.base_trial
         raw_mode, mode_step = trial.mode_modestep(step)
         mode = as_training(raw_mode)
-        if mode not in _ROLE or mode_step is None:
+        if raw_mode is None or mode_step is None:
             return False
         fired = False
+        if mode != EVAL:  # a validation pass before this step is complete: judge it
+            for name, open_pass in self._losses.items():
+                fired = self._close(name, open_pass, step, raw_mode, mode_step) or fired
+        if mode not in _ROLE:
+            return fired
         for name in self.selection.names(trial, step=step):
             if name in self._skipped:
                 continue
@@ -236,17 +248,53 @@ class Overtraining(Rule):
             if value is None:
                 continue
             self.progress.saw(name, step, value)
+            if mode == EVAL:  # judged as the mean of its validation pass once it is complete
+                self.evidence.record(step, name, quantity="loss", value=value, mode="EVAL")
+                loss.pass_values.append(value)
+                loss.pass_end = (step, mode_step)
+                continue
             fired = (
                 self._observe(name, loss, _ROLE[mode], value, step, raw_mode, mode_step) or fired
             )
         return fired
 
+    def invoke_at_end(self) -> int | None:
+        """The data has ended: judge a validation pass still under way if it is complete
+        (training ended after it, or the next saved step is not an EVAL step); it fires at
+        its last EVAL step."""
+        trial = self.base_trial
+        ends = [loss.pass_end[0] for loss in self._losses.values() if loss.pass_values]
+        if not ends:
+            return None
+        later = [s for s in trial.steps() if s > max(ends)]
+        if later:
+            if trial.mode(later[0]) == EVAL:
+                return None  # the pass goes on beyond the steps evaluated
+        elif not trial.loaded_all_steps:
+            return None
+        fired_at = None
+        for name, loss in self._losses.items():
+            step, mode_step = loss.pass_end
+            if loss.pass_values and self._close(name, loss, step, EVAL, mode_step):
+                fired_at = step if fired_at is None else min(fired_at, step)
+        return fired_at
+
+    def _close(self, name: str, loss: _Loss, step: int, mode: ModeKeys, mode_step: int) -> bool:
+        """Judge the mean of the validation pass of ``name`` that has just ended."""
+        values, loss.pass_values = loss.pass_values, []
+        if not values or loss.epoch_logs:
+            return False
+        mean = math.fsum(values) / len(values)
+        return self._observe(
+            name, loss, "validation", mean, step, mode, mode_step, pass_size=len(values)
+        )
+
     def _fresh(self, epoch_means: bool = False) -> dict[str, _Best]:
-        """New bests; an epoch-end log is already the mean over its epoch's batches, so its
-        moving mean is of one value (``_Best.size`` 1), per-step values of half ``patience``."""
-        return {
-            role: _Best(1 if epoch_means else -(-size // 2)) for role, size in self.patience.items()
-        }
+        """New bests; an epoch-end log and a validation pass's mean are already means over
+        their batches, so their moving mean is of one value (``_Best.size`` 1); per-step
+        training values are averaged over half ``patience_train``."""
+        train = 1 if epoch_means else -(-self.patience["train"] // 2)
+        return {"train": _Best(train), "validation": _Best(1)}
 
     def _observe(
         self,
@@ -257,16 +305,23 @@ class Overtraining(Rule):
         step: int,
         mode: ModeKeys,
         mode_step: int,
+        pass_size: int = 0,
     ) -> bool:
-        # The curve behind the verdict: training and validation loss, one series per mode.
-        self.evidence.record(
-            step, name, quantity="loss", value=value, mode="TRAIN" if role == "train" else "EVAL"
-        )
+        if not pass_size:  # the curve behind the verdict (a pass's values are recorded singly)
+            self.evidence.record(
+                step,
+                name,
+                quantity="loss",
+                value=value,
+                mode="TRAIN" if role == "train" else "EVAL",
+            )
         best = loss.roles[role]
         if not best.observe(value, self.delta):
             return False
         which = f"{role} loss" + (" (epoch-end logs)" if loss.epoch_logs else "")
-        window = f"moving mean of {best.size} value{'s' if best.size > 1 else ''}"
+        if pass_size:
+            which = f"{role} loss (means of validation passes)"
+        window = f"moving mean of {len(best.window)} value{'s' if len(best.window) > 1 else ''}"
         where = (
             f"{mode.name} step {mode_step} (global step {step})"
             if mode != GLOBAL

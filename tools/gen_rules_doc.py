@@ -117,8 +117,9 @@ SEMANTICS = """## How the rules read real training output
   `patience`) counts the step numbers of the mode the rule follows (mode steps: TRAIN step
   0, 1, 2 … as the hook numbers them), never global steps, so EVAL steps in between never
   stretch or shrink a window. A parameter that counts values (UnchangedTensor `num_steps`,
-  "the last num_steps that are available"; Overtraining `patience_train` /
-  `patience_validation`) counts saved steps of that mode.
+  "the last num_steps that are available"; Overtraining `patience_train`) counts saved steps
+  of that mode; Overtraining's `patience_validation` counts validation passes (runs of
+  consecutive EVAL steps, each judged on its mean).
 * **Nothing to check is not a pass.** A rule that ends without checking any tensor (its
   selection matched nothing, the collection it needs is empty, its comparisons never had
   enough history) ends in `Error` with `ClientError: Insufficient information to invoke rule

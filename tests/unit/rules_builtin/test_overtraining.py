@@ -71,14 +71,48 @@ def test_train_plateau_fires_after_patience_train_values(make_trial: Callable[..
 def test_validation_plateau_fires_after_patience_validation_values(
     make_trial: Callable[..., Any],
 ) -> None:
-    """A rising validation loss fires at its 10th EVAL moving mean after the best; the
-    improving training loss in between does not."""
+    """A rising validation loss fires once its 10th validation pass after the best (the
+    first) is complete, at the next TRAIN step, and the last pass at the end of the data;
+    the improving training loss in between does not (the old moving mean of 5 EVAL values
+    only took its first best at step 9 and fired at 29)."""
     values: list[tuple[ModeKeys, float]] = []
     for epoch in range(22):
         values += [(TRAIN, 0.9**epoch), (EVAL, 0.5 + 0.01 * epoch)]
-    # EVAL values are at odd steps; the first mean of 5 (the best) is at step 9, the 10th
-    # after it at step 29.
-    assert fired(Overtraining(make_trial(values))) == tuple(range(29, 44, 2))
+    # EVAL values are at odd steps; the best is the first (step 1), the 10th pass after it
+    # ends at step 21 and is judged at step 22.
+    assert fired(Overtraining(make_trial(values))) == (*range(22, 43, 2), 43)
+
+
+def test_validation_is_judged_on_pass_means(make_trial: Callable[..., Any]) -> None:
+    """Two validation batches per pass whose losses differ by 10 % (one easy, one hard) are
+    judged as their pass mean: a mean falling 2 % per pass never fires, although half the
+    single values never beat the easy batch's best."""
+    values: list[tuple[ModeKeys, float]] = []
+    for epoch in range(30):
+        level = 0.98**epoch
+        values += [(TRAIN, level), (EVAL, 1.05 * level * 0.98), (EVAL, 0.95 * level * 0.98)]
+    assert fired(Overtraining(make_trial(values), patience_train="50")) == ()
+    # A flat pair: the 10th pass after the first ends at step 32, judged at the TRAIN step 33.
+    flat = [(TRAIN, 1.0), (EVAL, 1.05), (EVAL, 0.95)] * 12
+    assert fired(Overtraining(make_trial(flat), patience_train="50"))[0] == 33
+
+
+def test_the_first_value_is_the_first_best(make_trial: Callable[..., Any]) -> None:
+    """A training loss flat from its first value fires at the patience_train-th value after
+    it (the moving mean is of the values so far until the window is full), not
+    ``ceil(patience / 2) - 1`` values later."""
+    assert fired(Overtraining(make_trial(train(*[1.0] * 7))))[0] == 5
+
+
+def test_nan_before_the_first_values_gives_no_best(make_trial: Callable[..., Any]) -> None:
+    """NaN losses before the first finite one count as values without improvement, and the
+    first finite value is the first best: the moving mean of the finite values of its window
+    (the old mean stayed NaN while a NaN was in the window: its first best was at step 5,
+    and it fired at step 10 here)."""
+    nan = float("nan")
+    assert fired(Overtraining(make_trial(train(nan, nan, nan, *[1.0] * 8))))[0] == 8
+    falling = train(nan, nan, nan, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+    assert fired(Overtraining(make_trial(falling))) == ()
 
 
 def test_delta_is_relative_to_the_best(make_trial: Callable[..., Any]) -> None:
@@ -113,10 +147,10 @@ def test_a_loss_nan_from_its_first_values_fires(make_trial: Callable[..., Any]) 
 
 
 def test_global_steps_count_as_training(make_trial: Callable[..., Any]) -> None:
-    """A hook that never set modes saves GLOBAL steps, judged with patience_train (a moving
-    mean of 2 values, first at step 1; 3 values without a new best at step 4)."""
+    """A hook that never set modes saves GLOBAL steps, judged with patience_train (the first
+    value is the first best; 3 values without a new best at step 3)."""
     values = [(GLOBAL, 1.0)] * 6
-    assert fired(Overtraining(make_trial(values), patience_train="3")) == (4, 5)
+    assert fired(Overtraining(make_trial(values), patience_train="3")) == (3, 4, 5)
 
 
 @pytest.mark.parametrize(
@@ -171,13 +205,13 @@ def test_keras_like_healthy_run_is_quiet(keras_like: Callable[..., Any]) -> None
 
 
 def test_keras_like_flat_run_fires(keras_like: Callable[..., Any]) -> None:
-    """Learning rate 0: the moving mean of 3 training loss values does not improve for 5 saved
-    TRAIN values after its first full window (first epoch, step 7), then for 5 epoch-end logs
+    """Learning rate 0: the moving mean of up to 3 training loss values does not improve on the
+    first value for 5 saved TRAIN values (first epoch, step 5), then for 5 epoch-end logs
     after the first epoch-end log (an epoch mean is not averaged again)."""
     trial = keras_like("flat", epochs=11)
     rule = Overtraining(trial)
     steps = _run(rule)
-    assert steps[0] == 7
+    assert steps[0] == 5
     ends = [s for s in steps if "val_loss" in trial.tensor_names(step=s)]
     assert ends[0] == 6 * 15 - 1  # the sixth epoch end: 5 after the first
     reasons = rule.evidence.summary()["reasons"]

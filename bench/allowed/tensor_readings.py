@@ -1,26 +1,5 @@
-"""The latest step any documented reading of a rule allows it to fire on a labelled fault
-(bench/detection.py's "latest allowed" column), computed from the rule's documented semantics
-and the trial's own values, never from the rule's code.
-
-LossNotDecreasing (AWS: /work/shared/docs/reference/container-protocol.md, 2.3): per loss
-tensor and mode, a step s is evaluated when it is at least ``num_steps`` after the last
-evaluated one and has a comparison step, the newest saved step at least ``num_steps`` before
-it; it fires when the loss at s did not fall ``diff_percent`` % below the loss there (a NaN
-loss has not fallen). The documents leave open:
-
-* whether ``num_steps`` counts mode steps or saved values (sparse saves differ),
-* which mode an unset ``mode`` follows (EVAL first, else TRAIN; both are read here).
-
-Each combination is a reading; its firing on the fault is its first evaluation at or after
-the onset that fires (the evaluation schedule runs from the first comparable step whatever
-fired before). The latest allowed step is the latest of the readings' firings (a reading
-that never fires on the fault does not bound it). The ``increase_threshold_percent``
-condition, added after 2020, can only make a reading fire earlier: not used for the bound.
-
-Overtraining: ``patience_train`` saved TRAIN values or ``patience_validation`` saved EVAL
-values after the onset without a new best; the latest reading is the one that waits for the
-longer of the two (a reading that follows only one series); a trial without modes (XGBoost's
-train and validation metrics at the same steps) counts global steps for both.
+"""Readings of the tensor rules' documented semantics (VanishingGradient, WeightUpdateRatio,
+ClassImbalance, SaturatedActivation): the package docstring says what a reading is.
 
 VanishingGradient (2.3): a saved step of the ``gradients`` collection where a tensor's mean
 |gradient| is below ``threshold``. Readings: today's documents evaluate every step; the 2019
@@ -50,15 +29,11 @@ input to f is ``inputs @ kernel + bias`` (hook-naming.md). Fires at the first sa
 or after the onset where a layer is saturated (pytorch_saturated's onset counts inputs
 outside the range, 92 %, where only 31 % of the units are saturated for the whole batch: the
 documented measure first exceeds 50 % at step 10).
-
-A reading that never fires leaves the onset as the bound. Every other labelled rule has no
-documented window: the onset.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -66,108 +41,10 @@ from typing import Any
 import numpy as np
 
 from evaluator.modes import ModeKeys
-from evaluator.rules.kit.modes import is_epoch_end_log
-
-__all__ = ["NOTES", "latest_allowed", "loss_not_decreasing"]
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 
-# What the "latest allowed" column cannot show by itself (figures measured on the trials).
-NOTES = [
-    "Latest allowed: bench/allowed.py (its docstring: the readings of each rule's documented "
-    "semantics, computed on the trial's values, not the rule's code). VanishingGradient (step "
-    "0 skipped in the 2019 notes), WeightUpdateRatio (two saved weight steps), ClassImbalance "
-    "(samples) and SaturatedActivation (units saturated for the whole batch) are bounded by "
-    "their documented waits; rules whose documents define no window (Overfit: a complete "
-    "validation pass) by the onset itself.",
-    "LossNotDecreasing on Keras trials reads each saved running mean (Keras' loss since the "
-    "epoch start) as the mean of the batch losses since the previous saved value of its "
-    "epoch (rules_builtin/_running_means.py): keras_sigmoid_flat fires at 22 (TRAIN step 20 "
-    "vs 10), the documented comparison, where reading the running means' restart at epoch 1 "
-    "as a fall had delayed it to 34.",
-    "Noise on the healthy runs (robust sd of second differences, % of the level, whole "
-    "TRAIN series): pytorch_healthy 2.0, keras_healthy 2.6 as batch means (what "
-    "LossNotDecreasing compares; 0.19 as the saved running means), numpy healthy 14.8; on "
-    "the noisy faults: numpy lr_zero 4.8, pytorch_sigmoid_flat 10.8, keras_sigmoid_flat 12.2 "
-    "as batch means (1.5 saved). On keras_healthy the closest LossNotDecreasing evaluation "
-    "shows a 6.5 % fall against diff_percent 0.1. Before the Keras change: at every "
-    "evaluation of the healthy runs (TRAIN and EVAL) the single values fell (smallest: numpy "
-    "healthy TRAIN step 30, 3.4 %) and the window means fell by more than diff_percent + 1 SE "
-    "except there (27.6 % against SE 29.2 %, noise of the values compared): the narrowest "
-    "margin, where an unlucky batch would have fired.",
-]
-
-
-def _series(trial: Any, name: str, mode: ModeKeys) -> list[tuple[int, int, float]]:
-    """(mode step, global step, value) of a scalar loss in ``mode``, Keras' epoch-end logs
-    (the training epoch mean at an EVAL step) left out."""
-    tensor = trial.tensor(name)
-    out = []
-    for s in tensor.steps(mode=mode):
-        g = s if mode == GLOBAL else trial.global_step(mode, s)
-        if g is None or (mode == EVAL and is_epoch_end_log(trial, name, g)):
-            continue
-        value = tensor.value(s, mode=mode)
-        if getattr(value, "size", 1) != 1:
-            return []
-        out.append((s, g, float(value.reshape(-1)[0]) if hasattr(value, "reshape") else value))
-    return out
-
-
-def _reading(
-    series: list[tuple[int, int, float]], onset: int, num_steps: int, diff: float, saved: bool
-) -> int | None:
-    """The first firing at or after ``onset`` of one reading (``saved``: ``num_steps`` counts
-    saved values, else mode steps)."""
-    last: int | None = None
-    for i, (ms, g, value) in enumerate(series):
-        position = i if saved else ms
-        if last is not None and position < last + num_steps:
-            continue
-        earlier = [j for j in range(i) if (j if saved else series[j][0]) <= position - num_steps]
-        if not earlier:
-            continue
-        last = position
-        before = series[earlier[-1]][2]
-        fell = value < before - abs(before) * diff / 100  # NaN: not a fall
-        if g >= onset and (math.isnan(value) or math.isnan(before) or not fell):
-            return g
-    return None
-
-
-def loss_not_decreasing(
-    trial: Any, onset: int, num_steps: int = 10, diff_percent: float = 0.1
-) -> int | None:
-    names = trial.tensor_names(collection="losses")
-    modes = [m for m in (EVAL, TRAIN) if trial.steps(mode=m)] or [GLOBAL]
-    firings = []
-    for mode in modes:
-        for saved in (False, True):
-            found = []
-            for name in names:
-                series = _series(trial, name, mode)
-                fired = _reading(series, onset, num_steps, diff_percent, saved)
-                if fired is not None:
-                    found.append(fired)
-            if found:
-                firings.append(min(found))  # any loss tensor firing fires the rule
-    return max(firings) if firings else None
-
-
-def _overtraining(trial: Any, onset: int, patience_train: int, patience_val: int) -> int | None:
-    waits = []
-    modes = [(TRAIN, patience_train), (EVAL, patience_val)]
-    if not any(trial.steps(mode=m) for m, _ in modes):  # no modes (XGBoost): one series each
-        modes = [(GLOBAL, patience_train), (GLOBAL, patience_val)]
-    for mode, patience in modes:
-        after = [g for g in (trial.global_step(mode, s) for s in trial.steps(mode=mode))
-                 if g is not None and g > onset]  # fmt: skip
-        if len(after) >= patience:
-            waits.append(after[patience - 1])
-    return max(waits) if waits else None
-
-
-# ---------------------------------------------------------------- f23's readings
+__all__ = ["class_imbalance", "saturated_activation", "vanishing_gradient", "weight_update_ratio"]
 
 
 def _first_value(trial: Any, name: str, step: int) -> Any:
@@ -324,40 +201,4 @@ def saturated_activation(trial: Any, onset: int, params: dict[str, str]) -> int:
                 x = None if w is None or b is None else x @ w + b
             if x is not None and x.ndim and _saturated_pct(x, *bounds[fn], inactivity) > layer_pct:
                 return int(s)
-    return onset
-
-
-def latest_allowed(rule: str, trial: Any, onset: int | None, params: dict[str, str]) -> int | None:
-    """The latest step any documented reading of ``rule`` (with ``params`` over the
-    defaults) allows it to fire on a fault measurable from ``onset``; None if unknown."""
-    if onset is None:
-        return None
-    if rule == "LossNotDecreasing":
-        return loss_not_decreasing(
-            trial,
-            onset,
-            int(params.get("num_steps", 10)),
-            float(params.get("diff_percent", 0.1)),
-        )
-    if rule == "Overtraining":
-        return _overtraining(
-            trial,
-            onset,
-            int(params.get("patience_train", 5)),
-            int(params.get("patience_validation", 10)),
-        )
-    if rule == "VanishingGradient":
-        return vanishing_gradient(trial, onset, float(params.get("threshold", 1e-7)))
-    if rule == "WeightUpdateRatio":
-        steps = params.get("num_steps")
-        return weight_update_ratio(trial, onset, int(steps) if steps else None, (
-            float(params.get("large_threshold", 10.0)),
-            float(params.get("small_threshold", 1e-8)),
-            float(params.get("epsilon", 1e-9))))  # fmt: skip
-    if rule == "ClassImbalance":
-        return class_imbalance(trial, onset, int(params.get("samples", 500)),
-            float(params.get("threshold_imbalance", 10)),
-            params.get("labels_regex", ".*labels"))  # fmt: skip
-    if rule == "SaturatedActivation":
-        return saturated_activation(trial, onset, params)
     return onset
