@@ -50,13 +50,7 @@ CHECKED_NOTHING = "checked nothing"
 
 # (trial, rule) -> why a rule another change owns misfires there (measured figures); the tests
 # mark these xfail(strict=True) so that the fix shows.
-KNOWN_MISFIRES = {
-    ("pytorch_resnet_healthy", "Overfit"): "Overfit fires at TRAIN step 8 (global 10) on a "
-    "healthy ResNet: epoch-0 validation mean 0.8234 vs training mean 0.6247 (ratio 0.318 > "
-    "ratio_threshold 0.1), then 2.69, 1.20, 0.65, while the validation loss falls every epoch "
-    "(0.823, 0.316, 0.036, 0.0072; accuracy 1.0 from epoch 1): BatchNorm's running statistics "
-    "keep the validation loss above a training loss that falls to 0.004 - a gap, not overfitting",
-}
+KNOWN_MISFIRES = {}
 # Of those, the firings whose diagnosis says "converged" (what the loss-diagnosis test allows).
 CONVERGED_MISFIRES: set[tuple[str, str]] = set()
 

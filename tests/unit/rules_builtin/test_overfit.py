@@ -64,6 +64,8 @@ OVERFIT = [
     (TRAIN, [0.3, 0.3, 0.3, 0.3]),
     (EVAL, [1.0, 1.2]),
 ]  # steps 12-17
+# OVERFIT and one more pass, validation 1.2 against training 0.3 (steps 18-23).
+OVERFIT_LONG = [*OVERFIT, (TRAIN, [0.3, 0.3, 0.3, 0.3]), (EVAL, [1.2, 1.2])]
 
 
 def test_registered() -> None:
@@ -78,16 +80,30 @@ def test_healthy_validation_loss_does_not_fire(make_trial: Callable[..., Any]) -
 
 def test_fires_once_per_complete_pass_above_the_threshold(make_trial: Callable[..., Any]) -> None:
     """With patience 1, each complete validation pass whose mean exceeds the training mean by
-    more than 10 % fires once: at step 12, the TRAIN step after pass 10-11 (0.9 vs 0.5), and at
-    step 17, the last step of the final pass (1.1 vs 0.3), judged when the data ends."""
-    assert fired(Overfit(make_trial(OVERFIT))) == (12, 17)
+    more than 10 % and is not 1 % below the best earlier pass fires once: at step 18, the TRAIN
+    step after pass 16-17 (1.1 vs 0.3), and at step 23, the last step of the final pass (1.2 vs
+    0.3), judged when the data ends."""
+    assert fired(Overfit(make_trial(OVERFIT_LONG))) == (18, 23)
+
+
+def test_a_gap_while_validation_still_falls_is_not_overfitting(
+    make_trial: Callable[..., Any],
+) -> None:
+    """Pass 10-11 (0.9) is 80 % above its training mean (0.5) but 12 % below the pass before:
+    the validation loss still falls, so it does not fire; the first pass, with no earlier pass
+    to fall from, never fires; the evidence records the fall that decided."""
+    rule = Overfit(make_trial(OVERFIT[:4] + [(TRAIN, [0.5])]))
+    assert fired(rule) == ()
+    assert fired(Overfit(make_trial([(TRAIN, [1.0, 1.0]), (EVAL, [2.0, 2.0])]))) == ()
+    falls = [c for c in rule.evidence.summary()["closest"] if "still falling" in c["parameter"]]
+    assert [c["value"] for c in falls] == [pytest.approx(11.76, 0.01)]
 
 
 def test_patience_needs_consecutive_passes(make_trial: Callable[..., Any]) -> None:
-    """With patience 2 the second consecutive pass above the threshold (step 17) fires first;
+    """With patience 2 the second consecutive pass above the threshold (step 23) fires first;
     with patience 3 there are not enough passes."""
-    assert fired(Overfit(make_trial(OVERFIT), patience="2")) == (17,)
-    assert fired(Overfit(make_trial(OVERFIT), patience="3")) == ()
+    assert fired(Overfit(make_trial(OVERFIT_LONG), patience="2")) == (23,)
+    assert fired(Overfit(make_trial(OVERFIT_LONG), patience="3")) == ()
 
 
 def test_ratio_threshold_is_respected(make_trial: Callable[..., Any]) -> None:
@@ -96,8 +112,9 @@ def test_ratio_threshold_is_respected(make_trial: Callable[..., Any]) -> None:
 
 
 def test_start_step_ignores_earlier_steps(make_trial: Callable[..., Any]) -> None:
-    """Steps before start_step are neither compared nor used for the means."""
-    assert fired(Overfit(make_trial(OVERFIT), start_step="12")) == (17,)
+    """Steps before start_step are neither compared nor used for the means: pass 16-17 is the
+    first, the one at 22-23 fires."""
+    assert fired(Overfit(make_trial(OVERFIT_LONG), start_step="12")) == (23,)
 
 
 def test_tensor_regex_selects_the_compared_tensors(make_trial: Callable[..., Any]) -> None:
@@ -109,7 +126,7 @@ def test_without_a_losses_collection_every_scalar_is_compared(
     make_trial: Callable[..., Any],
 ) -> None:
     """A trial without a `losses` collection compares every scalar tensor."""
-    assert fired(Overfit(make_trial(OVERFIT, collections=[]))) == (12, 17)
+    assert fired(Overfit(make_trial(OVERFIT_LONG, collections=[]))) == (18, 23)
 
 
 @pytest.mark.parametrize(
@@ -189,14 +206,15 @@ def test_epoch_end_training_mean_is_not_a_validation_value(tmp_path: Path) -> No
     writer.write_collections([Collection("losses", tensor_names={"loss"})])
     writer.write_step(0, {"loss": np.float32(1.0)}, mode=TRAIN, mode_step=0)
     writer.write_step(1, {"loss": np.float32(1.2)}, mode=EVAL, mode_step=0)
-    with writer.step_writer(2) as w:
+    writer.write_step(2, {"loss": np.float32(1.0)}, mode=TRAIN, mode_step=1)
+    with writer.step_writer(3) as w:
         w.write_tensor(np.float32(1.2), "loss", mode=EVAL, mode_step=1)
         w.write_tensor(np.float32(1.0), "loss", mode=EVAL, mode_step=1)  # training mean
         w.write_tensor(np.float32(1.2), "val_loss", mode=EVAL, mode_step=1)
     writer.end_training()
     with create_trial(str(tmp_path / "t")) as trial:
         rule = Overfit(trial)
-        assert _run(rule) == (2,)
+        assert _run(rule) == (3,)
         ratios = [c["value"] for c in rule.evidence.summary()["reasons"]]
         assert ratios == pytest.approx([0.2])
 
@@ -232,10 +250,11 @@ def test_a_half_finished_validation_pass_is_not_judged(make_trial: Callable[...,
 
 def test_a_pass_cut_by_end_step_is_not_judged(make_trial: Callable[..., Any]) -> None:
     """When the evaluation stops (end_step) inside a validation pass, that pass is not judged."""
-    trial = make_trial([(TRAIN, [1.0, 1.0]), (EVAL, [2.0, 2.0, 2.0])])
-    result = invoke_rule(Overfit(trial), 0, end_step=3, raise_eval_cond=False)
+    phases = [(TRAIN, [1.0, 1.0]), (EVAL, [2.0, 2.0]), (TRAIN, [1.0, 1.0]), (EVAL, [2.0] * 3)]
+    trial = make_trial(phases)
+    result = invoke_rule(Overfit(trial), 0, end_step=7, raise_eval_cond=False)
     assert result.fired_steps == ()
-    assert invoke_rule(Overfit(trial), 0, raise_eval_cond=False).fired_steps == (4,)
+    assert invoke_rule(Overfit(trial), 0, raise_eval_cond=False).fired_steps == (8,)
 
 
 def test_real_pytorch_trials_with_default_parameters() -> None:
