@@ -260,9 +260,10 @@ DOCUMENTED_WAIT = {
     "judged at the next non-EVAL step; Keras epoch-end logs are not averaged (1 epoch end = 1 "
     "value); the numpy scenarios run it with patience 20 on every step and EVAL every 4 saved "
     "steps",
-    "Overfit": "a complete validation pass (judged at the next non-EVAL step); its latest "
-    "allowed step is the latest of the pass-mean, cumulative-mean and Keras epoch-end "
-    "readings (bench/allowed/), no longer the onset",
+    "Overfit": "a complete validation pass (judged at the next non-EVAL step) whose mean is "
+    "not more than 1 % below the best earlier pass's (so never the first pass: a gap while "
+    "the validation loss still falls is not overfitting); its latest allowed step is the "
+    "latest of the pass-mean, cumulative-mean and Keras epoch-end readings (bench/allowed/)",
 }
 
 

@@ -14,6 +14,7 @@ from evaluator.rules.kit.modes import (
     VALIDATION_PREFIX,
     epoch_end_pair,
     is_epoch_end_log,
+    pass_ended,
     value_in_mode,
 )
 from evaluator.rules.kit.params import Param, parse_float, parse_int
@@ -261,11 +262,7 @@ class Overfit(Rule):
         last = self._last_step
         if last is None or trial.mode(last) != EVAL:
             return None
-        later = [s for s in trial.steps() if s > last]
-        if later:
-            if trial.mode(later[0]) == EVAL:
-                return None  # the pass goes on beyond the steps evaluated
-        elif not trial.loaded_all_steps:
+        if not pass_ended(trial, last):
             return None
         fired_at = None
         for name, means in self._means.items():

@@ -16,6 +16,7 @@ from evaluator.rules.kit.modes import (
     as_training,
     epoch_end_pair,
     is_epoch_end_log,
+    pass_ended,
     value_in_mode,
 )
 from evaluator.rules.kit.params import Param, parse_float, parse_int
@@ -266,11 +267,7 @@ class Overtraining(Rule):
         ends = [loss.pass_end[0] for loss in self._losses.values() if loss.pass_values]
         if not ends:
             return None
-        later = [s for s in trial.steps() if s > max(ends)]
-        if later:
-            if trial.mode(later[0]) == EVAL:
-                return None  # the pass goes on beyond the steps evaluated
-        elif not trial.loaded_all_steps:
+        if not pass_ended(trial, max(ends)):
             return None
         fired_at = None
         for name, loss in self._losses.items():

@@ -30,7 +30,8 @@ come from here, from ``evaluator.rules`` (``Rule``) and, for helpers of one kind
     gives a step's mode and mode step (GLOBAL counted as TRAIN, as ``as_training`` does),
     ``value_in_mode`` reads a value only from a step of the given mode, and
     ``is_epoch_end_log``/``epoch_end_pair`` handle the epoch-end logs Keras' hook saves at EVAL
-    steps.
+    steps; ``pass_ended`` says whether a validation pass is complete when the steps to
+    evaluate run out (Overfit, Overtraining).
 
 These modules are part of the rule framework: they import only ``evaluator`` modules at or
 below ``evaluator.rules``, never a built-in rule.

@@ -31,6 +31,7 @@ __all__ = [
     "epoch_end_pair",
     "is_epoch_end_log",
     "mode_of",
+    "pass_ended",
     "value_in_mode",
 ]
 
@@ -101,3 +102,13 @@ def epoch_end_pair(
     if train is None or val is None:
         return None
     return train, val
+
+
+def pass_ended(trial: Any, last_eval_step: int) -> bool:
+    """When the steps to evaluate have run out: whether the validation pass whose newest saved
+    step is ``last_eval_step`` is complete, so it can be judged there: the next saved step is
+    not an EVAL step, or no step follows and training has ended."""
+    later = [s for s in trial.steps() if s > last_eval_step]
+    if later:
+        return bool(trial.mode(later[0]) != EVAL)
+    return bool(trial.loaded_all_steps)

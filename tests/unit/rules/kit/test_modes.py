@@ -11,12 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules.kit.modes import (
     as_training,
     epoch_end_pair,
     is_epoch_end_log,
     mode_of,
+    pass_ended,
     value_in_mode,
 )
 from evaluator.testing import TrialWriter
@@ -95,3 +97,20 @@ def test_real_keras_trial_epoch_end_steps_match_the_hooks_duplicate_entries() ->
         means = [e["train_loss_keras_epoch_mean"] for e in labels["evidence"]["per_epoch"]]
         pairs = [epoch_end_pair(trial, "loss", s) for s in ends]
         assert [p[0] for p in pairs] == pytest.approx(means, rel=1e-4)
+
+
+def test_pass_ended_when_a_later_step_is_not_eval_or_training_ended(tmp_path: Path) -> None:
+    """A validation pass is complete when the next saved step is not EVAL, or when no step
+    follows and training has ended; not while a later EVAL step or more data may follow."""
+    writer = TrialWriter(tmp_path / "t")
+    writer.write_collections([Collection("losses", tensor_names={"loss"})])
+    layout = [(TRAIN, 0), (EVAL, 0), (EVAL, 1), (TRAIN, 1), (EVAL, 2)]
+    for step, (mode, mode_step) in enumerate(layout):
+        writer.write_step(step, {"loss": np.float32(1.0)}, mode=mode, mode_step=mode_step)
+    with create_trial(str(tmp_path / "t")) as trial:
+        assert not pass_ended(trial, 1)  # step 2 is EVAL: the pass goes on
+        assert pass_ended(trial, 2)  # step 3 is TRAIN
+        assert not pass_ended(trial, 4)  # the last step, training not ended
+    writer.end_training()
+    with create_trial(str(tmp_path / "t")) as trial:
+        assert pass_ended(trial, 4)
