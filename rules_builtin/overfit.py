@@ -317,7 +317,7 @@ class Overfit(Rule):
         train, val = pair
         quantity = f"(validation - training) / training ({kind})"
         best, means.val_best = means.val_best, _lowest(means.val_best, val)
-        if ratio > self.ratio_threshold and (best is None or val < best * (1 - _FALLING)):
+        if ratio > self.ratio_threshold and (best is None or val < best - abs(best) * _FALLING):
             # A gap while the validation loss still falls (or has no earlier pass to fall
             # from) is not overfitting yet: the gap is judged by how far it fell instead.
             means.streak = 0

@@ -270,3 +270,16 @@ def test_real_pytorch_trials_with_default_parameters() -> None:
         rule = Overfit(trial)
         steps = _run(rule)
         assert steps and trial.mode(steps[0]) == TRAIN
+
+
+def test_a_negative_loss_that_rises_is_not_still_falling(make_trial: Callable[..., Any]) -> None:
+    """A negative loss (a log-likelihood, say) whose validation mean rises from -1.0 to -0.995
+    has not fallen 1 % below its best: the second pass, 50 % above training, fires."""
+    phases = [
+        (TRAIN, [-2.0, -2.0]),
+        (EVAL, [-1.0, -1.0]),
+        (TRAIN, [-2.0, -2.0]),
+        (EVAL, [-0.995, -0.995]),
+        (TRAIN, [-2.0]),
+    ]
+    assert fired(Overfit(make_trial(phases))) == (8,)
