@@ -50,7 +50,7 @@ from evaluator.storage.s3_client import BodyBroken, ListCursor, Reply, S3Client,
 from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error
 from evaluator.storage.s3_errors import translate as _translate
 from evaluator.storage.s3_outage import Outage, Unanswered
-from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, unreachable_error
+from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, READ_TIMEOUT, unreachable_error
 from evaluator.storage.s3_retry import RetryRules
 from evaluator.storage.s3_scheme import S3_SCHEME
 
@@ -109,7 +109,7 @@ class S3Storage:
         body_retries: int = 3,
         max_connections: int = 64,
         connect_timeout: float = 10.0,
-        read_timeout: float = 20.0,
+        read_timeout: float = READ_TIMEOUT,
         request_deadline: float = 60.0,
         outage_tolerance: float = 300.0,
         outage_log_interval: float = 60.0,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIRST_CONTACT_DEADLINE",
+    "READ_TIMEOUT",
     "container_markers",
     "loopback_hint",
     "unreachable_error",
@@ -28,6 +29,9 @@ __all__ = [
 # endpoint that never answered is wrong or unreachable, and saying so soon is worth more than
 # retrying for the full request deadline.
 FIRST_CONTACT_DEADLINE = 5.0
+
+# docs/s3.md's read_timeout: the longest wait for a byte of an answer (reads and uploads).
+READ_TIMEOUT = 20.0
 
 # Files that exist inside a Docker (/.dockerenv) or Podman (/run/.containerenv) container.
 container_markers: tuple[str, ...] = ("/.dockerenv", "/run/.containerenv")

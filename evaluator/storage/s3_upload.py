@@ -18,6 +18,7 @@ from typing import Any
 
 from evaluator.errors import BucketNotFound, StorageError
 from evaluator.redaction import redact_value
+from evaluator.storage.s3_reach import READ_TIMEOUT as DEFAULT_READ_TIMEOUT
 from evaluator.storage.schemes import split_remote
 
 __all__ = ["DEFAULT_ENDPOINT_WAIT", "DEFAULT_READ_TIMEOUT", "S3Uploader"]
@@ -25,7 +26,6 @@ __all__ = ["DEFAULT_ENDPOINT_WAIT", "DEFAULT_READ_TIMEOUT", "S3Uploader"]
 DEFAULT_ENDPOINT_WAIT = 10.0  # seconds a refused connection is tried again before the first file
 _ATTEMPTS = 3  # botocore's standard retry mode: throttling, 5xx and connection errors
 _CONNECT_TIMEOUT = 5.0
-DEFAULT_READ_TIMEOUT = 20.0  # docs/s3.md's read_timeout: the longest wait for a byte of an answer
 
 
 class S3Uploader:
