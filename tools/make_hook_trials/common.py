@@ -18,6 +18,22 @@ import numpy as np
 
 ROUND = 6
 
+# The documented saturation ranges of tanh and sigmoid inputs (what SaturatedActivation uses).
+SATURATION_RANGES = {"tanh": (-9.5, 9.5), "sigmoid": (-23.0, 17.0)}
+
+# The rules each Keras / PyTorch scenario of keras_trials.py and pytorch_trials.py should make
+# fire (the same scenarios in both frameworks).
+NN_EXPECTED = {
+    "healthy": [],
+    "vanishing_gradients": ["VanishingGradient"],
+    "exploding": ["ExplodingTensor"],
+    "dead_relu": ["DeadRelu"],
+    "saturated": ["SaturatedActivation", "TanhSaturation", "SigmoidSaturation"],
+    "poor_init": ["PoorWeightInitialization"],
+    "flat_loss": ["LossNotDecreasing", "WeightUpdateRatio"],
+    "overfit": ["Overfit"],
+}
+
 
 def teacher_data(n, rng, n_features, n_classes, scale=1.0, noisy=False, margin=0.0):
     """n rows labelled by a fixed tanh-linear teacher (numpy arrays). ``noisy``: random labels

@@ -39,7 +39,7 @@ from smdebug.core.save_config import SaveConfig  # noqa: E402
 
 SEED = 1234
 N_CLASSES, IMG = 3, 6
-RANGES = {"tanh": (-9.5, 9.5), "sigmoid": (-23.0, 17.0)}
+RANGES = common.SATURATION_RANGES
 COLLECTIONS = ["weights", "biases", "gradients", "losses", "metrics", "layers"]
 PROBE: dict = {}
 

@@ -32,7 +32,7 @@ from smdebug.core.save_config import SaveConfig  # noqa: E402
 
 SEED = 1234
 N_FEATURES, N_CLASSES = 8, 3
-RANGES = {"tanh": (-9.5, 9.5), "sigmoid": (-23.0, 17.0)}
+RANGES = common.SATURATION_RANGES
 COLLECTIONS = ["weights", "biases", "gradients", "losses", "metrics", "layers"]
 SAVE_INTERVAL, BATCH, N_TRAIN, N_VAL, EPOCHS = 4, 16, 192, 32, 4
 PROBE: dict = {}

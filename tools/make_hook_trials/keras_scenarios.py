@@ -8,6 +8,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
+import common  # noqa: E402  (keras_trials.py puts this folder on sys.path)
 from tensorflow import keras  # noqa: E402
 from tensorflow.keras import layers  # noqa: E402
 
@@ -206,13 +207,4 @@ SCENARIOS = {
     ),
 }
 
-EXPECTED = {
-    "healthy": [],
-    "vanishing_gradients": ["VanishingGradient"],
-    "exploding": ["ExplodingTensor"],
-    "dead_relu": ["DeadRelu"],
-    "saturated": ["SaturatedActivation", "TanhSaturation", "SigmoidSaturation"],
-    "poor_init": ["PoorWeightInitialization"],
-    "flat_loss": ["LossNotDecreasing", "WeightUpdateRatio"],
-    "overfit": ["Overfit"],
-}
+EXPECTED = common.NN_EXPECTED

@@ -5,6 +5,7 @@ fire (``EXPECTED``) and ``build_model`` (the model with the scenario's initialis
 Imported by pytorch_trials.py, which trains and measures.
 """
 
+import common  # pytorch_trials.py puts this folder on sys.path
 import torch
 import torch.nn as nn
 
@@ -183,16 +184,7 @@ SCENARIOS = {
     ),
 }
 
-EXPECTED = {
-    "healthy": [],
-    "vanishing_gradients": ["VanishingGradient"],
-    "exploding": ["ExplodingTensor"],
-    "dead_relu": ["DeadRelu"],
-    "saturated": ["SaturatedActivation", "TanhSaturation", "SigmoidSaturation"],
-    "poor_init": ["PoorWeightInitialization"],
-    "flat_loss": ["LossNotDecreasing", "WeightUpdateRatio"],
-    "overfit": ["Overfit"],
-}
+EXPECTED = common.NN_EXPECTED
 
 
 def build_model(cfg):
