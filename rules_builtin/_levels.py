@@ -29,23 +29,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise
+
 __all__ = ["LossView", "lowest", "noise", "single_decides", "smooth", "span"]
-
-_MAD_TO_SIGMA = 0.6745 * math.sqrt(6.0)  # median |second difference| of white noise / sigma
-
-
-def noise(values: Sequence[float]) -> float:
-    """The standard deviation of the noise of ``values`` (in order), from the median absolute
-    second difference; 0.0 with fewer than three finite values."""
-    finite = [v for v in values if math.isfinite(v)]
-    if len(finite) < 3:
-        return 0.0
-    seconds = sorted(
-        abs(finite[i + 1] - 2 * finite[i] + finite[i - 1]) for i in range(1, len(finite) - 1)
-    )
-    middle = len(seconds) // 2
-    median = seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2
-    return median / _MAD_TO_SIGMA
 
 
 def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]:
@@ -93,6 +79,29 @@ class LossView:
     values: dict[int, float | None] = field(default_factory=dict)  # global step -> value
     last_evaluated: int | None = None
     best: float | None = None
+    cadence: Cadence = field(default_factory=Cadence)  # every value read, for the noise
+    steps: int = 0  # the window in mode steps (``resize``); 0 until the first resize
+    needed: int = 1  # the logged values a window must hold (``resize``)
+
+    def resize(self, num_steps: int, margin_percent: float, noise_aware: bool) -> None:
+        """Set ``steps``: ``num_steps``, grown when the series is logged less often than
+        every mode step and is noisy, to the mode steps that hold the fewest logged values
+        whose window means resolve ``margin_percent`` % of the loss's scale
+        (``rules_builtin._cadence``). A series logged at every step keeps ``num_steps``:
+        its window holds the values the parameter counts. While fewer than
+        ``MIN_NOISY_VALUES`` values are read, the noise is unknown and counts as noise.
+        Without ``noise_aware``, ``num_steps`` as AWS documents it."""
+        if not noise_aware:
+            self.steps, self.needed = num_steps, 1
+            return
+        c = self.cadence
+        if c.count >= 2 and c.interval() <= 1:
+            self.needed = 1  # logged at every step: the window holds the values it counts
+        elif c.count < MIN_NOISY_VALUES:
+            self.needed = MIN_NOISY_VALUES  # the noise cannot be measured yet
+        else:
+            self.needed = c.needed(margin_percent)
+        self.steps = max(num_steps, c.span(self.needed))
 
     def add(self, mode_step: int, step: int, num_steps: int) -> None:
         if self.saved and mode_step <= self.saved[-1][0]:

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from evaluator.errors import InsufficientInformationForRuleInvocation
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import CONVERGED, NOT_LEARNING, Diagnosis, classify, measure
 from evaluator.rules.kit.modes import (
@@ -32,12 +33,21 @@ from evaluator.rules.kit.modes import (
 )
 from evaluator.rules.kit.params import Param, parse_bool
 
-__all__ = ["IGNORE_CONVERGED", "LossProgress"]
+__all__ = ["IGNORE_CONVERGED", "NOISE_AWARE", "LossProgress", "too_few_values"]
 
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 MAX_POINTS = 4096
 REDIAGNOSE_FRACTION = 0.02
 MAX_SEEN = 8192  # values held for the next history read (then read from the trial)
+
+NOISE_AWARE = Param(
+    "noise_aware",
+    "True",
+    "bool",
+    "Measure each loss series' noise and grow a window that holds too few logged values to "
+    "tell a trend from it (docs/rules.md, 'Sparse and noisy logs'); false reads the step "
+    "counts as AWS documents them.",
+)
 
 IGNORE_CONVERGED = Param(
     "ignore_converged",
@@ -183,6 +193,8 @@ def _counterpart(trial: Any, name: str, mode: ModeKeys) -> tuple[str, ModeKeys] 
             renamed = _swap(_TRAINING, name, word)
             if renamed != name:
                 candidates += [(renamed, TRAIN), (renamed, EVAL)]
+    if _is_validation(name, mode) and name != "loss":
+        candidates.append(("loss", TRAIN))  # Hugging Face's eval/<set>_loss beside train/loss
     for candidate, wanted in candidates:
         if trial.has_tensor(candidate) and _has_values(trial, candidate, wanted):
             return candidate, wanted
@@ -199,3 +211,22 @@ def _has_values(trial: Any, name: str, mode: ModeKeys) -> bool:
         if as_training(trial.mode(g)) == mode and value_in_mode(trial, name, g, mode) is not None:
             return True
     return False
+
+
+def too_few_values(
+    rule_name: str, short: list[tuple[str, str, int, int, float]], what: str
+) -> InsufficientInformationForRuleInvocation:
+    """The "Insufficient information" of a rule whose data ended before any comparison:
+    ``short`` holds, per loss and mode, (tensor, mode, logged values read, values a
+    comparison needs, noise in % of the level)."""
+    parts = [
+        f"{name} ({mode}) has {count} logged value{'s' if count != 1 else ''}; {what} needs "
+        f"{needed} (noise {noise:.2g}% of its level)"
+        for name, mode, count, needed, noise in short
+    ]
+    return InsufficientInformationForRuleInvocation(
+        rule_name,
+        "; ".join(parts) + ": too few logged values to tell a trend from the noise; log the "
+        "loss more often or train longer, or set noise_aware=false to compare single values "
+        "as AWS documents",
+    )

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.rules.diagnosis import DIVERGING, Diagnosis
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_bool
 from evaluator.rules.kit.selection import TensorSelection
@@ -119,6 +120,12 @@ class ExplodingTensor(Rule):
                 sentence=lambda: (
                     f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
                     f"({detail}) at step {step}; {ALLOWED}: 0"
+                ),
+                diagnose=lambda: Diagnosis(
+                    DIVERGING,
+                    f"{name} became NaN or infinite at step {step}: the run diverged; lower "
+                    "the learning rate, clip the gradients or look for a bad batch",
+                    {"first_non_finite_step": step, "nan": nan, "inf": inf},
                 ),
             ):
                 return True

@@ -10,6 +10,8 @@ What is here, by the private module it comes from (each name documented there):
 
 * ``_activations``: ``ActivationFinder`` and ``Layer`` (the activation inputs and outputs of a
   trial's layers, by framework idiom), ``FUNCTIONS``, ``function_in_name``, ``layers_of``;
+* ``_cadence``: ``Cadence``, ``noise``, ``relative_noise``, ``values_needed`` (the noise of a
+  logged series, and how many values a window needs to tell a trend from it);
 * ``_labels``: ``class_ids``, ``require_class_labels``, ``labelled_names``,
   ``labelled_values``, ``confusion_matrix``, ``natural_key`` (classification rules);
 * ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides`` (loss levels and noise);
@@ -17,7 +19,11 @@ What is here, by the private module it comes from (each name documented there):
   from a layer's saved input, kernel and bias);
 * ``_running_means``: ``RunningMeans`` (Keras' running-mean losses read as their batches'
   means);
-* ``_progress``: ``LossProgress`` and ``IGNORE_CONVERGED`` (whether a loss still improves);
+* ``_progress``: ``LossProgress``, ``IGNORE_CONVERGED``, ``NOISE_AWARE`` and ``too_few_values``
+  (whether a loss still improves);
+* ``_validation_rise``: ``ValidationRise`` and ``risen_diagnosis`` (a validation loss risen
+  beyond its noise);
+* ``_warmup``: ``WarmUp`` and ``LEARNING_RATE`` (a learning rate still warming up);
 * ``_xgboost_report_html``: ``ReportData``, ``render_report``, ``METRIC_NAME`` (the XGBoost
   report page).
 
@@ -34,11 +40,14 @@ __all__ = ["HELPER_MODULES", "records_comparisons"]
 
 HELPER_MODULES = (
     "_activations",
+    "_cadence",
     "_labels",
     "_levels",
     "_preactivation",
     "_progress",
     "_running_means",
+    "_validation_rise",
+    "_warmup",
     "_xgboost_report_html",
 )
 

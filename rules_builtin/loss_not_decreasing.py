@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,11 @@ from evaluator.rules.kit.params import (
 )
 from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
 from evaluator.rules.rule import Rule
+from rules_builtin._cadence import RESOLUTION_PERCENT
 from rules_builtin._levels import LossView, lowest, single_decides, smooth, span
-from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
+from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress, too_few_values
 from rules_builtin._running_means import RunningMeans
+from rules_builtin._warmup import WarmUp
 from rules_builtin.registry import register
 
 __all__ = ["LossNotDecreasing"]
@@ -154,6 +157,7 @@ class LossNotDecreasing(Rule):
             "TRAIN, EVAL or GLOBAL (= training); unset tries EVAL, then TRAIN.",
         ),
         IGNORE_CONVERGED,
+        NOISE_AWARE,
     )
 
     def __init__(
@@ -167,11 +171,13 @@ class LossNotDecreasing(Rule):
         increase_threshold_percent: str | float = "5",
         mode: str | None = None,
         ignore_converged: str | bool = "False",
+        noise_aware: str | bool = "True",
         action_str: str | None = None,
     ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.progress = LossProgress(name, ignore_converged)
+        self.noise_aware = parse_bool(name, "noise_aware", noise_aware)
         use_losses = parse_bool(name, "use_losses_collection", use_losses_collection)
         collections = parse_list(collection_names) + (["losses"] if use_losses else [])
         self.selection = TensorSelection(name, collections, tensor_regex)
@@ -191,6 +197,7 @@ class LossNotDecreasing(Rule):
         self._skipped: set[str] = set()  # not scalar
         self._running = RunningMeans(base_trial)
         self._as_batches: set[str] = set()  # tensors read as Keras running means
+        self._warmup = WarmUp(base_trial)
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
@@ -222,7 +229,7 @@ class LossNotDecreasing(Rule):
             self._as_batches.add(name)  # told late (a live trial): the values read too
             for m, v in loss.views.items():
                 self._running.convert(name, m, v.saved, v.values)
-        loss.views[mode].add(mode_step, step, self.num_steps)
+        self._follow(name, loss.views[mode], mode_step, step, raw_mode)
         if self._active_mode(loss) != mode:
             return False
         return self._evaluate(name, loss.views[mode], step, raw_mode, mode_step)
@@ -242,26 +249,60 @@ class LossNotDecreasing(Rule):
                     continue
                 if m == EVAL and is_epoch_end_log(trial, name, g):
                     continue
-                view.add(s, g, self.num_steps)
+                self._follow(name, view, s, g, m)
         return _Loss(views)
+
+    def _follow(self, name: str, view: LossView, mode_step: int, step: int, mode: ModeKeys) -> None:
+        """Add a saved step to ``view``; when noise-aware, read its value for the series'
+        noise and size the window from it (``LossView.resize``)."""
+        view.add(mode_step, step, view.steps or self.num_steps)
+        if self.noise_aware and name not in self._skipped:
+            read = self._mean(name, view, [(mode_step, step)], mode)
+            if read is not None and view.saved and view.saved[-1][0] == mode_step:
+                view.cadence.add(mode_step, read[0])
+        view.resize(self.num_steps, max(self.diff_percent, _MIN_MARGIN), self.noise_aware)
+
+    def invoke_at_end(self) -> int | None:
+        """The data has ended without a single comparison: say how many logged values a
+        comparison needed (Insufficient information), not a verdict."""
+        if self.evidence.comparisons == 0 and self._losses:
+            short = [
+                (name, m.name, v.cadence.count, 2 * v.needed, v.cadence.noise_percent())
+                for name, loss in self._losses.items()
+                for m, v in loss.views.items()
+                if v.cadence.count
+            ]
+            if short:
+                raise too_few_values(self.rule_name, short, "two windows of logged values")
+        return None
 
     def _active_mode(self, loss: _Loss) -> ModeKeys | None:
         if self.mode is not None:
             return as_training(self.mode)
         for m in _PREFERRED:
-            if loss.views[m].anchor(self.num_steps) is not None:
+            view = loss.views[m]
+            if view.anchor(view.steps or self.num_steps) is not None:
                 return m
         return None  # wait until EVAL or TRAIN has enough history
 
     def _evaluate(self, name: str, view: LossView, step: int, mode: ModeKeys, at: int) -> bool:
         if not view.saved or view.saved[-1][0] != at:
             return False
-        if view.last_evaluated is not None and at < view.last_evaluated + self.num_steps:
+        steps = view.steps or self.num_steps
+        if view.last_evaluated is not None and at < view.last_evaluated + steps:
             return False
-        anchor = view.anchor(self.num_steps)
+        anchor = view.anchor(steps)
         if anchor is None:
             return False
-        window = view.window(at, self.num_steps)
+        window = view.window(at, steps)
+        if min(len(window), len(view.window(anchor[0], steps))) < view.needed:
+            return False  # a window too short to tell a trend from the noise: wait
+        if self.noise_aware and self._warmup.rising_at(step):
+            return False  # the learning rate is still warming up (rules_builtin._warmup)
+        # A noisy series resolves no decrease below RESOLUTION_PERCENT: none counts.
+        diff, grown = self.diff_percent, self.noise_aware and view.needed > 1
+        if grown:
+            diff = max(diff, RESOLUTION_PERCENT)
         current = self._mean(name, view, window, mode)
         single = None if name in self._skipped else self._mean(name, view, [anchor], mode)
         if name in self._skipped or current is None or single is None:
@@ -274,14 +315,20 @@ class LossNotDecreasing(Rule):
         previous: tuple[float, int, int] | None = single
         decided = (current, single)
         if not is_smooth:
-            earlier = view.window(anchor[0], self.num_steps)
+            earlier = view.window(anchor[0], steps)
             previous = self._mean(name, view, earlier, mode)
             last = self._mean(name, view, [window[-1]], mode)
             if name in self._skipped or previous is None or last is None:
                 return False
             decided = (current, previous)
             counts = (len(window), len(earlier))
-            if single_decides(last, single, current, previous, noise, self.diff_percent, counts):
+            if grown:  # window medians: one noisy value (a loss spike) never decides
+                medians = [self._mean(name, view, w, mode, median=True) for w in (window, earlier)]
+                if medians[0] is None or medians[1] is None:
+                    return False
+                current, previous = medians[0], medians[1]
+                decided = (current, previous)
+            elif single_decides(last, single, current, previous, noise, diff, counts):
                 decided = (last, single)
         if name in self._skipped or previous is None:
             return False
@@ -301,16 +348,23 @@ class LossNotDecreasing(Rule):
                 else "the window ending at the anchor"
             )
         )
-        return self._judge(name, step, mode, at, decided, best, current, why)
+        return self._judge(name, step, (mode, at), decided, best, current, why, diff)
 
     def _mean(
-        self, name: str, view: LossView, window: list[tuple[int, int]], mode: ModeKeys
+        self,
+        name: str,
+        view: LossView,
+        window: list[tuple[int, int]],
+        mode: ModeKeys,
+        *,
+        median: bool = False,
     ) -> tuple[float, int, int] | None:
-        """(mean value, first mode step, last mode step) of the saved values in ``window``;
-        None when none of them can be read. A tensor that is not a scalar is skipped from
-        then on."""
+        """(mean value, or the median, first mode step, last mode step) of the saved values
+        in ``window``; None when none of them can be read. A tensor that is not a scalar is
+        skipped from then on."""
         tensor = self.base_trial.tensor(name)
         total, count, first, last = 0.0, 0, None, None
+        found: list[float] = []
         for mode_step, g in window:
             if g not in view.values:
                 try:
@@ -330,24 +384,27 @@ class LossNotDecreasing(Rule):
                 # The curve behind the verdict: the loss itself, per mode.
                 self.evidence.record(g, name, quantity="loss", value=value, mode=mode)
             total += view.values[g]  # type: ignore[operator]
+            found.append(view.values[g])  # type: ignore[arg-type]
             count += 1
             first = mode_step if first is None else first
             last = mode_step
         if not count:
             return None
-        return total / count, first, last  # type: ignore[return-value]
+        level = statistics.median(found) if median else total / count
+        return level, first, last  # type: ignore[return-value]
 
     def _judge(
         self,
         name: str,
         step: int,
-        mode: ModeKeys,
-        at: int,
+        where_: tuple[ModeKeys, int],
         decided: tuple[tuple[float, int, int], tuple[float, int, int]],
         best: float,
         mean: tuple[float, int, int],
         why: str,
+        diff: float,
     ) -> bool:
+        mode, at = where_
         current, previous = decided
         level, newest = mean[0], span(mode.name, mean)
         cur, prev = current[0], previous[0]
@@ -369,12 +426,12 @@ class LossNotDecreasing(Rule):
             quantity=f"decrease (%) of the loss from {before} to {now}",
             value=decrease,
             parameter="diff_percent",
-            threshold=self.diff_percent,
+            threshold=diff,
             fires_when="<=",
             mode=mode,
             mode_step=at,
             sentence=lambda: (
-                f"{self.rule_name}: {name} did not decrease by {self.diff_percent:g}%: "
+                f"{self.rule_name}: {name} did not decrease by {diff:g}%: "
                 f"{before} was {prev:g}, {now} {cur:g} (at {where}; {why})"
             ),
             diagnose=diagnose,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator.modes import ModeKeys
-from evaluator.rules.diagnosis import Diagnosis
+from evaluator.rules.diagnosis import OVERFITTING, Diagnosis
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.modes import (
     VALIDATION_PREFIX,
@@ -17,10 +17,11 @@ from evaluator.rules.kit.modes import (
     pass_ended,
     value_in_mode,
 )
-from evaluator.rules.kit.params import Param, parse_float, parse_int
+from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection, percent_of
 from evaluator.rules.rule import Rule
-from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
+from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress
+from rules_builtin._validation_rise import ValidationRise, risen_diagnosis
 from rules_builtin.registry import register
 
 __all__ = ["Overfit"]
@@ -46,6 +47,8 @@ class _Means:
     streak: int = 0  # consecutive judged validation passes above the threshold
     val_best: float | None = None  # the lowest validation mean judged so far
     epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
+    rise: ValidationRise = field(default_factory=ValidationRise)  # the judged means
+    train_at_best: float = math.nan  # the training mean judged with the best validation mean
 
     def add(self, mode: ModeKeys, value: float, mode_step: int, step: int) -> None:
         if mode == TRAIN:
@@ -176,6 +179,7 @@ class Overfit(Rule):
             "Fire when (validation - training) / training exceeds this.",
         ),
         IGNORE_CONVERGED,
+        NOISE_AWARE,
     )
 
     def __init__(
@@ -186,11 +190,13 @@ class Overfit(Rule):
         patience: str | int = "1",
         ratio_threshold: str | float = "0.1",
         ignore_converged: str | bool = "False",
+        noise_aware: str | bool = "True",
         action_str: str | None = None,
     ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.progress = LossProgress(name, ignore_converged)
+        self.noise_aware = parse_bool(name, "noise_aware", noise_aware)
         self.selection = TensorSelection(name, None, tensor_regex)
         self._losses = TensorSelection(name, ["losses"], None)
         self.start_step = parse_int(name, "start_step", start_step, minimum=0)
@@ -301,6 +307,45 @@ class Overfit(Rule):
             names = trial.tensor_names(step=step)
         return [n for n in names if n not in self._skipped]
 
+    def _falling(self, means: _Means) -> float:
+        """How far (a fraction) below its best earlier pass a smooth validation mean must be
+        to be still falling: 1 % as documented, or, noise-aware, its noise (any fall the
+        noise cannot make)."""
+        return means.rise.fall_margin() if self.noise_aware else _FALLING
+
+    def _rose(self, means: _Means) -> bool:
+        found = means.rise.measure()
+        return found is not None and found.risen
+
+    def _not_risen(
+        self,
+        name: str,
+        means: _Means,
+        ratio: float,
+        step: int,
+        mode: ModeKeys,
+        mode_step: int | None,
+    ) -> bool:
+        """A gap while the validation loss has not risen above its lowest level beyond its
+        noise (``_rise``): recorded as that rise against the bar, never a firing."""
+        found = means.rise.measure()
+        rise, bar, k = -math.inf, math.inf, 1
+        if found is not None:
+            rise, bar, k = found.rise_percent, found.bar_percent, found.passes
+        self.evidence.compare(
+            step,
+            name,
+            quantity=f"rise (%) of the validation loss (mean of {k} pass(es)) above its lowest "
+            f"earlier level, the (validation - training) / training ratio being {ratio:.3g}",
+            value=rise,
+            parameter="validation risen beyond its noise",
+            threshold=bar,
+            fires_when=">",
+            mode=mode,
+            mode_step=mode_step,
+        )
+        return False
+
     def _judge(
         self,
         name: str,
@@ -317,7 +362,18 @@ class Overfit(Rule):
         train, val = pair
         quantity = f"(validation - training) / training ({kind})"
         best, means.val_best = means.val_best, _lowest(means.val_best, val)
-        if ratio > self.ratio_threshold and (best is None or val < best - abs(best) * _FALLING):
+        if means.val_best == val:
+            means.train_at_best = train
+        if self.noise_aware:
+            means.rise.add(val)
+        noisy = self.noise_aware and not means.rise.smooth()
+        if noisy:  # noisy passes: the validation loss must have risen beyond its noise
+            if ratio > self.ratio_threshold and not self._rose(means):
+                means.streak = 0
+                return self._not_risen(name, means, ratio, step, mode, mode_step)
+        elif ratio > self.ratio_threshold and (
+            best is None or val < best - abs(best) * (falling := self._falling(means))
+        ):
             # A gap while the validation loss still falls (or has no earlier pass to fall
             # from) is not overfitting yet: the gap is judged by how far it fell instead.
             means.streak = 0
@@ -328,7 +384,7 @@ class Overfit(Rule):
                 f"{quantity} being {ratio:.3g}",
                 value=math.inf if best is None else percent_of(best - val, best),
                 parameter="validation still falling",
-                threshold=_FALLING * 100,
+                threshold=(_FALLING if best is None else falling) * 100,
                 fires_when="<=",
                 mode=mode,
                 mode_step=mode_step,
@@ -345,7 +401,12 @@ class Overfit(Rule):
         validation = VALIDATION_PREFIX + name if means.epoch_logs else name
 
         def diagnose() -> Diagnosis:
-            return self.progress.diagnose(self.base_trial, validation, EVAL, step)
+            found = self.progress.diagnose(self.base_trial, validation, EVAL, step)
+            if found.kind == OVERFITTING or best is None:
+                return found
+            if not noisy and not means.rise.rose_once(best, val):
+                return found  # the whole-curve reading, unless a rise beyond noise decided
+            return risen_diagnosis(found, (best, val), (means.train_at_best, train))
 
         if self.patience == 1 or not above:
             return self.evidence.compare(

@@ -19,10 +19,12 @@ from evaluator.rules.kit.modes import (
     pass_ended,
     value_in_mode,
 )
-from evaluator.rules.kit.params import Param, parse_float, parse_int
+from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
-from rules_builtin._progress import IGNORE_CONVERGED, LossProgress
+from rules_builtin._cadence import MIN_NOISY_VALUES, RESOLUTION_PERCENT, Cadence
+from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress
+from rules_builtin._warmup import WarmUp
 from rules_builtin.registry import register
 
 __all__ = ["Overtraining"]
@@ -45,6 +47,8 @@ class _Best:
     value: float | None = None
     since: int = 0
     mean: float = math.nan  # the latest moving mean
+    base: int = 1  # the size without noise (``size`` grows from it)
+    cadence: Cadence = field(default_factory=Cadence)  # the values, for their noise
 
     def observe(self, value: float, delta: float) -> bool:
         """Take ``value``; whether its moving mean was compared with an earlier best."""
@@ -174,6 +178,7 @@ class Overtraining(Rule):
             "Fraction of the best value a new value must be lower by to be a new best.",
         ),
         IGNORE_CONVERGED,
+        NOISE_AWARE,
     )
 
     def __init__(
@@ -183,11 +188,14 @@ class Overtraining(Rule):
         patience_validation: str | int = "10",
         delta: str | float = "0.01",
         ignore_converged: str | bool = "False",
+        noise_aware: str | bool = "True",
         action_str: str | None = None,
     ) -> None:
         super().__init__(base_trial, action_str)
         name = self.rule_name
         self.progress = LossProgress(name, ignore_converged)
+        self.noise_aware = parse_bool(name, "noise_aware", noise_aware)
+        self._warmup = WarmUp(base_trial)
         self.patience = {
             "train": parse_int(name, "patience_train", patience_train, minimum=1),
             "validation": parse_int(name, "patience_validation", patience_validation, minimum=1),
@@ -291,7 +299,7 @@ class Overtraining(Rule):
         their batches, so their moving mean is of one value (``_Best.size`` 1); per-step
         training values are averaged over half ``patience_train``."""
         train = 1 if epoch_means else -(-self.patience["train"] // 2)
-        return {"train": _Best(train), "validation": _Best(1)}
+        return {"train": _Best(train, base=train), "validation": _Best(1)}
 
     def _observe(
         self,
@@ -313,7 +321,21 @@ class Overtraining(Rule):
                 mode="TRAIN" if role == "train" else "EVAL",
             )
         best = loss.roles[role]
-        if not best.observe(value, self.delta):
+        patience, delta = self.patience[role], self.delta
+        if self.noise_aware:  # windows and patience grown to what the noise allows
+            best.cadence.add(mode_step, value)
+            c = best.cadence
+            sparse = c.count >= MIN_NOISY_VALUES and c.interval() > 1  # not every step
+            needed = c.needed(100 * delta, means=1) if sparse else 1
+            best.size = max(best.base, needed)
+            patience = max(patience, needed)
+            delta = delta if needed <= 1 else max(delta, RESOLUTION_PERCENT / 100)
+            if role == "train" and self._warmup.rising_at(step):
+                best.window.append(value)  # still in its moving mean, but not judged
+                while len(best.window) > best.size:
+                    best.window.popleft()
+                return False
+        if not best.observe(value, delta):
             return False
         which = f"{role} loss" + (" (epoch-end logs)" if loss.epoch_logs else "")
         if pass_size:
@@ -334,7 +356,7 @@ class Overtraining(Rule):
             quantity=f"{which} values without a new best ({window})",
             value=best.since,
             parameter=_PARAMETER[role],
-            threshold=self.patience[role],
+            threshold=patience,
             fires_when=">=",
             mode=mode,
             mode_step=mode_step,

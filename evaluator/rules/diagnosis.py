@@ -5,26 +5,25 @@ A firing of those rules says the loss stopped improving; it does not say why. ``
 reads the loss's history (its saved values in one mode, in step order) and names one of
 
 =================  ==========================================================================
-``converged``      the loss fell by at least ``CONVERGED_FALL`` of its starting value and has
-                   no large swings: it learned, then flattened (a stop signal, not a fault)
-``not_learning``   it fell by less than that and has no large swings: no real fall since the
-                   start
+``converged``      the loss fell beyond its noise (``fell``, below) and is not rising: it
+                   learned and sits near its low (a stop signal, not a fault)
+``not_learning``   it never fell beyond its noise, and has no large swings
 ``diverging``      it is rising: its recent level is above its lowest by more than ``RISE`` of
                    its starting value and more than the noise, or its recent trend rises by
                    that much; or it became NaN or infinite
-``oscillating``    no rise, but swings (noise) larger than ``SWING`` of its starting value,
-                   whatever its trend
+``oscillating``    no real fall and no rise, but swings (noise) larger than ``SWING`` of its
+                   starting value
 ``overfitting``    a validation loss (an EVAL series, or ``val_X``/``validation-X`` beside a
-                   training ``X``) that rises while its training loss does not, or that ends
-                   more than ``OVERFIT_GAP`` times above a training loss that fell further
-                   and is not rising
+                   training ``X``) that rose from its lowest (beyond its noise and by more
+                   than ``OVERFIT_RISE`` of that lowest) while its training loss is not rising
 =================  ==========================================================================
 
 tested in that order (a NaN first, then overfitting, diverging, converged, oscillating,
 not_learning). The figures that decide, all measured on the series itself:
 
-* ``start``: the first value, the loss before training changed anything; every percentage
-  is of ``|start|``;
+* ``start``: the loss before training changed much: the median of its first values (as many
+  as the running medians below take, so one noisy first value never decides); every
+  percentage is of ``|start|``;
 * ``level``: the median of the recent part, the last ``max(MIN_RECENT, n // 4)`` values;
 * ``fall_percent``: ``100 * (start - level) / |start|``;
 * ``recent_change_percent``: the least-squares line through the recent part, its change from
@@ -39,7 +38,11 @@ not_learning). The figures that decide, all measured on the series itself:
 * ``rise_percent``: how far ``level`` is above ``lowest``, the lowest running median (of 1,
   3 or 5 values: fewer than 6, 20 or more values) before the recent part;
 * ``flat_steps``: the steps since the running median last left a band around ``level`` of
-  ``max(2 * noise, RISE * |start|)``.
+  ``max(2 * noise, RISE * |start|)``;
+* ``fell``: whether ``start - level`` exceeds ``NOISE_K`` standard errors of that difference
+  (the noise over the counts of values behind the two medians) and ``MIN_FALL`` of
+  ``|start|``: a sparse log's rounding or a lucky batch is not a fall, and a fall of 1 % on a
+  noise-free series is too small to call learning.
 
 A validation loss beside its training loss is measured from the training loss's start (one
 initialisation; the first validation pass comes after some training), and while it has fewer
@@ -60,13 +63,13 @@ import numpy as np
 
 __all__ = [
     "CONVERGED",
-    "CONVERGED_FALL",
     "DIVERGING",
     "KINDS",
+    "MIN_FALL",
     "NOT_LEARNING",
     "OSCILLATING",
     "OVERFITTING",
-    "OVERFIT_GAP",
+    "OVERFIT_RISE",
     "RISE",
     "SWING",
     "Diagnosis",
@@ -79,10 +82,10 @@ CONVERGED, NOT_LEARNING, DIVERGING = "converged", "not_learning", "diverging"
 OSCILLATING, OVERFITTING = "oscillating", "overfitting"
 KINDS = (CONVERGED, NOT_LEARNING, DIVERGING, OSCILLATING, OVERFITTING)
 
-CONVERGED_FALL = 0.5  # fraction of the starting loss a converged loss has fallen by
+MIN_FALL = 0.02  # fraction of the starting loss: a smaller fall is no learning, noise or not
+OVERFIT_RISE = 0.05  # fraction of its lowest a validation loss must rise by to be overfitting
 RISE = 0.1  # fraction of the starting loss: a rise (or trend) smaller than this is flat
 SWING = 0.15  # fraction of the starting loss: noise above this is an oscillation
-OVERFIT_GAP = 1.0  # validation level more than this fraction above the training level
 NOISE_K = 2.0  # a rise or trend must also exceed this many times the noise
 MIN_RECENT = 3  # the recent part: at least this many values ...
 MIN_TREND = 5  # a recent trend counts as a rise only through at least this many values
@@ -118,6 +121,7 @@ class Trend:
     finite: bool = True  # no NaN or infinity in the recent part
     first_bad_step: int | None = None
     recent: int = MIN_RECENT  # how many values the recent part holds
+    start_count: int = 1  # how many first values the start is the median of
 
     def part(self, value: float) -> float:
         """``value`` as a fraction of the starting loss."""
@@ -130,6 +134,18 @@ class Trend:
     @property
     def rise(self) -> float:
         return self.part(self.level - self.lowest)
+
+    def fell(self) -> bool:
+        """Fell beyond its noise: ``start - level`` above ``NOISE_K`` standard errors of the
+        difference of the two medians (1.25 sigma / sqrt(count) each) and ``MIN_FALL``."""
+        se = 1.25 * self.noise * math.sqrt(1 / self.recent + 1 / self.start_count)
+        return self.start - self.level > max(NOISE_K * se, MIN_FALL * self.scale)
+
+    def rose_from_lowest(self) -> bool:
+        """Its level rose from its lowest beyond the noise and by more than ``OVERFIT_RISE``
+        of that lowest (a validation loss that turned up)."""
+        bar = max(NOISE_K * self.noise, OVERFIT_RISE * abs(self.lowest))
+        return self.level - self.lowest > bar
 
     def rising(self) -> bool:
         """Above its lowest, or trending up, by more than ``RISE`` and the noise."""
@@ -185,7 +201,8 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
     n = len(y)
     recent_n = _recent_count(n)
     width = 1 if n < 6 else (3 if n < 20 else 5)  # running medians: one noisy value never decides
-    start = float(y[0])  # the loss before training changed anything
+    start_count = min(width, n)
+    start = float(np.median(y[:start_count]))  # before training changed much
     rx, ry = x[-recent_n:], y[-recent_n:]
     level = float(np.median(ry))
     earlier = _medians(y[: n - recent_n], width)
@@ -217,7 +234,7 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
     else:
         since = x[-1]  # outside it now
     return Trend(n, start, level, lowest, scale, change, noise, int(span), int(x[-1] - since),
-                 recent=recent_n)  # fmt: skip
+                 recent=recent_n, start_count=start_count)  # fmt: skip
 
 
 def _recent_count(n: int) -> int:
@@ -270,7 +287,7 @@ def classify(
             "learning rate",
             figures,
         )
-    if loss.fall >= CONVERGED_FALL and loss.noise <= SWING * loss.scale:
+    if loss.fell():
         flat = (
             f"has been flat for {loss.flat_steps} {unit}"
             if loss.part(loss.change) > -RISE
@@ -310,16 +327,15 @@ def classify(
 def _overfitting(
     validation: Trend, training: Trend, figures: dict[str, float | int | str]
 ) -> Diagnosis | None:
-    """``overfitting`` when the validation loss rises while the training loss does not, or
-    stands more than ``OVERFIT_GAP`` above a training loss that fell further; ``gap_percent``
-    goes into ``figures`` either way."""
+    """``overfitting`` when the validation loss rose from its lowest (beyond its noise and by
+    ``OVERFIT_RISE`` of it) while the training loss is not rising. A gap alone is not: a
+    healthy network with dropout or BatchNorm keeps its validation loss well above a
+    training loss that falls to 0 while both fall. ``gap_percent`` goes into ``figures``."""
     level = training.level
     gap = (validation.level - level) / abs(level) if level else 0.0
     figures["gap_percent"] = _round(100 * gap)
-    if validation.rising() and not training.rising():
+    if validation.rose_from_lowest() and not training.rising():
         return Diagnosis(OVERFITTING, _overfit_words(validation, training, "steps"), figures)
-    if gap > OVERFIT_GAP and training.fall > max(validation.fall, 0) and not training.rising():
-        return Diagnosis(OVERFITTING, _gap_words(validation, training, gap), figures)
     return None
 
 
@@ -336,14 +352,6 @@ def _overfit_words(validation: Trend, training: Trend, unit: str) -> str:
         f"the validation loss {_rise_words(validation, unit)} while the training loss "
         f"{_moved(training)}: the model is overfitting; keep the weights of the best "
         "validation step, stop earlier or regularise"
-    )
-
-
-def _gap_words(validation: Trend, training: Trend, gap: float) -> str:
-    return (
-        f"the validation loss ({validation.level:.4g}) is {_percent(gap)} above the training "
-        f"loss ({training.level:.4g}), which {_moved(training)} while the validation loss "
-        f"{_moved(validation)}: the model is overfitting; stop earlier or regularise"
     )
 
 
@@ -375,7 +383,7 @@ def _percent(fraction: float, *, signed: bool = False) -> str:
 def _moved(trend: Trend) -> str:
     """ "fell 96 %", "fell only 3 %", "rose 4 %" since the start."""
     fall = trend.fall
-    if fall >= CONVERGED_FALL:
+    if trend.fell():
         return f"fell {_percent(fall)}"
     if fall >= 0.005:
         return f"fell only {_percent(fall)}"
