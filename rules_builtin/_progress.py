@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evaluator.errors import InsufficientInformationForRuleInvocation
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import CONVERGED, NOT_LEARNING, Diagnosis, classify, measure
 from evaluator.rules.kit.modes import (
@@ -213,20 +212,17 @@ def _has_values(trial: Any, name: str, mode: ModeKeys) -> bool:
     return False
 
 
-def too_few_values(
-    rule_name: str, short: list[tuple[str, str, int, int, float]], what: str
-) -> InsufficientInformationForRuleInvocation:
-    """The "Insufficient information" of a rule whose data ended before any comparison:
-    ``short`` holds, per loss and mode, (tensor, mode, logged values read, values a
-    comparison needs, noise in % of the level)."""
+def too_few_values(short: list[tuple[str, str, int, int, float]], what: str) -> str:
+    """Why a rule whose data ended before any comparison could not judge: ``short`` holds,
+    per loss and mode, (tensor, mode, logged values read, values a comparison needs, noise in
+    % of the loss's scale)."""
     parts = [
-        f"{name} ({mode}) has {count} logged value{'s' if count != 1 else ''}; {what} needs "
-        f"{needed} (noise {noise:.2g}% of its level)"
+        f"{name} ({mode}) has {count} logged value{'s' if count != 1 else ''}; {what} "
+        f"{needed // 2} logged values each ({needed} in all) are needed to tell a trend from "
+        f"its noise ({noise:.2g}% of its scale)"
         for name, mode, count, needed, noise in short
     ]
-    return InsufficientInformationForRuleInvocation(
-        rule_name,
-        "; ".join(parts) + ": too few logged values to tell a trend from the noise; log the "
-        "loss more often or train longer, or set noise_aware=false to compare single values "
-        "as AWS documents",
+    return (
+        "; ".join(parts) + ": too few logged values; log the loss more often or train longer, "
+        "or set noise_aware=false to compare the values as AWS documents"
     )

@@ -262,19 +262,16 @@ class LossNotDecreasing(Rule):
                 view.cadence.add(mode_step, read[0])
         view.resize(self.num_steps, max(self.diff_percent, _MIN_MARGIN), self.noise_aware)
 
-    def invoke_at_end(self) -> int | None:
-        """The data has ended without a single comparison: say how many logged values a
-        comparison needed (Insufficient information), not a verdict."""
-        if self.evidence.comparisons == 0 and self._losses:
-            short = [
-                (name, m.name, v.cadence.count, 2 * v.needed, v.cadence.noise_percent())
-                for name, loss in self._losses.items()
-                for m, v in loss.views.items()
-                if v.cadence.count
-            ]
-            if short:
-                raise too_few_values(self.rule_name, short, "two windows of logged values")
-        return None
+    def why_nothing_checked(self) -> str | None:
+        """Why no comparison was made when the windows grew beyond the logged values
+        (``evaluator.rules.coverage`` puts it in the "Insufficient information" message)."""
+        short = [
+            (name, m.name, v.cadence.count, 2 * v.needed, v.cadence.noise_percent())
+            for name, loss in self._losses.items()
+            for m, v in loss.views.items()
+            if v.cadence.count >= 2 and v.needed > 1
+        ]
+        return too_few_values(short, "two windows of") if short else None
 
     def _active_mode(self, loss: _Loss) -> ModeKeys | None:
         if self.mode is not None:

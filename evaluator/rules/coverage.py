@@ -56,7 +56,13 @@ def nothing_checked_error(
     trial = rule.base_trial
     hints = _hints(rule)
     tensorboard = getattr(trial, "kind", None) == "tensorboard"
-    parts = [_what_happened(steps_visited, window, hints)]
+    # A rule that knows why it could not compare anything (too few logged values for its
+    # windows: rules_builtin._progress.too_few_values) says so instead.
+    explain = getattr(rule, "why_nothing_checked", None)
+    said = explain() if callable(explain) else None
+    parts = [
+        said if isinstance(said, str) and said else _what_happened(steps_visited, window, hints)
+    ]
     if tensorboard:  # what to log comes first; advice about smdebug's hook does not apply
         parts.append(tensorboard_advice(name, trial))
         hints = [dataclasses.replace(h, advice=None) for h in hints]

@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evaluator.errors import InsufficientInformationForRuleInvocation
 from evaluator.rules import invoke_rule
 from evaluator.rules.loader import build_rule
 from evaluator.trial import create_trial
@@ -37,8 +36,6 @@ FAULTS = {
 }
 
 # rules that cannot apply to these MLP trials, and why (shown in the table)
-INSUFFICIENT = "insufficient information"
-
 NOT_APPLICABLE = {
     "SimilarAcrossRuns": "needs other_trials",
     "CheckInputImages": "needs image inputs",
@@ -99,8 +96,5 @@ def _run(rule: str, trial: Any, out: Path) -> Outcome:
     if "output_dir" in inspect.signature(cls.__init__).parameters:
         params["output_dir"] = str(out)
     instance = build_rule(cls, trial, params)
-    try:
-        result = invoke_rule(instance, raise_eval_cond=False)
-    except InsufficientInformationForRuleInvocation:  # the rule says it cannot judge this run
-        return Outcome(note=INSUFFICIENT)
+    result = invoke_rule(instance, raise_eval_cond=False)
     return Outcome(list(result.fired_steps))

@@ -24,7 +24,7 @@ from typing import Any
 
 from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
 from evaluator.rules import invoke_rule
-from evaluator.rules.coverage import checked_nothing
+from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.diagnosis import CONVERGED, DIVERGING, NOT_LEARNING, OVERFITTING
 from evaluator.rules.loader import build_rule
 from evaluator.trial import create_trial
@@ -115,7 +115,8 @@ def _judge(rule: str, trial: Any, out: Path) -> Verdict:
         said = str(e)
         return Verdict(note=INSUFFICIENT if "logged value" in said else CHECKED_NOTHING)
     if checked_nothing(instance, result):
-        return Verdict(note=CHECKED_NOTHING)
+        said = str(nothing_checked_error(instance, steps_visited=result.steps_evaluated))
+        return Verdict(note=INSUFFICIENT if "logged value" in said else CHECKED_NOTHING)
     if not result.fired_steps:
         return Verdict()
     step = result.fired_steps[0]

@@ -79,11 +79,12 @@ def test_healthy_validation_loss_does_not_fire(make_trial: Callable[..., Any]) -
 
 
 def test_fires_once_per_complete_pass_above_the_threshold(make_trial: Callable[..., Any]) -> None:
-    """With patience 1, each complete validation pass whose mean exceeds the training mean by
+    """As AWS reads it (noise_aware=false), with patience 1, each complete validation pass
+    whose mean exceeds the training mean by
     more than 10 % and is not 1 % below the best earlier pass fires once: at step 18, the TRAIN
     step after pass 16-17 (1.1 vs 0.3), and at step 23, the last step of the final pass (1.2 vs
     0.3), judged when the data ends."""
-    assert fired(Overfit(make_trial(OVERFIT_LONG))) == (18, 23)
+    assert fired(Overfit(make_trial(OVERFIT_LONG), noise_aware="False")) == (18, 23)
 
 
 def test_a_gap_while_validation_still_falls_is_not_overfitting(
@@ -101,14 +102,15 @@ def test_a_gap_while_validation_still_falls_is_not_overfitting(
 
 def test_patience_needs_consecutive_passes(make_trial: Callable[..., Any]) -> None:
     """With patience 2 the second consecutive pass above the threshold (step 23) fires first;
-    with patience 3 there are not enough passes."""
-    assert fired(Overfit(make_trial(OVERFIT_LONG), patience="2")) == (23,)
-    assert fired(Overfit(make_trial(OVERFIT_LONG), patience="3")) == ()
+    with patience 3 there are not enough passes (noise_aware=false: four passes cannot show
+    their noise)."""
+    assert fired(Overfit(make_trial(OVERFIT_LONG), patience="2", noise_aware="False")) == (23,)
+    assert fired(Overfit(make_trial(OVERFIT_LONG), patience="3", noise_aware="False")) == ()
 
 
 def test_ratio_threshold_is_respected(make_trial: Callable[..., Any]) -> None:
-    """With ratio_threshold 2 only the last pass (ratio 2.67) fires."""
-    assert fired(Overfit(make_trial(OVERFIT), ratio_threshold="2")) == (17,)
+    """With ratio_threshold 2 only the last pass (ratio 2.67) fires (noise_aware=false)."""
+    assert fired(Overfit(make_trial(OVERFIT), ratio_threshold="2", noise_aware="False")) == (17,)
 
 
 def test_start_step_ignores_earlier_steps(make_trial: Callable[..., Any]) -> None:
@@ -125,8 +127,8 @@ def test_tensor_regex_selects_the_compared_tensors(make_trial: Callable[..., Any
 def test_without_a_losses_collection_every_scalar_is_compared(
     make_trial: Callable[..., Any],
 ) -> None:
-    """A trial without a `losses` collection compares every scalar tensor."""
-    assert fired(Overfit(make_trial(OVERFIT_LONG, collections=[]))) == (18, 23)
+    """A trial without a `losses` collection compares every scalar tensor (noise_aware=false)."""
+    assert fired(Overfit(make_trial(OVERFIT_LONG, collections=[]), noise_aware="False")) == (18, 23)
 
 
 @pytest.mark.parametrize(
@@ -163,6 +165,7 @@ def test_parameters_declare_every_constructor_argument() -> None:
         "patience": "1",
         "ratio_threshold": "0.1",
         "ignore_converged": "False",
+        "noise_aware": "True",
     }
 
 

@@ -182,6 +182,7 @@ def test_parameters_declare_every_constructor_argument() -> None:
         "patience_validation": "10",
         "delta": "0.01",
         "ignore_converged": "False",
+        "noise_aware": "True",
     }
 
 
