@@ -58,12 +58,16 @@ _MAD_TO_SIGMA = 0.6745 * math.sqrt(6.0)
 def noise(values: Sequence[float]) -> float:
     """The standard deviation of the noise of ``values`` (in order): their scatter around the
     line through each value's two neighbours, from the median absolute second difference
-    (which a straight trend does not move, and a few outliers do not inflate); 0.0 with
-    fewer than three finite values."""
+    (which a straight trend does not move, and a few outliers do not inflate) taken about
+    their median once there are three (so a curve that bends one way, a fast fall sampled
+    sparsely, is not taken for noise); 0.0 with fewer than three finite values."""
     y = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
     if len(y) < 3:
         return 0.0
-    return float(np.median(np.abs(y[2:] - 2 * y[1:-1] + y[:-2]))) / _MAD_TO_SIGMA
+    seconds = y[2:] - 2 * y[1:-1] + y[:-2]
+    if len(seconds) >= 3:  # a curve that bends one way (a sparse, fast fall) is no noise
+        seconds = seconds - np.median(seconds)
+    return float(np.median(np.abs(seconds))) / _MAD_TO_SIGMA
 
 
 def values_needed(noise_percent: float, margin_percent: float, *, means: int = 2) -> int:
@@ -109,13 +113,14 @@ class Cadence:
         return self._noise
 
     def scale(self) -> float:
-        """The magnitude the loss started at (the median magnitude of its first
-        ``MIN_NOISY_VALUES`` finite values; until then, or when that is 0, the largest seen).
+        """The magnitude the loss started at (the largest of its first three finite values,
+        known once ``MIN_NOISY_VALUES`` are read; until then, or when that is 0, the largest
+        seen).
         A loss that fell a hundredfold is judged against what it fell from: a window need
         not resolve 1 % of a level near 0."""
         if self._scale is None:
             if len(self._first) >= MIN_NOISY_VALUES:
-                found = float(np.median(np.abs(self._first)))
+                found = max(self._first[:3])  # the start (a fast fall's first values)
                 if found > 0:
                     self._scale = found
                     return found

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from evaluator.rules.diagnosis import DIVERGING, OVERFIT_RISE, OVERFITTING, Diagnosis
+from evaluator.rules.diagnosis import CONVERGED, NOT_LEARNING, OVERFIT_RISE, OVERFITTING, Diagnosis
 from evaluator.rules.kit.selection import percent_of
 from rules_builtin._cadence import NOISE_MEMORY, noise
 
@@ -106,10 +106,11 @@ def risen_diagnosis(
     """The diagnosis of a firing whose validation loss rose from its best pass (``val``: best,
     now) beyond its noise: ``overfitting`` while the training mean (``train``: at the best
     pass, now) did not rise too, whatever the whole-curve reading ``found`` says with the few
-    passes it has; ``found`` is kept when the values are non-finite or training rose with it."""
+    passes it has; ``found`` is kept when it is neither ``converged`` nor ``not_learning``
+    (diverging, oscillating) or when training rose with it."""
     (best, now), (then, latest) = val, train
-    if found.kind == DIVERGING and ("first_non_finite_step" in found.figures or latest > then):
-        return found
+    if found.kind not in (CONVERGED, NOT_LEARNING) or latest > then:
+        return found  # diverging, oscillating: the whole curve says more than one rise
     words = (
         f"the validation loss rose {percent_of(now - best, best):.3g} % above its best pass "
         f"({best:.4g} to {now:.4g}) while the training loss went from {then:.4g} to "

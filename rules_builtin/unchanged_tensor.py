@@ -37,7 +37,10 @@ class UnchangedTensor(Rule):
     constant by nature (XGBoost ``hyperparameters/*``, Keras ``batch``, an ``accuracy`` that
     has reached 1.0) are then not checked; name them to check them. Nor is a loss of that
     selection that is exactly 0 (an error rate or loss at its floor, as XGBoost's
-    ``train-merror`` once the booster fits its training data: nothing left to change).
+    ``train-merror`` once the booster fits its training data: nothing left to change), nor
+    one whose logged value is rounded to 1-4 decimals more coarsely than ``rtol``/``atol``
+    resolve (Hugging Face's Trainer logs its loss rounded to 4 decimals: three equal logged
+    values of 0.002 say only that it moved less than 0.00005).
     ``num_steps`` is at least 2.
 
     Choices:
@@ -135,7 +138,10 @@ class UnchangedTensor(Rule):
             if len(steps) < self.num_steps:
                 continue
             same = self._unchanged(name, mode, steps, names)
-            if same is None or (same >= self.num_steps and self._at_floor(name, step, mode)):
+            if same is None or (
+                same >= self.num_steps
+                and (self._at_floor(name, step, mode) or self._rounded(name, step))
+            ):
                 continue
             fired = (
                 self.evidence.compare(
@@ -172,6 +178,21 @@ class UnchangedTensor(Rule):
             return False
         value = np.asarray(self.base_trial.tensor(name).value(step))
         return value.size == 1 and value.dtype.kind in "iuf" and float(value.reshape(-1)[0]) == 0
+
+    def _rounded(self, name: str, step: int) -> bool:
+        """A scalar loss of the default selection whose value is rounded to 1-4 decimals (as
+        Hugging Face's Trainer logs its loss, to 4) more coarsely than ``rtol``/``atol``
+        resolve: equal logged values then only say it moved less than the rounding."""
+        if self.selection.given or name not in self._losses.names(self.base_trial, step=step):
+            return False
+        value = np.asarray(self.base_trial.tensor(name).value(step))
+        if value.size != 1 or value.dtype.kind != "f":
+            return False
+        v = float(value.reshape(-1)[0])
+        for decimals in range(1, 5):
+            if abs(v - round(v, decimals)) <= 1e-7 * max(1.0, abs(v)):  # float32's precision
+                return 0.5 * 10.0**-decimals > self.atol + self.rtol * abs(v)
+        return False
 
     def _saved_steps(self, name: str, mode: ModeKeys, mode_step: int) -> deque[int]:
         """The last ``num_steps`` saved mode steps of ``name``, ending with ``mode_step``."""

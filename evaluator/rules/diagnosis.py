@@ -21,9 +21,9 @@ reads the loss's history (its saved values in one mode, in step order) and names
 tested in that order (a NaN first, then overfitting, diverging, converged, oscillating,
 not_learning). The figures that decide, all measured on the series itself:
 
-* ``start``: the loss before training changed much: the median of its first values (as many
-  as the running medians below take, so one noisy first value never decides); every
-  percentage is of ``|start|``;
+* ``start``: the loss before training changed much: the median of its first
+  ``START_VALUES`` values, so one noisy first batch never decides; every percentage is of
+  ``|start|``;
 * ``level``: the median of the recent part, the last ``max(MIN_RECENT, n // 4)`` values;
 * ``fall_percent``: ``100 * (start - level) / |start|``;
 * ``recent_change_percent``: the least-squares line through the recent part, its change from
@@ -63,12 +63,14 @@ import numpy as np
 
 __all__ = [
     "CONVERGED",
+    "CONVERGED_FALL",
     "DIVERGING",
     "KINDS",
     "MIN_FALL",
     "NOT_LEARNING",
     "OSCILLATING",
     "OVERFITTING",
+    "OVERFIT_GAP",
     "OVERFIT_RISE",
     "RISE",
     "SWING",
@@ -82,7 +84,11 @@ CONVERGED, NOT_LEARNING, DIVERGING = "converged", "not_learning", "diverging"
 OSCILLATING, OVERFITTING = "oscillating", "overfitting"
 KINDS = (CONVERGED, NOT_LEARNING, DIVERGING, OSCILLATING, OVERFITTING)
 
+START_VALUES = 3  # the start is the median of this many first values
+OVERFIT_GAP = 1.0  # validation level more than this fraction above the training level
 MIN_FALL = 0.02  # fraction of the starting loss: a smaller fall is no learning, noise or not
+CONVERGED_FALL = 0.5  # a loss that fell by this fraction of its start learned, however it fell
+EARLY_FRACTION = 0.2  # ... one that fell less, all in the first 20 % of its steps, stalled
 OVERFIT_RISE = 0.05  # fraction of its lowest a validation loss must rise by to be overfitting
 RISE = 0.1  # fraction of the starting loss: a rise (or trend) smaller than this is flat
 SWING = 0.15  # fraction of the starting loss: noise above this is an oscillation
@@ -122,6 +128,17 @@ class Trend:
     first_bad_step: int | None = None
     recent: int = MIN_RECENT  # how many values the recent part holds
     start_count: int = 1  # how many first values the start is the median of
+    early_low: float = math.nan  # the lowest running median in the first EARLY_FRACTION
+    width: int = 1  # the running medians' width
+
+    def stalled(self) -> bool:
+        """Fell less than ``CONVERGED_FALL`` of its start, all of it in the first
+        ``EARLY_FRACTION`` of its steps, and no further since beyond the noise: a net stuck
+        (at chance, say) after its first updates, not a run that learned and flattened."""
+        if self.fall >= CONVERGED_FALL or math.isnan(self.early_low):
+            return False
+        se = 1.25 * self.noise * math.sqrt(1 / self.recent + 1 / self.width)
+        return self.early_low - self.level <= NOISE_K * se
 
     def part(self, value: float) -> float:
         """``value`` as a fraction of the starting loss."""
@@ -201,7 +218,7 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
     n = len(y)
     recent_n = _recent_count(n)
     width = 1 if n < 6 else (3 if n < 20 else 5)  # running medians: one noisy value never decides
-    start_count = min(width, n)
+    start_count = min(START_VALUES, n)
     start = float(np.median(y[:start_count]))  # before training changed much
     rx, ry = x[-recent_n:], y[-recent_n:]
     level = float(np.median(ry))
@@ -233,8 +250,11 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
         since = smooth_steps[outside[-1] + 1]
     else:
         since = x[-1]  # outside it now
+    early = smooth[smooth_steps <= x[0] + EARLY_FRACTION * (x[-1] - x[0])]
+    early_low = float(early.min()) if len(early) and n >= 2 * MIN_TREND else math.nan
     return Trend(n, start, level, lowest, scale, change, noise, int(span), int(x[-1] - since),
-                 recent=recent_n, start_count=start_count)  # fmt: skip
+                 recent=recent_n, start_count=start_count, early_low=early_low,
+                 width=width)  # fmt: skip
 
 
 def _recent_count(n: int) -> int:
@@ -287,7 +307,7 @@ def classify(
             "learning rate",
             figures,
         )
-    if loss.fell():
+    if loss.fell() and not loss.stalled() and loss.noise <= SWING * loss.scale:
         flat = (
             f"has been flat for {loss.flat_steps} {unit}"
             if loss.part(loss.change) > -RISE
@@ -334,9 +354,24 @@ def _overfitting(
     level = training.level
     gap = (validation.level - level) / abs(level) if level else 0.0
     figures["gap_percent"] = _round(100 * gap)
-    if validation.rose_from_lowest() and not training.rising():
+    if training.rising() or not training.fell():
+        return None  # overfitting is a validation loss rising while the training loss fell
+    if validation.rose_from_lowest():
         return Diagnosis(OVERFITTING, _overfit_words(validation, training, "steps"), figures)
+    still_falling = (
+        validation.recent >= MIN_TREND and -validation.change > NOISE_K * validation.noise
+    )
+    if gap > OVERFIT_GAP and training.fall > max(validation.fall, 0) and not still_falling:
+        return Diagnosis(OVERFITTING, _gap_words(validation, training, gap), figures)
     return None
+
+
+def _gap_words(validation: Trend, training: Trend, gap: float) -> str:
+    return (
+        f"the validation loss ({validation.level:.4g}) is {_percent(gap)} above the training "
+        f"loss ({training.level:.4g}) and no longer falls, while the training loss "
+        f"{_moved(training)}: the model is overfitting; stop earlier or regularise"
+    )
 
 
 def _non_finite(which: str, trend: Trend, unit: str) -> str:
