@@ -128,8 +128,15 @@ class Trend:
     first_bad_step: int | None = None
     recent: int = MIN_RECENT  # how many values the recent part holds
     start_count: int = 1  # how many first values the start is the median of
+    first: float = math.nan  # the very first (finite) value
     early_low: float = math.nan  # the lowest running median in the first EARLY_FRACTION
     width: int = 1  # the running medians' width
+
+    def swings(self) -> bool:
+        """Noise above ``SWING`` of its start, or of its level when it never fell below its
+        first value (a loss that blew up after its first step swings about its level)."""
+        scale = self.scale if self.level < self.first else min(self.scale, abs(self.level))
+        return self.noise > SWING * scale
 
     def stalled(self) -> bool:
         """Fell less than ``CONVERGED_FALL`` of its start, all of it in the first
@@ -214,6 +221,7 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
         start = float(good[0]) if len(good) else math.nan
         return Trend(len(y), start, math.nan, start, abs(start) or 1.0, math.nan, math.nan,
                      0, 0, finite=False, first_bad_step=int(x[np.argmax(bad)]))  # fmt: skip
+    earlier_bad = int(x[np.argmax(bad)]) if bad.any() else None  # finite again since
     x, y = x[~bad], y[~bad]
     n = len(y)
     recent_n = _recent_count(n)
@@ -253,7 +261,8 @@ def _measure(steps: Sequence[int], values: Sequence[float]) -> Trend | None:
     early = smooth[smooth_steps <= x[0] + EARLY_FRACTION * (x[-1] - x[0])]
     early_low = float(early.min()) if len(early) and n >= 2 * MIN_TREND else math.nan
     return Trend(n, start, level, lowest, scale, change, noise, int(span), int(x[-1] - since),
-                 recent=recent_n, start_count=start_count, early_low=early_low,
+                 first_bad_step=earlier_bad, recent=recent_n, start_count=start_count,
+                 early_low=early_low, first=float(y[0]),
                  width=width)  # fmt: skip
 
 
@@ -275,9 +284,12 @@ def classify(
     if training is not None and training.finite and loss.finite:
         # The same loss on held-out data starts where training started (one initialisation;
         # the first validation pass comes after some training).
-        loss = replace(loss, start=training.start, scale=abs(training.start) or loss.scale)
+        loss = replace(
+            loss, start=training.start, scale=abs(training.start) or loss.scale,
+            first=training.first,
+        )  # fmt: skip
     figures: dict[str, float | int | str] = dict(loss.figures())
-    if not loss.finite:
+    if not loss.finite or loss.first_bad_step is not None:  # NaN now, or at some step
         figures["first_non_finite_step"] = loss.first_bad_step or 0
         return Diagnosis(DIVERGING, _non_finite("loss", loss, unit), figures)
     pct = _percent
@@ -299,6 +311,8 @@ def classify(
         said = f" (judged on the training loss: the validation loss has {loss.count} value(s))"
         loss = training
     rising = loss if loss.rising() else training if training and training.rising() else None
+    if rising is loss and training is not None and training.swings():
+        rising = None  # a validation loss that rises while its training loss swings: no trend
     if rising is not None:
         which = "the loss" if rising is loss else "the training loss"
         return Diagnosis(
@@ -307,7 +321,9 @@ def classify(
             "learning rate",
             figures,
         )
-    if loss.fell() and not loss.stalled() and loss.noise <= SWING * loss.scale:
+    fell = loss.fell() and not loss.stalled()
+    swinging = loss.swings() or (training is not None and training.swings())
+    if fell and not swinging:
         flat = (
             f"has been flat for {loss.flat_steps} {unit}"
             if loss.part(loss.change) > -RISE
@@ -327,7 +343,7 @@ def classify(
         if falling
         else f"has been flat for {loss.flat_steps} {unit}"
     )
-    if loss.noise > SWING * loss.scale:
+    if swinging:
         return Diagnosis(
             OSCILLATING,
             f"the loss swings without a trend (noise of ±{pct(loss.part(loss.noise))} of its "
@@ -354,7 +370,7 @@ def _overfitting(
     level = training.level
     gap = (validation.level - level) / abs(level) if level else 0.0
     figures["gap_percent"] = _round(100 * gap)
-    if training.rising() or not training.fell():
+    if training.rising() or not training.fell() or training.swings():
         return None  # overfitting is a validation loss rising while the training loss fell
     if validation.rose_from_lowest():
         return Diagnosis(OVERFITTING, _overfit_words(validation, training, "steps"), figures)
