@@ -15,6 +15,8 @@ What is here, by the private module it comes from (each name documented there):
 * ``_labels``: ``class_ids``, ``require_class_labels``, ``labelled_names``,
   ``labelled_values``, ``confusion_matrix``, ``natural_key`` (classification rules);
 * ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides`` (loss levels and noise);
+* ``_loss_comparison``: ``Comparison``, ``judge`` and ``record_clear_fall``
+  (LossNotDecreasing's record of one comparison);
 * ``_preactivation``: ``pre_activation`` and ``kernel_names`` (an activation's input computed
   from a layer's saved input, kernel and bias);
 * ``_running_means``: ``RunningMeans`` (Keras' running-mean losses read as their batches'
@@ -43,6 +45,7 @@ HELPER_MODULES = (
     "_cadence",
     "_labels",
     "_levels",
+    "_loss_comparison",
     "_preactivation",
     "_progress",
     "_running_means",

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
-from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.modes import as_training, is_epoch_end_log
 from evaluator.rules.kit.params import (
@@ -20,10 +18,11 @@ from evaluator.rules.kit.params import (
     parse_list,
     parse_mode,
 )
-from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
+from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
 from rules_builtin._cadence import RESOLUTION_PERCENT
-from rules_builtin._levels import LossView, lowest, single_decides, smooth, span
+from rules_builtin._levels import LossView, lowest, single_decides, smooth
+from rules_builtin._loss_comparison import Comparison, judge, record_clear_fall
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress, too_few_values
 from rules_builtin._running_means import RunningMeans
 from rules_builtin._warmup import WarmUp
@@ -290,10 +289,15 @@ class LossNotDecreasing(Rule):
             return False
         anchor = view.anchor(steps)
         if anchor is None:
+            if self.noise_aware and record_clear_fall(self, name, view, step, mode):
+                view.last_evaluated = at
             return False
         window = view.window(at, steps)
         if min(len(window), len(view.window(anchor[0], steps))) < view.needed:
-            return False  # a window too short to tell a trend from the noise: wait
+            # Windows too short to resolve a small decrease: only a clear fall is a verdict.
+            if self.noise_aware and record_clear_fall(self, name, view, step, mode):
+                view.last_evaluated = at
+            return False
         if self.noise_aware and self._warmup.rising_at(step):
             return False  # the learning rate is still warming up (rules_builtin._warmup)
         # A noisy series resolves no decrease below RESOLUTION_PERCENT: none counts.
@@ -345,7 +349,8 @@ class LossNotDecreasing(Rule):
                 else "the window ending at the anchor"
             )
         )
-        return self._judge(name, step, (mode, at), decided, best, current, why, diff)
+        found = Comparison(name, step, mode, at, decided, best, current, why, diff)
+        return judge(self, found)
 
     def _mean(
         self,
@@ -389,66 +394,3 @@ class LossNotDecreasing(Rule):
             return None
         level = statistics.median(found) if median else total / count
         return level, first, last  # type: ignore[return-value]
-
-    def _judge(
-        self,
-        name: str,
-        step: int,
-        where_: tuple[ModeKeys, int],
-        decided: tuple[tuple[float, int, int], tuple[float, int, int]],
-        best: float,
-        mean: tuple[float, int, int],
-        why: str,
-        diff: float,
-    ) -> bool:
-        mode, at = where_
-        current, previous = decided
-        level, newest = mean[0], span(mode.name, mean)
-        cur, prev = current[0], previous[0]
-        m = mode.name
-        where = f"{m} step {at} (global step {step})" if mode != GLOBAL else f"step {at}"
-        now, before = span(m, current), span(m, previous)
-        decrease = percent_of(prev - cur, prev)
-        if math.isnan(cur) or math.isnan(prev):
-            decrease = -math.inf  # a NaN loss has not decreased
-        elif cur == prev == 0:
-            decrease = math.inf  # at 0, its floor (train-merror on data fitted): nothing to fall
-
-        def diagnose() -> Diagnosis:
-            return self.progress.diagnose(self.base_trial, name, mode, step)
-
-        not_decreasing = self.evidence.compare(
-            step,
-            name,
-            quantity=f"decrease (%) of the loss from {before} to {now}",
-            value=decrease,
-            parameter="diff_percent",
-            threshold=diff,
-            fires_when="<=",
-            mode=mode,
-            mode_step=at,
-            sentence=lambda: (
-                f"{self.rule_name}: {name} did not decrease by {diff:g}%: "
-                f"{before} was {prev:g}, {now} {cur:g} (at {where}; {why})"
-            ),
-            diagnose=diagnose,
-        )
-        rise = percent_of(level - best, best)
-        risen = self.evidence.compare(
-            step,
-            name,
-            quantity=f"rise (%) of {newest} of the loss above its lowest {m} value or mean",
-            value=rise,
-            parameter="increase_threshold_percent",
-            threshold=self.increase_threshold_percent,
-            fires_when=">",
-            mode=mode,
-            mode_step=at,
-            sentence=lambda: (
-                f"{self.rule_name}: {newest} of {name} ({level:g}, at {where}) is more than "
-                f"{self.increase_threshold_percent:g}% above its lowest {m} value or mean "
-                f"{best:g}"
-            ),
-            diagnose=diagnose,
-        )
-        return not_decreasing or risen
