@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
+from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import CONVERGED, NOT_LEARNING, OVERFIT_RISE, OVERFITTING, Diagnosis
 from evaluator.rules.kit.selection import percent_of
 from rules_builtin._cadence import NOISE_MEMORY, noise
 
-__all__ = ["MOST_PASSES", "Rise", "ValidationRise", "risen_diagnosis"]
+__all__ = ["MOST_PASSES", "Rise", "ValidationRise", "record_not_risen", "risen_diagnosis"]
 
 MOST_PASSES = 5  # the most validation passes a level averages
 # Standard errors a rise of one level above another must exceed (one-sided, about 93 %).
@@ -81,6 +83,10 @@ class ValidationRise:
         ``OVERFIT_RISE`` of the best."""
         return value - best > abs(best) * max(self.fall_margin(), OVERFIT_RISE)
 
+    def risen(self) -> bool:
+        found = self.measure()
+        return found is not None and found.risen
+
     def measure(self) -> Rise | None:
         """The latest level against the lowest earlier one, for the fewest passes per level
         (from 2 up to ``MOST_PASSES``) whose rise clears its bar; else for the most passes
@@ -118,3 +124,32 @@ def risen_diagnosis(
         "step, stop earlier or regularise"
     )
     return Diagnosis(OVERFITTING, words, found.figures)
+
+
+def record_not_risen(
+    evidence: Any,
+    rise: ValidationRise,
+    name: str,
+    ratio: float,
+    where: tuple[int, ModeKeys, int | None],
+) -> None:
+    """Record a gap while the validation loss has not risen above its lowest level beyond its
+    noise: that rise against its bar (global step, mode, mode step in ``where``), never a
+    firing."""
+    found = rise.measure()
+    value, bar, k = -math.inf, math.inf, 1
+    if found is not None:
+        value, bar, k = found.rise_percent, found.bar_percent, found.passes
+    step, mode, mode_step = where
+    evidence.compare(
+        step,
+        name,
+        quantity=f"rise (%) of the validation loss (mean of {k} pass(es)) above its lowest "
+        f"earlier level, the (validation - training) / training ratio being {ratio:.3g}",
+        value=value,
+        parameter="validation risen beyond its noise",
+        threshold=bar,
+        fires_when=">",
+        mode=mode,
+        mode_step=mode_step,
+    )

@@ -17,6 +17,7 @@ What is here, by the private module it comes from (each name documented there):
 * ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides`` (loss levels and noise);
 * ``_loss_comparison``: ``Comparison``, ``judge`` and ``record_clear_fall``
   (LossNotDecreasing's record of one comparison);
+* ``_phase_means``: ``PhaseMeans``, ``gap_ratio``, ``lowest_of`` (Overfit's phase means);
 * ``_preactivation``: ``pre_activation`` and ``kernel_names`` (an activation's input computed
   from a layer's saved input, kernel and bias);
 * ``_running_means``: ``RunningMeans`` (Keras' running-mean losses read as their batches'
@@ -46,6 +47,7 @@ HELPER_MODULES = (
     "_labels",
     "_levels",
     "_loss_comparison",
+    "_phase_means",
     "_preactivation",
     "_progress",
     "_running_means",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator.modes import ModeKeys
@@ -20,8 +19,9 @@ from evaluator.rules.kit.modes import (
 from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection, percent_of
 from evaluator.rules.rule import Rule
+from rules_builtin._phase_means import PhaseMeans, gap_ratio, lowest_of
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress
-from rules_builtin._validation_rise import ValidationRise, risen_diagnosis
+from rules_builtin._validation_rise import record_not_risen, risen_diagnosis
 from rules_builtin.registry import register
 
 __all__ = ["Overfit"]
@@ -29,70 +29,8 @@ __all__ = ["Overfit"]
 TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
 
 
-@dataclass
-class _Means:
-    """Means of one loss: the latest TRAIN phase and the current (or last) EVAL phase."""
-
-    train_sum: float = 0.0
-    train_n: int = 0
-    train_first: int | None = None  # TRAIN mode steps of the training phase
-    train_last: int | None = None
-    val_sum: float = 0.0
-    val_n: int = 0
-    val_first: int | None = None  # EVAL mode steps of the validation phase
-    val_last: int | None = None
-    val_last_step: int | None = None  # its last global step
-    val_open: bool = False  # a validation phase is under way (not judged yet)
-    new_train: bool = True  # the next TRAIN value starts a new training phase
-    streak: int = 0  # consecutive judged validation passes above the threshold
-    val_best: float | None = None  # the lowest validation mean judged so far
-    epoch_logs: bool = False  # a Keras epoch-end log of this loss has been seen
-    rise: ValidationRise = field(default_factory=ValidationRise)  # the judged means
-    train_at_best: float = math.nan  # the training mean judged with the best validation mean
-
-    def add(self, mode: ModeKeys, value: float, mode_step: int, step: int) -> None:
-        if mode == TRAIN:
-            if self.new_train:
-                self.train_sum, self.train_n, self.train_first = 0.0, 0, mode_step
-                self.new_train = False
-            self.train_sum += value
-            self.train_n += 1
-            self.train_last = mode_step
-        else:
-            if not self.val_open:  # a new validation phase
-                self.val_sum, self.val_n, self.val_first = 0.0, 0, mode_step
-                self.val_open, self.new_train = True, True
-            self.val_sum += value
-            self.val_n += 1
-            self.val_last, self.val_last_step = mode_step, step
-
-    def close(self) -> tuple[float, float] | None:
-        """End the validation phase: (mean training, mean validation) when it and a training
-        phase before it have values, else None."""
-        if not self.val_open:
-            return None
-        self.val_open = False
-        if not self.train_n or not self.val_n:
-            return None
-        return self.train_sum / self.train_n, self.val_sum / self.val_n
-
-
 # A validation mean this much (1 %) below the best earlier pass's is still falling.
 _FALLING = 0.01
-
-
-def _lowest(best: float | None, value: float) -> float | None:
-    """The lower of ``best`` and ``value``; a NaN value leaves ``best`` as it is."""
-    if math.isnan(value):
-        return best
-    return value if best is None else min(best, value)
-
-
-def _ratio(train: float, val: float) -> float | None:
-    """(val - train) / |train|; None when the training value is 0."""
-    if train == 0:
-        return None
-    return (val - train) / abs(train)
 
 
 @register
@@ -202,7 +140,7 @@ class Overfit(Rule):
         self.start_step = parse_int(name, "start_step", start_step, minimum=0)
         self.patience = parse_int(name, "patience", patience, minimum=1)
         self.ratio_threshold = parse_float(name, "ratio_threshold", ratio_threshold)
-        self._means: dict[str, _Means] = {}
+        self._means: dict[str, PhaseMeans] = {}
         self._last_step: int | None = None
         self._skipped: set[str] = set()  # not scalar
 
@@ -232,7 +170,7 @@ class Overfit(Rule):
         if mode not in (TRAIN, EVAL):
             return fired
         for name in self._names(step):
-            means = self._means.setdefault(name, _Means())
+            means = self._means.setdefault(name, PhaseMeans())
             if mode == EVAL:
                 pair = epoch_end_pair(self.base_trial, name, step, not_scalar=self._skipped)
                 if pair is not None:
@@ -243,7 +181,7 @@ class Overfit(Rule):
                     means.epoch_logs = True
                     means.val_open = False  # the pair judges this pass
                     if self._judge(
-                        name, means, _ratio(*pair), pair, step, EVAL, mode_step, "epoch-end logs"
+                        name, means, gap_ratio(*pair), pair, step, EVAL, mode_step, "epoch-end logs"
                     ):
                         fired = True
                     continue
@@ -282,7 +220,7 @@ class Overfit(Rule):
         return fired_at
 
     def _close(
-        self, name: str, means: _Means, step: int, mode: ModeKeys, mode_step: int | None
+        self, name: str, means: PhaseMeans, step: int, mode: ModeKeys, mode_step: int | None
     ) -> bool:
         if name in self._skipped or means.epoch_logs or not means.val_open:
             means.val_open = False
@@ -290,7 +228,7 @@ class Overfit(Rule):
         first, last = means.val_first, means.val_last
         train = (means.train_first, means.train_last)
         pair = means.close()
-        ratio = _ratio(*pair) if pair is not None else None
+        ratio = gap_ratio(*pair) if pair is not None else None
         kind = (
             f"means of the validation pass at EVAL steps {first}..{last} and the training "
             f"phase at TRAIN steps {train[0]}..{train[1]}"
@@ -307,49 +245,16 @@ class Overfit(Rule):
             names = trial.tensor_names(step=step)
         return [n for n in names if n not in self._skipped]
 
-    def _falling(self, means: _Means) -> float:
+    def _falling(self, means: PhaseMeans) -> float:
         """How far (a fraction) below its best earlier pass a smooth validation mean must be
         to be still falling: 1 % as documented, or, noise-aware, its noise (any fall the
         noise cannot make)."""
         return means.rise.fall_margin() if self.noise_aware else _FALLING
 
-    def _rose(self, means: _Means) -> bool:
-        found = means.rise.measure()
-        return found is not None and found.risen
-
-    def _not_risen(
-        self,
-        name: str,
-        means: _Means,
-        ratio: float,
-        step: int,
-        mode: ModeKeys,
-        mode_step: int | None,
-    ) -> bool:
-        """A gap while the validation loss has not risen above its lowest level beyond its
-        noise (``_rise``): recorded as that rise against the bar, never a firing."""
-        found = means.rise.measure()
-        rise, bar, k = -math.inf, math.inf, 1
-        if found is not None:
-            rise, bar, k = found.rise_percent, found.bar_percent, found.passes
-        self.evidence.compare(
-            step,
-            name,
-            quantity=f"rise (%) of the validation loss (mean of {k} pass(es)) above its lowest "
-            f"earlier level, the (validation - training) / training ratio being {ratio:.3g}",
-            value=rise,
-            parameter="validation risen beyond its noise",
-            threshold=bar,
-            fires_when=">",
-            mode=mode,
-            mode_step=mode_step,
-        )
-        return False
-
     def _judge(
         self,
         name: str,
-        means: _Means,
+        means: PhaseMeans,
         ratio: float | None,
         pair: tuple[float, float] | None,
         step: int,
@@ -361,16 +266,17 @@ class Overfit(Rule):
             return False
         train, val = pair
         quantity = f"(validation - training) / training ({kind})"
-        best, means.val_best = means.val_best, _lowest(means.val_best, val)
+        best, means.val_best = means.val_best, lowest_of(means.val_best, val)
         if means.val_best == val:
             means.train_at_best = train
         if self.noise_aware:
             means.rise.add(val)
         noisy = self.noise_aware and not means.rise.smooth()
         if noisy:  # noisy passes: the validation loss must have risen beyond its noise
-            if ratio > self.ratio_threshold and not self._rose(means):
+            if ratio > self.ratio_threshold and not means.rise.risen():
                 means.streak = 0
-                return self._not_risen(name, means, ratio, step, mode, mode_step)
+                record_not_risen(self.evidence, means.rise, name, ratio, (step, mode, mode_step))
+                return False
         elif ratio > self.ratio_threshold and (
             best is None or val < best - abs(best) * (falling := self._falling(means))
         ):
