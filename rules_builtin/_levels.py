@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise
 
-__all__ = ["LossView", "lowest", "noise", "single_decides", "smooth", "span"]
+__all__ = ["LossView", "lowest", "noise", "shortfalls", "single_decides", "smooth", "span"]
 
 
 def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]:
@@ -147,3 +147,16 @@ def lowest(a: float | None, b: float) -> float:
     if math.isnan(b):
         return a
     return min(a, b)
+
+
+def shortfalls(
+    views: dict[tuple[str, str], LossView],
+) -> list[tuple[str, str, int, int, float]]:
+    """(tensor, mode, values read, values two windows need, noise %) of every view, keyed by
+    (tensor, mode name), whose windows grew beyond what it logged
+    (``rules_builtin._progress.too_few_values``)."""
+    return [
+        (name, mode, v.cadence.count, 2 * v.needed, v.cadence.noise_percent())
+        for (name, mode), v in views.items()
+        if v.cadence.count >= 2 and v.needed > 1
+    ]

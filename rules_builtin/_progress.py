@@ -212,10 +212,12 @@ def _has_values(trial: Any, name: str, mode: ModeKeys) -> bool:
     return False
 
 
-def too_few_values(short: list[tuple[str, str, int, int, float]], what: str) -> str:
+def too_few_values(short: list[tuple[str, str, int, int, float]], what: str) -> str | None:
     """Why a rule whose data ended before any comparison could not judge: ``short`` holds,
     per loss and mode, (tensor, mode, logged values read, values a comparison needs, noise in
-    % of the loss's scale)."""
+    % of the loss's scale); None when it is empty."""
+    if not short:
+        return None
     parts = [
         f"{name} ({mode}) has {count} logged value{'s' if count != 1 else ''}; {what} "
         f"{needed // 2} logged values each ({needed} in all) are needed to tell a trend from "

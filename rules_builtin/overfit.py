@@ -82,6 +82,16 @@ class Overfit(Rule):
     tensor when the trial has no ``losses`` collection. Only scalar (one-element) tensors are
     compared.
 
+    Noisy validation passes (``noise_aware``, default true): the passes' noise is measured
+    (``rules_builtin._cadence``). On smooth passes a pass is still falling when it is below
+    the best earlier pass by more than that noise (AWS, and ``noise_aware=false``: 1 %). On
+    noisy ones (a Whisper fine-tune's evaluations move 3 to 8 % while their trend falls) a
+    gap counts only once the validation loss has risen from its lowest: a mean of the last
+    ``k`` passes (``k`` from 2 to 5, the fewest that show it) above the lowest earlier mean
+    of ``k`` by more than 1.5 standard errors and 5 % of it (``rules_builtin._validation_rise``;
+    on the 51 wild-hf-dev runs that catches all 7 overfit runs and fires on no healthy one).
+    Such a firing is diagnosed ``overfitting`` unless the training loss rose too.
+
     Steps before ``start_step`` (a global step) are ignored. The evaluator consumes a
     ``start_step`` RuleParameter itself and never visits earlier steps, which has the same
     effect.

@@ -153,6 +153,14 @@ class Overtraining(Rule):
 
     Only scalar (one-element) tensors are tracked.
 
+    Sparse and noisy logs (``noise_aware``, default true): for a loss logged less often than
+    every mode step, its noise is measured (``rules_builtin._cadence``) and the moving mean
+    and ``patience_*`` grow to the fewest values whose mean resolves ``delta`` (at least 1 %)
+    at one standard error; a new best must then beat the old by that much. Training values
+    logged while a logged learning rate still rises (warm-up: ``rules_builtin._warmup``)
+    join the moving mean but are not judged. A loss logged at every step keeps the
+    documented counts (``noise_aware=false``: always).
+
     Diagnosis: every firing also says what the loss did: ``converged``, ``not_learning``,
     ``diverging``, ``oscillating`` or ``overfitting``, with the figures that decided it (fall
     since the start, recent trend, noise measured on the series), in the reason's

@@ -38,9 +38,9 @@ class UnchangedTensor(Rule):
     has reached 1.0) are then not checked; name them to check them. Nor is a loss of that
     selection that is exactly 0 (an error rate or loss at its floor, as XGBoost's
     ``train-merror`` once the booster fits its training data: nothing left to change), nor
-    one whose logged value is rounded to 1-4 decimals more coarsely than ``rtol``/``atol``
-    resolve (Hugging Face's Trainer logs its loss rounded to 4 decimals: three equal logged
-    values of 0.002 say only that it moved less than 0.00005).
+    one of a TensorBoard log whose value is rounded to 1-4 decimals more coarsely than
+    ``rtol``/``atol`` resolve (Hugging Face's Trainer logs its loss rounded to 4 decimals:
+    three equal logged values of 0.002 say only that it moved less than 0.00005).
     ``num_steps`` is at least 2.
 
     Choices:
@@ -180,12 +180,16 @@ class UnchangedTensor(Rule):
         return value.size == 1 and value.dtype.kind in "iuf" and float(value.reshape(-1)[0]) == 0
 
     def _rounded(self, name: str, step: int) -> bool:
-        """A scalar loss of the default selection whose value is rounded to 1-4 decimals (as
-        Hugging Face's Trainer logs its loss, to 4) more coarsely than ``rtol``/``atol``
-        resolve: equal logged values then only say it moved less than the rounding."""
-        if self.selection.given or name not in self._losses.names(self.base_trial, step=step):
+        """A scalar loss of a TensorBoard log's default selection whose value is rounded to
+        1-4 decimals (as Hugging Face's Trainer logs its loss, to 4) more coarsely than
+        ``rtol``/``atol`` resolve: equal logged values then only say it moved less than the
+        rounding."""
+        trial = self.base_trial
+        if getattr(trial, "kind", None) != "tensorboard" or self.selection.given:
+            return False  # smdebug saves the value itself (XGBoost's k/n error rates too)
+        if name not in self._losses.names(trial, step=step):
             return False
-        value = np.asarray(self.base_trial.tensor(name).value(step))
+        value = np.asarray(trial.tensor(name).value(step))
         if value.size != 1 or value.dtype.kind != "f":
             return False
         v = float(value.reshape(-1)[0])

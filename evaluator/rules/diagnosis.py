@@ -5,17 +5,20 @@ A firing of those rules says the loss stopped improving; it does not say why. ``
 reads the loss's history (its saved values in one mode, in step order) and names one of
 
 =================  ==========================================================================
-``converged``      the loss fell beyond its noise (``fell``, below) and is not rising: it
-                   learned and sits near its low (a stop signal, not a fault)
-``not_learning``   it never fell beyond its noise, and has no large swings
+``converged``      the loss fell beyond its noise (``fell``), did not stall after its first
+                   steps (``stalled``) and has no large swings (``swings``): it learned and
+                   sits near its low (a stop signal, not a fault)
+``not_learning``   it never fell beyond its noise (or stalled), and has no large swings
 ``diverging``      it is rising: its recent level is above its lowest by more than ``RISE`` of
                    its starting value and more than the noise, or its recent trend rises by
-                   that much; or it became NaN or infinite
-``oscillating``    no real fall and no rise, but swings (noise) larger than ``SWING`` of its
-                   starting value
+                   that much; or it was NaN or infinite at any step
+``oscillating``    no rise, but swings (noise) larger than ``SWING`` of its start; or its
+                   training loss swings without having fallen
 ``overfitting``    a validation loss (an EVAL series, or ``val_X``/``validation-X`` beside a
                    training ``X``) that rose from its lowest (beyond its noise and by more
-                   than ``OVERFIT_RISE`` of that lowest) while its training loss is not rising
+                   than ``OVERFIT_RISE`` of that lowest), or that no longer falls while more
+                   than ``OVERFIT_GAP`` times above the training loss, while its training
+                   loss fell beyond its noise and neither rises nor swings
 =================  ==========================================================================
 
 tested in that order (a NaN first, then overfitting, diverging, converged, oscillating,
@@ -42,7 +45,12 @@ not_learning). The figures that decide, all measured on the series itself:
 * ``fell``: whether ``start - level`` exceeds ``NOISE_K`` standard errors of that difference
   (the noise over the counts of values behind the two medians) and ``MIN_FALL`` of
   ``|start|``: a sparse log's rounding or a lucky batch is not a fall, and a fall of 1 % on a
-  noise-free series is too small to call learning.
+  noise-free series is too small to call learning. A fine-tune that starts near its optimum
+  falls 8-15 % and flattens: that is converged, not not-learning;
+* ``stalled``: fell less than ``CONVERGED_FALL`` of its start, all of it within the first
+  ``EARLY_FRACTION`` of its steps (the lowest running median there is not above the level
+  by more than the noise): a net stuck after its first updates;
+* ``swings``: noise above ``SWING`` of the start.
 
 A validation loss beside its training loss is measured from the training loss's start (one
 initialisation; the first validation pass comes after some training), and while it has fewer
