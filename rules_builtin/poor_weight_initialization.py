@@ -18,8 +18,10 @@ from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
 from rules_builtin._activations import ActivationFinder
 from rules_builtin._levels import smooth
+from rules_builtin._running_means import RunningMeans
 from rules_builtin.registry import register
 
+TRAIN = ModeKeys.TRAIN
 _TRAINING = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
 _MIN_MARGIN = 0.1  # % of the level: the smallest decrease the noise test resolves
 
@@ -53,7 +55,10 @@ class PoorWeightInitialization(Rule):
        on. Means on noisy series: Keras saves a running mean whose first value of an epoch
        is one batch's loss, below the running means that follow on a healthy run, and
        PyTorch saves single noisy batches (the lowest-single-value test fired at step 5 of
-       healthy Keras runs). A NaN in the newer window is never a decrease; a NaN only in
+       healthy Keras runs). Keras' running means are read as the batch means behind them
+       (``rules_builtin._running_means``, as LossNotDecreasing reads them): a running mean
+       is smooth by construction, and one low first batch made a healthy real Keras run
+       fire at step 5 (1.071 over steps 1..5 against 1.001 at step 0). A NaN in the newer window is never a decrease; a NaN only in
        the older one is. Earliest firing: training step ``patience`` (step 0 for the other
        two checks).
 
@@ -127,6 +132,7 @@ class PoorWeightInitialization(Rule):
         self.losses = TensorSelection(name, default_collections=["losses"], all_when_empty=False)
         # loss -> (mode step, value) of the last 2 * patience training steps (the two windows)
         self._losses: dict[str, deque[tuple[int, float]]] = {}
+        self._running = RunningMeans(base_trial)
         self._last_step: int | None = None
         # Variances and percentile spreads of a window of steps at once where the trial has
         # a batch read, else of the step alone: its reduction_value (the hook's saved
@@ -255,8 +261,12 @@ class PoorWeightInitialization(Rule):
                 continue
             if value.size != 1 or value.dtype.kind not in "iuf":
                 continue
+            loss = float(value.reshape(-1)[0])
+            if self._running.applies(name, TRAIN):  # Keras: the batches' mean since the last
+                batches = self._running.batch_mean(name, TRAIN, mode_step, step)
+                loss = loss if batches is None else batches
             seen = self._losses.setdefault(name, deque())
-            seen.append((mode_step, float(value.reshape(-1)[0])))
+            seen.append((mode_step, loss))
             while seen[0][0] <= mode_step - 2 * self.patience:  # out of both windows for good
                 seen.popleft()
             fired = self._compare_windows(step, mode_step, name, seen) or fired

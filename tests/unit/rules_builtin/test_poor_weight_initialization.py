@@ -7,6 +7,7 @@ import functools
 import json
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,8 @@ from evaluator.errors import ConfigurationError
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
-from evaluator.testing import compute_reductions
+from evaluator.testing import TrialWriter, compute_reductions
+from evaluator.trial import create_trial
 from evaluator.trial.trial import Trial
 from rules_builtin import registry
 from rules_builtin.poor_weight_initialization import PoorWeightInitialization
@@ -273,3 +275,26 @@ def test_windows_and_single_steps_give_the_same_evidence(
     windowed = run()
     monkeypatch.setattr(Trial, "columns", None)  # no batch read
     assert windowed == run()
+
+
+def test_a_keras_run_whose_first_batch_was_low_does_not_fire(tmp_path: Path) -> None:
+    """Keras' running mean after one low first batch climbs for a few steps (1.001 at step 0,
+    1.07-1.09 over steps 1..5, as on a healthy run written by smdebug's real Keras hook): read
+    as the batch means behind it, the loss falls between the two windows and nothing fires;
+    the running means as saved, judged as one smooth series, fired at step 5."""
+    batches = [1.001, 1.16, 1.10, 1.05, 1.12, 1.08, 1.02, 0.99, 1.03, 0.97, 1.0, 0.96]
+    writer = TrialWriter(tmp_path / "keras")
+    writer.write_collections([Collection("losses", tensor_names={"loss"})])
+    for s in range(len(batches)):
+        running = np.float32(np.mean(batches[: s + 1]))
+        writer.write_step(s, {"loss": running}, mode=ModeKeys.TRAIN, mode_step=s)
+    end = len(batches)
+    with writer.step_writer(end) as w:  # Keras' epoch-end logs: loss and val_loss
+        w.write_tensor(np.float32(np.mean(batches)), "loss", mode=ModeKeys.EVAL, mode_step=0)
+        w.write_tensor(np.float32(1.05), "val_loss", mode=ModeKeys.EVAL, mode_step=0)
+    writer.end_training()
+    with create_trial(str(tmp_path / "keras")) as trial:
+        rule = PoorWeightInitialization(trial)
+        assert fired(rule) == ()
+        saved = [float(np.mean(batches[: s + 1])) for s in range(6)]
+        assert np.mean(saved[1:6]) > saved[0]  # the saved means alone would not fall
