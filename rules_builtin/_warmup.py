@@ -4,9 +4,9 @@ Most fine-tuning runs raise the learning rate from about 0 over their first hund
 (Hugging Face's ``warmup_steps``/``warmup_ratio``, Lightning's and timm's schedulers). While it
 rises, a loss stuck at its starting value (ln 2 for a binary classifier, a language model's
 first plateau) says nothing about the run. When the trial logs a learning rate
-(``learning_rate``, ``lr``, ``lr-Adam`` ...: ``LEARNING_RATE``), the loss-progress rules do not
-judge a loss at a step where the latest learning rate logged is still above every earlier one
-(a schedule that rises), and say so in their evidence. A constant or decaying learning rate,
+(``learning_rate``, ``lr``, ``lr-Adam`` ...: ``LEARNING_RATE``), LossNotDecreasing does not
+compare windows that end while the latest learning rate logged is still above every earlier
+one (a schedule that rises), and Overtraining does not count its training values then. A constant or decaying learning rate,
 or none logged, changes nothing.
 """
 
@@ -43,13 +43,17 @@ class WarmUp:
             self._name = names[0] if names else None
         return self._name if isinstance(self._name, str) else None
 
-    def rising_at(self, step: int) -> bool:
-        """Whether the learning rate's latest value at or before global ``step`` is above every
-        earlier one (and there are at least two): a warm-up under way."""
+    def rising_at(self, *steps: int) -> bool:
+        """Whether, at any of the global ``steps``, the learning rate's latest value at or
+        before it is above every earlier one (and there are at least two): a warm-up under
+        way then."""
+        return any(self._rising(step) for step in steps)
+
+    def _rising(self, step: int) -> bool:
         name = self.name()
         if name is None:
             return False
-        self._read(name, step)
+        self._read(name, max(step, self._read_to))
         upto = bisect.bisect_right(self._steps, step)
         if upto < 2:
             return False

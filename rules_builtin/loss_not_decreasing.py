@@ -302,8 +302,8 @@ class LossNotDecreasing(Rule):
             if self.noise_aware and record_clear_fall(self, name, view, step, mode):
                 view.last_evaluated = at
             return False
-        if self.noise_aware and self._warmup.rising_at(step):
-            return False  # the learning rate is still warming up (rules_builtin._warmup)
+        if self.noise_aware and self._warmup.rising_at(step, anchor[1]):
+            return False  # a window in the learning rate's warm-up (rules_builtin._warmup)
         # A noisy series resolves no decrease below RESOLUTION_PERCENT: none counts.
         diff, grown = self.diff_percent, self.noise_aware and view.needed > 1
         if grown:
