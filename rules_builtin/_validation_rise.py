@@ -26,6 +26,7 @@ from rules_builtin._cadence import NOISE_MEMORY, noise
 __all__ = ["MOST_PASSES", "Rise", "ValidationRise", "record_not_risen", "risen_diagnosis"]
 
 MOST_PASSES = 5  # the most validation passes a level averages
+SMOOTH_RISE = 0.01  # a smooth pass this far above the best rose (beyond rounding)
 # Standard errors a rise of one level above another must exceed (one-sided, about 93 %).
 # Measured on the 51 wild-hf-dev runs: 2.0 catches 4 of the 7 overfit runs, 1.75 5, 1.5 all
 # 7, each with no healthy run firing.
@@ -80,8 +81,8 @@ class ValidationRise:
 
     def rose_once(self, best: float, value: float) -> bool:
         """Whether one smooth pass rose above the best by more than its noise and by
-        ``OVERFIT_RISE`` of the best."""
-        return value - best > abs(best) * max(self.fall_margin(), OVERFIT_RISE)
+        ``SMOOTH_RISE`` of the best (a smooth series: any rise beyond its noise is real)."""
+        return value - best > abs(best) * max(self.fall_margin(), SMOOTH_RISE)
 
     def risen(self) -> bool:
         found = self.measure()
