@@ -18,6 +18,11 @@ What is here, by the private module it comes from (each name documented there):
 * ``_running_means``: ``RunningMeans`` (Keras' running-mean losses read as their batches'
   means);
 * ``_progress``: ``LossProgress`` and ``IGNORE_CONVERGED`` (whether a loss still improves);
+* ``_spikes``: ``Definition``, ``DEFINITIONS``, ``SpikeSeries``, ``Check``,
+  ``definition_from``, ``spike_parameters``, ``NOISE_VALUES`` (the spike detector of
+  LossSpike and GradientNormSpike, with the frameworks' definitions);
+* ``_spike_verdict``: ``judge``, ``aftermath``, ``diagnose_spike``, ``TRANSIENT`` (what a
+  spike rule records and how it diagnoses a firing);
 * ``_xgboost_report_html``: ``ReportData``, ``render_report``, ``METRIC_NAME`` (the XGBoost
   report page).
 
@@ -39,6 +44,8 @@ HELPER_MODULES = (
     "_preactivation",
     "_progress",
     "_running_means",
+    "_spike_verdict",
+    "_spikes",
     "_xgboost_report_html",
 )
 
