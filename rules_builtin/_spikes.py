@@ -246,7 +246,7 @@ class SpikeSeries:
         reference = _reference(values, d.reference)
         bounds = []
         spread: float | None = None
-        if d.factor:
+        if d.factor and reference > 0:  # a ratio to a level of 0 or below means nothing
             bounds.append(d.factor * reference)
         if d.sigmas:
             if d.reference == "median":

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from evaluator.errors import TensorUnavailableForStep
+from evaluator.formats.tb_summary import phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.modes import as_training, is_epoch_end_log
@@ -33,7 +34,8 @@ class LossSpike(Rule):
     Tensors: the scalar tensors of the ``losses`` collection (``collection_names`` /
     ``tensor_regex`` instead when given), in ``mode`` (TRAIN by default; a trial without modes
     counts as training). On a Hugging Face log that is ``train/loss``; Keras' epoch-end logs
-    at EVAL steps are skipped. Each tensor is one series; values count in logged values, not
+    at EVAL steps and, in a trial without modes, losses named for the other phase
+    (XGBoost's ``validation-logloss`` when following TRAIN) are skipped. Each tensor is one series; values count in logged values, not
     steps (a log every 500 steps and one every step are judged alike).
 
     Definitions (``definition``; a parameter given changes that one setting):
@@ -127,6 +129,8 @@ class LossSpike(Rule):
                 continue
             if raw_mode == ModeKeys.EVAL and is_epoch_end_log(self.base_trial, name, step):
                 continue  # Keras: the training epoch's mean, logged at an EVAL step
+            if _other_phase(name, self.mode):
+                continue  # XGBoost's validation-logloss, Keras' val_loss: another phase
             value = self._value(name, step)
             if value is None:
                 continue
@@ -157,6 +161,13 @@ class LossSpike(Rule):
             self._not_scalar.add(name)
             self.logger.info("%s: %s is not a scalar; not checked", self.rule_name, name)
         return value
+
+
+def _other_phase(name: str, mode: ModeKeys) -> bool:
+    """Whether the name says it is another phase's (``validation-logloss`` followed as
+    TRAIN): a trial without modes logs both phases as GLOBAL."""
+    found = phase_of_tag(name)
+    return found is not None and found[1] != mode
 
 
 def _later(trial: Any, name: str, mode: ModeKeys, after: int) -> Any:
