@@ -19,7 +19,7 @@ from evaluator.rules.kit.params import (
     parse_int,
     parse_optional_int,
 )
-from evaluator.rules.kit.selection import TensorSelection, scalar
+from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
 from evaluator.rules.rule import Rule
 from rules_builtin.registry import register
 
@@ -182,7 +182,7 @@ class LearningRateSchedule(Rule):
     def _rise(self, name: str, step: int, at: int, value: float, s: _Schedule) -> bool:
         """The rise checks (``total_steps``, ``allow_restarts``) against the previous value."""
         previous = s.previous
-        if previous is None or previous <= 0:
+        if previous is None or previous < 0:
             return False
         if s.decayed:
             if self.allow_restarts:
@@ -193,7 +193,7 @@ class LearningRateSchedule(Rule):
                 return False
             end = self.warmup_fraction * self.total_steps
             what = f"still rises after its warm-up ({self.warmup_fraction:g} x {self.total_steps} = step {end:g})"
-        rise = 100 * (value - previous) / previous
+        rise = percent_of(value - previous, previous)  # from 0: +inf
         return bool(
             self.evidence.compare(
                 step,
