@@ -102,22 +102,23 @@ def healthy() -> list[str]:
     return sorted(r["id"] for r in labels() if r["judgement"] == "healthy")
 
 
-def inject(run: str, fault: str, out: Path) -> Injected | None:
-    """The run's log with ``fault`` injected, written under ``out``; None when the run does
-    not log the tag (or too few values of it)."""
+def inject(run: str, fault: str, out: Path, *, at: float = FAULT_AT) -> Injected | None:
+    """The run's log with ``fault`` injected from the fraction ``at`` of the tag's logged
+    values on, written under ``out``; None when the run does not log the tag (or too few
+    values of it)."""
     f = FAULTS[fault]
     scalars = read_scalars(DATA / "tb" / run)
     series = scalars.get(f.tag, [])
     if len(series) < f.min_values or any(t not in scalars for t, _ in f.also):
         return None
-    i = int(len(series) * FAULT_AT)
+    i = int(len(series) * at)
     end = len(series) if f.lasts is None else i + f.lasts
     at = series[i][0]
     scalars[f.tag] = [(s, v * f.scale if f.scale else 0.0, w) if k in range(i, end) else (s, v, w)
                       for k, (s, v, w) in enumerate(series)]  # fmt: skip
     for tag, value in f.also:
         scalars[tag] = [(s, value if s >= at else v, w) for s, v, w in scalars[tag]]
-    path = out / f"{run}.{fault}"
+    path = out / f"{run}.{fault}.{at:g}"
     write_scalars(path, scalars)  # type: ignore[arg-type]
     return Injected(path, at, tuple(s for s, _, _ in series))
 
