@@ -49,20 +49,27 @@ class LossSpike(Rule):
       faults (bench/STABILITY.md, docs/rules.md "Stability rules").
     * ``megatron``: Megatron-LM's rerun state machine flags a "spiky loss" when
       ``|loss| >= 10 x`` the largest ``|loss|`` it sampled over the first 100 values (it
-      samples once, then keeps that maximum; NaN and inf are left to its NaN check).
+      samples once, then keeps that maximum; NaN and inf are left to its NaN check;
+      ``is_unexpectedly_large`` in ``megatron/core/rerun_state_machine.py``, called with
+      threshold 10 for the loss).
     * ``llm_foundry``: llm-foundry's ``KillLossSpike`` callback counts a loss ``>= 2 x`` the
       mean of the last 100 losses (checks start with a full window; every loss joins it) and
-      reports a spike when more than 4 come in a row (``patience`` 5).
+      reports a spike when more than 4 come in a row (``patience`` 5; defaults of
+      ``llmfoundry/callbacks/kill_loss_spike_callback.py``: ``window_size`` 100,
+      ``outlier_multiplier`` 2, ``patience`` 4).
     * ``olmo``: OLMo-core's ``StabilityMonitorCallback`` calls a value a spike when it is
       ``> mean + 6 x`` the (population) standard deviation of the last 128 values (a full
       window; none when that deviation is below 1e-10; every value joins the window) and
-      reports the spike rate.
+      reports the spike rate (``window_size`` 128, ``threshold_std`` 6.0 in
+      ``src/olmo_core/train/callbacks/stability_monitor.py``).
     * ``lightning``: Lightning Fabric's ``SpikeDetection`` (``mode="min"``, ``window=10``,
       ``warmup=1``, ``rtol=2.0``) calls a loss a spike when it is above the previous one and
       ``|loss - running mean| >= 2 x`` the running mean of the last 10 non-spike values, from
-      the second value on; a NaN or inf loss is a spike too.
+      the second value on (for a positive loss: at least 3 x that mean); a NaN or inf loss is
+      a spike too (``finite_only``; ``src/lightning/fabric/utilities/spike.py``).
 
-    A NaN or infinite value is always above the bound (never joins the window).
+    In every definition here a NaN or infinite value is above the bound (it never joins the
+    window).
 
     Evidence: the loss and its bound are charted per step; each value checked records
     ``logged values in a row at or above the spike bound`` against ``patience`` (fires when
