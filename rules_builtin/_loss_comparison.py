@@ -1,7 +1,7 @@
 """How LossNotDecreasing records one comparison: the two conditions it fires on, and, where
 its windows are still too short to resolve a small decrease, a fall clear of the noise.
 
-``judge`` records both documented conditions at an evaluation (the decrease against
+``judge_comparison`` records both documented conditions at an evaluation (the decrease against
 ``diff_percent``, the rise above the lowest window against ``increase_threshold_percent``)
 with their sentences and the loss's diagnosis. ``record_clear_fall`` is the noise-aware
 reading's answer to a log too short for its windows (``rules_builtin._levels.LossView``'s
@@ -23,7 +23,7 @@ from evaluator.rules.kit.selection import percent_of
 from rules_builtin._cadence import RESOLUTION_PERCENT
 from rules_builtin._levels import LossView, span
 
-__all__ = ["Comparison", "judge", "record_clear_fall"]
+__all__ = ["Comparison", "judge_comparison", "record_clear_fall"]
 
 GLOBAL = ModeKeys.GLOBAL
 
@@ -45,7 +45,7 @@ class Comparison:
     diff: float
 
 
-def judge(rule: Any, c: Comparison) -> bool:
+def judge_comparison(rule: Any, c: Comparison) -> bool:
     """Record both conditions of ``c`` in ``rule``'s evidence; whether either is met."""
     m = c.mode.name
     (cur, *_), (prev, *_) = c.decided

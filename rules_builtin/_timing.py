@@ -60,6 +60,18 @@ DETECTION: dict[str, Detection] = {
         _EVERY_STEP + " (steps whose model uses <= nfeatures features are not compared)",
         "the first saved step whose trees use more than nfeatures (3) features",
     ),
+    "GradientNormSpike": (
+        "Hugging Face: train/grad_norm; Lightning: grad_2.0_norm_total; smdebug (Keras, "
+        "PyTorch): the global L2 norm of the gradients collection, TRAIN steps.",
+        "the last 20 logged values (median) and the last 50 (noise), values, not steps",
+        "the 7th logged norm (5 skipped, 2 in a row above the bound); lag 1 logged value",
+    ),
+    "LearningRateSchedule": (
+        "Hugging Face: train/learning_rate; Lightning: lr-<optimizer>; Keras: "
+        "epoch_learning_rate; any framework: a scalar named like a learning rate, TRAIN.",
+        "patience (2) logged values in a row at 0; the previous value for a rise",
+        "the second logged value at 0; a NaN at once",
+    ),
     "LossNotDecreasing": (
         "Keras: loss (its per-epoch running mean) and val_loss; PyTorch: the registered loss "
         "module's output; XGBoost: its losses collection (train-/validation- metrics).",
@@ -68,11 +80,23 @@ DETECTION: dict[str, Detection] = {
         "mode step num_steps (10); a plateau at the first evaluation (every num_steps) whose "
         "anchor lies on it, one window later on a noisy loss",
     ),
+    "LossSpike": (
+        "Hugging Face: train/loss; Keras: loss (TRAIN); PyTorch: the registered loss "
+        "module's output; any framework: the losses collection, TRAIN.",
+        "the last 5 logged values (median) and the last 50 (noise), values, not steps",
+        "the 9th logged value (5 skipped, 3 in a row above the bound); lag 2 logged values",
+    ),
     "NLPSequenceRatio": (
         "Embedding inputs: .*embedding0_input_0, PyTorch emb*_input_0, Keras embedding/inputs.",
         _EVERY_STEP,
         _AT_ONCE,
     ),  # fmt: skip
+    "NonFiniteValues": (
+        "Any framework: the losses, gradients and metrics collections and learning rates, "
+        "every mode; Hugging Face: train/loss beside train/grad_norm for a masked NaN.",
+        _EVERY_STEP,
+        "the first saved step holding a NaN / inf, or a 0.0 loss beside one",
+    ),
     "Overfit": (
         "The losses collection in TRAIN and EVAL mode (Keras: loss / val_loss at epoch ends).",
         "a complete validation pass against the training phase before it; patience (1) passes",
@@ -111,6 +135,12 @@ DETECTION: dict[str, Detection] = {
         "threshold seconds after the newest step",
     ),  # fmt: skip
     "TensorVariance": (_SELECTED + "; all tensors without them.", _EVERY_STEP, _AT_ONCE),
+    "ThroughputDrop": (
+        "Hugging Face: eval/samples_per_second, train_samples_per_second; Lightning: "
+        "ThroughputMonitor's *_per_sec; any scalar named like a throughput, every mode.",
+        "the running median of the last 20 logged values that were not low",
+        "the 6th logged value (3 before the first check, 3 low in a row); lag 2 values",
+    ),
     "TreeDepth": ("XGBoost: trees/Node.", _EVERY_STEP, "the first saved round's tree"),
     "UnchangedTensor": (
         "Any framework: weights, biases, gradients and losses (TRAIN steps), or the selection.",

@@ -10,12 +10,12 @@ What is here, by the private module it comes from (each name documented there):
 
 * ``_activations``: ``ActivationFinder`` and ``Layer`` (the activation inputs and outputs of a
   trial's layers, by framework idiom), ``FUNCTIONS``, ``function_in_name``, ``layers_of``;
-* ``_cadence``: ``Cadence``, ``noise``, ``relative_noise``, ``values_needed`` (the noise of a
+* ``_cadence``: ``Cadence``, ``noise``, ``values_needed``, ``RESOLUTION_PERCENT`` (the noise of a
   logged series, and how many values a window needs to tell a trend from it);
 * ``_labels``: ``class_ids``, ``require_class_labels``, ``labelled_names``,
   ``labelled_values``, ``confusion_matrix``, ``natural_key`` (classification rules);
 * ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides`` (loss levels and noise);
-* ``_loss_comparison``: ``Comparison``, ``judge`` and ``record_clear_fall``
+* ``_loss_comparison``: ``Comparison``, ``judge_comparison`` and ``record_clear_fall``
   (LossNotDecreasing's record of one comparison);
 * ``_phase_means``: ``PhaseMeans``, ``gap_ratio``, ``lowest_of`` (Overfit's phase means);
 * ``_preactivation``: ``pre_activation`` and ``kernel_names`` (an activation's input computed
@@ -27,6 +27,11 @@ What is here, by the private module it comes from (each name documented there):
 * ``_validation_rise``: ``ValidationRise`` and ``risen_diagnosis`` (a validation loss risen
   beyond its noise);
 * ``_warmup``: ``WarmUp`` and ``LEARNING_RATE`` (a learning rate still warming up);
+* ``_spikes``: ``Definition``, ``DEFINITIONS``, ``SpikeSeries``, ``Check``,
+  ``definition_from``, ``spike_parameters``, ``NOISE_VALUES`` (the spike detector of
+  LossSpike and GradientNormSpike, with the frameworks' definitions);
+* ``_spike_verdict``: ``judge``, ``aftermath``, ``diagnose_spike``, ``TRANSIENT`` (what a
+  spike rule records and how it diagnoses a firing);
 * ``_xgboost_report_html``: ``ReportData``, ``render_report``, ``METRIC_NAME`` (the XGBoost
   report page).
 
@@ -53,6 +58,8 @@ HELPER_MODULES = (
     "_running_means",
     "_validation_rise",
     "_warmup",
+    "_spike_verdict",
+    "_spikes",
     "_xgboost_report_html",
 )
 

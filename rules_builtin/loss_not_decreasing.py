@@ -22,7 +22,7 @@ from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
 from rules_builtin._cadence import RESOLUTION_PERCENT
 from rules_builtin._levels import LossView, lowest, shortfalls, single_decides, smooth
-from rules_builtin._loss_comparison import Comparison, judge, record_clear_fall
+from rules_builtin._loss_comparison import Comparison, judge_comparison, record_clear_fall
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress, too_few_values
 from rules_builtin._running_means import RunningMeans
 from rules_builtin._warmup import WarmUp
@@ -354,7 +354,7 @@ class LossNotDecreasing(Rule):
             )
         )
         found = Comparison(name, step, mode, at, decided, best, current, why, diff)
-        return judge(self, found)
+        return judge_comparison(self, found)
 
     def _mean(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from tests.support.tb_runs import RUNS as TB_RUNS  # noqa: E402
 from tests.support.tb_runs import run_all as run_tb_runs  # noqa: E402
 
 DOC = ROOT / "docs" / "rules.md"
+STABILITY = ROOT / "bench" / "stability.json"  # written by bench/stability.py
 
 HEADER = """# Built-in rules
 
@@ -218,6 +220,35 @@ def tensorboard_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def stability_section() -> str:
+    """The stability rules' measured false alarms and lags, from bench/stability.py's figures
+    (committed beside bench/STABILITY.md; rerun the bench after changing one of the rules)."""
+    figures = json.loads(STABILITY.read_text())
+    lines = [
+        "## Stability rules",
+        "",
+        "LossSpike, GradientNormSpike, NonFiniteValues, LearningRateSchedule and ThroughputDrop "
+        "watch the scalars a training loop logs (Hugging Face's, Lightning's and Keras' "
+        "TensorBoard logs; on smdebug trials the losses, the gradients' global norm and any "
+        "learning rate or throughput saved). Measured by `bench/stability.py` "
+        "([bench/STABILITY.md](../bench/STABILITY.md)) with DEFAULT parameters on real "
+        "Hugging Face `Trainer` logs: false alarms on the untouched runs judged healthy, and "
+        "each rule's fault injected into copies of them at 50, 60, 70 and 80 % of the logged "
+        "values (lag in logged values from the injected one; missed: no firing by the third "
+        "logged value after it).",
+        "",
+        "| rule | fault injected | false alarms | caught | lag median / max | missed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rule, f in figures.items():
+        lag = "–" if f["lag_median"] is None else f"{f['lag_median']:g} / {f['lag_max']}"
+        lines.append(
+            f"| {rule} | `{f['fault']}` | {f['false_alarms']} of {f['healthy_runs']} healthy "
+            f"runs | {f['caught']} of {f['cases']} | {lag} | {f['missed']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def render() -> str:
     sections = [rule_section(n) for n in registry.names()]
     contents = "\n".join(f"* [{n}](#{n.lower()})" for n in registry.names())
@@ -228,6 +259,7 @@ def render() -> str:
             "",
             SEMANTICS,
             diagnosis_section(),
+            stability_section(),
             hook_trials_table(),
             tensorboard_table(),
             scenario_table(),

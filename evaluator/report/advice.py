@@ -115,6 +115,37 @@ _ADVICE: dict[str, tuple[str, ...]] = {
         "Compare the runs' seeds, data order and hyperparameters; differences in the first "
         "steps point at initialisation or data.",
     ),
+    "LossSpike": (
+        "The training loss jumped far above its recent level for several logged values.",
+        "A spike that came back (transient): look at the batches of those steps (corrupt or "
+        "unusual samples); if spikes recur, lower the peak learning rate or lengthen the "
+        "warm-up.",
+        "A spike that did not come back (diverging): restart from a checkpoint before it with "
+        "a lower learning rate, gradient clipping (global norm 1.0), or a smaller Adam beta2.",
+    ),
+    "GradientNormSpike": (
+        "The gradient norm jumped far above its recent level for several logged values.",
+        "Clip gradients by global norm; lower the learning rate or lengthen the warm-up.",
+        "With mixed precision, check the loss scale; look at the batches of those steps.",
+    ),
+    "NonFiniteValues": (
+        "A loss, gradient norm, learning rate or metric became NaN or infinite (or a NaN loss "
+        "was logged as 0.0).",
+        "Lower the learning rate or add a warm-up; clip gradients by global norm.",
+        "With fp16, use dynamic loss scaling or bf16; look for a log or division of zero in "
+        "the loss and for bad input values.",
+    ),
+    "LearningRateSchedule": (
+        "The learning rate is not what the schedule should give: 0 (nothing is learnt), NaN, "
+        "or rising when it should not.",
+        "Check the scheduler's total and warm-up steps against the run's real length (epochs "
+        "x steps per epoch / gradient accumulation) and that it is stepped once per update.",
+    ),
+    "ThroughputDrop": (
+        "Training or evaluation became much slower than it had been.",
+        "Check the data loading (workers, remote storage), the machine (thermal throttling, "
+        "another job on the device) and the cost of checkpointing or logging at those steps.",
+    ),
 }
 
 

@@ -129,6 +129,26 @@ TENSORBOARD_NEEDS: dict[str, tuple[str, str]] = {
     "SaturatedActivation": _ACTIVATIONS,
     "ClassImbalance": _LABELS,
     "Confusion": _LABELS,
+    "LossSpike": (
+        "a training loss scalar at 9 or more logged steps",
+        'writer.add_scalar("train/loss", loss.item(), step)',
+    ),
+    "GradientNormSpike": (
+        "a total gradient norm scalar (or gradient histograms) at 7 or more logged steps",
+        'writer.add_scalar("train/grad_norm", clip_grad_norm_(model.parameters(), 1e9), step)',
+    ),
+    "NonFiniteValues": (
+        "losses, gradient norms, learning rates or metrics",
+        'writer.add_scalar("train/loss", loss.item(), step)',
+    ),
+    "LearningRateSchedule": (
+        "a learning-rate scalar",
+        'writer.add_scalar("train/learning_rate", scheduler.get_last_lr()[0], step)',
+    ),
+    "ThroughputDrop": (
+        "a throughput scalar (samples, tokens or steps per second)",
+        'writer.add_scalar("train/samples_per_second", batch_size / seconds, step)',
+    ),
 }
 
 

@@ -77,3 +77,17 @@ def test_rules_doc_hook_table_is_the_measured_one(outcomes: dict[str, dict[str, 
         assert row, f"no row for {rule} in docs/rules.md"
         cells = [c.strip().strip("*") for c in row.group(1).split("|")]
         assert cells == [by_trial[t].cell for t in TRIALS], rule
+
+
+def test_stability_rules_without_their_series_check_nothing(
+    outcomes: dict[str, dict[str, Outcome]],
+) -> None:
+    """No hook trial logs a learning rate or a throughput: LearningRateSchedule and
+    ThroughputDrop end "checked nothing" (Error) on every one, never quiet; XGBoost trials hold
+    no gradients for GradientNormSpike; NonFiniteValues checks something on every trial."""
+    for trial in TRIALS:
+        for rule in ("LearningRateSchedule", "ThroughputDrop"):
+            assert outcomes[rule][trial].cell == CHECKED_NOTHING, (rule, trial)
+        assert outcomes["NonFiniteValues"][trial].cell != CHECKED_NOTHING, trial
+        if trial.startswith("xgboost"):
+            assert outcomes["GradientNormSpike"][trial].cell == CHECKED_NOTHING, trial

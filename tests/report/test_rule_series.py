@@ -14,6 +14,7 @@ import numpy as np
 from evaluator.formats import Collection
 from evaluator.report import write_report
 from evaluator.testing import TrialWriter
+from evaluator.testing.tb_writer import write_scalars
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from rules_builtin.stalled_training_rule import StalledTrainingRule
@@ -51,10 +52,12 @@ def test_every_built_in_rule_is_covered() -> None:
     here = {
         "AllZero",
         "CheckInputImages",
+        "LearningRateSchedule",
         "NLPSequenceRatio",
         "SimilarAcrossRuns",
         "StalledTrainingRule",
         "TensorVariance",
+        "ThroughputDrop",
     }
     assert set(registry.names()) == here | set(FIRES_ON) | set(NEVER_FIRES)
 
@@ -140,3 +143,22 @@ def test_stalled_training_rule(tmp_path: Path) -> None:
     finally:
         trial.close()
     assert_report_holds_the_firing(out, "StalledTrainingRule")
+
+
+def test_learning_rate_schedule(tmp_path: Path) -> None:
+    """LearningRateSchedule fires where a Hugging Face log's learning rate stays at 0."""
+    lr = [(s, 1e-4 if s < 6 else 0.0) for s in range(1, 10)]
+    loss = [(s, 1.0 / s) for s in range(1, 10)]
+    log = tmp_path / "tb"
+    write_scalars(log, {"train/loss": loss, "train/learning_rate": lr})
+    _fires(tmp_path, "LearningRateSchedule", log)
+
+
+def test_throughput_drop(tmp_path: Path) -> None:
+    """ThroughputDrop fires where a logged evaluation throughput falls to a fifth."""
+    speed = [(s, 100.0 if s < 6 else 20.0) for s in range(1, 12)]
+    log = tmp_path / "tb"
+    write_scalars(
+        log, {"eval/samples_per_second": speed, "eval/loss": [(s, 1.0) for s in range(1, 12)]}
+    )
+    _fires(tmp_path, "ThroughputDrop", log)

@@ -15,15 +15,22 @@ NEEDS_ACTIVATIONS = ["DeadRelu", "SaturatedActivation"]
 NEEDS_LABELS = ["ClassImbalance", "Confusion"]
 
 # Rules a fault also sets off, by their own definitions (allowed, never required, to fire).
-EXPLODING_ALSO = ["LossNotDecreasing", "Overtraining", "PoorWeightInitialization"]
+EXPLODING_ALSO = [
+    "LossNotDecreasing",
+    "NonFiniteValues",
+    "Overtraining",
+    "PoorWeightInitialization",
+]
 EXPLODING_WHY = (
     "a NaN loss never decreases (LossNotDecreasing, Overtraining's patience_train, "
-    "PoorWeightInitialization's first-steps loss check)"
+    "PoorWeightInitialization's first-steps loss check) and is a non-finite scalar "
+    "(NonFiniteValues)"
 )
-FLAT_ALSO = ["Overtraining", "PoorWeightInitialization", "UnchangedTensor"]
+FLAT_ALSO = ["LearningRateSchedule", "Overtraining", "PoorWeightInitialization", "UnchangedTensor"]
 FLAT_WHY = (
     "lr 0 leaves every weight unchanged (UnchangedTensor) and the loss flat from the first "
-    "steps (PoorWeightInitialization, Overtraining's patience_train)"
+    "steps (PoorWeightInitialization, Overtraining's patience_train); a logged learning rate "
+    "of 0 is LearningRateSchedule's"
 )
 OVERFIT_ALSO = ["LossNotDecreasing"]
 OVERFIT_WHY = "the rising validation loss is a loss not decreasing in EVAL mode (LossNotDecreasing)"

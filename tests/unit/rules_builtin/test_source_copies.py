@@ -35,6 +35,8 @@ PARAMETERS = {
 QUIET_EVERYWHERE = {
     "CheckInputImages",
     "CreateXgboostReport",
+    "LearningRateSchedule",  # no hook trial logs a learning rate
+    "ThroughputDrop",  # nor a throughput
     "NLPSequenceRatio",
     "StalledTrainingRule",
 }
