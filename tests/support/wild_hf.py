@@ -126,7 +126,9 @@ def inject(run: str, fault: str, out: Path, *, at: float = FAULT_AT) -> Injected
 def judge(path: Path, rule: str, params: dict[str, str] | None = None) -> Outcome:
     """``rule`` with ``params`` (default parameters) on the log at ``path``, as the evaluator
     runs it: its fired steps as event (mode) steps, and whether it checked nothing."""
-    logging.getLogger("evaluator").setLevel(logging.WARNING)
+    quiet = logging.getLogger("evaluator")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # restored: other tests read the evaluator's info lines
     trial = create_trial(str(path), idle_scans_to_complete=1, poll_interval=0.05)
     try:
         instance = build_rule(registry.lookup(rule), trial, params or {})
@@ -135,3 +137,4 @@ def judge(path: Path, rule: str, params: dict[str, str] | None = None) -> Outcom
         return Outcome(fired, checked_nothing(instance, result))
     finally:
         trial.close()
+        quiet.setLevel(level)
