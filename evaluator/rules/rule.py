@@ -100,9 +100,14 @@ class Rule(ABC):
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             self.req_tensors.clear()
             self.set_required_tensors(step)
+            self.evidence.evaluating(step)
             self.req_tensors.fetch()
             met = self.invoke_at_step(step)
-        self.evidence.chart_reads(step)
+        try:
+            fired = bool(met)
+        except Exception:  # raised again below, as smdebug raises it
+            fired = False
+        self.evidence.chart_reads(step, fired)
         if met:
             raise self._condition_met(step)
 

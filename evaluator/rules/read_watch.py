@@ -1,0 +1,84 @@
+"""What a rule reads, counted for its verdict and charted for its report: the read side of
+``Evidence`` (``evaluator.rules.evidence``), a mixin of it.
+
+Every read is counted (a rule that read nothing checked nothing). A rule that records no
+comparisons (``watch_reads``: a user's rule) has its reads charted: ``note_read`` keeps the
+name and a reference to what was read, for the step being evaluated only, until the step ends
+(``chart_reads``), when ``evaluator.rules.read_charts`` samples the step and computes figures
+for the steps it keeps. This runs for every value a rule reads, so it is kept to appends.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from evaluator.modes import ModeKeys
+from evaluator.rules.read_charts import HELD_BYTES, MAX_READS_CHARTED, ReadCharts
+
+__all__ = ["ReadWatch"]
+
+
+class ReadWatch:
+    """The reads of one rule (``Evidence`` mixes it in, and gives ``_lock`` and ``_mode_of``)."""
+
+    _lock: threading.Lock
+
+    def _init_reads(self) -> None:
+        self._reads = 0
+        self._read_tensors: set[str] = set()
+        self._watching = False  # chart what the rule reads (watch_reads)
+        # The reads to chart: names, what was read, the bytes of arrays held, and the steps
+        # read (only outside a step's evaluation: within it, reads of ``_now`` are kept).
+        self._now: int | None = None
+        self._names: list[str] = []
+        self._values: list[Any] = []
+        self._held = 0
+        self._read_at: list[int] = []
+        self._read_charts = ReadCharts()
+
+    def _mode_of(self, step: int) -> tuple[ModeKeys | None, int | None]:
+        raise NotImplementedError
+
+    def watch_reads(self) -> None:
+        """Chart what the rule reads (a rule that records no comparisons: a user's rule):
+        ``chart_reads`` offers each step's reads to the read charts."""
+        self._watching = True
+
+    def evaluating(self, step: int | None) -> None:
+        """The rule is about to evaluate global ``step``: its reads of that step are charted
+        (``Rule.invoke`` calls this; reads of other steps are counted, not charted)."""
+        self._now = step
+
+    def chart_reads(self, step: int | None = None, fired: bool = False) -> None:
+        """Offer the reads noted since the last call at global ``step`` (evaluated; the rule
+        ``fired`` there or not; None: each step read) to the read charts
+        (``evaluator.rules.read_charts``). Never raises."""
+        names, values, at = self._names, self._values, self._read_at
+        self._now = None
+        if names:
+            self._names, self._values, self._read_at, self._held = [], [], [], 0
+            with self._lock:
+                charts = self._read_charts
+                charts.offer_pending(names, values, at, step, fired, self._mode_name)
+
+    def _mode_name(self, step: int) -> str | None:
+        mode = self._mode_of(step)[0]
+        return None if mode is None or mode is ModeKeys.GLOBAL else mode.name
+
+    def note_read(self, name: str, step: int, value: Any = None) -> None:
+        """A tensor was read, and ``value`` is what was read (``evaluator.trial.reads`` calls
+        this, in the rule's thread). A rule that watches its reads keeps a reference to it
+        until the end of the step (at most ``MAX_READS_CHARTED`` reads and ``HELD_BYTES``)."""
+        self._reads += 1
+        if len(self._read_tensors) < 10_000:
+            self._read_tensors.add(name)
+        if self._watching and len(self._names) < MAX_READS_CHARTED:
+            now = self._now
+            if now is None:
+                self._read_at.append(step)
+            elif step != now:
+                return
+            self._held += getattr(value, "nbytes", 0)
+            self._names.append(name)
+            self._values.append(value if self._held <= HELD_BYTES else None)
