@@ -298,12 +298,12 @@ class Evidence(ReadWatch):
 
     @property
     def reads(self) -> int:
-        return self._reads
+        return self._reads + len(self._names)  # (this step's charted reads are counted after it)
 
     def checked_anything(self, *, reads_count: bool = True) -> bool:
         """Whether the rule compared anything or, when ``reads_count`` (a rule that does not
         record its comparisons), read any tensor value."""
-        return self._comparisons > 0 or (reads_count and self._reads > 0)
+        return self._comparisons > 0 or (reads_count and self.reads > 0)
 
     def counts(self) -> dict[str, int]:
         """The progress line's counters."""
@@ -311,7 +311,7 @@ class Evidence(ReadWatch):
             return {
                 "tensors_checked": len(self._tensors),
                 "comparisons": self._comparisons,
-                "tensor_values_read": self._reads,
+                "tensor_values_read": self.reads,
             }
 
     def firings_at(self, step: int) -> list[Check]:
@@ -349,8 +349,8 @@ class Evidence(ReadWatch):
                 "tensors_checked": len(self._tensors),
                 "steps_checked": len(self._steps),
                 "comparisons": self._comparisons,
-                "tensor_values_read": self._reads,
-                "tensors_read": len(self._read_tensors),
+                "tensor_values_read": self.reads,
+                "tensors_read": self._tensors_read(),
                 "firings": self._firing_count,
                 "reasons": [c.to_dict() for c in self._firings],
                 "closest": [c.to_dict() for c in closest],

@@ -7,14 +7,14 @@ ever read again for a chart:
 * a read is noted with a reference to what was read (``Evidence.note_read``: the array the
   rule got, or the reductions it read), at most ``MAX_READS_CHARTED`` per step;
 * after the step (``ReadCharts.offer``) the steps are sampled as TensorBoard downsamples its
-  scalars: a reservoir of ``SAMPLED_STEPS`` steps (Algorithm R, seeded, so a run charts the
-  same steps every time), and besides it, always, the first step, the last step and every
-  step the rule fired at (up to ``MAX_MARKS``). A step not kept is dropped at once (the last
-  one when a later step replaces it);
-* a step kept keeps its references while the arrays held stay under ``KEPT_BYTES`` (then its
-  figures are computed at once and the references dropped), and the figures are computed
-  when the report asks (``series``), once per step: a scalar as ``value``, an array as
-  ``mean |value|`` (arrays of one shape in one numpy call), a reduction as itself.
+  scalars: a reservoir of ``SAMPLED_STEPS`` steps (Algorithm L, seeded, so a run charts the
+  same steps every time), a second one as large of the steps the rule fired at (every firing
+  step while there are no more than that), the first step and the last step. A step not kept
+  is dropped at once (the last one when a later step replaces it);
+* the steps kept hold their references until ``KEPT_BYTES`` of arrays are held or the report
+  asks (``series``); then their figures are computed, alike arrays of all of them in one
+  numpy call (a step replaced in the reservoir before that is never computed): a scalar as
+  ``value``, an array as ``mean |value|``, a reduction as itself.
 
 An array the rule changes in place after reading it is charted as changed (the reference is
 the rule's own array: a copy would cost every read what the chart saves).
@@ -26,21 +26,23 @@ not say which mode such a step number counts in.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from evaluator.rules.series import MAX_MARKS, Point, _decimate, json_number
+from evaluator.rules.series import Point, _decimate, json_number
 
 __all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts", "figures"]
 
 MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
-SAMPLED_STEPS = 256  # steps of the reservoir (besides the first, the last and the firings)
+SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
 HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
-KEPT_BYTES = 16 * 1024 * 1024  # bytes of arrays kept by reference for the steps sampled
+KEPT_BYTES = 1024 * 1024  # arrays of the steps kept before their figures are computed (in cache)
 
 Figure = tuple[str, str, float]  # tensor, quantity, value
 
@@ -50,17 +52,10 @@ def figures(names: list[str], values: list[Any]) -> list[Figure]:
     as ``value``, an array as ``mean |value|`` (arrays of one shape in one numpy call: a rule
     reads alike tensors at a step), reductions (a dict) as ``[abs ]<reduction>``; what is
     neither is left out, and a tensor read twice is charted once."""
-    first = values[0]
-    if type(first) is np.ndarray and first.size > 1:
-        unique = dict(zip(names, values))  # a tensor read twice: the same array twice
-        try:  # every value an array of first's shape, or it raises
-            stacked = np.array(list(unique.values()))
-        except (ValueError, TypeError):
-            stacked = None
-        if stacked is not None and stacked.shape[1:] == first.shape:
-            if stacked.dtype.kind in "biuf":
-                means = (_sums(stacked.reshape(len(unique), -1)) / first.size).tolist()
-                return [(name, "mean |value|", mean) for name, mean in zip(unique, means)]
+    unique = dict(zip(names, values))  # a tensor read twice: the same array twice
+    means = figures_alike(list(unique.values()))
+    if means is not None:
+        return list(zip(unique, repeat("mean |value|"), means))
     out: list[Figure] = []
     groups: dict[tuple[Any, ...], list[tuple[str, np.ndarray]]] = {}
     arrays: set[str] = set()
@@ -91,12 +86,29 @@ def figures(names: list[str], values: list[Any]) -> list[Figure]:
     return out
 
 
+def figures_alike(values: list[Any]) -> list[float] | None:
+    """mean |value| of each of ``values`` when they are numeric arrays of one shape (of more
+    than one element), in one numpy call; None otherwise."""
+    first = values[0] if values else None
+    if type(first) is not np.ndarray or first.size < 2:
+        return None
+    try:  # every value an array of first's shape, or it raises
+        stacked = np.array(values)
+    except (ValueError, TypeError):
+        return None
+    if stacked.shape[1:] != first.shape or stacked.dtype.kind not in "biuf":
+        return None
+    means: list[float] = (_sums(stacked.reshape(len(values), -1)) / first.size).tolist()
+    return means
+
+
 def _sums(rows: np.ndarray) -> np.ndarray:
     """The sum of |x| of each row, in float64 (``abs`` of a float is exact in its own dtype;
     integers are converted first: ``abs`` of the most negative one overflows)."""
     if rows.dtype.kind != "f":
         rows = rows.astype(np.float64)
-    sums: np.ndarray = np.add.reduce(np.abs(rows), axis=1, dtype=np.float64)
+    np.abs(rows, out=rows)  # rows are a copy made for this
+    sums: np.ndarray = np.add.reduce(rows, axis=1, dtype=np.float64)
     return sums
 
 
@@ -104,21 +116,58 @@ class _Kept:
     """A step kept: its reads by reference (``names``, ``values``) until ``figures`` are
     computed."""
 
-    __slots__ = ("figures", "mark", "mode", "names", "nbytes", "step", "values")
+    __slots__ = ("figures", "holders", "mode", "names", "nbytes", "step", "values")
 
     def __init__(self, step: int, mode: str | None, names: list[str], values: list[Any]) -> None:
         self.step, self.mode, self.names, self.values = step, mode, names, values
         self.nbytes = 0  # counted when kept
         self.figures: list[Figure] | None = None
-        self.mark = False  # the first or a firing step: never replaced
+        self.holders = 0  # the reservoirs (and the first step's place) holding it
 
-    def compute(self) -> int:
-        """Compute the figures (once) and drop the references; the bytes freed."""
+    def compute(self) -> None:
+        """Compute the figures (once) and drop the references."""
         if self.figures is None:
             self.figures = figures(self.names, self.values) if self.names else []
             self.names, self.values = [], []
-        freed, self.nbytes = self.nbytes, 0
-        return freed
+
+
+class _Reservoir:
+    """Which items a reservoir of ``size`` takes (Algorithm L: the items skipped cost one
+    comparison each; the same sample as Algorithm R's, seeded by ``rng``)."""
+
+    __slots__ = ("_next", "_rng", "_w", "seen", "size")
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size, self._rng, self.seen = size, rng, 0
+        self._w = math.exp(math.log(rng.random() or 1e-300) / size) if size else 1.0
+        self._next = size + self._skip() if size else -1
+
+    def _skip(self) -> int:
+        return int(math.log(self._rng.random() or 1e-300) / math.log1p(-self._w)) + 1
+
+    def take(self) -> int:
+        """The slot the next item takes, -1 for none."""
+        self.seen += 1
+        if self.seen <= self.size:
+            return self.seen - 1
+        if self.seen != self._next:
+            return -1
+        self._w *= math.exp(math.log(self._rng.random() or 1e-300) / self.size)
+        self._next = self.seen + self._skip()
+        return self._rng.randrange(self.size)
+
+
+def _put(sample: list[_Kept], slot: int, kept: _Kept) -> None:
+    """Put ``kept`` in ``slot`` of a reservoir; an entry it replaces that no other reservoir
+    holds is dropped (never computed, if it was not yet)."""
+    if slot < len(sample):
+        replaced = sample[slot]
+        replaced.holders -= 1
+        if replaced.holders <= 0 and replaced.figures is None:
+            replaced.figures, replaced.names, replaced.values = [], [], []
+        sample[slot] = kept
+    else:
+        sample.append(kept)
 
 
 class ReadCharts:
@@ -127,62 +176,79 @@ class ReadCharts:
 
     def __init__(self, sampled: int = SAMPLED_STEPS) -> None:
         self.sampled = sampled
-        self._rng = random.Random(0)
-        self._offered = 0
+        rng = random.Random(0)
+        self._steps = _Reservoir(sampled, rng)
+        self._firings = _Reservoir(sampled, rng)
         self._reservoir: list[_Kept] = []
-        self._marks: list[_Kept] = []  # the first step and the firing steps
-        self._marked = 0
-        self._kept_bytes = 0
-        self._last: _Kept | None = None
+        self._first: _Kept | None = None
+        self._fired_sample: list[_Kept] = []  # a reservoir of the firing steps
+        self._pending: list[_Kept] = []  # kept, figures not computed yet
+        self._kept_bytes = 0  # of the arrays they hold
+        self._last: tuple[int, str | None, list[str], list[Any]] | None = None
         self._counts: dict[str | None, Counter[str]] = {}
-        self._run: tuple[str | None, tuple[str, ...]] | None = None
+        self._run_names: list[str] = []  # the tensors of the run of steps that read the same
+        self._run_mode: str | None = None
+        self._run_unique = True
         self._repeats = 0
 
     def offer(
         self, step: int, mode: str | None, names: list[str], values: list[Any], fired: bool
     ) -> None:
         """The reads of one evaluated ``step`` in ``mode``: ``names[i]`` read as ``values[i]``."""
-        run = (mode, tuple(names))  # a rule reads the same tensors at step after step
-        if run != self._run:
+        if names != self._run_names or mode != self._run_mode:  # (the same tensors, mostly)
             self._count_run()
-            self._run = run
+            self._run_names, self._run_mode = names, mode
+            self._run_unique = len(set(names)) == len(names)
         self._repeats += 1
-        self._offered += 1
-        slot = -1
-        if self._offered <= self.sampled:
-            slot = self._offered - 1
-        else:
-            j = self._rng.randrange(self._offered)
-            if j < self.sampled:
-                slot = j
-        mark = self._offered == 1 or (fired and self._marked < MAX_MARKS)
-        kept = _Kept(step, mode, names, values)
-        if slot < 0 and not mark:
-            self._last = kept  # held until a later step replaces it
+        slot = self._steps.take()
+        fired_slot = self._firings.take() if fired else -1  # a reservoir of their own
+        first = self._steps.seen == 1
+        if slot < 0 and fired_slot < 0 and not first:
+            self._last = (step, mode, names, values)  # held until a later step replaces it
             return
         self._last = None
-        kept.nbytes = sum(getattr(v, "nbytes", 0) for v in values)
-        if self._kept_bytes + kept.nbytes > KEPT_BYTES:
-            kept.compute()
+        if not self._run_unique:  # a tensor read twice at the step: charted once
+            unique = dict(zip(names, values))
+            names, values = list(unique), list(unique.values())
+        kept = _Kept(step, mode, names, values)
+        ndarray = np.ndarray
+        kept.nbytes = sum([v.nbytes for v in values if type(v) is ndarray])
+        self._pending.append(kept)
         self._kept_bytes += kept.nbytes
-        if mark:
-            kept.mark = True
-            self._marked += 1
-            self._marks.append(kept)
+        if self._kept_bytes > KEPT_BYTES:
+            self._compute()
+        kept.holders = first + (slot >= 0) + (fired_slot >= 0)
+        if first:
+            self._first = kept
+        if fired_slot >= 0:
+            _put(self._fired_sample, fired_slot, kept)
         if slot >= 0:
-            if slot < len(self._reservoir):
-                replaced = self._reservoir[slot]
-                if not replaced.mark:  # dropped: its references go
-                    self._kept_bytes -= replaced.nbytes
-                    replaced.names, replaced.values, replaced.nbytes = [], [], 0
-                self._reservoir[slot] = kept
-            else:
-                self._reservoir.append(kept)
+            _put(self._reservoir, slot, kept)
+
+    def _compute(self) -> None:
+        """Compute the figures of the steps kept since the last call, in one numpy call when
+        their arrays are alike (a rule reads the same tensors at every step)."""
+        pending = [e for e in self._pending if e.figures is None]
+        self._pending, self._kept_bytes = [], 0
+        if not pending:
+            return
+        values = [v for e in pending for v in e.values]
+        found = figures_alike(values)
+        if found is None:
+            for entry in pending:
+                entry.compute()
+            return
+        at = 0
+        for entry in pending:
+            n = len(entry.names)
+            entry.figures = list(zip(entry.names, repeat("mean |value|"), found[at : at + n]))
+            entry.names, entry.values = [], []
+            at += n
 
     def _count_run(self) -> None:
         """Count the steps of the run of steps that read the same tensors."""
-        if self._run is not None and self._repeats:
-            mode, names = self._run
+        if self._repeats:
+            mode, names = self._run_mode, self._run_names
             counts = self._counts.setdefault(mode, Counter())
             for name in set(names):
                 counts[name] += self._repeats
@@ -214,21 +280,29 @@ class ReadCharts:
             except Exception:  # a chart is a help; never fail a rule over it
                 continue
 
+    def names(self) -> set[str]:
+        """The tensors whose reads were offered."""
+        found = {name for counts in self._counts.values() for name in counts}
+        return found | set(self._run_names)
+
     def __len__(self) -> int:
         self._count_run()
         return sum(len(c) for c in self._counts.values())
 
-    def series(self, limit: int | None = None, room: int = 10**9) -> tuple[list[dict[str, Any]], int]:
+    def series(
+        self, limit: int | None = None, room: int = 10**9
+    ) -> tuple[list[dict[str, Any]], int]:
         """The series (``Series.to_dict``'s fields), at most ``room`` of them, each cut to about
         ``limit`` points besides the first, last and firing steps; and how many reads the
         series left out held."""
         self._count_run()
-        kept = [*self._marks, *self._reservoir]
+        self._compute()
+        marks = [e for e in (self._first, *self._fired_sample) if e is not None]
+        kept = list({id(e): e for e in (*marks, *self._reservoir)}.values())
         if self._last is not None:
-            kept.append(self._last)
-        for entry in kept:
-            self._kept_bytes -= entry.compute()
-        marked = {entry.step for entry in self._marks}
+            kept.append(_Kept(*self._last))
+            kept[-1].compute()
+        marked = {entry.step for entry in marks}
         if kept:
             marked.add(max(entry.step for entry in kept))
         by_key: dict[tuple[str, str, str | None], dict[int, float]] = {}

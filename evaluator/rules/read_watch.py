@@ -13,10 +13,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 from evaluator.modes import ModeKeys
 from evaluator.rules.read_charts import HELD_BYTES, MAX_READS_CHARTED, ReadCharts
 
 __all__ = ["ReadWatch"]
+
+_ndarray = np.ndarray
 
 
 class ReadWatch:
@@ -44,10 +48,14 @@ class ReadWatch:
         """Chart what the rule reads (a rule that records no comparisons: a user's rule):
         ``chart_reads`` offers each step's reads to the read charts."""
         self._watching = True
+        self.note_read = self._note_watched  # type: ignore[method-assign]
 
     def evaluating(self, step: int | None) -> None:
         """The rule is about to evaluate global ``step``: its reads of that step are charted
-        (``Rule.invoke`` calls this; reads of other steps are counted, not charted)."""
+        (``Rule.invoke`` calls this; reads of other steps are counted, not charted). Reads
+        left from a step whose evaluation raised are charted at that step first."""
+        if self._names:
+            self.chart_reads(self._now)
         self._now = step
 
     def chart_reads(self, step: int | None = None, fired: bool = False) -> None:
@@ -58,9 +66,20 @@ class ReadWatch:
         self._now = None
         if names:
             self._names, self._values, self._read_at, self._held = [], [], [], 0
+            self._reads += len(names)
             with self._lock:
                 charts = self._read_charts
-                charts.offer_pending(names, values, at, step, fired, self._mode_name)
+                if not at and step is not None:  # the reads of a step's evaluation
+                    try:
+                        charts.offer(step, self._mode_name(step), names, values, fired)
+                    except Exception:  # a chart is a help; never fail a rule over it
+                        pass
+                else:
+                    charts.offer_pending(names, values, at, step, fired, self._mode_name)
+
+    def _tensors_read(self) -> int:
+        """How many tensors were read (at most about 10,000 are told apart)."""
+        return len(self._read_tensors | self._read_charts.names() | set(self._names))
 
     def _mode_name(self, step: int) -> str | None:
         mode = self._mode_of(step)[0]
@@ -68,17 +87,28 @@ class ReadWatch:
 
     def note_read(self, name: str, step: int, value: Any = None) -> None:
         """A tensor was read, and ``value`` is what was read (``evaluator.trial.reads`` calls
-        this, in the rule's thread). A rule that watches its reads keeps a reference to it
-        until the end of the step (at most ``MAX_READS_CHARTED`` reads and ``HELD_BYTES``)."""
+        this, in the rule's thread): counted. ``watch_reads`` puts ``_note_watched`` in its
+        place."""
         self._reads += 1
         if len(self._read_tensors) < 10_000:
             self._read_tensors.add(name)
-        if self._watching and len(self._names) < MAX_READS_CHARTED:
-            now = self._now
+
+    def _note_watched(self, name: str, step: int, value: Any = None) -> None:
+        """``note_read`` of a rule that watches its reads: a read of the step evaluated keeps
+        a reference to what was read until the step ends (at most ``MAX_READS_CHARTED`` reads
+        and ``HELD_BYTES``; ``chart_reads`` counts its tensor)."""
+        now = self._now
+        names = self._names
+        if (step == now or now is None) and len(names) < MAX_READS_CHARTED:
+            if type(value) is _ndarray:  # (getattr(value, "nbytes", 0) costs a read 0.1 us)
+                self._held += value.nbytes
+                if self._held > HELD_BYTES:
+                    value = None  # counted, not charted
             if now is None:
                 self._read_at.append(step)
-            elif step != now:
-                return
-            self._held += getattr(value, "nbytes", 0)
-            self._names.append(name)
-            self._values.append(value if self._held <= HELD_BYTES else None)
+            names.append(name)
+            self._values.append(value)
+            return  # counted when charted (chart_reads)
+        self._reads += 1  # a read of another step, or past MAX_READS_CHARTED: not charted
+        if len(self._read_tensors) < 10_000:
+            self._read_tensors.add(name)

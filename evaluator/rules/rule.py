@@ -121,6 +121,7 @@ class Rule(ABC):
     def finish(self) -> None:
         """Run ``invoke_at_end`` as ``invoke`` runs ``invoke_at_step``: a step returned runs
         the actions and raises ``RuleEvaluationConditionMet`` for that step."""
+        self.evidence.evaluating(None)
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             step = self.invoke_at_end()
         self.evidence.chart_reads()

@@ -93,3 +93,30 @@ def test_a_rule_reading_is_charted_without_reading_again(tmp_path: Path, monkeyp
     assert charted[("w", "mean |value|")]["points"] == [[0, 2.0], [1, 4.0], [2, 6.0], [3, 8.0]]
     assert charted[("loss", "value")]["count"] == 4
     assert rule.evidence.reads == 11
+
+
+class _FailsAtOne(Rule):
+    def invoke_at_step(self, step: int) -> bool:
+        self.base_trial.tensor("w").value(step)
+        if step == 1:
+            raise RuntimeError("the rule's own bug")
+        return False
+
+
+def test_reads_of_a_step_that_raised_are_counted_and_charted_at_it(tmp_path: Path) -> None:
+    """A step whose evaluation raised leaves its reads behind: the next step charts them at
+    their own step, and they count as reads at once."""
+    writer = TrialWriter(tmp_path / "trial")
+    writer.write_collections([])
+    for step in range(3):
+        tensors = {"w": np.array([1.0, -1.0], np.float32) * (step + 1)}
+        writer.write_step(step, tensors, mode=ModeKeys.TRAIN, mode_step=step)
+    writer.end_training()
+    rule = _FailsAtOne(create_trial(str(tmp_path / "trial")))
+    for step in range(3):
+        try:
+            rule.invoke(step)
+        except RuntimeError:
+            assert rule.evidence.reads == 2
+    (series,) = rule.evidence.series()["series"]
+    assert series["points"] == [[0, 1.0], [1, 2.0], [2, 3.0]] and series["count"] == 3
