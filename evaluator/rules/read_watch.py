@@ -97,18 +97,21 @@ class ReadWatch:
         """``note_read`` of a rule that watches its reads: a read of the step evaluated keeps
         a reference to what was read until the step ends (at most ``MAX_READS_CHARTED`` reads
         and ``HELD_BYTES``; ``chart_reads`` counts its tensor)."""
-        now = self._now
         names = self._names
-        if (step == now or now is None) and len(names) < MAX_READS_CHARTED:
+        if step == self._now and len(names) < MAX_READS_CHARTED:  # the common case, lean
             if type(value) is _ndarray:  # (getattr(value, "nbytes", 0) costs a read 0.1 us)
-                self._held += value.nbytes
-                if self._held > HELD_BYTES:
+                held = self._held = self._held + value.nbytes
+                if held > HELD_BYTES:
                     value = None  # counted, not charted
-            if now is None:
-                self._read_at.append(step)
             names.append(name)
             self._values.append(value)
             return  # counted when charted (chart_reads)
+        if self._now is None and len(names) < MAX_READS_CHARTED:  # outside a step's evaluation
+            self._held += value.nbytes if type(value) is _ndarray else 0
+            self._read_at.append(step)
+            names.append(name)
+            self._values.append(value if self._held <= HELD_BYTES else None)
+            return
         self._reads += 1  # a read of another step, or past MAX_READS_CHARTED: not charted
         if len(self._read_tensors) < 10_000:
             self._read_tensors.add(name)
