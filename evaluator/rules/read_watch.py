@@ -21,6 +21,7 @@ from evaluator.rules.read_charts import HELD_BYTES, MAX_READS_CHARTED, ReadChart
 __all__ = ["ReadWatch"]
 
 _ndarray = np.ndarray
+_NOT_CHARTED = object()  # ``_now`` while no read is charted
 
 
 class ReadWatch:
@@ -34,7 +35,7 @@ class ReadWatch:
         self._watching = False  # chart what the rule reads (watch_reads)
         # The reads to chart: names, what was read, the bytes of arrays held, and the steps
         # read (only outside a step's evaluation: within it, reads of ``_now`` are kept).
-        self._now: int | None = None
+        self._now: object = None  # the step evaluated, None (any), or _NOT_CHARTED
         self._names: list[str] = []
         self._values: list[Any] = []
         self._held = 0
@@ -50,13 +51,14 @@ class ReadWatch:
         self._watching = True
         self.note_read = self._note_watched  # type: ignore[method-assign]
 
-    def evaluating(self, step: int | None) -> None:
+    def evaluating(self, step: int | None, *, charted: bool = True) -> None:
         """The rule is about to evaluate global ``step``: its reads of that step are charted
-        (``Rule.invoke`` calls this; reads of other steps are counted, not charted). Reads
-        left from a step whose evaluation raised are charted at that step first."""
+        (``Rule.invoke`` calls this; reads of other steps are counted, not charted; with
+        ``charted=False`` none is: the framework's fetch of the required tensors). Reads left
+        from a step whose evaluation raised are charted at that step first."""
         if self._names:
-            self.chart_reads(self._now)
-        self._now = step
+            self.chart_reads(self._now if isinstance(self._now, int) else None)
+        self._now = step if charted else _NOT_CHARTED
 
     def chart_reads(self, step: int | None = None, fired: bool = False) -> None:
         """Offer the reads noted since the last call at global ``step`` (evaluated; the rule

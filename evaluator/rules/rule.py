@@ -100,8 +100,9 @@ class Rule(ABC):
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             self.req_tensors.clear()
             self.set_required_tensors(step)
-            self.evidence.evaluating(step)
+            self.evidence.evaluating(None, charted=False)  # the fetch: counted, not charted
             self.req_tensors.fetch()
+            self.evidence.evaluating(step)
             met = self.invoke_at_step(step)
         try:
             fired = bool(met)
