@@ -42,7 +42,7 @@ __all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts", "figures"]
 MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
 SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
 HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
-KEPT_BYTES = 1024 * 1024  # arrays of the steps kept before their figures are computed (in cache)
+KEPT_BYTES = 16 * 1024 * 1024  # arrays held by the steps kept before their figures are computed
 
 Figure = tuple[str, str, float]  # tensor, quantity, value
 
