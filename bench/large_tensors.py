@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/large_tensors.py                     # write the trial once, run all
     .venv/bin/python bench/large_tensors.py --steps 10 --repeat 3 --sides ours,floor
-    .venv/bin/python bench/large_tensors.py --side ours|ours-serial|floor --trial T   # a child
+    .venv/bin/python bench/large_tensors.py --side ours|ours-serial|floor|floor-once --trial T
     bench/.work/venv-smdebug/bin/python bench/large_tensors.py --side smdebug --trial T
 
 The trial (issue 28; ``bench/.work/large_tensors/<steps>``, written once by **smdebug 1.0.34's
@@ -21,10 +21,13 @@ three rules as users write them against the Trial API:
 needs, the trial's defaults (its event files are read ahead in a second thread while the body
 works); ``ours-serial``: the same with ``prefetch_steps=0``, nothing read ahead (what the
 second core gives). ``smdebug``: smdebug 1.0.34's ``create_trial`` and ``value``, under its
-venv. ``floor``: no reader at all: read the index files, then per value read its record from
-the event file, frame it (lengths checked), find the tensor's bytes (the ``tensor_content``
-field's tag and length, searched in the record) and ``numpy.frombuffer`` them, then the same
-numpy work. Every side reports each body's seconds and a checksum of every number the bodies
+venv. The floors, no reader at all (bench/large_floor.py): ``floor`` reads each step's event
+file once per body (one open, one read into its own buffer, every record framed,
+``numpy.frombuffer`` of the tensors the body needs, the same numpy work), ``floor-once`` each
+event file once in the whole run (the three bodies' work on the step at hand);
+``floor-reopen`` is the floor before issue 42, which opened the event file and read the record
+for every value (it measured its own overhead: ours was 0.67x of it). Every side reports each
+body's seconds and a checksum of every number the bodies
 computed; the checksums must be equal. Medians over ``--repeat`` runs, alternating the sides;
 stored in ``bench/results_scale.json`` and RESULTS.md's section (``bench/scale_report.py``).
 Never run from the test suite.
@@ -47,7 +50,8 @@ SMDEBUG_PY = os.path.join(HERE, ".work", "venv-smdebug", "bin", "python")
 SIZE = 1_000_000
 GRADIENTS = [f"gradients/layer{i}/kernel" for i in range(4)]
 WEIGHTS = [f"weights/layer{i}/kernel" for i in range(4)]
-SIDES = ("floor", "ours", "ours-serial", "smdebug")
+SIDES = ("floor", "floor-once", "ours", "ours-serial", "smdebug", "floor-reopen")
+FLOORS = ("floor", "floor-once", "floor-reopen")
 
 
 def write_trial(path: str, steps: int) -> None:
@@ -134,6 +138,12 @@ class _Floor:
 def run_side(side: str, path: str) -> dict:
     import numpy as np
 
+    if side in ("floor", "floor-once"):
+        sys.path.insert(0, HERE)
+        from large_floor import run_floor
+
+        phases, numbers = run_floor(path, SIZE, GRADIENTS, WEIGHTS, once=side == "floor-once")
+        return _result(side, phases, numbers)
     start = time.perf_counter()
     if side == "smdebug":
         from smdebug.trials import create_trial as smdebug_trial
@@ -147,7 +157,7 @@ def run_side(side: str, path: str) -> dict:
         options = {"prefetch_steps": 0} if side == "ours-serial" else {}
         trial = create_trial(path, **options)
         steps = trial.steps()
-    if side == "floor":
+    if side == "floor-reopen":
         floor = _Floor(path)
         steps = floor.steps
         value = floor.value
@@ -179,7 +189,7 @@ def run_side(side: str, path: str) -> dict:
         for name in WEIGHTS:
             # a reader reads both steps through the API, as the rule does; the floor reads
             # each value once and keeps the previous step's
-            before = previous.get(name) if side == "floor" else value(name, step - 1)
+            before = previous.get(name) if side == "floor-reopen" else value(name, step - 1)
             if before is None:
                 before = value(name, step - 1)
             now = value(name, step)
@@ -187,6 +197,10 @@ def run_side(side: str, path: str) -> dict:
             numbers.append(float(np.linalg.norm(now - before) / np.linalg.norm(before)))
     phases["WeightUpdateRatio"] = time.perf_counter() - t
     phases["rules"] = sum(v for k, v in phases.items() if k != "open")
+    return _result(side, phases, numbers)
+
+
+def _result(side: str, phases: dict, numbers: list[float]) -> dict:
     cpu = time.process_time()
     with open("/proc/self/status") as f:
         peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
@@ -260,10 +274,14 @@ def main() -> int:
         out[side]["peak_rss_mib"] = max(r["peak_rss_mib"] for r in rs)
         out[side]["cpu_s"] = round(statistics.median(r["cpu_s"] for r in rs), 2)
         out[side]["runs"] = [r["phases"]["rules"] for r in rs]
-    if "floor" in out:
-        for side in sides:
-            if side != "floor":
-                out[f"ratio_{side}"] = round(out[side]["rules"] / out["floor"]["rules"], 2)
+    for floor in FLOORS:
+        if floor in out:
+            for side in sides:
+                if side not in FLOORS:
+                    key = "ratio_" + side if floor == "floor" else f"ratio_{side}_{floor}"
+                    out[key] = round(out[side]["rules"] / out[floor]["rules"], 2)
+    if "ours" in out and "floor" in out:
+        out["ratio_ours_cpu"] = round(out["ours"]["cpu_s"] / out["floor"]["cpu_s"], 2)
     print(json.dumps(out, indent=1))
     sys.path.insert(0, HERE)
     from scale_report import store

@@ -230,6 +230,21 @@ def main() -> int:
     print(row)
     if not args.no_write_results:
         _write_results(row)
+        sys.path.insert(0, str(ROOT / "bench"))
+        from scale_report import store  # the figures bench/guard.py compares
+
+        store(
+            "tensorboard",
+            {
+                "scalars": args.scalars,
+                "histograms": args.histograms,
+                "cpu_s": {"tensorboard": tb["cpu_seconds"], "ours": ours["cpu_seconds"]},
+                "peak_mib": {"tensorboard": tb["peak_mib"], "ours": ours["peak_mib"]},
+                "speedup_cpu": round(speed, 2),
+                "memory_ratio": round(memory, 2),
+                "match": match,
+            },
+        )
     return 0 if match else 1
 
 

@@ -30,7 +30,9 @@ mode, a tensor's norm) with ``record``::
     self.evidence.record(step, name, quantity="loss", value=loss, mode=ModeKeys.EVAL)
 
 A rule that records no comparisons (one written for smdebug) has what it reads charted
-(``watch_reads``; ``Rule.invoke`` calls ``chart_reads`` after each step).
+(``watch_reads``; ``Rule.invoke`` calls ``chart_reads`` after each step): the reads are kept
+by reference, steps are sampled, and figures are computed for the steps kept only
+(``evaluator.rules.read_charts``), never by reading a value again.
 
 A series is bounded whatever the run's length: it keeps the lowest and the highest value of
 each of at most ``SERIES_BUCKETS`` runs of consecutive steps (so a spike survives), and its
@@ -52,7 +54,7 @@ from typing import Any
 from evaluator.modes import ModeKeys
 from evaluator.rules.checks import Check, SelectionHint, default_sentence
 from evaluator.rules.diagnosis import Diagnosis
-from evaluator.rules.read_charts import chart_read
+from evaluator.rules.read_watch import ReadWatch
 from evaluator.rules.series import MAX_MARKS, SERIES_BUCKETS, Series, json_number
 from evaluator.rules.series_set import MAX_SERIES, SeriesSet
 
@@ -74,10 +76,9 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
 }
 MAX_FIRINGS = 100  # firing comparisons kept per rule (the count goes on)
-MAX_READS_CHARTED = 200  # reads charted per step of a rule that watches its reads
 
 
-class Evidence:
+class Evidence(ReadWatch):
     """The comparisons and reads of one rule. Thread-safe: the evaluator reads it while the
     rule's thread writes it."""
 
@@ -89,8 +90,6 @@ class Evidence:
         self._tensors: set[str] = set()
         self._steps: set[int] = set()
         self._comparisons = 0
-        self._reads = 0
-        self._read_tensors: set[str] = set()
         self._closest: dict[tuple[str, str], Check] = {}
         self._closest_margin: dict[tuple[str, str], float] = {}
         self._firings: list[Check] = []
@@ -100,8 +99,7 @@ class Evidence:
         self._mode_cache: tuple[int, ModeKeys | None, int | None] | None = None
         self._series = SeriesSet()
         self._labels = self._series.labels  # looked up for every comparison
-        self._watching = False  # chart what the rule reads (watch_reads)
-        self._pending: list[tuple[str, int]] = []
+        self._init_reads()
 
     # ---- recording (the rule's thread) ----------------------------------------------------
 
@@ -216,27 +214,6 @@ class Evidence:
             names, quantity, None, None, step, float(value), None, False, math.nan, mode_name
         )
 
-    def watch_reads(self) -> None:
-        """Chart what the rule reads (a rule that records no comparisons: a user's rule):
-        ``chart_reads`` adds each tensor value read at a step to a series."""
-        self._watching = True
-
-    def chart_reads(self, step: int | None = None) -> None:
-        """Add the values the rule read since the last call (``note_read``) at global
-        ``step`` (the step it evaluated; any step when None) to their series
-        (``evaluator.rules.read_charts``). A read of another step (a window, or a mode step) is left out: the
-        observer does not say which mode a step number counts in. Read again outside the
-        rule's observer (from the reader's cache, mostly): it counts as no read. Never
-        raises."""
-        pending, self._pending = self._pending, []
-        for name, read_step in dict.fromkeys(pending):
-            if step is not None and read_step != step:
-                continue
-            try:
-                chart_read(self.trial, name, read_step, self._mode_of(read_step)[0], self.record)
-            except Exception:  # a chart is a help; never fail a rule over it
-                continue
-
     def _add_point(
         self,
         names: tuple[str, ...],
@@ -265,15 +242,6 @@ class Evidence:
         self._comparisons += 1
         self._tensors.update((tensors,) if isinstance(tensors, str) else tensors)
         self._steps.add(step)
-
-    def note_read(self, name: str, step: int) -> None:
-        """A tensor value was read (``evaluator.trial.reads`` calls this, in the rule's
-        thread)."""
-        self._reads += 1
-        if len(self._read_tensors) < 10_000:
-            self._read_tensors.add(name)
-        if self._watching and len(self._pending) < MAX_READS_CHARTED:
-            self._pending.append((name, step))
 
     def _fire(
         self, check: Check, sentence: str | Callable[[], str] | None, *, note: bool = False
@@ -330,12 +298,12 @@ class Evidence:
 
     @property
     def reads(self) -> int:
-        return self._reads
+        return self._reads + len(self._names)  # (this step's charted reads are counted after it)
 
     def checked_anything(self, *, reads_count: bool = True) -> bool:
         """Whether the rule compared anything or, when ``reads_count`` (a rule that does not
         record its comparisons), read any tensor value."""
-        return self._comparisons > 0 or (reads_count and self._reads > 0)
+        return self._comparisons > 0 or (reads_count and self.reads > 0)
 
     def counts(self) -> dict[str, int]:
         """The progress line's counters."""
@@ -343,7 +311,7 @@ class Evidence:
             return {
                 "tensors_checked": len(self._tensors),
                 "comparisons": self._comparisons,
-                "tensor_values_read": self._reads,
+                "tensor_values_read": self.reads,
             }
 
     def firings_at(self, step: int) -> list[Check]:
@@ -364,7 +332,13 @@ class Evidence:
         """Every series as JSON-ready dicts (``Series.to_dict``), each cut to about ``limit``
         points besides its marks, and how many comparisons fell outside ``MAX_SERIES``."""
         with self._lock:
-            return self._series.to_dict(limit)
+            found = self._series.to_dict(limit)
+            if len(self._read_charts):
+                room = max(0, MAX_SERIES - len(found["series"]))
+                charts, left_out = self._read_charts.series(limit, room)
+                found["series"].extend(charts)
+                found["points_left_out"] += left_out
+            return found
 
     def summary(self) -> dict[str, Any]:
         """The result file's ``evidence`` object (see ``evaluator.status.files``); ``series``
@@ -375,12 +349,12 @@ class Evidence:
                 "tensors_checked": len(self._tensors),
                 "steps_checked": len(self._steps),
                 "comparisons": self._comparisons,
-                "tensor_values_read": self._reads,
-                "tensors_read": len(self._read_tensors),
+                "tensor_values_read": self.reads,
+                "tensors_read": self._tensors_read(),
                 "firings": self._firing_count,
                 "reasons": [c.to_dict() for c in self._firings],
                 "closest": [c.to_dict() for c in closest],
-                "series": len(self._series),
+                "series": len(self._series) + len(self._read_charts),
                 **(
                     {"note_count": self._note_count, "notes": [c.to_dict() for c in self._notes]}
                     if self._note_count

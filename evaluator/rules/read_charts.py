@@ -1,35 +1,355 @@
 """Charting what a rule reads (a rule that records no comparisons, such as a user's rule
-written for smdebug): each tensor value read becomes a point of a series of its own
-(``Evidence.watch_reads`` / ``chart_reads``)."""
+written for smdebug): each tensor read becomes a series of its own (``Evidence.watch_reads``).
+
+This sits on the rule's hot path, so it is paid by the step, not by the read, and no value is
+ever read again for a chart:
+
+* a read is noted with a reference to what was read (``Evidence.note_read``: the array the
+  rule got, or the reductions it read), at most ``MAX_READS_CHARTED`` per step;
+* after the step (``ReadCharts.offer``) the steps are sampled as TensorBoard downsamples its
+  scalars: a reservoir of ``SAMPLED_STEPS`` steps (Algorithm L, seeded, so a run charts the
+  same steps every time), a second one as large of the steps the rule fired at (every firing
+  step while there are no more than that), the first step and the last step. A step not kept
+  is dropped at once (the last one when a later step replaces it);
+* the steps kept hold their references until ``KEPT_BYTES`` of arrays are held or the report
+  asks (``series``); then their figures are computed, alike arrays of all of them in one
+  numpy call (a step replaced in the reservoir before that is never computed): a scalar as
+  ``value``, an array as ``mean |value|``, a reduction as itself.
+
+An array the rule changes in place after reading it is charted as changed (the reference is
+the rule's own array: a copy would cost every read what the chart saves).
+
+A series counts the steps at which its tensor was read. Reads of another step than the one
+evaluated (a window, the step before) are counted as reads but not charted: the observer does
+not say which mode such a step number counts in.
+"""
 
 from __future__ import annotations
 
+import math
+import random
+from collections import Counter
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from evaluator.modes import ModeKeys
+from evaluator.rules.series import Point, _decimate, json_number
 
-__all__ = ["chart_read"]
+__all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts", "figures"]
+
+MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
+SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
+HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
+KEPT_BYTES = 16 * 1024 * 1024  # arrays held by the steps kept before their figures are computed
+
+Figure = tuple[str, str, float]  # tensor, quantity, value
 
 
-def chart_read(
-    trial: Any, name: str, step: int, mode: ModeKeys | None, record: Callable[..., None]
-) -> None:
-    """Give ``record`` (``Evidence.record``) the value of tensor ``name`` at global ``step``:
-    a scalar as ``value``, an array as ``mean |value|``; a tensor saved as reductions only,
-    each reduction. Raises what reading the tensor raises."""
-    tensor = trial.tensor(name)
-    try:
-        value = np.asarray(tensor.value(step), dtype=np.float64)
-    except Exception:
-        for (reduction, absolute), saved in tensor.reduction_values(step).items():
-            label = f"{'abs ' if absolute else ''}{reduction}"
-            record(step, name, quantity=label, value=float(saved), mode=mode)
-        return
-    if value.size == 1:
-        record(step, name, quantity="value", value=float(value.ravel()[0]), mode=mode)
-    elif value.size:
-        mean = float(np.abs(value).mean())
-        record(step, name, quantity="mean |value|", value=mean, mode=mode)
+def figures(names: list[str], values: list[Any]) -> list[Figure]:
+    """The chart figures of one step's reads (``names[i]`` read as ``values[i]``): a scalar
+    as ``value``, an array as ``mean |value|`` (arrays of one shape in one numpy call: a rule
+    reads alike tensors at a step), reductions (a dict) as ``[abs ]<reduction>``; what is
+    neither is left out, and a tensor read twice is charted once."""
+    unique = dict(zip(names, values))  # a tensor read twice: the same array twice
+    means = figures_alike(list(unique.values()))
+    if means is not None:
+        return list(zip(unique, repeat("mean |value|"), means))
+    out: list[Figure] = []
+    groups: dict[tuple[Any, ...], list[tuple[str, np.ndarray]]] = {}
+    arrays: set[str] = set()
+    for name, what in zip(names, values):
+        if isinstance(what, dict):
+            for key, saved in what.items():
+                try:
+                    reduction, absolute = key
+                    out.append((name, f"{'abs ' if absolute else ''}{reduction}", float(saved)))
+                except (TypeError, ValueError):
+                    continue
+            continue
+        try:
+            array = what if type(what) is np.ndarray else np.asarray(what)
+        except Exception:  # something that is no array: nothing to chart
+            continue
+        if array.dtype.kind not in "biuf" or not array.size or name in arrays:
+            continue
+        arrays.add(name)
+        if array.size == 1:
+            out.append((name, "value", float(array.reshape(-1)[0])))
+        else:
+            groups.setdefault((array.shape, array.dtype), []).append((name, array))
+    for group in groups.values():
+        stacked = np.stack([a for _, a in group]).reshape(len(group), -1)
+        means = (_sums(stacked) / stacked.shape[1]).tolist()
+        out.extend((name, "mean |value|", mean) for (name, _), mean in zip(group, means))
+    return out
+
+
+def figures_alike(values: list[Any]) -> list[float] | None:
+    """mean |value| of each of ``values`` when they are numeric arrays of one shape (of more
+    than one element), in one numpy call; None otherwise."""
+    first = values[0] if values else None
+    if type(first) is not np.ndarray or first.size < 2:
+        return None
+    try:  # every value an array of first's shape, or it raises
+        stacked = np.array(values)
+    except (ValueError, TypeError):
+        return None
+    if stacked.shape[1:] != first.shape or stacked.dtype.kind not in "biuf":
+        return None
+    means: list[float] = (_sums(stacked.reshape(len(values), -1)) / first.size).tolist()
+    return means
+
+
+def _sums(rows: np.ndarray) -> np.ndarray:
+    """The sum of |x| of each row, in float64 (``abs`` of a float is exact in its own dtype;
+    integers are converted first: ``abs`` of the most negative one overflows)."""
+    if rows.dtype.kind != "f":
+        rows = rows.astype(np.float64)
+    np.abs(rows, out=rows)  # rows are a copy made for this
+    sums: np.ndarray = np.add.reduce(rows, axis=1, dtype=np.float64)
+    return sums
+
+
+class _Kept:
+    """A step kept: its reads by reference (``names``, ``values``) until ``figures`` are
+    computed."""
+
+    __slots__ = ("figures", "holders", "mode", "names", "nbytes", "step", "values")
+
+    def __init__(self, step: int, mode: str | None, names: list[str], values: list[Any]) -> None:
+        self.step, self.mode, self.names, self.values = step, mode, names, values
+        self.nbytes = 0  # counted when kept
+        self.figures: list[Figure] | None = None
+        self.holders = 0  # the reservoirs (and the first step's place) holding it
+
+    def compute(self) -> None:
+        """Compute the figures (once) and drop the references."""
+        if self.figures is None:
+            self.figures = figures(self.names, self.values) if self.names else []
+            self.names, self.values = [], []
+
+
+class _Reservoir:
+    """Which items a reservoir of ``size`` takes (Algorithm L: the items skipped cost one
+    comparison each; the same sample as Algorithm R's, seeded by ``rng``)."""
+
+    __slots__ = ("_next", "_rng", "_w", "seen", "size")
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size, self._rng, self.seen = size, rng, 0
+        self._w = math.exp(math.log(rng.random() or 1e-300) / size) if size else 1.0
+        self._next = size + self._skip() if size else -1
+
+    def _skip(self) -> int:
+        return int(math.log(self._rng.random() or 1e-300) / math.log1p(-self._w)) + 1
+
+    def take(self) -> int:
+        """The slot the next item takes, -1 for none."""
+        self.seen += 1
+        if self.seen <= self.size:
+            return self.seen - 1
+        if self.seen != self._next:
+            return -1
+        self._w *= math.exp(math.log(self._rng.random() or 1e-300) / self.size)
+        self._next = self.seen + self._skip()
+        return self._rng.randrange(self.size)
+
+
+def _put(sample: list[_Kept], slot: int, kept: _Kept) -> None:
+    """Put ``kept`` in ``slot`` of a reservoir; an entry it replaces that no other reservoir
+    holds is dropped (never computed, if it was not yet)."""
+    if slot < len(sample):
+        replaced = sample[slot]
+        replaced.holders -= 1
+        if replaced.holders <= 0 and replaced.figures is None:
+            replaced.figures, replaced.names, replaced.values = [], [], []
+        sample[slot] = kept
+    else:
+        sample.append(kept)
+
+
+class ReadCharts:
+    """The sampled steps of what one rule read, and how many steps read each tensor. Written
+    by the rule's thread (``offer``), read by ``series``: the owning ``Evidence`` locks both."""
+
+    def __init__(self, sampled: int = SAMPLED_STEPS) -> None:
+        self.sampled = sampled
+        rng = random.Random(0)
+        self._steps = _Reservoir(sampled, rng)
+        self._firings = _Reservoir(sampled, rng)
+        self._reservoir: list[_Kept] = []
+        self._first: _Kept | None = None
+        self._fired_sample: list[_Kept] = []  # a reservoir of the firing steps
+        self._pending: list[_Kept] = []  # kept, figures not computed yet
+        self._kept_bytes = 0  # of the arrays they hold
+        self._last: tuple[int, str | None, list[str], list[Any]] | None = None
+        self._counts: dict[str | None, Counter[str]] = {}
+        self._run_names: list[str] = []  # the tensors of the run of steps that read the same
+        self._run_mode: str | None = None
+        self._run_unique = True
+        self._repeats = 0
+
+    def offer(
+        self, step: int, mode: str | None, names: list[str], values: list[Any], fired: bool
+    ) -> None:
+        """The reads of one evaluated ``step`` in ``mode``: ``names[i]`` read as ``values[i]``."""
+        if names != self._run_names or mode != self._run_mode:  # (the same tensors, mostly)
+            self._count_run()
+            self._run_names, self._run_mode = names, mode
+            self._run_unique = len(set(names)) == len(names)
+        self._repeats += 1
+        slot = self._steps.take()
+        fired_slot = self._firings.take() if fired else -1  # a reservoir of their own
+        first = self._steps.seen == 1
+        if slot < 0 and fired_slot < 0 and not first:
+            self._last = (step, mode, names, values)  # held until a later step replaces it
+            return
+        self._last = None
+        if not self._run_unique:  # a tensor read twice at the step: charted once
+            unique = dict(zip(names, values))
+            names, values = list(unique), list(unique.values())
+        kept = _Kept(step, mode, names, values)
+        ndarray = np.ndarray
+        kept.nbytes = sum([v.nbytes for v in values if type(v) is ndarray])
+        self._pending.append(kept)
+        self._kept_bytes += kept.nbytes
+        if self._kept_bytes > KEPT_BYTES:
+            self._compute()
+        kept.holders = first + (slot >= 0) + (fired_slot >= 0)
+        if first:
+            self._first = kept
+        if fired_slot >= 0:
+            _put(self._fired_sample, fired_slot, kept)
+        if slot >= 0:
+            _put(self._reservoir, slot, kept)
+
+    def _compute(self) -> None:
+        """Compute the figures of the steps kept since the last call, in one numpy call when
+        their arrays are alike (a rule reads the same tensors at every step)."""
+        pending = [e for e in self._pending if e.figures is None]
+        self._pending, self._kept_bytes = [], 0
+        if not pending:
+            return
+        values = [v for e in pending for v in e.values]
+        found = figures_alike(values)
+        if found is None:
+            for entry in pending:
+                entry.compute()
+            return
+        at = 0
+        for entry in pending:
+            n = len(entry.names)
+            entry.figures = list(zip(entry.names, repeat("mean |value|"), found[at : at + n]))
+            entry.names, entry.values = [], []
+            at += n
+
+    def _count_run(self) -> None:
+        """Count the steps of the run of steps that read the same tensors."""
+        if self._repeats:
+            mode, names = self._run_mode, self._run_names
+            counts = self._counts.setdefault(mode, Counter())
+            for name in set(names):
+                counts[name] += self._repeats
+        self._repeats = 0
+
+    def offer_pending(
+        self,
+        names: list[str],
+        values: list[Any],
+        steps: list[int],
+        step: int | None,
+        fired: bool,
+        mode_of: Callable[[int], str | None],
+    ) -> None:
+        """``offer`` the reads (``names[i]`` read as ``values[i]``) of the evaluated ``step``
+        in its mode (``mode_of``): all of them when ``steps`` is empty, else those read at
+        ``steps[i] == step`` (at each step read, when ``step`` is None). Never raises."""
+        by_step: dict[int, tuple[list[str], list[Any]]] = {}
+        if not steps and step is not None:
+            by_step[step] = (names, values)  # the reads of a step's evaluation
+        for name, s, what in zip(names, steps, values):
+            if step is None or s == step:
+                found = by_step.setdefault(s, ([], []))
+                found[0].append(name)
+                found[1].append(what)
+        for read_step, (read, what) in by_step.items():
+            try:
+                self.offer(read_step, mode_of(read_step), read, what, fired)
+            except Exception:  # a chart is a help; never fail a rule over it
+                continue
+
+    def names(self) -> set[str]:
+        """The tensors whose reads were offered."""
+        found = {name for counts in self._counts.values() for name in counts}
+        return found | set(self._run_names)
+
+    def __len__(self) -> int:
+        self._count_run()
+        return sum(len(c) for c in self._counts.values())
+
+    def series(
+        self, limit: int | None = None, room: int = 10**9
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The series (``Series.to_dict``'s fields), at most ``room`` of them, each cut to about
+        ``limit`` points besides the first, last and firing steps; and how many reads the
+        series left out held."""
+        self._count_run()
+        self._compute()
+        marks = [e for e in (self._first, *self._fired_sample) if e is not None]
+        kept = list({id(e): e for e in (*marks, *self._reservoir)}.values())
+        if self._last is not None:
+            kept.append(_Kept(*self._last))
+            kept[-1].compute()
+        marked = {entry.step for entry in marks}
+        if kept:
+            marked.add(max(entry.step for entry in kept))
+        by_key: dict[tuple[str, str, str | None], dict[int, float]] = {}
+        for entry in kept:
+            for name, quantity, value in entry.figures or ():
+                by_key.setdefault((name, quantity, entry.mode), {}).setdefault(entry.step, value)
+        out: list[dict[str, Any]] = []
+        left_out = 0
+        for (name, quantity, mode), points in sorted(by_key.items(), key=_order):
+            count = self._counts.get(mode, Counter()).get(name, 0)
+            if len(out) >= room:
+                left_out += count
+                continue
+            out.append(_series_dict(name, quantity, mode, count, _cut(points, marked, limit)))
+        return out, left_out
+
+
+def _order(item: tuple[tuple[str, str, str | None], Any]) -> tuple[str, str, str]:
+    name, quantity, mode = item[0]
+    return (name, quantity, mode or "")
+
+
+def _cut(points: dict[int, float], marked: set[int], limit: int | None) -> list[Point]:
+    """The points in step order, about ``limit`` of them (lowest and highest of runs) besides
+    the marked steps."""
+    ordered = sorted(points.items())
+    if limit is None or len(ordered) <= limit:
+        return ordered
+    kept = set(_decimate(ordered, max(1, limit // 2)))
+    kept.update((s, v) for s, v in ordered if s in marked)
+    return sorted(kept, key=lambda p: p[0])
+
+
+def _series_dict(
+    name: str, quantity: str, mode: str | None, count: int, points: list[Point]
+) -> dict[str, Any]:
+    return {
+        "tensors": [name],
+        "quantity": quantity,
+        "mode": mode,
+        "parameter": None,
+        "comparison": None,
+        "threshold": None,
+        "threshold_changes": [],
+        "count": count,
+        "points": [[s, json_number(v)] for s, v in points],
+        "firings": [],
+        "firing_count": 0,
+        "closest": None,
+    }

@@ -100,9 +100,15 @@ class Rule(ABC):
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             self.req_tensors.clear()
             self.set_required_tensors(step)
+            self.evidence.evaluating(None, charted=False)  # the fetch: counted, not charted
             self.req_tensors.fetch()
+            self.evidence.evaluating(step)
             met = self.invoke_at_step(step)
-        self.evidence.chart_reads(step)
+        try:
+            fired = bool(met)
+        except Exception:  # raised again below, as smdebug raises it
+            fired = False
+        self.evidence.chart_reads(step, fired)
         if met:
             raise self._condition_met(step)
 
@@ -116,6 +122,7 @@ class Rule(ABC):
     def finish(self) -> None:
         """Run ``invoke_at_end`` as ``invoke`` runs ``invoke_at_step``: a step returned runs
         the actions and raises ``RuleEvaluationConditionMet`` for that step."""
+        self.evidence.evaluating(None)
         with no_refresh(self.trials), observe_reads(self.evidence.note_read):
             step = self.invoke_at_end()
         self.evidence.chart_reads()

@@ -31,6 +31,7 @@ __all__ = ["LocalFolders", "LocalStorage", "check_local_folder"]
 
 _TEMPORARY_SUFFIX = ".tmp"  # smdebug writes <name>.tmp and renames it when complete
 _CHUNK = 8 << 20
+_ONE_READ = 1 << 30  # a range up to this size is read with one pread
 
 
 class LocalStorage:
@@ -261,9 +262,16 @@ def _read_all(fd: int) -> bytes:
 
 
 def _pread(fd: int, start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of an open file; fewer only when the file ends first."""
-    parts: list[bytes] = []
-    position = start
+    """Bytes ``[start, end)`` of an open file; fewer only when the file ends first. One
+    ``pread`` of what the file holds there (pieces joined would copy every byte again)."""
+    end = min(end, max(start, os.fstat(fd).st_size))
+    if end - start <= _ONE_READ:
+        first = os.pread(fd, end - start, start)
+        if len(first) == end - start or not first:
+            return first
+        parts, position = [first], start + len(first)  # a short read: the rest in pieces
+    else:
+        parts, position = [], start
     while position < end:  # pread may return less than asked before the end: keep going
         # os.pread allocates what it is asked for: cap it, an ``end`` far past EOF is allowed.
         chunk = os.pread(fd, min(end - position, _CHUNK), position)

@@ -8,7 +8,9 @@ The hot path (``read_in``, which ``Tensor.value`` and the batch read call): the 
 read in the previous file of the same index layout are decoded from the file at hand in one
 loop as soon as it is read (``RecordLayouts.fast_many``), into the reader's private
 ``_DecodedFile``: a rule reads the same tensors at every step, so a value is then a lookup and
-a copy. Records that loop cannot read go the checked way, one by one.
+a copy. The file decoded before it is kept too (``_previous``): a rule that reads the step
+before as well (an update ratio) finds both, instead of decoding each file again at every
+switch. Records that loop cannot read go the checked way, one by one.
 
 Values are private: every array handed out with ``copy=True`` (what the Tensor API does) is a
 new, writable array; ``copy=False`` gives a read-only view of the event file's bytes, for a
@@ -82,6 +84,7 @@ class ValueReader:
         self._prefetch = Prefetcher(cache, source, loop, self._wanted_span)
         self._bytes = EventBytes(cache, source, storage, loop, self._prefetch, root=root)
         self._decoded = _NONE_DECODED
+        self._previous = _NONE_DECODED  # the file decoded before it, still at hand
         self._predicted: dict[Layout, list[int]] = {}
 
     def read_in(
@@ -92,6 +95,8 @@ class ValueReader:
         its decoded records; a copy, unless ``copy=False`` (a read-only view of the bytes, for
         a caller that reduces or stacks the arrays without keeping them)."""
         decoded = self._decoded
+        if decoded.starts is not file.starts:
+            decoded = self._previous  # a rule reading the step before too (an update ratio)
         if decoded.starts is file.starts:
             value = decoded.views[i]
             if value is not None:
@@ -169,6 +174,7 @@ class ValueReader:
             self._layouts.fast_many(
                 recent[2], recent[1], file.layout.names, file.starts, file.lengths, wanted, views
             )
+        self._previous = self._decoded
         decoded = self._decoded = _DecodedFile(file, views)
         return decoded
 
@@ -310,4 +316,4 @@ class ValueReader:
     def forget(self) -> None:
         """Let go of the file held at hand (the trial is closing)."""
         self._bytes.forget()
-        self._decoded = _NONE_DECODED
+        self._decoded = self._previous = _NONE_DECODED

@@ -117,13 +117,15 @@ class Tensor:
                 name = self.name
                 i = sole.layout.position.get(name)
                 if i is not None:
+                    value = self._read_in(sole, i, name, step_num, mode)
                     observer = observing()  # note_read, inlined
                     if observer is not None:
-                        observer(name, step_num)
-                    return self._read_in(sole, i, name, step_num, mode)
+                        observer(name, step_num, value)
+                    return value
         if self._held is not None:
-            note_read(self.name, step_num)
-            return self._held.value(self._view, self.name, step_num, mode, worker)
+            value = self._held.value(self._view, self.name, step_num, mode, worker)
+            note_read(self.name, step_num, value)
+            return value
         file = self._file(step_num, mode, worker)
         saved = file.location(self.name)
         if saved is None:
@@ -133,10 +135,11 @@ class Tensor:
             raise TensorUnavailableForStep(
                 self.name, step_num, mode, has_reductions=held is not None
             )
-        note_read(self.name, step_num)
-        return self._view.reader.read_value(
+        value = self._view.reader.read_value(
             (file.event_key, *saved), what=(self.name, step_num, mode)
         )
+        note_read(self.name, step_num, value)
+        return value
 
     def reduction_value(
         self,
@@ -148,25 +151,28 @@ class Tensor:
     ) -> Any:
         """A reduction (min, max, mean, std, variance, sum, prod, l1, l2) at ``step_num``:
         the saved one if the hook saved it, else computed from the raw tensor."""
+        how = (reduction_name, abs)
         if self._held is not None:
-            note_read(self.name, step_num)
-            how = (reduction_name, abs)
-            return self._held.reduction_value(self._view, self.name, step_num, mode, worker, how)
+            value = self._held.reduction_value(self._view, self.name, step_num, mode, worker, how)
+            note_read(self.name, step_num, {how: value})
+            return value
         entry = self._step(step_num, mode, worker)
-        note_read(self.name, step_num)
         reader, what = self._view.reader, (self.name, step_num, mode)
-        saved = entry.reductions.get((reduction_name, abs))
+        saved = entry.reductions.get(how)
         if saved is not None:
-            return reader.read_value(saved, what=what, layout=(self.name, reduction_name, abs))
-        location = entry.location
-        if location is None:
-            raise TensorUnavailableForStep(reduction_name, step_num, mode)
-        return reader.computed_reduction(
-            location,
-            reduction_name,
-            abs,
-            lambda: reader.value_to_reduce(location, what),
-        )
+            value = reader.read_value(saved, what=what, layout=(self.name, reduction_name, abs))
+        else:
+            location = entry.location
+            if location is None:
+                raise TensorUnavailableForStep(reduction_name, step_num, mode)
+            value = reader.computed_reduction(
+                location,
+                reduction_name,
+                abs,
+                lambda: reader.value_to_reduce(location, what),
+            )
+        note_read(self.name, step_num, {how: value})
+        return value
 
     def reduction_values(
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
@@ -174,16 +180,17 @@ class Tensor:
         """Every *saved* reduction at ``step_num``, keyed by ``(name, abs)`` (a TensorBoard
         histogram's buckets and count are not reductions: see ``histogram``)."""
         if self._held is not None:
-            note_read(self.name, step_num)
-            return self._held.reduction_values(self._view, self.name, step_num, mode, worker)
-        entry = self._step(step_num, mode, worker)
-        note_read(self.name, step_num)
-        reader, what = self._view.reader, (self.name, step_num, mode)
-        return {
-            key: reader.read_value(loc, what=what, layout=(self.name, *key))
-            for key, loc in entry.reductions.items()
-            if key[0] not in _NOT_REDUCTIONS
-        }
+            found = self._held.reduction_values(self._view, self.name, step_num, mode, worker)
+        else:
+            entry = self._step(step_num, mode, worker)
+            reader, what = self._view.reader, (self.name, step_num, mode)
+            found = {
+                key: reader.read_value(loc, what=what, layout=(self.name, *key))
+                for key, loc in entry.reductions.items()
+                if key[0] not in _NOT_REDUCTIONS
+            }
+        note_read(self.name, step_num, found)
+        return found
 
     def histogram(
         self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None
@@ -269,8 +276,8 @@ class Tensor:
                 values = np.zeros(0)
             observer = observing()
             if observer is not None:
-                for s in steps:
-                    observer(self.name, s)
+                for i, s in enumerate(steps):
+                    observer(self.name, s, values[i])
             return Column(self.name, steps, values)
         read = {s: self.value(s, mode=mode) for s in self.steps(mode=mode)}
         arrays = list(read.values())

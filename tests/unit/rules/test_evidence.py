@@ -23,6 +23,7 @@ from evaluator.rules.series import _higher, _lower
 from evaluator.rules.series_set import _QUANTITY_CACHE
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
+from evaluator.trial.reads import observe_reads
 
 
 @pytest.fixture
@@ -217,10 +218,12 @@ def test_chart_reads_charts_what_was_read_at_the_evaluated_step(tmp_path: Path) 
         tensors = {"loss": np.float32(scale), "w": np.array([-1.0, 3.0], np.float32) * scale}
         writer.write_step(step, tensors, mode=ModeKeys.TRAIN, mode_step=step)
     writer.end_training()
-    evidence = Evidence("Mine", create_trial(str(tmp_path / "trial")))
+    trial = create_trial(str(tmp_path / "trial"))
+    evidence = Evidence("Mine", trial)
     evidence.watch_reads()
-    for name, step in (("loss", 2), ("w", 2), ("loss", 1), ("loss", 2)):
-        evidence.note_read(name, step)
+    with observe_reads(evidence.note_read):
+        for name, step in (("loss", 2), ("w", 2), ("loss", 1), ("loss", 2)):
+            trial.tensor(name).value(step)
     evidence.chart_reads(2)
     charted = {
         (s["tensors"][0], s["quantity"], s["mode"]): s["points"]

@@ -113,7 +113,7 @@ def test_a_walk_stops_before_the_files_walked_pass_their_bound() -> None:
 def test_reads_are_counted_only_when_a_row_is_used(trial: Any) -> None:
     """The batch itself reports no reads to the rule's observer; Columns.note reports one."""
     seen: list[tuple[str, int]] = []
-    with observe_reads(lambda name, step: seen.append((name, step))):
+    with observe_reads(lambda name, step, _value: seen.append((name, step))):
         got = trial.columns(["w"], trial.steps())
         assert seen == []
         got.note("w", 3)

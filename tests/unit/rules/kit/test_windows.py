@@ -37,7 +37,7 @@ def test_windows_follow_the_steps_and_count_reads(make_trial: Callable[..., Any]
     trial = make_trial({s: {"t": np.full(64, s, np.float32)} for s in range(10)})
     rows = WindowedRows(trial, lambda r: r[:, 0], max_bytes=3 * 64 * 4)
     seen: list[tuple[str, int]] = []
-    with observe_reads(lambda name, step: seen.append((name, step))):
+    with observe_reads(lambda name, step, _value: seen.append((name, step))):
         got = [rows.get("t", s, ["t"]) for s in range(10)]
     assert got == list(range(10))
     assert seen == [("t", s) for s in range(10)]
@@ -72,7 +72,7 @@ def test_without_a_window_row_compute_runs_over_the_value_alone(
     batched = WindowedRows(trial, mean_abs)
     alone = WindowedRows(plain, mean_abs, alone_dtypes=[np.dtype(np.float32)])
     seen: list[tuple[str, int]] = []
-    with observe_reads(lambda name, step: seen.append((name, step))):
+    with observe_reads(lambda name, step, _value: seen.append((name, step))):
         got = [alone.get("t", s, ["t"]) for s in range(5)]
     assert got == [batched.get("t", s, ["t"]) for s in range(5)]
     assert seen == [("t", s) for s in range(5)]
@@ -170,7 +170,7 @@ def test_rows_before_come_from_the_window_or_are_read_alone(
             source, _differences, max_bytes=3 * 64 * 4, dtypes=None, alone_dtypes=None, before=1
         )
         seen: list[tuple[str, int]] = []
-        with observe_reads(lambda name, step, seen=seen: seen.append((name, step))):
+        with observe_reads(lambda name, step, _value, seen=seen: seen.append((name, step))):
             got = [rows.get("t", s, ["t"], earlier=[s - 1]) for s in range(1, 10)]
         assert got == [float(2 * s - 1) for s in range(1, 10)]
         assert seen == [("t", s) for p in range(1, 10) for s in (p, p - 1)]
@@ -210,7 +210,7 @@ def test_read_alone_earlier_values_stop_where_the_result_is_settled(
     rows = WindowedRows(alone, equal_run, dtypes=None, alone_dtypes=None, before=4)
     for step, expected, reads in [(5, 3, [5, 4, 3, 2]), (2, 1, [2, 1])]:
         seen: list[tuple[str, int]] = []
-        with observe_reads(lambda name, s, seen=seen: seen.append((name, s))):
+        with observe_reads(lambda name, s, _value, seen=seen: seen.append((name, s))):
             got = rows.get(
                 "t",
                 step,
