@@ -251,7 +251,8 @@ DOCUMENTED_WAIT = {
     "fires at the first evaluation (every 10 mode steps) whose anchor lies on it when the "
     "loss is smooth, or noisy with single values showing no fall and window means no fall "
     "beyond one standard error of the noise; else when the window means show none, up to "
-    "one window of 10 later (rules_builtin/_levels.py)",
+    "one window of 10 later (rules_builtin/_levels.py); these trials save the loss at every "
+    "step, so the noise-aware windows keep num_steps (rules_builtin/_cadence.py)",
     "PoorWeightInitialization": "the loss check: patience=5 TRAIN steps for a smooth loss, "
     "two windows of 5 for a noisy one; the variance and gradient checks: none",
     "Overtraining": "patience_train=5 TRAIN values / patience_validation=10 validation passes "
@@ -260,8 +261,10 @@ DOCUMENTED_WAIT = {
     "judged at the next non-EVAL step; Keras epoch-end logs are not averaged (1 epoch end = 1 "
     "value); the numpy scenarios run it with patience 20 on every step and EVAL every 4 saved "
     "steps",
-    "Overfit": "a complete validation pass (judged at the next non-EVAL step) whose mean is "
-    "not more than 1 % below the best earlier pass's (so never the first pass: a gap while "
+    "Overfit": "a complete validation pass (judged at the next non-EVAL step) that is not "
+    "below the best earlier pass by more than the passes' noise (smooth passes; 1 % with "
+    "noise_aware=false), or, on noisy passes, a mean of 2 to 5 passes risen above the lowest "
+    "earlier one beyond 1.5 standard errors and 5 % (so never the first pass: a gap while "
     "the validation loss still falls is not overfitting); its latest allowed step is the "
     "latest of the pass-mean, cumulative-mean and Keras epoch-end readings (bench/allowed/)",
 }
