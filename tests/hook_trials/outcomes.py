@@ -9,7 +9,6 @@ a rule that checked nothing is "checked nothing" (the evaluator's Error, exit 2)
 
 from __future__ import annotations
 
-import inspect
 import json
 import tempfile
 from pathlib import Path
@@ -18,10 +17,10 @@ from typing import Any
 from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import checked_nothing
-from evaluator.rules.loader import build_rule
 from evaluator.trial import create_trial
 from rules_builtin import registry
 from tests.scenarios.outcomes import Outcome
+from tests.support.builtin_rules import build_default
 
 __all__ = [
     "CONVERGED_MISFIRES",
@@ -82,12 +81,8 @@ def run_all(
 def _run(rule: str, trial: Any, out: Path) -> Outcome:
     if rule in NEEDS:
         return Outcome(note=NEEDS[rule])
-    cls = registry.lookup(rule)
-    params: dict[str, str] = {}
-    if "output_dir" in inspect.signature(cls.__init__).parameters:
-        params["output_dir"] = str(out)
     try:
-        instance = build_rule(cls, trial, params)
+        instance = build_default(rule, trial, out)
     except ConfigurationError as e:
         return Outcome(note="needs parameters" if "needs" in str(e) else f"error: {e}")
     try:

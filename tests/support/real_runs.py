@@ -14,7 +14,6 @@ steps (the event step TensorBoard shows), with its diagnosis (``evaluator.rules.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import tempfile
@@ -26,9 +25,9 @@ from evaluator.errors import ConfigurationError, InsufficientInformationForRuleI
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.diagnosis import CONVERGED, DIVERGING, NOT_LEARNING, OVERFITTING
-from evaluator.rules.loader import build_rule
 from evaluator.trial import create_trial
 from rules_builtin import registry
+from tests.support.builtin_rules import build_default
 
 __all__ = [
     "MATCHING",
@@ -100,13 +99,8 @@ def judge_log(path: Path, rules: list[str] | None = None) -> dict[str, Verdict]:
 
 
 def _judge(rule: str, trial: Any, out: Path) -> Verdict:
-    cls = registry.lookup(rule)
-    assert cls is not None, rule
-    params: dict[str, str] = {}
-    if "output_dir" in inspect.signature(cls.__init__).parameters:
-        params["output_dir"] = str(out)
     try:
-        instance = build_rule(cls, trial, params)
+        instance = build_default(rule, trial, out)
     except ConfigurationError as e:
         return Verdict(note="needs parameters" if "needs" in str(e) else f"error: {e}")
     try:

@@ -6,7 +6,6 @@ trial reads them as."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from evaluator.formats.tb_summary import phase_of_folder, phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
-from evaluator.rules.loader import build_rule
 from evaluator.trial import create_trial
 from rules_builtin import registry
+from tests.support.builtin_rules import build_default
 
 __all__ = ["ROOT", "RUNS", "Verdict", "labels", "run_rules", "tag_sources"]
 
@@ -70,12 +69,8 @@ def run_rules(run: str, workdir: Path | None = None) -> dict[str, Verdict]:
 def _verdict(rule: str, trial: Any, out: Path) -> Verdict:
     if rule in NEEDS_PARAMETERS:
         return Verdict(NEEDS_PARAMETERS[rule])
-    cls = registry.lookup(rule)
-    params: dict[str, str] = {}
-    if "output_dir" in inspect.signature(cls.__init__).parameters:
-        params["output_dir"] = str(out)
     try:
-        instance = build_rule(cls, trial, params)
+        instance = build_default(rule, trial, out)
     except ConfigurationError as e:
         return Verdict("needs parameters", message=str(e))
     try:
