@@ -261,12 +261,11 @@ DOCUMENTED_WAIT = {
     "judged at the next non-EVAL step; Keras epoch-end logs are not averaged (1 epoch end = 1 "
     "value); the numpy scenarios run it with patience 20 on every step and EVAL every 4 saved "
     "steps",
-    "Overfit": "a complete validation pass (judged at the next non-EVAL step) that is not "
-    "below the best earlier pass by more than the passes' noise (smooth passes; 1 % with "
-    "noise_aware=false), or, on noisy passes, a mean of 2 to 5 passes risen above the lowest "
-    "earlier one beyond 1.5 standard errors and 5 % (so never the first pass: a gap while "
-    "the validation loss still falls is not overfitting); its latest allowed step is the "
-    "latest of the pass-mean, cumulative-mean and Keras epoch-end readings (bench/allowed/)",
+    "Overfit": "a complete validation pass (judged at the next non-EVAL step) not below the "
+    "best earlier one by more than the passes' noise (1 % with noise_aware=false), or on "
+    "noisy passes a mean of 2-5 passes risen above the lowest beyond 1.5 standard errors and "
+    "5 % (never the first pass: a gap while the validation loss falls is not overfitting); "
+    "latest allowed: the pass-mean, cumulative-mean and Keras epoch-end readings' latest",
 }
 
 
