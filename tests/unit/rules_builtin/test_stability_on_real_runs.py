@@ -81,7 +81,8 @@ def test_injected_fault_is_caught(scratch: Path, fault: str, run: str) -> None:
     it, and not before it (the run is untouched until then)."""
     injected = inject(run, fault, scratch)
     if injected is None:
-        pytest.skip(f"{run} does not log {FAULTS[fault].tag} (or too few values)")
+        tags = " and ".join([FAULTS[fault].tag, *(t for t, _ in FAULTS[fault].also)])
+        pytest.skip(f"{run} does not log {tags} (or too few values)")
     outcome = judge(injected.path, FAULTS[fault].rule)
     assert [s for s in outcome.fired if s < injected.at_step] == []
     lag = outcome.lag(injected)
