@@ -18,13 +18,15 @@ grow to the fewest that can:
 * ``values_needed``: how many values a window's mean must hold so that the difference of two
   such means (or of one mean and a fixed value) has a standard error of at most the margin
   the comparison must resolve (the rule's own, at least ``RESOLUTION_PERCENT`` % of the
-  level): ``ceil(k * (noise / resolution) ** 2)`` with ``k = 2`` for two means and 1 for
+  scale): ``ceil(k * (noise / resolution) ** 2)`` with ``k = 2`` for two means and 1 for
   one, never fewer than ``MIN_NOISY_VALUES`` when the series is noisy (the noise of fewer
   values cannot even be measured), and 1 when it is smooth (AWS's single-value comparison,
   exact there).
 
 ``Cadence`` follows one series: its last values and steps, its noise, its logging interval and
-the window (in the rule's steps) that holds a given number of logged values.
+the window (in the rule's steps) that holds a given number of logged values. A series logged
+at every step keeps the rule's documented windows (``rules_builtin._levels.LossView.resize``):
+they already hold the values the parameter counts, as AWS meant them.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ __all__ = [
 NOISE_MEMORY = 64  # the noise is measured over this many latest values
 MIN_NOISY_VALUES = 5  # a window of a noisy series holds at least this many values
 MOST_VALUES = 100_000  # the most values a window asks for (a loss at 0 that still moves)
-# The smallest change (in % of the level) a noisy series' comparison must resolve: a rule's
+# The smallest change (in % of the scale) a noisy series' comparison must resolve: a rule's
 # own margin when larger (``diff_percent``, ``delta``). A decrease of 0.1 % per window cannot
 # be told from the noise of a mini-batch loss in any number of values a run logs.
 RESOLUTION_PERCENT = 1.0
@@ -73,7 +75,7 @@ def noise(values: Sequence[float]) -> float:
 def values_needed(noise_percent: float, margin_percent: float, *, means: int = 2) -> int:
     """The fewest values per window for which a comparison of ``means`` window means (2) or
     of one mean with a fixed value (1) has a standard error of at most
-    ``max(margin_percent, RESOLUTION_PERCENT)`` % of the level: 1 when the series is smooth
+    ``max(margin_percent, RESOLUTION_PERCENT)`` % of the scale: 1 when the series is smooth
     (the noise of a difference of two single values, ``sqrt(2) * noise_percent``, is at most
     half of ``margin_percent``, as ``rules_builtin._levels.smooth`` decides), else at least
     ``MIN_NOISY_VALUES``."""
