@@ -10,7 +10,9 @@ for the steps it keeps. This runs for every value a rule reads, so it is kept to
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ from evaluator.rules.read_charts import HELD_BYTES, MAX_READS_CHARTED, ReadChart
 
 __all__ = ["ReadWatch"]
 
+_log = logging.getLogger(__name__)
 _ndarray = np.ndarray
 _NOT_CHARTED = object()  # ``_now`` while no read is charted
 
@@ -28,6 +31,7 @@ class ReadWatch:
     """The reads of one rule (``Evidence`` mixes it in, and gives ``_lock`` and ``_mode_of``)."""
 
     _lock: threading.Lock
+    _mode_of: Callable[[int], tuple[ModeKeys | None, int | None]]
 
     def _init_reads(self) -> None:
         self._reads = 0
@@ -41,9 +45,6 @@ class ReadWatch:
         self._held = 0
         self._read_at: list[int] = []
         self._read_charts = ReadCharts()
-
-    def _mode_of(self, step: int) -> tuple[ModeKeys | None, int | None]:
-        raise NotImplementedError
 
     def watch_reads(self) -> None:
         """Chart what the rule reads (a rule that records no comparisons: a user's rule):
@@ -71,13 +72,13 @@ class ReadWatch:
             self._reads += len(names)
             with self._lock:
                 charts = self._read_charts
-                if not at and step is not None:  # the reads of a step's evaluation
-                    try:
+                try:
+                    if not at and step is not None:  # the reads of a step's evaluation
                         charts.offer(step, self._mode_name(step), names, values, fired)
-                    except Exception:  # a chart is a help; never fail a rule over it
-                        pass
-                else:
-                    charts.offer_pending(names, values, at, step, fired, self._mode_name)
+                    else:
+                        charts.offer_pending(names, values, at, step, fired, self._mode_name)
+                except Exception:  # a chart is a help; never fail a rule over it
+                    _log.debug("reads at step %s not charted", step, exc_info=True)
 
     def _tensors_read(self) -> int:
         """How many tensors were read (at most about 10,000 are told apart)."""
