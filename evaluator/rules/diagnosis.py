@@ -141,7 +141,6 @@ def classify(
     if not loss.finite or loss.first_bad_step is not None:  # NaN now, or at some step
         figures["first_non_finite_step"] = loss.first_bad_step or 0
         return Diagnosis(DIVERGING, _non_finite("loss", loss, unit), figures)
-    pct = _percent
     if training is not None:
         if not training.finite:
             figures["first_non_finite_step"] = training.first_bad_step or 0
@@ -170,8 +169,18 @@ def classify(
             "learning rate",
             figures,
         )
-    fell = loss.fell() and not loss.stalled()
     swinging = loss.swings() or (training is not None and training.swings())
+    return _settled(loss, swinging, said, unit, figures)
+
+
+def _settled(
+    loss: Trend, swinging: bool, said: str, unit: str, figures: dict[str, float | int | str]
+) -> Diagnosis:
+    """A loss that is not rising: ``converged`` when it fell (and did not stall) without
+    large swings (``swinging``, its own or its training loss's), else ``oscillating`` when
+    it swings, else ``not_learning``. ``said`` ends the words."""
+    pct = _percent
+    fell = loss.fell() and not loss.stalled()
     if fell and not swinging:
         flat = (
             f"has been flat for {loss.flat_steps} {unit}"
