@@ -261,6 +261,42 @@ class Overfit(Rule):
         noise cannot make)."""
         return means.rise.fall_margin() if self.noise_aware else _FALLING
 
+    def _gap_not_yet(
+        self,
+        name: str,
+        means: PhaseMeans,
+        judged: tuple[float, float, float | None],
+        noisy: bool,
+        where: tuple[int, ModeKeys, int | None],
+        quantity: str,
+    ) -> bool:
+        """Whether a gap above the threshold is not overfitting yet, recorded as why: on noisy
+        passes, the validation loss has not risen beyond its noise; on smooth ones, it still
+        falls below its best earlier pass (or has none to fall from)."""
+        ratio, val, best = judged
+        step, mode, mode_step = where
+        if noisy:
+            if means.rise.risen():
+                return False
+            record_not_risen(self.evidence, means.rise, name, ratio, where)
+            return True
+        falling = self._falling(means)
+        if best is not None and not val < best - abs(best) * falling:
+            return False
+        self.evidence.compare(
+            step,
+            name,
+            quantity=f"fall (%) of the validation mean below its best earlier pass, "
+            f"{quantity} being {ratio:.3g}",
+            value=math.inf if best is None else percent_of(best - val, best),
+            parameter="validation still falling",
+            threshold=(_FALLING if best is None else falling) * 100,
+            fires_when="<=",
+            mode=mode,
+            mode_step=mode_step,
+        )
+        return True
+
     def _judge(
         self,
         name: str,
@@ -282,29 +318,11 @@ class Overfit(Rule):
         if self.noise_aware:
             means.rise.add(val)
         noisy = self.noise_aware and not means.rise.smooth()
-        if noisy:  # noisy passes: the validation loss must have risen beyond its noise
-            if ratio > self.ratio_threshold and not means.rise.risen():
-                means.streak = 0
-                record_not_risen(self.evidence, means.rise, name, ratio, (step, mode, mode_step))
-                return False
-        elif ratio > self.ratio_threshold and (
-            best is None or val < best - abs(best) * (falling := self._falling(means))
+        where = (step, mode, mode_step)
+        if ratio > self.ratio_threshold and self._gap_not_yet(
+            name, means, (ratio, val, best), noisy, where, quantity
         ):
-            # A gap while the validation loss still falls (or has no earlier pass to fall
-            # from) is not overfitting yet: the gap is judged by how far it fell instead.
             means.streak = 0
-            self.evidence.compare(
-                step,
-                name,
-                quantity=f"fall (%) of the validation mean below its best earlier pass, "
-                f"{quantity} being {ratio:.3g}",
-                value=math.inf if best is None else percent_of(best - val, best),
-                parameter="validation still falling",
-                threshold=(_FALLING if best is None else falling) * 100,
-                fires_when="<=",
-                mode=mode,
-                mode_step=mode_step,
-            )
             return False
         above = ratio > self.ratio_threshold
         means.streak = means.streak + 1 if above else 0
