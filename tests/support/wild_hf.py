@@ -18,7 +18,6 @@ fault                what is written                                            
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from evaluator.rules.loader import build_rule
 from evaluator.testing.tb_writer import read_scalars, write_scalars
 from evaluator.trial import create_trial
 from rules_builtin import registry
+from tests.support.real_runs import WILD, wild_labels
 
 __all__ = [
     "DATA",
@@ -46,7 +46,7 @@ __all__ = [
     "labels",
 ]
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "wild-hf-dev"
+DATA = WILD  # shared/data/wild-hf-dev beside the checkout
 RULES = ("LossSpike", "GradientNormSpike", "NonFiniteValues", "LearningRateSchedule",
          "ThroughputDrop")  # fmt: skip
 FAULT_AT = 0.6
@@ -95,7 +95,7 @@ class Outcome:
 
 
 def labels() -> list[dict[str, Any]]:
-    return list(json.loads((DATA / "labels.json").read_text()))
+    return wild_labels()
 
 
 def healthy() -> list[str]:
