@@ -35,6 +35,7 @@ class WarmUp:
         self._name: str | None | bool = False  # False: not looked up yet
         self._steps: list[int] = []
         self._values: list[float] = []
+        self._highest: list[float] = []  # the highest value up to each one (running maximum)
         self._read_to = -1
 
     def name(self) -> str | None:
@@ -57,20 +58,22 @@ class WarmUp:
         upto = bisect.bisect_right(self._steps, step)
         if upto < 2:
             return False
-        latest = self._values[upto - 1]
-        return latest > max(self._values[: upto - 1])
+        return self._values[upto - 1] > self._highest[upto - 2]
 
     def _read(self, name: str, step: int) -> None:
+        """Read the values saved after the last read, up to global ``step``, once each."""
         if step <= self._read_to:
             return
         tensor = self.trial.tensor(name)
-        for s in tensor.steps():
-            if s <= self._read_to or s > step:
-                continue
+        saved = tensor.steps()
+        for s in saved[bisect.bisect_right(saved, self._read_to) :]:
+            if s > step:
+                break
             if as_training(self.trial.mode(s)) != ModeKeys.TRAIN:
                 continue
             value = scalar(tensor.value(s))
             if value is not None and math.isfinite(value):
                 self._steps.append(s)
                 self._values.append(value)
+                self._highest.append(max(value, self._highest[-1]) if self._highest else value)
         self._read_to = step
