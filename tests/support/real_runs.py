@@ -23,7 +23,7 @@ from typing import Any
 
 from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
 from evaluator.rules import invoke_rule
-from evaluator.rules.coverage import checked_nothing, nothing_checked_error
+from evaluator.rules.coverage import checked_nothing
 from evaluator.rules.diagnosis import CONVERGED, DIVERGING, NOT_LEARNING, OVERFITTING
 from evaluator.trial import create_trial
 from rules_builtin import registry
@@ -105,12 +105,13 @@ def _judge(rule: str, trial: Any, out: Path) -> Verdict:
         return Verdict(note="needs parameters" if "needs" in str(e) else f"error: {e}")
     try:
         result = invoke_rule(instance, raise_eval_cond=False)
-    except InsufficientInformationForRuleInvocation as e:
-        said = str(e)
-        return Verdict(note=INSUFFICIENT if "logged value" in said else CHECKED_NOTHING)
+    except InsufficientInformationForRuleInvocation:  # the rule says it cannot judge this run
+        return Verdict(note=CHECKED_NOTHING)
     if checked_nothing(instance, result):
-        said = str(nothing_checked_error(instance, steps_visited=result.steps_evaluated))
-        return Verdict(note=INSUFFICIENT if "logged value" in said else CHECKED_NOTHING)
+        # Too few logged values for the rule's windows (the rule says how many), or nothing.
+        explain = getattr(instance, "why_nothing_checked", None)
+        too_few = callable(explain) and explain() is not None
+        return Verdict(note=INSUFFICIENT if too_few else CHECKED_NOTHING)
     if not result.fired_steps:
         return Verdict()
     step = result.fired_steps[0]
