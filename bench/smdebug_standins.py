@@ -103,6 +103,7 @@ def install(sx, ModeKeys, Rule, Actions) -> None:
     storage.schemes = _load_file("evaluator.storage.schemes", "evaluator/storage/schemes.py")
     config = module("evaluator.config", package=True)
     config.values = _load_file("evaluator.config.values", "evaluator/config/values.py")
+    rules.loss_trend = _load_file("evaluator.rules.loss_trend", "evaluator/rules/loss_trend.py")
     rules.diagnosis = _load_file("evaluator.rules.diagnosis", "evaluator/rules/diagnosis.py")
     # CreateXgboostReport writes its report with these (stdlib + numpy; the charts import
     # matplotlib when they draw, which the smdebug venv does not have).
