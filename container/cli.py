@@ -289,10 +289,10 @@ def _summary(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(argv)
     from evaluator.config import trial_options_from_env
+    from evaluator.sources.smdebug.parent import check_not_a_parent
     from evaluator.storage.local import check_local_folder
     from evaluator.summary import format_summary, summarize
     from evaluator.trial import create_trial
-    from evaluator.trial.parent import check_not_a_parent
 
     wait = args.collection_wait_timeout
     try:

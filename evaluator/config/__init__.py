@@ -35,7 +35,7 @@ from evaluator.config.keys import RESERVED_KEYS
 from evaluator.config.load import load_config
 from evaluator.config.models import EvaluatorConfig, RuleSpec, redact_parameters
 from evaluator.config.sources import TRIAL_ENVIRONMENT, trial_options_from_env
-from evaluator.trial.options import TrialOptions
+from evaluator.engine.options import TrialOptions
 
 __all__ = [
     "RESERVED_KEYS",

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluator.engine.options import TrialOptions
 from evaluator.redaction import redact_parameters
-from evaluator.trial.options import TrialOptions
 
 __all__ = ["EvaluatorConfig", "LogFormat", "LogLevel", "RuleSpec", "redact_parameters"]
 

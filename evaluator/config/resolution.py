@@ -23,9 +23,10 @@ from evaluator.config.sources import (
     trial_options_from_env,
 )
 from evaluator.config.values import bool_value, check_location, seconds_value, step_value
+from evaluator.engine.options import TrialOptions
 from evaluator.errors import ConfigurationError
+from evaluator.sources.registry import check_kind
 from evaluator.storage.schemes import is_remote
-from evaluator.trial.options import TrialOptions
 
 __all__ = [
     "TENSORS_INPUT",
@@ -171,6 +172,10 @@ def resolve_trial_options(
         )
     poll = seconds_value(params, "poll_interval")
     options = trial_options_from_env(trial_env, **({} if poll is None else {"poll_interval": poll}))
+    try:
+        check_kind(options.trial_format)
+    except ConfigurationError as e:
+        raise ConfigurationError(f"environment variable EVALUATOR_TRIAL_FORMAT: {e}") from None
     idle = None if wait else (options.idle_scans_to_complete or 2)
     return wait, options.model_copy(update={"idle_scans_to_complete": idle})
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from evaluator.config.keys import BOOL_KEYS, KNOWN_KEYS, RESERVED_KEYS, canonical, normalize
+from evaluator.engine.options import TrialOptions, validated_options
 from evaluator.errors import ConfigurationError
-from evaluator.trial.options import TrialOptions, validated_options
 
 __all__ = [
     "RETRY_LIMIT_VARIABLE",

@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec
+from evaluator.engine.waits import end_of_data
 from evaluator.errors import (
     ClientError,
     ConfigurationError,
@@ -25,13 +26,12 @@ from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import invoke_rule
 from evaluator.rules.loader import BuiltinRules, build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
+from evaluator.sources.smdebug.parent import check_not_a_parent
 from evaluator.status import StatusReporter
 from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial
 from evaluator.trial.create import describe_location
-from evaluator.trial.parent import check_not_a_parent
-from evaluator.trial.waits import end_of_data
 
 __all__ = ["STOP_GRACE_SECONDS", "Evaluation", "StepWatch"]
 
@@ -134,13 +134,14 @@ class Evaluation:
             waits = "the end marker training_job_end.ts"
         else:
             waits = f"{options.idle_scans_to_complete} idle scans (no end marker expected)"
-        if found.get("trial_kind") == "tensorboard":
+        no_marker = found.pop("end_marker", None)  # the format says it writes none
+        if no_marker:
             waits = (
-                "the end marker training_job_end.ts (TensorBoard writes none: set "
+                f"the end marker training_job_end.ts ({no_marker}: set "
                 "wait_for_training_end false to end after idle scans)"
                 if config.wait_for_training_end
-                else f"{options.idle_scans_to_complete} idle scans (TensorBoard writes no end "
-                "marker; training_job_end.ts also ends it if present)"
+                else f"{options.idle_scans_to_complete} idle scans ({no_marker}; "
+                "training_job_end.ts also ends it if present)"
             )
         if options.stop_signal_file:
             waits += f", or the stop signal {options.stop_signal_file}"

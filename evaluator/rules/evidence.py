@@ -11,7 +11,7 @@ with. From those records the evaluator can say, for any verdict,
 * that a rule checked nothing, which must never read as ``NoIssuesFound``.
 
 Rules that do not record comparisons (a user's rule written for smdebug) are still counted:
-``Rule.invoke`` observes every tensor value the rule reads (``evaluator.trial.reads``), so a
+``Rule.invoke`` observes every tensor value the rule reads (``evaluator.engine.reads``), so a
 rule that read no tensor at any step is known to have checked nothing.
 
 Built-in rules call ``compare`` for every comparison they make::

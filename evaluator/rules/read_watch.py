@@ -89,7 +89,7 @@ class ReadWatch:
         return None if mode is None or mode is ModeKeys.GLOBAL else mode.name
 
     def note_read(self, name: str, step: int, value: Any = None) -> None:
-        """A tensor was read, and ``value`` is what was read (``evaluator.trial.reads`` calls
+        """A tensor was read, and ``value`` is what was read (``evaluator.engine.reads`` calls
         this, in the rule's thread): counted. ``watch_reads`` puts ``_note_watched`` in its
         place."""
         self._reads += 1

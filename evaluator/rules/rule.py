@@ -27,11 +27,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
+from evaluator.engine.reads import observe_reads
 from evaluator.errors import RuleEvaluationConditionMet
 from evaluator.rules.actions import Actions
 from evaluator.rules.evidence import Evidence, SelectionHint
 from evaluator.rules.required_tensors import RequiredTensors
-from evaluator.trial.reads import observe_reads
 from evaluator.trial.refresh import no_refresh
 
 __all__ = ["Rule"]

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import AsyncGenerator
-from typing import Any, cast
+from typing import Any
 
-from evaluator.formats.keys import COLLECTIONS_PREFIX, INDEX_PREFIX
-from evaluator.formats.tb_summary import is_event_file
+from evaluator.engine.options import TrialOptions, validated_options
+from evaluator.engine.runner import get_loop
+from evaluator.sources import check_kind, detect_kind, make_source
 from evaluator.storage import open_storage
-from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.storage.base import Storage
 from evaluator.storage.schemes import is_remote
-from evaluator.trial.options import TrialOptions, validated_options
-from evaluator.trial.runner import get_loop
-from evaluator.trial.tb_source import TensorBoardSource
 from evaluator.trial.trial import Trial
 
 __all__ = ["create_trial", "describe_location"]
@@ -37,8 +33,10 @@ def create_trial(
     options: TrialOptions | None = None,
     **option_kwargs: Any,
 ) -> Trial:
-    """Open the smdebug output or TensorBoard log at ``path`` (a folder, ``file://`` URL or
-    ``s3://bucket/prefix``); see docs/tensorboard.md for how a TensorBoard log is mapped.
+    """Open the smdebug output, TensorBoard log or other registered format's trial at
+    ``path`` (a folder, ``file://`` URL or ``s3://bucket/prefix``): ``trial_format`` names the
+    format, ``auto`` detects it (``evaluator.sources``; docs/tensorboard.md says how a
+    TensorBoard log is mapped, docs/formats.md how a format is added).
 
     Arguments follow smdebug's ``create_trial``; ``check``, ``index_mode`` and ``parallel`` are
     accepted for compatibility and have no effect. ``storage`` reads the trial through a given
@@ -55,16 +53,15 @@ def create_trial(
     _check_range(range_steps)
     if options is None:
         options = validated_options(option_kwargs)
+    check_kind(options.trial_format)
     path = path.strip()
     if name is None:
         name = os.path.basename(path.rstrip("/")) or path
     backend = (
         storage if storage is not None else open_storage(path, **_storage_options(path, options))
     )
-    source = None
     try:
-        if _kind(backend, options) == "tensorboard":
-            source = TensorBoardSource(backend, options=options)
+        source = make_source(get_loop().run(detect_kind(backend, options)), backend, options)
     except BaseException:
         get_loop().run(backend.aclose(), timeout=5)
         raise
@@ -74,47 +71,29 @@ def create_trial(
 
 
 def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
-    """What ``create_trial`` would find at ``path``, without waiting: ``{"trial_kind": ...}``
-    and, for a TensorBoard log, ``"trial_mapping"`` (run, folders and modes, step rule).
-    Empty when the location cannot be listed (opening the trial then says why)."""
+    """What ``create_trial`` would find at ``path``, without waiting: ``"trial_kind"`` (the
+    format's name) and what the source says of itself (``Source.describe``): where it
+    applies, ``"trial_mapping"`` (for a TensorBoard log: run, folders and modes, step rule)
+    and ``"end_marker"`` (the format writes none). Empty when the location cannot be listed
+    (opening the trial then says why)."""
     try:
         backend = open_storage(path.strip(), **_storage_options(path.strip(), options))
     except Exception:
         return {}
     loop = get_loop()
     try:
-        kind = _kind(backend, options)
+        kind = loop.run(detect_kind(backend, options))
+        said = loop.run(make_source(kind, backend, options).preview())
         out = {"trial_kind": kind}
-        if kind == "tensorboard":
-            source = TensorBoardSource(backend, options=options)
-            mapping = loop.run(source.describe())
-            if mapping is not None:
-                out["trial_mapping"] = mapping
+        if said.get("mapping"):
+            out["trial_mapping"] = str(said["mapping"])
+        if said.get("end_marker"):
+            out["end_marker"] = str(said["end_marker"])
         return out
     except Exception:
         return {}
     finally:
         loop.run(backend.aclose(), timeout=5)
-
-
-def _kind(storage: Storage, options: TrialOptions) -> str:
-    """``smdebug`` or ``tensorboard``: ``options.trial_format``, or, for ``auto``, what the
-    location holds (smdebug's ``collections/`` or ``index/`` win; an empty one is smdebug's)."""
-    if options.trial_format != "auto":
-        return options.trial_format
-    return str(get_loop().run(_detect(storage)))
-
-
-async def _detect(storage: Storage) -> str:
-    pages = cast(AsyncGenerator[ObjectInfo, None], storage.list_after(""))
-    found = "smdebug"
-    async with contextlib.aclosing(pages) as listing:
-        async for obj in listing:
-            if obj.key.startswith((COLLECTIONS_PREFIX, INDEX_PREFIX)):
-                return "smdebug"
-            if found == "smdebug" and is_event_file(obj.key):
-                found = "tensorboard"
-    return found
 
 
 def _storage_options(path: str, options: TrialOptions) -> dict[str, float]:

@@ -8,12 +8,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.source import ValueStore
+from evaluator.engine.state import TrialState
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys
-from evaluator.trial.held_values import HeldTensors
-from evaluator.trial.options import TrialOptions
 from evaluator.trial.patterns import compile_pattern, matching_names
-from evaluator.trial.state import TrialState
 
 __all__ = ["names_at", "numeric_suffix", "select_names"]
 
@@ -21,12 +21,15 @@ log = logging.getLogger("evaluator.trial")
 
 
 def names_at(
-    state: TrialState, step: int | None, mode: ModeKeys, held: HeldTensors | None = None
+    state: TrialState, step: int | None, mode: ModeKeys, values: ValueStore | None = None
 ) -> set[str]:
-    """The names saved at ``step`` of ``mode`` (every step of ``mode`` when None), a new set;
-    a TensorBoard trial's from the columns it ``held``. Call it under the trial cache's lock."""
-    if held is not None and step is not None:
-        return held.names_at(step, mode, state.global_to_mode)
+    """The names saved at ``step`` of ``mode`` (every step of ``mode`` when None), a new set:
+    the ``values``' answer where they hold one, else the state's. Call it under the trial
+    cache's lock."""
+    if values is not None and step is not None:
+        found = values.names_at(step, mode)
+        if found is not None:
+            return found
     if step is None:
         if mode == ModeKeys.GLOBAL:
             return set(state.names)

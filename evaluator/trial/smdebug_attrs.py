@@ -19,10 +19,10 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from evaluator.errors import SMDebugNotImplementedError
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys
 from evaluator.storage.schemes import is_remote, local_path, split_remote
-from evaluator.trial.index_listing import IndexListing
 from evaluator.trial.names import _flatten, _matching
 
 if TYPE_CHECKING:
@@ -81,11 +81,14 @@ class SmdebugAttributes:
     last_event_token: str | None = None  # declared by smdebug, never set by it
 
     if TYPE_CHECKING:  # provided by Trial
+        from evaluator.engine.cache import TrialCache
+        from evaluator.engine.options import TrialOptions
+        from evaluator.engine.source import Source
+        from evaluator.engine.state import TrialState
         from evaluator.storage.base import Storage
-        from evaluator.trial.cache import TrialCache
-        from evaluator.trial.options import TrialOptions
-        from evaluator.trial.state import TrialState
 
+        _source: Source
+        kind: str
         _state: TrialState
         _storage: Storage
         _cache: TrialCache
@@ -155,16 +158,19 @@ class SmdebugAttributes:
         return log
 
     @property
-    def index_reader(self) -> IndexListing:
+    def index_reader(self) -> Any:
         """smdebug's index reader, for listing: ``list_index_files``, ``list_event_files``,
-        ``path``, ``event_file_retry_limit`` (``evaluator.trial.index_listing``)."""
+        ``path``, ``event_file_retry_limit`` (``evaluator.sources.smdebug.index_listing``)."""
         views: dict[str, Any] = self.__dict__.setdefault("_smdebug_views", {})
         found = views.get("index_reader")
         if found is None:
             retries = int(self.options.missing_event_file_timeout // 2)
-            found = views["index_reader"] = IndexListing(
-                self.path, self._storage, self._run, retry_limit=retries
-            )
+            listing = getattr(self._source, "index_listing", None)
+            if listing is None:  # smdebug's attribute: only smdebug output has index files
+                raise SMDebugNotImplementedError(
+                    f"index_reader lists smdebug's index files; this trial is {self.kind!r}"
+                )
+            found = views["index_reader"] = listing(self.path, self._run, retry_limit=retries)
         return found
 
     @property

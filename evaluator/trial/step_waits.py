@@ -10,9 +10,9 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from evaluator.engine.waits import WaitNotice, end_of_data
 from evaluator.errors import NoMoreData, StepUnavailable
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.waits import WaitNotice, end_of_data
 
 __all__ = ["StepWaits"]
 
@@ -21,10 +21,10 @@ class StepWaits:
     """``Trial``'s waits for steps. A base of ``Trial`` only."""
 
     if TYPE_CHECKING:  # provided by Trial
-        from evaluator.trial.cache import TrialCache
-        from evaluator.trial.options import TrialOptions
-        from evaluator.trial.poller import Poller
-        from evaluator.trial.state import TrialState
+        from evaluator.engine.cache import TrialCache
+        from evaluator.engine.options import TrialOptions
+        from evaluator.engine.poller import Poller
+        from evaluator.engine.state import TrialState
 
         _state: TrialState
         _cache: TrialCache

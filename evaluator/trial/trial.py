@@ -1,7 +1,8 @@
 """``Trial``: smdebug's synchronous Trial API, served from the trial cache.
 
-The facade holds no format or storage logic: ``TrialSource`` (async, on the background loop)
-reads files, ``TrialState`` keeps the bookkeeping, the caches keep bytes and decoded values.
+The facade holds no format or storage logic: the format's ``Source`` (async, on the background
+loop) reads files and opens the ``ValueStore`` that answers values, ``TrialState`` keeps the
+bookkeeping, the caches keep bytes and decoded values. It never asks which format answered.
 Method names, argument order, return types and exceptions follow smdebug 1.0.34; the deliberate
 differences are listed in docs/compatibility.md.
 """
@@ -14,26 +15,24 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.engine.cache import TrialCache
+from evaluator.engine.columns import Columns
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.poller import Poller
+from evaluator.engine.runner import BackgroundLoop, get_loop
+from evaluator.engine.source import Source
+from evaluator.engine.state import TrialState
+from evaluator.engine.view import TrialView
 from evaluator.errors import (
     TensorUnavailable,
 )
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys, StepState
 from evaluator.storage.base import Storage, SyncRangeReader
-from evaluator.trial.cache import TrialCache
-from evaluator.trial.columns import Columns, held_columns, raw_reader, read_columns
 from evaluator.trial.names import names_at, numeric_suffix, select_names
-from evaluator.trial.options import TrialOptions
-from evaluator.trial.poller import Poller
-from evaluator.trial.reader import ValueReader
-from evaluator.trial.runner import BackgroundLoop, get_loop
 from evaluator.trial.smdebug_attrs import SmdebugAttributes
-from evaluator.trial.source import TrialSource
-from evaluator.trial.state import TrialState
 from evaluator.trial.step_waits import StepWaits
-from evaluator.trial.tb_source import TensorBoardSource
 from evaluator.trial.tensor import Tensor
-from evaluator.trial.view import TrialView
 
 __all__ = ["Trial"]
 
@@ -58,7 +57,7 @@ class Trial(SmdebugAttributes, StepWaits):
         range_steps: tuple[int | None, int | None] | None = None,
         cache: bool = False,
         loop: BackgroundLoop | None = None,
-        source: TrialSource | None = None,
+        source: Source,
     ) -> None:
         self.name = name
         self.path = path
@@ -68,10 +67,9 @@ class Trial(SmdebugAttributes, StepWaits):
         self.dynamic_refresh = True
         self._storage = storage
         self._loop = loop or get_loop()
-        # smdebug's output, or another format's source (TensorBoardSource) over ``storage``.
-        self._source = source or TrialSource(storage, options=options)
-        #: ``"smdebug"`` or ``"tensorboard"``: what kind of output was found at ``path``.
-        self.kind: str = self._source.kind
+        self._source = source  # the format's (``evaluator.sources``), over ``storage``
+        #: The format found at ``path``: ``"smdebug"``, ``"tensorboard"`` or a plug-in's name.
+        self.kind: str = source.kind
         self._tensor_objects: dict[str, Tensor] = {}
         self._closed = False
         try:
@@ -97,12 +95,8 @@ class Trial(SmdebugAttributes, StepWaits):
         self._cache = TrialCache(state, options, uri=path, local=local)
         self._state = state
         self._poller = Poller(self._cache, self._source, options, range_steps)
-        self._reader = ValueReader(self._cache, self._source, storage, self._loop, uri=path)
-        tb = self._source if isinstance(self._source, TensorBoardSource) else None
-        self._held = None if tb is None else tb.held  # a TensorBoard log's columns answer
-        self._view = TrialView(
-            state, self._cache.lock, self._reader, self.maybe_refresh, self._held
-        )
+        self._view = TrialView(state, self._cache.lock, self.maybe_refresh)
+        self._values = self._view.values = source.open_values(self._cache, self._view, self._loop)
         self.refresh_data()
 
     # ---------------------------------------------------------------- plumbing
@@ -122,7 +116,7 @@ class Trial(SmdebugAttributes, StepWaits):
             return
         self._closed = True
         self._poller.stop()
-        self._reader.forget()
+        self._values.close()
         self._cache.clear()
         self._run(self._source.aclose())
 
@@ -159,8 +153,13 @@ class Trial(SmdebugAttributes, StepWaits):
     @property
     def tensorboard_mapping(self) -> Any:
         """For a TensorBoard log, how it was mapped (``TensorBoardMapping``: run, folders and
-        their modes, step rule, collections); None for smdebug output."""
-        return self._source.mapping
+        their modes, step rule, collections); None for other formats."""
+        return getattr(self._source, "mapping", None)
+
+    def describe(self) -> dict[str, Any]:
+        """What the format says of itself (``Source.describe``): ``kind``, a sentence, and
+        where they apply ``mapping`` and ``end_marker``."""
+        return self._source.describe()
 
     @property
     def data_problems(self) -> list[dict[str, Any]]:
@@ -214,7 +213,7 @@ class Trial(SmdebugAttributes, StepWaits):
         collection. A mode or mode step never seen gives ``[]`` (smdebug raises KeyError)."""
         self.maybe_refresh()
         with self._cache.lock:
-            names = names_at(self._state, step, mode, self._held)
+            names = names_at(self._state, step, mode, self._values)
         return select_names(
             names,
             regex,
@@ -251,28 +250,9 @@ class Trial(SmdebugAttributes, StepWaits):
     ) -> Columns:
         """Ours: the raw values of ``names`` over ``steps`` (of ``mode``), stacked per tensor,
         read in one walk through the steps until ``max_bytes`` are held (see
-        ``evaluator.trial.columns``: what is left out, and how reads are counted).
-
-        A walk also ends before its steps' event files outgrow half the byte cache: a rule
-        reads the same steps again right after (another batch, its per-step reads), and then
-        finds their files there instead of reading each file once per walk."""
+        ``evaluator.engine.columns``: what is left out, and how reads are counted)."""
         known = [n for n in dict.fromkeys(names) if n in self._state.names]
-        if self._held is not None:
-            return held_columns(self._held, self._cache.lock, known, list(steps), mode)
-        cache = self._cache
-
-        def file_bytes(step: int) -> int:
-            with cache.lock:
-                return self._state.event_bytes(step, mode)
-
-        return read_columns(
-            list(steps),
-            known,
-            raw_reader(self, mode),
-            max_bytes=max_bytes,
-            file_bytes=file_bytes if cache.raw.max_bytes else None,
-            max_file_bytes=cache.raw.max_bytes // 2,
-        )
+        return self._values.columns(known, list(steps), mode, max_bytes)
 
     def has_tensor(self, tname: str) -> bool:
         if tname not in self._state.names:

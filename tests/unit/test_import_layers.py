@@ -27,6 +27,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("formats", ("evaluator.formats", "evaluator.testing")),
     ("storage", ("evaluator.storage",)),
+    # what every input format shares: trial state, caches, poller, waits, the seam (``Source``)
+    ("engine", ("evaluator.engine",)),
+    # the input formats, one package each, and their registry (evaluator.sources)
+    ("sources", ("evaluator.sources",)),
+    # the smdebug-compatible Trial / Tensor facade: it asks the registry, never a format
     ("trial", ("evaluator.trial", "evaluator.summary")),
     ("config", ("evaluator.config",)),
     ("rules", ("evaluator.rules",)),
@@ -113,8 +118,10 @@ def reach(start: str) -> set[str]:
 
 
 def test_the_trial_layer_never_reaches_the_configuration() -> None:
-    """Nothing evaluator.trial imports, directly or not, is evaluator.config."""
-    reached = set().union(*(reach(m) for m in MODULES if m.startswith("evaluator.trial")))
+    """Nothing evaluator.trial, the engine or a format imports, directly or not, is
+    evaluator.config."""
+    below = ("evaluator.trial", "evaluator.engine", "evaluator.sources")
+    reached = set().union(*(reach(m) for m in MODULES if m.startswith(below)))
     assert sorted(m for m in reached if m.startswith("evaluator.config")) == []
 
 
@@ -137,3 +144,51 @@ def test_the_built_in_rules_never_reach_the_evaluation_or_the_statuses() -> None
         "entrypoint",
     )
     assert sorted(m for m in reached if m.startswith(above_the_rules)) == []
+
+
+# The input formats: ``evaluator.sources.<format>`` packages, and the parsers that belong to one
+# format alone (TensorBoard's; smdebug's index and record parsers).
+FORMAT_PACKAGES = sorted(
+    {m.split(".")[2] for m in MODULES if m.startswith("evaluator.sources.") and m.count(".") >= 2}
+    - {"registry"}
+)
+FORMAT_PARSERS = {
+    "tensorboard": ("evaluator.formats.tb_summary", "evaluator.formats.tb_frames"),
+    "smdebug": (
+        "evaluator.formats.index_file",
+        "evaluator.formats.record_plans",
+        "evaluator.formats.record_values",
+    ),
+}
+
+
+def format_of(module: str) -> str | None:
+    """The format a module belongs to: its package under evaluator.sources, or its parser."""
+    for name in FORMAT_PACKAGES:
+        if module == f"evaluator.sources.{name}" or module.startswith(f"evaluator.sources.{name}."):
+            return name
+    for name, parsers in FORMAT_PARSERS.items():
+        if any(module == p or module.startswith(p + ".") for p in parsers):
+            return name
+    return None
+
+
+def test_the_formats_are_packages_of_their_own() -> None:
+    """Both built-in formats are found as packages (so the two nevers below check something)."""
+    assert {"smdebug", "tensorboard"} <= set(FORMAT_PACKAGES)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("evaluator.trial")))
+def test_the_trial_api_never_imports_a_format(module: str) -> None:
+    """A module of the Trial API (evaluator.trial) imports no format's package and no parser of
+    one format: it asks the registry (evaluator.sources) and the engine's seam."""
+    found = sorted(m for m in imports_of(MODULES[module]) if format_of(m) is not None)
+    assert found == [], f"{module} imports a format: {found}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if format_of(m) is not None))
+def test_a_format_never_imports_another_format(module: str) -> None:
+    """A format's modules import nothing of another format (its package or its parsers)."""
+    own = format_of(module)
+    found = sorted(m for m in imports_of(MODULES[module]) if format_of(m) not in (None, own))
+    assert found == [], f"{module} ({own}) imports another format: {found}"

@@ -13,13 +13,13 @@ import pytest
 
 from evaluator.compat import activate
 from evaluator.config import load_config, trial_options_from_env
+from evaluator.engine.options import TrialOptions
 from evaluator.errors import ConfigurationError
 from evaluator.evaluation import Evaluation
 from evaluator.formats.collections_file import Collection
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 from evaluator.trial import Trial, create_trial
-from evaluator.trial.options import TrialOptions
 
 IDLE_VARIABLE = {"EVALUATOR_IDLE_SCANS_TO_COMPLETE": "3"}
 WAIT_FLAG = ["--rule", "AllZero", "--trial-dir", "trial", "--wait_for_training_end", "true"]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.engine.reads import observe_reads
 from evaluator.modes import ModeKeys
 from evaluator.rules import Rule, invoke_rule
 from evaluator.rules.evidence import (
@@ -23,7 +24,6 @@ from evaluator.rules.series import _higher, _lower
 from evaluator.rules.series_set import _QUANTITY_CACHE
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
-from evaluator.trial.reads import observe_reads
 
 
 @pytest.fixture

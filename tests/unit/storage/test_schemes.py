@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from evaluator.config.values import check_location as check_config_location
+from evaluator.engine.options import TrialOptions
 from evaluator.errors import ConfigurationError
 from evaluator.formats.collections_file import Collection
+from evaluator.sources.smdebug.parent import check_not_a_parent
 from evaluator.storage import MemoryStorage, open_storage, schemes
 from evaluator.storage.local import check_local_folder
 from evaluator.storage.schemes import (
@@ -25,8 +27,6 @@ from evaluator.storage.schemes import (
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from evaluator.trial.create import _storage_options
-from evaluator.trial.options import TrialOptions
-from evaluator.trial.parent import check_not_a_parent
 from tests.support.mem_scheme import BUCKETS, MEM_SCHEME, OPENED, registered
 
 

@@ -16,19 +16,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.engine.cache import TrialCache
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.poller import Poller
+from evaluator.engine.runner import BackgroundLoop
+from evaluator.engine.state import TrialState
+from evaluator.engine.view import TrialView
 from evaluator.formats import Collection
 from evaluator.formats.keys import event_key
 from evaluator.modes import ModeKeys
+from evaluator.sources.smdebug.source import TrialSource
+from evaluator.sources.smdebug.values import FileValues
 from evaluator.storage import MemoryStorage
 from evaluator.testing import TrialWriter
-from evaluator.trial.cache import TrialCache
-from evaluator.trial.options import TrialOptions
-from evaluator.trial.poller import Poller
-from evaluator.trial.reader import ValueReader
-from evaluator.trial.runner import BackgroundLoop
-from evaluator.trial.source import TrialSource
-from evaluator.trial.state import TrialState
-from evaluator.trial.view import TrialView
 
 NAMES = ("a", "b", "c")
 
@@ -59,8 +59,16 @@ class Engine:
         self.sleeps: list[float] = []
         self.on_sleep: Callable[[int], None] = lambda count: None
         self.poller = Poller(self.cache, self.source, self.options, None, sleep=self._sleep)
-        self.reader = ValueReader(self.cache, self.source, self.storage, loop, uri=self.storage.uri)
-        self.view = TrialView(self.state, self.cache.lock, self.reader, lambda name: None)
+        self.view = self.view_with(lambda name: None)
+        assert isinstance(self.view.values, FileValues)
+        self.reader = self.view.values.reader
+
+    def view_with(self, refresh: Callable[[str], None]) -> TrialView:
+        """A view of the engine's trial whose access-triggered refresh is ``refresh``, with
+        the values the source opens over it (as ``Trial`` makes its view)."""
+        view = TrialView(self.state, self.cache.lock, refresh)
+        view.values = self.source.open_values(self.cache, view, self.loop)
+        return view
 
     async def _sleep(self, seconds: float) -> None:
         """The poller's waits: recorded, then a real sleep capped at 10 ms."""

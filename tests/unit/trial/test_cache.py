@@ -5,11 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from evaluator.engine.lru import shared_bytes
 from evaluator.formats.index_file import parse_index_file
 from evaluator.formats.keys import index_key
 from evaluator.modes import ModeKeys
-from evaluator.trial.lru import shared_bytes
-from evaluator.trial.source import ParsedIndex
+from evaluator.sources.smdebug.source import ParsedIndex
 from evaluator.trial.tensor import Tensor
 
 GLOBAL = ModeKeys.GLOBAL

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.engine.columns import read_columns
+from evaluator.engine.reads import observe_reads
 from evaluator.modes import ModeKeys
 from evaluator.storage.local import LocalStorage
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
-from evaluator.trial.columns import read_columns
-from evaluator.trial.reads import observe_reads
 
 MiB = 1024 * 1024
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import structlog
 
+from evaluator.engine.problems import DataProblems
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.formats import Collection
 from evaluator.formats.keys import event_key
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
-from evaluator.trial.problems import DataProblems
 from evaluator.trial.tensor import Tensor
 
 

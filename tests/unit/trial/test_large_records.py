@@ -59,7 +59,7 @@ def test_the_next_steps_large_records_are_read_ahead_in_a_thread(large_trial: st
     trial = create_trial(large_trial, **SMALL)
     for step in range(STEPS):
         np.testing.assert_array_equal(trial.tensor("g").value(step), expected("g", step))
-    ahead = trial._reader._bytes.ahead
+    ahead = trial._values.reader._bytes.ahead
     assert ahead is not None and ahead.hits == STEPS - 1
     trial.close()
 

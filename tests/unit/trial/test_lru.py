@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluator.trial.lru import ByteBoundedLRU, SharedBytes, ValueCache, shared_bytes
+from evaluator.engine.lru import ByteBoundedLRU, SharedBytes, ValueCache, shared_bytes
 
 ITEM = b"x" * 67  # 100 bytes as the LRU counts them (the payload plus 33)
 
@@ -76,7 +76,7 @@ def test_trials_share_one_byte_budget_without_sharing_keys() -> None:
 def test_event_file_spans_count_the_bytes_the_estimate_counts() -> None:
     """``SharedBytes`` passes the size of an (offset, bytes) pair itself: the same number the
     generic estimate gives, so the bound means what it meant."""
-    from evaluator.trial.lru import ByteBoundedLRU, SharedBytes, _nbytes
+    from evaluator.engine.lru import ByteBoundedLRU, SharedBytes, _nbytes
 
     shared: ByteBoundedLRU[object] = ByteBoundedLRU(10_000)
     view = SharedBytes(shared, "trial#1")

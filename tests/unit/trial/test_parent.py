@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.errors import ConfigurationError
-from evaluator.trial.parent import check_not_a_parent, smdebug_trials_below
+from evaluator.sources.smdebug.parent import check_not_a_parent, smdebug_trials_below
 
 
 def _trial(folder: Path, mark: str = "index") -> Path:

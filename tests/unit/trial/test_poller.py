@@ -209,7 +209,7 @@ def test_a_long_listing_is_applied_in_chunks_with_the_same_answers(
 ) -> None:
     """With chunks of 3 index files, a listing of 8 is applied part by part (waiters see the
     first steps early) and the trial knows what one whole apply would have told it."""
-    import evaluator.trial.source as source
+    import evaluator.sources.smdebug.source as source
 
     monkeypatch.setattr(source, "INDEX_CHUNK", 3)
     e = engine(prefetch_steps=0)
@@ -231,7 +231,7 @@ def test_a_long_listing_is_applied_in_chunks_with_the_same_answers(
     assert e.state.steps(ModeKeys.TRAIN) == list(range(8))
     assert e.state.loaded_all_steps
     np.testing.assert_array_equal(
-        e.view.reader.read_value(
+        e.reader.read_value(
             (e.state.sole_file[5].event_key, *e.state.sole_file[5].location("b")),
             ("b", 5, ModeKeys.GLOBAL),
         ),

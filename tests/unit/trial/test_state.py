@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evaluator.engine.state import TrialState
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.index_file import (
     IndexFile,
@@ -16,7 +17,6 @@ from evaluator.formats.index_file import (
 )
 from evaluator.formats.keys import index_key, parse_reduction_tensor_name
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.state import TrialState
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 A, NA, U = StepState.AVAILABLE, StepState.NOT_YET_AVAILABLE, StepState.UNAVAILABLE

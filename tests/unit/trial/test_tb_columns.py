@@ -12,8 +12,8 @@ import pytest
 from evaluator.errors import HistogramValueUnavailable
 from evaluator.formats.tb_summary import Histogram
 from evaluator.modes import ModeKeys
+from evaluator.sources.tensorboard.columns import Series
 from evaluator.trial import create_trial
-from evaluator.trial.tb_columns import Series
 from tests.support.tb_logs import oracle, oracle_values, torch_style
 
 pytest.importorskip("tensorboard")

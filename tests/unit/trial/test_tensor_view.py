@@ -10,7 +10,6 @@ import pytest
 from evaluator.errors import StepNotYetAvailable, StepUnavailable, TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.trial.tensor import Tensor
-from evaluator.trial.view import TrialView
 
 TRAIN, GLOBAL = ModeKeys.TRAIN, ModeKeys.GLOBAL
 
@@ -38,7 +37,7 @@ def test_a_missing_step_asks_the_view_to_refresh_once_then_decides(engine: Any) 
     e.write(0, 2)
     e.poll()
     refreshed: list[str] = []
-    view = TrialView(e.state, e.cache.lock, e.reader, refreshed.append)
+    view = e.view_with(refreshed.append)
     t = Tensor("a", SimpleNamespace(name="job"), view=view)  # type: ignore[arg-type]
     with pytest.raises(StepNotYetAvailable):
         t.value(3)

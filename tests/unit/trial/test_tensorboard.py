@@ -297,7 +297,7 @@ def test_long_file_handed_on_in_parts_reads_the_same(
 ) -> None:
     """A file read in parts (a few records framed and decoded at a time) gives every value
     EventAccumulator shows, each step once."""
-    import evaluator.trial.tb_source as tb_source
+    import evaluator.sources.tensorboard.source as tb_source
 
     monkeypatch.setattr(tb_source, "_CHUNK_RECORDS", 7)
     log = _torch_log(tmp_path / "run")

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.engine.reads import observe_reads
+from evaluator.engine.reductions import compute_reduction
 from evaluator.rules.kit.windows import FLOATS, WindowedRows
 from evaluator.testing import compute_reductions
-from evaluator.trial.reads import observe_reads
-from evaluator.trial.reductions import compute_reduction
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

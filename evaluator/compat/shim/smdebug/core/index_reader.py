@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from evaluator.engine.runner import get_loop
+from evaluator.sources.smdebug.index_listing import IndexListing
 from evaluator.storage import open_storage
-from evaluator.trial.index_listing import IndexListing
-from evaluator.trial.runner import get_loop
 
 from .config_constants import MISSING_EVENT_FILE_RETRY_LIMIT, MISSING_EVENT_FILE_RETRY_LIMIT_KEY
 

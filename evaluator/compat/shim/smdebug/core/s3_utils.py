@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from evaluator.engine.runner import get_loop
 from evaluator.errors import SMDebugNotImplementedError
 from evaluator.storage import open_storage
-from evaluator.trial.runner import get_loop
 
 __all__ = ["list_s3_objects"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from evaluator.engine.runner import get_loop
 from evaluator.formats.keys import END_OF_JOB_KEY
 from evaluator.storage import open_storage
-from evaluator.trial.runner import get_loop
 
 __all__ = ["has_training_ended"]
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import concurrent.futures
 
+from evaluator.engine.cache import TrialCache
+from evaluator.engine.problems import Problem
+from evaluator.engine.runner import BackgroundLoop
 from evaluator.errors import ObjectNotFound, TensorUnavailableForStep
 from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
+from evaluator.sources.smdebug.prefetch import AHEAD_MIN_BYTES, Prefetcher, RecordsAhead
+from evaluator.sources.smdebug.source import TrialSource
 from evaluator.storage.base import Storage, SyncRangeReader
-from evaluator.trial.cache import TrialCache
-from evaluator.trial.prefetch import AHEAD_MIN_BYTES, Prefetcher, RecordsAhead
-from evaluator.trial.problems import Problem
-from evaluator.trial.runner import BackgroundLoop
-from evaluator.trial.source import TrialSource
 
 __all__ = ["EventBytes", "Held", "Reading", "Record"]
 

@@ -18,10 +18,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from evaluator.trial.cache import TrialCache
-from evaluator.trial.options import TrialOptions
-from evaluator.trial.runner import BackgroundLoop
-from evaluator.trial.source import ParsedIndex, TrialSource
+from evaluator.engine.cache import TrialCache
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.runner import BackgroundLoop
+from evaluator.engine.source import ParsedIndex, Source
 
 __all__ = ["Poller"]
 
@@ -34,7 +34,7 @@ class Poller:
     def __init__(
         self,
         cache: TrialCache,
-        source: TrialSource,
+        source: Source,
         options: TrialOptions,
         range_steps: tuple[int | None, int | None] | None,
         *,
@@ -59,7 +59,7 @@ class Poller:
             return await self._poll()
 
     def _apply_chunk(self, files: list[ParsedIndex], last_key: str) -> None:
-        """Apply part of a long listing's files at once (``TrialSource.scan``)."""
+        """Apply part of a long listing's files at once (``Source.scan``)."""
         if self.cache.apply(files, last_key, ended=False, part=True):
             self._chunks_new = True
 

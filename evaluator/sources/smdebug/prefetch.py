@@ -19,13 +19,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from evaluator.engine.cache import TrialCache
+from evaluator.engine.entries import FileIndex
+from evaluator.engine.runner import BackgroundLoop
 from evaluator.formats.keys import event_key as make_event_key
 from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
-from evaluator.trial.cache import TrialCache
-from evaluator.trial.entries import FileIndex
-from evaluator.trial.runner import BackgroundLoop
-from evaluator.trial.source import TrialSource
+from evaluator.sources.smdebug.source import TrialSource
 
 __all__ = ["Prefetcher", "RecordsAhead"]
 

@@ -16,6 +16,8 @@ import bisect
 from collections.abc import Set as AbstractSet
 from itertools import repeat
 
+from evaluator.engine.entries import FileIndex, Layouts, TensorRecord, holding
+from evaluator.engine.source import StepBatch
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.index_file import IndexColumns, IndexFile
 from evaluator.formats.keys import (
@@ -23,8 +25,6 @@ from evaluator.formats.keys import (
     serialize_tf_device,
 )
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.entries import FileIndex, Layouts, TensorRecord, holding
-from evaluator.trial.held_values import HeldSteps
 
 __all__ = ["TrialState"]
 
@@ -73,7 +73,7 @@ class TrialState:
     # ---------------------------------------------------------------- filling
 
     def apply_index_file(
-        self, step: int, worker: str, index: IndexFile | IndexColumns | HeldSteps
+        self, step: int, worker: str, index: IndexFile | IndexColumns | StepBatch
     ) -> None:
         """Record one parsed index file written by ``worker`` at ``step``.
 
@@ -81,8 +81,8 @@ class TrialState:
         Unlike smdebug, a shape entry does not erase the raw-tensor location of the same name
         in the same file: both are kept (docs/compatibility.md).
         """
-        if isinstance(index, HeldSteps):
-            self.apply_held_steps(index, worker)
+        if isinstance(index, StepBatch):
+            self.apply_steps(index, worker)
             return
         listed = index.names if isinstance(index, IndexColumns) else index.tensors
         if not listed and not index.shapes:
@@ -134,22 +134,22 @@ class TrialState:
             if f.mode is _GLOBAL and f.mode_step != f.step:
                 self._note_sole_file(f.mode_step)
 
-    def apply_held_steps(self, held: HeldSteps, worker: str) -> None:
-        """Record a TensorBoard scan's new steps at once (their values are held in columns,
-        answered by ``HeldTensors``; no index file per step), and publish its columns."""
-        held.publish()
+    def apply_steps(self, batch: StepBatch, worker: str) -> None:
+        """Record a scan's new steps at once, in no format's terms (their values are the
+        source's ``ValueStore``'s, published first; no index file per step)."""
+        batch.publish()
         workers = self._one_worker.get(worker)
         if workers is None:
             workers = self._one_worker[worker] = frozenset((worker,))
-        for names in held.names.values():
+        for names in batch.names.values():
             self.names.update(names)
-        for mode, mode_steps, global_steps in held.steps:
+        for mode, mode_steps, global_steps in batch.steps:
             if mode is not _GLOBAL:
                 table = self.mode_to_global.setdefault(mode, {})
                 table.update(zip(mode_steps, global_steps, strict=True))
                 self._sorted.pop(mode, None)
-                self.mode_to_tensors.setdefault(mode, set()).update(held.names.get(mode, ()))
-            # Steps are new, and a global step names one (mode, step) of a TensorBoard log.
+                self.mode_to_tensors.setdefault(mode, set()).update(batch.names.get(mode, ()))
+            # Steps are new, and a global step names one (mode, step) of such a source.
             self.global_to_mode.update(zip(global_steps, zip(repeat(mode), mode_steps)))
             self.workers_for_global_step.update(dict.fromkeys(global_steps, workers))
             self._sorted.pop(_GLOBAL, None)

@@ -1,21 +1,25 @@
 """A TensorBoard trial's values, answered from columns held in memory (``HeldTensors``).
 
-The TensorBoard source decodes each value once into per-tag columns (``tb_columns``); at the
-end of each scan it hands the trial a ``HeldSteps``: the new steps of each mode (for the
-trial's step bookkeeping, ``TrialState.apply_held_steps``) and the columns' new snapshots,
-published to ``HeldTensors`` under the trial's lock. ``Tensor`` asks ``HeldTensors`` for
-values, reductions, histograms, steps and whole columns, with the same answers and exceptions
-as for smdebug output; nothing waits on storage (a value exists once its step does).
+The TensorBoard source decodes each value once into per-tag columns (``columns``); at the
+end of each scan it hands the trial a ``StepBatch`` (``held_steps``): the new steps of each
+mode (for the trial's step bookkeeping, ``TrialState.apply_steps``) and a ``publish`` that
+makes the columns' new snapshots the ones ``HeldTensors`` answers from, under the trial's
+lock. ``HeldTensors`` is the trial's ``ValueStore``: values, reductions, histograms, steps and
+whole columns, with the same answers and exceptions as for smdebug output; nothing waits on
+storage (a value exists once its step does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evaluator.engine.columns import Column, Columns
+from evaluator.engine.reads import note_read, observing
+from evaluator.engine.reductions import compute_reduction
+from evaluator.engine.source import StepBatch
 from evaluator.errors import (
     HistogramValueUnavailable,
     InvalidWorker,
@@ -23,12 +27,14 @@ from evaluator.errors import (
     StepUnavailable,
     TensorUnavailableForStep,
 )
-from evaluator.formats.tb_summary import Histogram
+from evaluator.formats.histogram import Histogram
 from evaluator.modes import ModeKeys, StepState
-from evaluator.trial.reductions import compute_reduction
-from evaluator.trial.tb_columns import Snapshot
+from evaluator.sources.tensorboard.columns import Snapshot
 
-__all__ = ["HeldSteps", "HeldTensors", "Key"]
+if TYPE_CHECKING:
+    from evaluator.engine.view import TrialView
+
+__all__ = ["HeldTensors", "Key", "held_steps"]
 
 GLOBAL = ModeKeys.GLOBAL
 WORKER = "worker_0"
@@ -36,33 +42,42 @@ Key = tuple[ModeKeys, str]
 _NOT_REDUCTIONS = frozenset({"histogram", "histogram_stats", "count"})
 
 
-@dataclass
-class HeldSteps:
+def held_steps(
+    steps: list[tuple[ModeKeys, list[int], list[int]]],
+    names: dict[ModeKeys, set[str]],
+    snapshots: dict[Key, tuple[Snapshot, ...]],
+    held: HeldTensors,
+) -> StepBatch:
     """One scan's news: per mode (in the order the modes first appear), the new mode steps
     and their global steps, sorted by global step; the tags each mode logged; and the
-    snapshots to publish."""
+    snapshots ``held`` publishes (under the trial's lock) before the steps are recorded."""
 
-    steps: list[tuple[ModeKeys, list[int], list[int]]]
-    names: dict[ModeKeys, set[str]]
-    snapshots: dict[Key, tuple[Snapshot, ...]]
-    held: HeldTensors
-
-    def publish(self) -> None:
-        """Make the snapshots the ones readers see (under the trial's lock)."""
+    def publish() -> None:
         by_name: dict[str, list[tuple[ModeKeys, tuple[Snapshot, ...]]]] = {}
-        for (mode, tag), snaps in self.snapshots.items():
+        for (mode, tag), snaps in snapshots.items():
             by_name.setdefault(tag, []).append((mode, snaps))
-        self.held.snapshots, self.held.by_name = self.snapshots, by_name
+        held.snapshots, held.by_name = snapshots, by_name
+
+    return StepBatch(steps, names, publish)
 
 
 class HeldTensors:
     """The published columns of a TensorBoard trial: ``(mode, tag) ->`` one snapshot per
-    folder of that mode holding the tag, in folder order (a later folder wins a step)."""
+    folder of that mode holding the tag, in folder order (a later folder wins a step).
+    Answers as a ``ValueStore`` once the trial has given it its ``view`` (``open``)."""
 
     def __init__(self, phases: Callable[[], bool]) -> None:
         self.snapshots: dict[Key, tuple[Snapshot, ...]] = {}
         self.by_name: dict[str, list[tuple[ModeKeys, tuple[Snapshot, ...]]]] = {}
         self._phases = phases
+        self._view: Any = None
+
+    def open(self, view: TrialView) -> HeldTensors:
+        self._view = view
+        return self
+
+    def close(self) -> None:
+        self.snapshots, self.by_name = {}, {}
 
     def to_global(self, mode: ModeKeys, steps: np.ndarray) -> np.ndarray:
         if not self._phases():
@@ -87,8 +102,9 @@ class HeldTensors:
                 return snap, row
         return None
 
-    def locate(self, view: Any, name: str, step: int, mode: ModeKeys, worker: str | None) -> Any:
+    def locate(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> Any:
         """``find``, raising smdebug's exceptions as ``Tensor`` does when there is nothing."""
+        view = self._view
         found = self.find(name, step, mode, view.state.global_to_mode)
         if found is None:
             view.refresh(name)
@@ -106,30 +122,41 @@ class HeldTensors:
 
     # ---------------------------------------------------------------- answers
 
-    def value(
-        self, view: Any, name: str, step: int, mode: ModeKeys, worker: str | None
-    ) -> np.ndarray:
-        snap, row = self.locate(view, name, step, mode, worker)
+    def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray:
+        snap, row = self.locate(name, step, mode, worker)
         if snap.histogram(row) is not None:
             raise HistogramValueUnavailable(name, step, mode)
         value: np.ndarray = snap.value(row)
+        note_read(name, step, value)
         return value
 
-    def histogram(
-        self, view: Any, name: str, step: int, mode: ModeKeys, worker: str | None
-    ) -> Histogram:
-        snap, row = self.locate(view, name, step, mode, worker)
+    def histogram(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> Histogram:
+        note_read(name, step)
+        snap, row = self.locate(name, step, mode, worker)
         found: Histogram | None = snap.histogram(row)
         if found is None:
             raise TensorUnavailableForStep(name, step, mode)
         return found
 
+    def saved_shape(
+        self, name: str, step: int, mode: ModeKeys, worker: str | None
+    ) -> tuple[int, ...] | None:
+        self.locate(name, step, mode, worker)  # no saved shapes; a missing step raises
+        return None
+
     def reduction_value(
-        self, view: Any, name: str, step: int, mode: ModeKeys, worker: str | None, how: Any
+        self, name: str, step: int, how: tuple[str, bool], mode: ModeKeys, worker: str | None
+    ) -> Any:
+        value = self._reduction(name, step, how, mode, worker)
+        note_read(name, step, {how: value})
+        return value
+
+    def _reduction(
+        self, name: str, step: int, how: tuple[str, bool], mode: ModeKeys, worker: str | None
     ) -> Any:
         """A histogram's reduction as logged (``count`` too), else one computed from the
         value; ``how`` is (reduction name, abs)."""
-        snap, row = self.locate(view, name, step, mode, worker)
+        snap, row = self.locate(name, step, mode, worker)
         if snap.kind == "histogram" and how in _EXACT:  # straight from the statistics
             exact = _exact(snap.values[row].tolist(), how[0])
             if exact is not None:
@@ -145,18 +172,67 @@ class HeldTensors:
         return np.float64(found)
 
     def reduction_values(
-        self, view: Any, name: str, step: int, mode: ModeKeys, worker: str | None
+        self, name: str, step: int, mode: ModeKeys, worker: str | None
     ) -> dict[tuple[str, bool], Any]:
-        snap, row = self.locate(view, name, step, mode, worker)
+        snap, row = self.locate(name, step, mode, worker)
         h = snap.histogram(row)
-        if h is None:
-            return {}
-        return {key: np.float64(v) for key, v in h.reductions().items()}
+        found = {} if h is None else {key: np.float64(v) for key, v in h.reductions().items()}
+        note_read(name, step, found)
+        return found
 
-    def steps(self, name: str, mode: ModeKeys) -> list[int]:
+    def steps(self, name: str, mode: ModeKeys, show_incomplete_steps: bool = False) -> list[int]:
         """Steps at which ``name`` was logged: global steps for GLOBAL, else mode steps."""
-        steps: list[int] = self.column_steps(name, mode)[0].tolist()
+        with self._view.lock:
+            steps: list[int] = self.column_steps(name, mode)[0].tolist()
         return steps
+
+    def workers(self, name: str, step: int, mode: ModeKeys) -> list[str]:
+        view = self._view
+        with view.lock:
+            if self.find(name, step, mode, view.state.global_to_mode):
+                return sorted(view.state.worker_set)
+        raise TensorUnavailableForStep(name, step, mode)
+
+    def original_name(self, name: str) -> str | None:
+        return None
+
+    def whole_column(self, name: str, mode: ModeKeys) -> Column:
+        """Every logged step's value, in one array; ``HistogramValueUnavailable`` for a
+        histogram, ``TensorUnavailableForStep`` for values that differ in shape or dtype."""
+        view = self._view
+        view.refresh(name)
+        with view.lock:
+            steps, values = self.column(name, mode)
+        if values is None and steps:
+            self.value(name, steps[0], mode, None)  # a histogram's error, else:
+            raise TensorUnavailableForStep(name, steps[0], mode)
+        if values is None:
+            values = np.zeros(0)
+        observer = observing()
+        if observer is not None:
+            for i, s in enumerate(steps):
+                observer(name, s, values[i])
+        return Column(name, steps, values)
+
+    def columns(
+        self, names: list[str], steps: list[int], mode: ModeKeys, max_bytes: int
+    ) -> Columns:
+        """``Trial.columns`` from the columns held: every step asked is covered; a tensor's
+        rows are the asked steps it was logged at, in the order asked (histograms, and values
+        that change shape, are left to the per-step API)."""
+        wanted = np.array(steps, np.int64)
+        columns: dict[str, Column] = {}
+        for name in names:
+            with self._view.lock:
+                have, values = self.column(name, mode)
+            if values is None or not have:
+                continue
+            sorted_steps = np.array(have, np.int64)  # sorted; rows in the asked order
+            at = np.minimum(np.searchsorted(sorted_steps, wanted), len(have) - 1)
+            found = sorted_steps[at] == wanted
+            if found.any():
+                columns[name] = Column(name, wanted[found].tolist(), values[at[found]])
+        return Columns(list(steps), columns)
 
     def column_steps(
         self, name: str, mode: ModeKeys
@@ -205,14 +281,11 @@ class HeldTensors:
             values[at] = sub
         return every.tolist(), values
 
-    def names_at(
-        self, step: int | None, mode: ModeKeys, global_to_mode: dict[int, Any]
-    ) -> set[str]:
+    def names_at(self, step: int, mode: ModeKeys) -> set[str]:
         """Tags logged at ``step`` of ``mode`` (a global step for GLOBAL)."""
         names = {tag for (m, tag) in self.snapshots if mode is GLOBAL or m == mode}
-        if step is None:
-            return names
-        return {n for n in names if self.find(n, step, mode, global_to_mode) is not None}
+        to_mode = self._view.state.global_to_mode
+        return {n for n in names if self.find(n, step, mode, to_mode) is not None}
 
 
 _EXACT = frozenset((name, False) for name in ("min", "max", "count", "sum", "mean"))

@@ -13,8 +13,8 @@ import numpy as np
 from evaluator.formats.tb_frames import Scalars
 from evaluator.formats.tb_summary import ParsedEvent
 from evaluator.modes import ModeKeys
-from evaluator.trial.tb_columns import Series
-from evaluator.trial.tb_layout import TagCollections
+from evaluator.sources.tensorboard.columns import Series
+from evaluator.sources.tensorboard.layout import TagCollections
 
 __all__ = ["Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
 

@@ -10,11 +10,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import structlog
 
+from evaluator.engine.gcpause import gc_paused
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex
+from evaluator.engine.waits import WaitNotice
 from evaluator.errors import (
     CollectionFilesTimeout,
     IndexReaderException,
@@ -23,7 +26,7 @@ from evaluator.errors import (
     SMDebugValueError,
 )
 from evaluator.formats.collections_file import CollectionsFile, parse_collections_file
-from evaluator.formats.index_file import IndexColumns, IndexFile, IndexParser
+from evaluator.formats.index_file import IndexParser
 from evaluator.formats.keys import (
     COLLECTIONS_PREFIX,
     END_OF_JOB_KEY,
@@ -33,56 +36,30 @@ from evaluator.formats.keys import (
     parse_index_key,
     worker_from_collections_key,
 )
+from evaluator.sources.smdebug.index_listing import IndexListing
 from evaluator.storage.base import ObjectInfo, Storage
-from evaluator.trial.gcpause import gc_paused
-from evaluator.trial.options import TrialOptions
-from evaluator.trial.waits import WaitNotice
 
 if TYPE_CHECKING:
-    from evaluator.trial.held_values import HeldSteps
+    from evaluator.engine.cache import TrialCache
+    from evaluator.engine.runner import BackgroundLoop
+    from evaluator.engine.view import TrialView
+    from evaluator.sources.smdebug.values import FileValues
 
-__all__ = ["IndexScan", "LoadedCollections", "ParsedIndex", "TrialSource"]
+__all__ = ["SmdebugSource", "TrialSource"]
 
 log = structlog.get_logger("evaluator.trial")
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedIndex:
-    key: str
-    step: int
-    worker: str
-    index: IndexFile | IndexColumns | HeldSteps  # HeldSteps: a TensorBoard scan's news
-
-
-@dataclass(frozen=True, slots=True)
-class IndexScan:
-    """One listing's new index files in key order, the last key listed (None if none), whether
-    the end marker was listed, and whether other keys sat between ``index/`` and the marker."""
-
-    files: list[ParsedIndex]
-    last_key: str | None
-    end_marker: bool = False
-    other_keys: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedCollections:
-    manifest: CollectionsFile
-    workers: set[str]
-    keys: list[str]
 
 
 MiB = 1024 * 1024
 INDEX_CHUNK = 1000  # index files parsed before they are handed on (see ``scan``)
 
 
-class TrialSource:
+class SmdebugSource:
     """Reads one trial's files through a ``Storage``, refusing files over ``options``' limits
     (``max_index_file_mb``, ``max_index_entries``, ``max_collections_file_mb``,
     ``max_regex_length``) as bad data, with errors that name the file and the limit."""
 
     kind = "smdebug"
-    mapping: Any = None  # how a TensorBoard log was mapped (TensorBoardSource)
 
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         self.storage = storage
@@ -97,6 +74,21 @@ class TrialSource:
 
     async def aclose(self) -> None:
         await self.storage.aclose()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "smdebug output (collections, index and event files)"}
+
+    async def preview(self) -> dict[str, Any]:
+        return self.describe()
+
+    def index_listing(self, path: str, run: Any, *, retry_limit: int) -> IndexListing:
+        """smdebug's ``trial.index_reader``: the index and event files, listed."""
+        return IndexListing(path, self.storage, run, retry_limit=retry_limit)
+
+    def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> FileValues:
+        from evaluator.sources.smdebug.values import FileValues
+
+        return FileValues(cache, self, view, loop)
 
     # ------------------------------------------------------------------ collections
 
@@ -325,3 +317,6 @@ class TrialSource:
 def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:
     begin, end = range_steps
     return (begin is None or begin <= step) and (end is None or step < end)
+
+
+TrialSource = SmdebugSource  # the name before the formats became packages (tests, notes)

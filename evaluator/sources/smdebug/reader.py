@@ -24,16 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.engine.cache import TrialCache
+from evaluator.engine.entries import FileIndex, Layout, Location
+from evaluator.engine.reductions import compute_reduction
+from evaluator.engine.runner import BackgroundLoop
 from evaluator.formats.record_values import RecordLayouts
 from evaluator.modes import ModeKeys
+from evaluator.sources.smdebug.held_files import EventBytes, Held, Reading, Record
+from evaluator.sources.smdebug.prefetch import Prefetcher
+from evaluator.sources.smdebug.source import TrialSource
 from evaluator.storage.base import Storage
-from evaluator.trial.cache import TrialCache
-from evaluator.trial.entries import FileIndex, Layout, Location
-from evaluator.trial.held_files import EventBytes, Held, Reading, Record
-from evaluator.trial.prefetch import Prefetcher
-from evaluator.trial.reductions import compute_reduction
-from evaluator.trial.runner import BackgroundLoop
-from evaluator.trial.source import TrialSource
 
 __all__ = ["Reading", "ValueReader"]
 

@@ -1,14 +1,14 @@
 """The TensorBoard side of a trial: event files read as the same steps, tensors and collections.
 
-``TensorBoardSource`` answers what ``TrialSource`` answers for smdebug output (collections,
-scans of new steps, event-file bytes), so one ``Trial`` serves both. Its scans tail every
+``TensorBoardSource`` is a ``Source`` (``evaluator.engine.source``): collections, scans of new
+steps, and the values, so the one ``Trial`` serves it as it serves smdebug output. Its scans tail every
 ``events.out.tfevents.*`` file of the run from the offset read last (one ranged read per file
 that grew; a torn last record is read again from its start next time), parse the summaries
 (many records at once: ``evaluator.formats.tb_frames``, the rest through
-``evaluator.formats.tb_summary``) into per-tag columns (``tb_columns``: scalars as numpy
+``evaluator.formats.tb_summary``) into per-tag columns (``columns``: scalars as numpy
 columns, histograms as their exact statistics and buckets), and hand each scan's new steps
-and the columns' snapshots to the trial at once (``HeldSteps``; values are answered by
-``held_values.HeldTensors``), not an index file per step.
+and the columns' snapshots to the trial at once (a ``StepBatch``; values are answered by
+``values.HeldTensors``), not an index file per step.
 
 Mapping (docs/tensorboard.md): tags are tensor names; a run is a folder with event files, with
 its phase sub-folders (``train``/``training`` -> TRAIN, ``validation``/``val``/``eval``/``test``
@@ -31,25 +31,35 @@ import posixpath
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import structlog
 
+from evaluator.engine.gcpause import gc_paused
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex
+from evaluator.engine.waits import WaitNotice
 from evaluator.errors import ClientError, ObjectNotFound, SMDebugValueError
 from evaluator.formats.collections_file import CollectionsFile
-from evaluator.formats.keys import index_key
+from evaluator.formats.keys import END_OF_JOB_KEY, index_key
 from evaluator.formats.tb_frames import Frames, frame_records, simple_scalars
 from evaluator.formats.tb_summary import is_event_file, parse_event, phase_of_folder
 from evaluator.modes import ModeKeys
+from evaluator.sources.tensorboard.layout import (
+    TagCollections,
+    TensorBoardMapping,
+    choose_run,
+    find_runs,
+)
+from evaluator.sources.tensorboard.steps import Folder, apply_event, apply_scalars, distinct
+from evaluator.sources.tensorboard.values import HeldTensors, held_steps
 from evaluator.storage.base import ObjectInfo, Storage
-from evaluator.trial.gcpause import gc_paused
-from evaluator.trial.held_values import HeldSteps, HeldTensors
-from evaluator.trial.options import TrialOptions
-from evaluator.trial.source import IndexScan, LoadedCollections, ParsedIndex, TrialSource
-from evaluator.trial.tb_layout import TagCollections, TensorBoardMapping, choose_run, find_runs
-from evaluator.trial.tb_steps import Folder, apply_event, apply_scalars, distinct
-from evaluator.trial.waits import WaitNotice
+
+if TYPE_CHECKING:
+    from evaluator.engine.cache import TrialCache
+    from evaluator.engine.runner import BackgroundLoop
+    from evaluator.engine.view import TrialView
 
 __all__ = ["TensorBoardSource"]
 
@@ -67,14 +77,14 @@ class _File:
     broken: bool = False
 
 
-class TensorBoardSource(TrialSource):
+class TensorBoardSource:
     """Reads one TensorBoard run through a ``Storage`` and serves it as smdebug-style steps."""
 
     kind = "tensorboard"
 
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
-        super().__init__(storage, options=options)
-        options = self.options
+        self.storage = storage
+        self.options = options or TrialOptions()
         self.mapping: TensorBoardMapping | None = None
         self.held = HeldTensors(lambda: self.mapping is not None and self.mapping.phases)
         self._files: dict[str, _File] = {}
@@ -86,9 +96,22 @@ class TensorBoardSource(TrialSource):
         self._last_step = -1
 
     async def aclose(self) -> None:
-        self.held.snapshots, self.held.by_name = {}, {}
+        self.held.close()
         self._folders = {}
         await self.storage.aclose()
+
+    async def training_ended(self) -> bool:
+        return await self.storage.exists(END_OF_JOB_KEY)
+
+    def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
+        return self.held.open(view)
+
+    def describe(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"kind": "TensorBoard log (events.out.tfevents.* files)"}
+        if self.mapping is not None:
+            found["mapping"] = self.mapping.describe()
+        found["end_marker"] = "TensorBoard writes no end marker"
+        return found
 
     # ------------------------------------------------------------------ discovery
 
@@ -120,15 +143,13 @@ class TensorBoardSource(TrialSource):
             notice.tick()
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
 
-    async def describe(self) -> str | None:
-        """How the log would be mapped now (None without event files); raises ClientError
-        as opening would (several runs and none chosen)."""
+    async def preview(self) -> dict[str, Any]:
+        """``describe()`` as opening would map the log now, without waiting for event files;
+        raises ClientError as opening would (several runs and none chosen)."""
         found = await self._event_files()
-        if not found:
-            return None
-        self._map([o.key for o in found])
-        assert self.mapping is not None
-        return self.mapping.describe()
+        if found:
+            self._map([o.key for o in found])
+        return self.describe()
 
     def _map(self, keys: list[str]) -> None:
         runs = find_runs(keys)
@@ -258,7 +279,7 @@ class TensorBoardSource(TrialSource):
 
     def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
         """Publish the columns that changed, and hand the trial the new steps of every mode
-        (one ``HeldSteps``; none when nothing changed)."""
+        (one ``StepBatch``; none when nothing changed)."""
         tags = self._tags
         if not tags.decided and any(f.changed for f in self._folders.values()):
             self._decide_tag_phases()
@@ -322,7 +343,7 @@ class TensorBoardSource(TrialSource):
         steps.sort(key=lambda s: s[2][0])
         self._scans += 1
         key = index_key(max(self._last_step, 0), WORKER) + f"#{self._scans}"
-        news_of_scan = HeldSteps(steps, names, snapshots, self.held)
+        news_of_scan = held_steps(steps, names, snapshots, self.held)
         return [ParsedIndex(key, max(self._last_step, 0), WORKER, news_of_scan)]
 
     def _decide_tag_phases(self) -> None:

@@ -1,0 +1,144 @@
+"""Which input formats exist, and which one a location holds: one registry.
+
+A format registers a ``SourceFormat`` under its name: ``detect(key)`` says whether one listed
+key shows the format (smdebug: ``collections/`` or ``index/``; TensorBoard: an
+``events.out.tfevents.*`` file), ``make(storage, options)`` opens its ``Source``. The built-in
+formats are the packages ``evaluator.sources.smdebug`` and ``evaluator.sources.tensorboard``;
+third-party formats come from the entry-point group ``rule_evaluator.sources`` (each entry
+point names a ``SourceFormat``; docs/formats.md). ``trial_format`` is one of these names, or
+``auto``: the location is listed once, and the first registered format one of its keys
+shows wins (smdebug first, then TensorBoard, then plug-ins in name order); a location that
+shows none is smdebug's (it waits for collection files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import cast
+
+from evaluator.engine.options import TrialOptions
+from evaluator.engine.source import Source
+from evaluator.errors import ConfigurationError
+from evaluator.storage.base import ObjectInfo, Storage
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "SourceFormat",
+    "check_kind",
+    "detect_kind",
+    "known_kinds",
+    "make_source",
+    "register_source",
+]
+
+log = logging.getLogger("evaluator.sources")
+
+ENTRY_POINT_GROUP = "rule_evaluator.sources"
+AUTO = "auto"
+# The built-in formats, in the order detection tries them, by name -> package.
+_BUILT_IN = {"smdebug": "evaluator.sources.smdebug", "tensorboard": "evaluator.sources.tensorboard"}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFormat:
+    """One input format: its name, how a listed key shows it, and how to open it."""
+
+    kind: str
+    detect: Callable[[str], bool]
+    make: Callable[[Storage, TrialOptions], Source]
+
+
+_formats: dict[str, SourceFormat] = {}
+_failed: dict[str, str] = {}  # plug-ins that could not be loaded: name -> why
+_loaded = False
+
+
+def register_source(
+    kind: str,
+    detect: Callable[[str], bool],
+    make: Callable[[Storage, TrialOptions], Source],
+) -> SourceFormat:
+    """Make the format ``kind`` known (a later registration of the same name replaces it)."""
+    if not kind or kind == AUTO or not kind.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"a format's name is a word of letters, digits, - and _, got {kind!r}")
+    found = _formats[kind] = SourceFormat(kind, detect, make)
+    return found
+
+
+def _load() -> None:
+    """Register the built-in formats, then the entry points' (once per process)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in _BUILT_IN.values():
+        fmt = importlib.import_module(module).FORMAT
+        _formats.setdefault(fmt.kind, fmt)
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        try:
+            fmt = point.load()
+        except Exception as e:  # a broken plug-in must not stop the built-in formats
+            _failed[point.name] = f"{type(e).__name__}: {e}"
+            log.warning("input format %r could not be loaded: %s", point.name, e)
+            continue
+        if not isinstance(fmt, SourceFormat):
+            _failed[point.name] = f"{point.value} is not a SourceFormat"
+            log.warning("input format %r: %s is not a SourceFormat", point.name, point.value)
+            continue
+        _formats.setdefault(fmt.kind, fmt)
+
+
+def known_kinds() -> list[str]:
+    """Every format's name, in the order detection tries them."""
+    _load()
+    return list(_formats)
+
+
+def _format(kind: str) -> SourceFormat:
+    _load()
+    found = _formats.get(kind)
+    if found is None:
+        broken = f"; {kind!r} failed to load: {_failed[kind]}" if kind in _failed else ""
+        raise ConfigurationError(
+            f"unknown trial_format {kind!r}: the known ones are "
+            f"{', '.join([AUTO, *_formats])}{broken} (a plug-in format registers itself "
+            f"through the entry-point group {ENTRY_POINT_GROUP!r}: docs/formats.md)"
+        )
+    return found
+
+
+def check_kind(kind: str) -> None:
+    """ConfigurationError naming the known formats when ``kind`` is neither one nor auto (a
+    built-in name is known without loading any format)."""
+    if kind != AUTO and kind not in _BUILT_IN:
+        _format(kind)
+
+
+def make_source(kind: str, storage: Storage, options: TrialOptions) -> Source:
+    """Open the format ``kind``'s source over ``storage``."""
+    return _format(kind).make(storage, options)
+
+
+async def detect_kind(storage: Storage, options: TrialOptions) -> str:
+    """``options.trial_format``, or for ``auto`` the format the location's keys show (one
+    listing, ended as soon as the first format's key is seen)."""
+    if options.trial_format != AUTO:
+        check_kind(options.trial_format)
+        return options.trial_format
+    _load()
+    formats = list(_formats.values())
+    seen: set[str] = set()
+    pages = cast(AsyncGenerator[ObjectInfo, None], storage.list_after(""))
+    async with contextlib.aclosing(pages) as listing:
+        async for obj in listing:
+            for fmt in formats:
+                if fmt.kind not in seen and fmt.detect(obj.key):
+                    if fmt is formats[0]:
+                        return fmt.kind
+                    seen.add(fmt.kind)
+    return next((f.kind for f in formats if f.kind in seen), formats[0].kind)
