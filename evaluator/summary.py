@@ -23,8 +23,9 @@ class TrialSummary:
     steps_per_mode: dict[str, int]
     collections: dict[str, int]  # name -> tensors in the trial that belong to it
     tensors: dict[str, int] = field(default_factory=dict)  # name -> steps saved
-    kind: str = "smdebug"  # or "tensorboard"
-    mapping: str | None = None  # how a TensorBoard log was mapped (docs/tensorboard.md)
+    kind: str = "smdebug"  # the format's name: "tensorboard", or a plug-in's
+    mapping: str | None = None  # how the format mapped the location (docs/tensorboard.md)
+    described: str | None = None  # the format's own sentence for its kind
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -47,6 +48,7 @@ def _summarize(trial: Any) -> TrialSummary:
     if not per_mode and steps:
         per_mode = {ModeKeys.GLOBAL.name: len(steps)}
     names = trial.tensor_names()
+    said = trial.describe() if hasattr(trial, "describe") else {}  # the format's own words
     return TrialSummary(
         path=trial.path,
         training_ended=trial.training_ended(),
@@ -59,26 +61,16 @@ def _summarize(trial: Any) -> TrialSummary:
         collections={c: len(trial.tensor_names(collection=c)) for c in sorted(trial.collections())},
         tensors={n: len(trial.tensor(n).steps()) for n in names},
         kind=getattr(trial, "kind", "smdebug"),
-        mapping=_mapping(trial),
+        mapping=None if said.get("mapping") is None else str(said["mapping"]),
+        described=None if said.get("kind") is None else str(said["kind"]),
     )
-
-
-def _mapping(trial: Any) -> str | None:
-    mapping = getattr(trial, "tensorboard_mapping", None)
-    return None if mapping is None else str(mapping.describe())
-
-
-_KINDS = {
-    "smdebug": "smdebug output (collections, index and event files)",
-    "tensorboard": "TensorBoard log (events.out.tfevents.* files)",
-}
 
 
 def format_summary(s: TrialSummary) -> str:
     step_range = f"{s.first_step}..{s.last_step}" if s.steps else "none"
     lines = [
         f"trial           {s.path}",
-        f"kind            {_KINDS.get(s.kind, s.kind)}",
+        f"kind            {s.described or s.kind}",
         *([f"mapping         {s.mapping}"] if s.mapping else []),
         f"training ended  {'yes' if s.training_ended else 'no (still being written, or no end marker)'}",
         f"workers         {s.num_workers}: {', '.join(s.workers)}",
