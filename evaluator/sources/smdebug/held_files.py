@@ -21,7 +21,7 @@ from evaluator.errors import ObjectNotFound, TensorUnavailableForStep
 from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
 from evaluator.sources.smdebug.prefetch import AHEAD_MIN_BYTES, Prefetcher, RecordsAhead
-from evaluator.sources.smdebug.source import TrialSource
+from evaluator.sources.smdebug.source import SmdebugSource
 from evaluator.storage.base import Storage, SyncRangeReader
 
 __all__ = ["EventBytes", "Held", "Reading", "Record"]
@@ -47,7 +47,7 @@ class EventBytes:
     def __init__(
         self,
         cache: TrialCache,
-        source: TrialSource,
+        source: SmdebugSource,
         storage: Storage,
         loop: BackgroundLoop,
         prefetch: Prefetcher,

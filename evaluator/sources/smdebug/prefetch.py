@@ -25,7 +25,7 @@ from evaluator.engine.runner import BackgroundLoop
 from evaluator.formats.keys import event_key as make_event_key
 from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
-from evaluator.sources.smdebug.source import TrialSource
+from evaluator.sources.smdebug.source import SmdebugSource
 
 __all__ = ["Prefetcher", "RecordsAhead"]
 
@@ -40,7 +40,7 @@ class Prefetcher:
     def __init__(
         self,
         cache: TrialCache,
-        source: TrialSource,
+        source: SmdebugSource,
         loop: BackgroundLoop,
         span_of: Callable[[FileIndex], tuple[int, int] | None],
     ) -> None:

@@ -32,7 +32,7 @@ from evaluator.formats.record_values import RecordLayouts
 from evaluator.modes import ModeKeys
 from evaluator.sources.smdebug.held_files import EventBytes, Held, Reading, Record
 from evaluator.sources.smdebug.prefetch import Prefetcher
-from evaluator.sources.smdebug.source import TrialSource
+from evaluator.sources.smdebug.source import SmdebugSource
 from evaluator.storage.base import Storage
 
 __all__ = ["Reading", "ValueReader"]
@@ -66,7 +66,7 @@ class ValueReader:
     def __init__(
         self,
         cache: TrialCache,
-        source: TrialSource,
+        source: SmdebugSource,
         storage: Storage,
         loop: BackgroundLoop,
         *,

@@ -1,6 +1,6 @@
 """The async side of a trial: what it reads from storage, and how.
 
-``TrialSource`` lists and parses index and collection files and fetches event-file bytes. It
+``SmdebugSource`` lists and parses index and collection files and fetches event-file bytes. It
 knows the key layout and the formats, holds no trial state, and runs on the background loop.
 """
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from evaluator.engine.view import TrialView
     from evaluator.sources.smdebug.values import FileValues
 
-__all__ = ["SmdebugSource", "TrialSource"]
+__all__ = ["SmdebugSource"]
 
 log = structlog.get_logger("evaluator.trial")
 
@@ -317,6 +317,3 @@ class SmdebugSource:
 def _in_range(step: int, range_steps: tuple[int | None, int | None]) -> bool:
     begin, end = range_steps
     return (begin is None or begin <= step) and (end is None or step < end)
-
-
-TrialSource = SmdebugSource  # the name before the formats became packages (tests, notes)

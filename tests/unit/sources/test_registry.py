@@ -24,6 +24,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(registry, "_formats", {})
     monkeypatch.setattr(registry, "_failed", {})
     monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
     yield
 
 
@@ -115,3 +116,23 @@ def _never(storage: Any, options: Any) -> Any:
 
 LINES = registry.SourceFormat("lines", lambda key: key.endswith(".lines"), _never)
 NOT_A_FORMAT = object()
+
+
+def test_the_entry_points_are_read_only_when_a_built_in_cannot_answer(
+    fresh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening smdebug output or a TensorBoard log never scans the installed packages for
+    plug-ins (about 30 ms a trial); a location no built-in claims, or an unknown name, does."""
+    asked: list[str] = []
+
+    def points(group: str) -> list[EntryPoint]:
+        asked.append(group)
+        return [EntryPoint("lines", f"{__name__}:LINES", group)]
+
+    monkeypatch.setattr(registry, "entry_points", points)
+    assert _detect(["collections/000000000/worker_0_collections.json"]) == "smdebug"
+    assert _detect(["a.lines", "run/events.out.tfevents.1.host"]) == "tensorboard"
+    registry.check_kind("tensorboard")
+    assert asked == []
+    assert _detect(["a.lines"]) == "lines"
+    assert asked == [registry.ENTRY_POINT_GROUP]

@@ -25,7 +25,7 @@ from evaluator.engine.view import TrialView
 from evaluator.formats import Collection
 from evaluator.formats.keys import event_key
 from evaluator.modes import ModeKeys
-from evaluator.sources.smdebug.source import TrialSource
+from evaluator.sources.smdebug.source import SmdebugSource
 from evaluator.sources.smdebug.values import FileValues
 from evaluator.storage import MemoryStorage
 from evaluator.testing import TrialWriter
@@ -55,7 +55,7 @@ class Engine:
         self.sync()
         self.state = TrialState(num_workers=1, workers={"worker_0"})
         self.cache = TrialCache(self.state, self.options, uri=self.storage.uri)
-        self.source = TrialSource(self.storage, options=self.options)
+        self.source = SmdebugSource(self.storage, options=self.options)
         self.sleeps: list[float] = []
         self.on_sleep: Callable[[int], None] = lambda count: None
         self.poller = Poller(self.cache, self.source, self.options, None, sleep=self._sleep)
