@@ -23,6 +23,7 @@ from evaluator.sources.registry import (
     check_kind,
     detect_kind,
     known_kinds,
+    load_built_ins,
     make_source,
     register_source,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "check_kind",
     "detect_kind",
     "known_kinds",
+    "load_built_ins",
     "make_source",
     "register_source",
 ]

@@ -18,8 +18,7 @@ import importlib
 import logging
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import cast
+from typing import Any, cast
 
 from evaluator.engine.options import TrialOptions
 from evaluator.engine.source import Source
@@ -32,6 +31,7 @@ __all__ = [
     "check_kind",
     "detect_kind",
     "known_kinds",
+    "load_built_ins",
     "make_source",
     "register_source",
 ]
@@ -71,6 +71,12 @@ def register_source(
     return found
 
 
+def load_built_ins() -> None:
+    """Import and register the built-in formats now, not on the first trial's opening (the
+    module that opens trials calls it as it is imported)."""
+    _load()
+
+
 def _load() -> None:
     """Register the built-in formats first (once per process)."""
     global _loaded
@@ -82,6 +88,14 @@ def _load() -> None:
         fmt = importlib.import_module(module).FORMAT
         built_in[fmt.kind] = fmt
     _formats.update({**built_in, **_formats})  # built-ins first, in their order
+
+
+def entry_points(*, group: str) -> list[Any]:
+    """The installed packages' entry points of ``group`` (importlib.metadata loads on first
+    use: it costs about 10 ms of imports that smdebug output never needs)."""
+    from importlib import metadata
+
+    return list(metadata.entry_points(group=group))
 
 
 def _load_plugins() -> None:

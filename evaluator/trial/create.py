@@ -7,7 +7,7 @@ from typing import Any
 
 from evaluator.engine.options import TrialOptions, validated_options
 from evaluator.engine.runner import get_loop
-from evaluator.sources import check_kind, detect_kind, make_source
+from evaluator.sources import check_kind, detect_kind, load_built_ins, make_source
 from evaluator.storage import open_storage
 from evaluator.storage.base import Storage
 from evaluator.storage.schemes import is_remote
@@ -16,6 +16,7 @@ from evaluator.trial.trial import Trial
 __all__ = ["create_trial", "describe_location"]
 
 _OPTION_NAMES = frozenset(TrialOptions.model_fields)
+load_built_ins()  # imported with create_trial, as its own modules are, not on its first call
 
 
 def create_trial(

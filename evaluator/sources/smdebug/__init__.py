@@ -13,9 +13,10 @@ from evaluator.engine.options import TrialOptions
 from evaluator.formats.keys import COLLECTIONS_PREFIX, INDEX_PREFIX
 from evaluator.sources.registry import SourceFormat
 from evaluator.sources.smdebug.source import SmdebugSource
+from evaluator.sources.smdebug.values import FileValues
 from evaluator.storage.base import Storage
 
-__all__ = ["FORMAT", "SmdebugSource"]
+__all__ = ["FORMAT", "FileValues", "SmdebugSource"]
 
 
 def _detect(key: str) -> bool:

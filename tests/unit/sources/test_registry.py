@@ -29,7 +29,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _with_entry_points(monkeypatch: pytest.MonkeyPatch, *points: EntryPoint) -> None:
-    monkeypatch.setattr(registry, "entry_points", lambda group: [p for p in points])
+    monkeypatch.setattr(registry, "entry_points", lambda *, group: list(points))
 
 
 def _detect(keys: list[str], trial_format: str = "auto") -> str:
@@ -125,7 +125,7 @@ def test_the_entry_points_are_read_only_when_a_built_in_cannot_answer(
     plug-ins (about 30 ms a trial); a location no built-in claims, or an unknown name, does."""
     asked: list[str] = []
 
-    def points(group: str) -> list[EntryPoint]:
+    def points(*, group: str) -> list[EntryPoint]:
         asked.append(group)
         return [EntryPoint("lines", f"{__name__}:LINES", group)]
 
