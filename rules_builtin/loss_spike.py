@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from evaluator.errors import TensorUnavailableForStep
-from evaluator.formats.tb_summary import phase_of_tag
+from evaluator.formats.tensorboard.summary import phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.modes import as_training, is_epoch_end_log

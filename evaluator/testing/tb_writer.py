@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from evaluator.formats.proto import event_pb2, summary_pb2
-from evaluator.formats.tb_summary import is_event_file
+from evaluator.formats.tensorboard.summary import is_event_file
 from evaluator.formats.tfrecord import encode_record, iter_records
 
 __all__ = ["read_scalars", "write_scalars"]

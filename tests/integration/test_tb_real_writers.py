@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluator.formats.tb_summary import phase_of_tag
+from evaluator.formats.tensorboard.summary import phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.rules.coverage import TENSORBOARD_NEEDS
 from evaluator.trial import create_trial

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.errors import ConfigurationError, InsufficientInformationForRuleInvocation
-from evaluator.formats.tb_summary import phase_of_folder, phase_of_tag
+from evaluator.formats.tensorboard.summary import phase_of_folder, phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error

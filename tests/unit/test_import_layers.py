@@ -153,7 +153,7 @@ FORMAT_PACKAGES = sorted(
     - {"registry"}
 )
 FORMAT_PARSERS = {
-    "tensorboard": ("evaluator.formats.tb_summary", "evaluator.formats.tb_frames"),
+    "tensorboard": ("evaluator.formats.tensorboard",),
     "smdebug": (
         "evaluator.formats.index_file",
         "evaluator.formats.record_plans",

@@ -9,7 +9,7 @@ collections, ``steps`` applies records to per-tag ``columns``, ``values`` answer
 from __future__ import annotations
 
 from evaluator.engine.options import TrialOptions
-from evaluator.formats.tb_summary import is_event_file
+from evaluator.formats.tensorboard.summary import is_event_file
 from evaluator.sources.registry import SourceFormat
 from evaluator.sources.tensorboard.source import TensorBoardSource
 from evaluator.storage.base import Storage

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evaluator.formats.tb_summary import Histogram
+from evaluator.formats.tensorboard.summary import Histogram
 
 __all__ = ["Series", "Snapshot"]
 

@@ -13,7 +13,7 @@ import structlog
 
 from evaluator.errors import ClientError
 from evaluator.formats.collections_file import Collection
-from evaluator.formats.tb_summary import phase_of_folder, phase_of_tag
+from evaluator.formats.tensorboard.summary import phase_of_folder, phase_of_tag
 from evaluator.modes import ModeKeys
 
 __all__ = [

@@ -4,8 +4,8 @@
 steps, and the values, so the one ``Trial`` serves it as it serves smdebug output. Its scans tail every
 ``events.out.tfevents.*`` file of the run from the offset read last (one ranged read per file
 that grew; a torn last record is read again from its start next time), parse the summaries
-(many records at once: ``evaluator.formats.tb_frames``, the rest through
-``evaluator.formats.tb_summary``) into per-tag columns (``columns``: scalars as numpy
+(many records at once: ``evaluator.formats.tensorboard.frames``, the rest through
+``evaluator.formats.tensorboard.summary``) into per-tag columns (``columns``: scalars as numpy
 columns, histograms as their exact statistics and buckets), and hand each scan's new steps
 and the columns' snapshots to the trial at once (a ``StepBatch``; values are answered by
 ``values.HeldTensors``), not an index file per step.
@@ -43,8 +43,8 @@ from evaluator.engine.waits import WaitNotice
 from evaluator.errors import ClientError, ObjectNotFound, SMDebugValueError
 from evaluator.formats.collections_file import CollectionsFile
 from evaluator.formats.keys import END_OF_JOB_KEY, index_key
-from evaluator.formats.tb_frames import Frames, frame_records, simple_scalars
-from evaluator.formats.tb_summary import is_event_file, parse_event, phase_of_folder
+from evaluator.formats.tensorboard.frames import Frames, frame_records, simple_scalars
+from evaluator.formats.tensorboard.summary import is_event_file, parse_event, phase_of_folder
 from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.layout import (
     TagCollections,

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evaluator.formats.tb_frames import Scalars
-from evaluator.formats.tb_summary import ParsedEvent
+from evaluator.formats.tensorboard.frames import Scalars
+from evaluator.formats.tensorboard.summary import ParsedEvent
 from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.columns import Series
 from evaluator.sources.tensorboard.layout import TagCollections

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from evaluator.formats.proto import event_pb2, summary_pb2
-from evaluator.formats.tb_frames import frame_records, groups, simple_scalars
-from evaluator.formats.tb_summary import simple_scalar
+from evaluator.formats.tensorboard.frames import frame_records, groups, simple_scalars
+from evaluator.formats.tensorboard.summary import simple_scalar
 from evaluator.formats.tfrecord import encode_record, iter_records
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evaluator.formats.proto import event_pb2, summary_pb2
-from evaluator.formats.tb_summary import Histogram, parse_event, simple_scalar
+from evaluator.formats.tensorboard.summary import Histogram, parse_event, simple_scalar
 
 
 def _scalar_event(step: int, tag: str, value: float, wall_time: float = 1.5) -> bytes:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from evaluator.errors import HistogramValueUnavailable
-from evaluator.formats.tb_summary import Histogram
+from evaluator.formats.tensorboard.summary import Histogram
 from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.columns import Series
 from evaluator.trial import create_trial

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from evaluator.formats.tb_summary import phase_of_tag
+from evaluator.formats.tensorboard.summary import phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.summary import format_summary, summarize
 from evaluator.trial import create_trial

@@ -6,7 +6,7 @@ CRCs; it stops before a record cut short (a writer is appending: come back later
 one. ``simple_scalars`` then reads, with numpy over every record at once, the events that are
 exactly one ``simple_value`` scalar (what torch and tensorboardX write for ``add_scalar``):
 their step, tag and value. Any other record is left to the protobuf decoder
-(``tb_summary.parse_event``). Pure functions: bytes in, arrays out, no I/O.
+(``summary.parse_event``). Pure functions: bytes in, arrays out, no I/O.
 """
 
 from __future__ import annotations
