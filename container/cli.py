@@ -2,7 +2,7 @@
 
 ``rule-evaluator [--key value ...]`` evaluates rules: parameters come from
 ``/opt/ml/config/processingjobconfig.json``, the environment, a JSON file (``--config``) and the
-flags (see README, "Parameters"). ``rule-evaluator summary PATH`` prints what a trial holds.
+flags (docs/configuration.md, "Parameters"). ``rule-evaluator summary PATH`` prints what a trial holds.
 ``--help``, ``--version``, ``rules [NAME]`` and ``--rule NAME --help`` are answered by
 ``container.help`` without running anything.
 

@@ -1,5 +1,5 @@
 """Imports only run downward: each layer of the code imports its own and lower layers, never a
-higher one (README, "Development"). Read from the source with ``ast``: every ``import`` and
+higher one (docs/architecture.md, "Layers"). Read from the source with ``ast``: every ``import`` and
 ``from ... import`` counts, function-level ones included."""
 
 from __future__ import annotations

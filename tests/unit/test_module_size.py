@@ -1,5 +1,5 @@
-"""Every module of the project is under 400 lines (README, "Development": small modules with
-one job): the package (evaluator/, rules_builtin/, container/, entrypoint.py), the benchmarks
+"""Every module of the project is under 400 lines (docs/architecture.md, "Small modules,
+one job each"): the package (evaluator/, rules_builtin/, container/, entrypoint.py), the benchmarks
 (bench/) and the tools (tools/). Counted as ``wc -l`` does: newline characters.
 
 The rest of tests/ is left out: its long files are lists of cases of one subject (a decorated
