@@ -135,6 +135,7 @@ def evaluate(
                 log_format=config.log_format,
                 step_timeout=config.rule_step_timeout,
                 report=config.report,
+                webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
             )
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.

@@ -115,6 +115,13 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "or none",
         None,
     ),
+    "webhook_url": (
+        "output",
+        "URL",
+        "POST every rule status change as JSON to this http(s) URL (a Slack-compatible "
+        "'text' included); a secret, never logged",
+        "none",
+    ),
     "log_format": (
         "logging",
         "json|console",

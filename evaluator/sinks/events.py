@@ -220,6 +220,14 @@ class Sinks:
                 call = (sink.essential, getattr(sink, method))
                 self._calls.setdefault(method, []).append(call)
 
+    def wait(self) -> None:
+        """Let each sink finish what it started (``NullSink.wait``); never raises."""
+        for sink in self.sinks:
+            try:
+                sink.wait()
+            except Exception:  # an output must never change the verdict
+                self._log.warning("status_listener_failed", exc_info=True)
+
     def emit(self, method: str, event: Any) -> None:
         for essential, call in self._calls.get(method, ()):
             if essential:
