@@ -1,4 +1,4 @@
-"""smdebug's on-disk formats as pure functions: bytes in, records out, no I/O.
+"""The on-disk formats as pure functions: bytes in, records out, no I/O.
 
 =====================  ======================================================================
 ``keys``               where each file of a trial lives, and what its name says
