@@ -1,7 +1,6 @@
 """Imports only run downward: each layer of the code imports its own and lower layers, never a
-higher one, and no two top-level packages import each other, in one layer or not (README,
-"Development"). Read from the source with ``ast``: every ``import`` and ``from ... import``
-counts, function-level ones included."""
+higher one (README, "Development"). Read from the source with ``ast``: every ``import`` and
+``from ... import`` counts, function-level ones included."""
 
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Lowest first. A module may import modules of its own layer and of the layers before it.
+# Lowest first. A module may import modules of its own layer and of the layers before it, and
+# no two top-level packages import each other, in one layer or not (the package cycle test).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # compat only points smdebug.* names at its shim (shim modules sit above everything)
     (
