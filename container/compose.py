@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from evaluator.config import EvaluatorConfig
     from evaluator.evaluation import Evaluation, StepWatch
+    from evaluator.reporting import StatusReporter
     from evaluator.sinks.events import NullSink, Sinks
-    from evaluator.status import StatusReporter
 
 __all__ = [
     "SINKS",
@@ -98,8 +98,9 @@ def reporter_for(
     verdict)."""
     from evaluator.report import REPORT_FILE_NAME
     from evaluator.report.writer import DATA_SECONDS
+    from evaluator.reporting import StatusReporter
     from evaluator.sinks.report import ReportSink
-    from evaluator.status import RESULT_FILE_NAME, StatusReporter
+    from evaluator.status import RESULT_FILE_NAME
 
     webhook = config.webhook_url.get_secret_value() if config.webhook_url else None
     context = SinkContext(

@@ -13,7 +13,7 @@ from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import NullObserver
 
 if TYPE_CHECKING:
-    from evaluator.status import StatusReporter
+    from evaluator.reporting import StatusReporter
 
 __all__ = ["Progress", "StepWatch"]
 

@@ -9,8 +9,9 @@ POSTed as JSON to ``--webhook-url``).
 configuration asks for, and hands the same sinks the supervisor's last word. A new output is
 one module with a ``NullSink`` subclass plus its registration in ``container.compose.SINKS``.
 
-The sinks share the status layer (``evaluator.status`` imports them; they import its files
-and texts): nothing here imports the reporter.
+The sinks sit between the status vocabulary (``evaluator.status``: its files and texts, which
+they import) and the reporter that tells them (``evaluator.reporting``, which nothing here
+imports).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The listener interface of a run: the events every output hears, and ``Sink``, the one
 protocol each output (``evaluator.sinks.*``) implements.
 
-``StatusReporter`` (``evaluator.status.reporter``) follows the rules of a run in a ``RunRecord``
+``StatusReporter`` (``evaluator.reporting``) follows the rules of a run in a ``RunRecord``
 and tells its sinks, in their order, what happened:
 
 * ``evaluation_started``: the trial is being opened (what is read, what ends the run);

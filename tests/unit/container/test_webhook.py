@@ -24,7 +24,8 @@ from evaluator.config.values import webhook_url_value
 from evaluator.errors import ConfigurationError
 from evaluator.sinks import webhook
 from evaluator.sinks.webhook import WebhookSink
-from evaluator.status import RESULT_FILE_NAME, StatusReporter
+from evaluator.reporting import StatusReporter
+from evaluator.status import RESULT_FILE_NAME
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "trials" / "vanishing_gradients"
