@@ -22,9 +22,9 @@ from container.compose import final_sinks
 from container.last_word import conclude
 from evaluator.config.values import webhook_url_value
 from evaluator.errors import ConfigurationError
+from evaluator.reporting import StatusReporter
 from evaluator.sinks import webhook
 from evaluator.sinks.webhook import WebhookSink
-from evaluator.reporting import StatusReporter
 from evaluator.status import RESULT_FILE_NAME
 
 ROOT = Path(__file__).resolve().parents[3]
