@@ -29,9 +29,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evaluator.testing.tb_writer import read_scalars  # noqa: E402
 from tests.support.wild_hf import DATA, FAULTS, RULES, inject, judge, labels  # noqa: E402
 
 POSITIONS = (0.5, 0.6, 0.7, 0.8)
+REFERENCES = (1, 3, 20)  # the levels a spike is measured against: the median of the last k
 REPORT = ROOT / "bench" / "STABILITY.md"
 FIGURES = ROOT / "bench" / "stability.json"
 
@@ -74,6 +76,30 @@ def injections(runs: list[str], scratch: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+def within_own_range(run: str, fault: str, at: float) -> bool:
+    """Whether a spike injected into ``run`` rises no higher than the untouched run already
+    did somewhere: against each of the ``REFERENCES`` levels (the median of the last k logged
+    values before it), the injected values' smallest ratio is at most the largest ratio that
+    as many consecutive values of the untouched series reach. Then no detector that reads
+    such ratios can catch the injection and stay quiet on the untouched run."""
+    f = FAULTS[fault]
+    if f.lasts is None or f.scale <= 1:
+        return False
+    series = [v for _, v, _ in read_scalars(DATA / "tb" / run).get(f.tag, [])]
+    i, n = int(len(series) * at), f.lasts
+    injected = series[:i] + [v * f.scale for v in series[i : i + n]] + series[i + n :]
+
+    def ratio(values: list[float], j: int, k: int) -> float:
+        level = statistics.median(values[max(0, j - k) : j])
+        return min(values[j : j + n]) / level if level > 0 else 0.0
+
+    for k in REFERENCES:
+        own = max((ratio(series, j, k) for j in range(1, len(series) - n + 1)), default=0.0)
+        if i == 0 or ratio(injected, i, k) > own:
+            return False
+    return True
+
+
 def summary(healthy: dict[str, dict[str, str]], found: dict[str, dict[str, Any]]) -> dict[str, Any]:
     rules: dict[str, Any] = {}
     for rule in RULES:
@@ -95,6 +121,7 @@ def summary(healthy: dict[str, dict[str, str]], found: dict[str, dict[str, Any]]
             "lag_median": statistics.median(lags) if lags else None,
             "lag_max": max(lags) if lags else None,
             "missed_runs": sorted({r for r, _ in d["missed"]}),
+            "missed_within_own_range": sum(within_own_range(r, fault, a) for r, a in d["missed"]),
         }
     return rules
 
@@ -127,6 +154,17 @@ def markdown(figures: dict[str, Any], others: dict[str, dict[str, str]], took: f
             lines.append(f"* {rule}: {', '.join(f['missed_runs'])}")
     lines += [
         "",
+        "Misses inside the run's own range: the injected values rise, against the median of "
+        "the last 1, 3 and 20 logged values alike, no higher than as many consecutive values "
+        "of the untouched run already did, so no detector reading such ratios catches them "
+        "and stays quiet on the untouched run (`within_own_range`):",
+        "",
+    ]
+    for rule, f in figures.items():
+        if f["missed"]:
+            lines.append(f"* {rule}: {f['missed_within_own_range']} of {f['missed']}")
+    lines += [
+        "",
         "Notes: a healthy run's gradient norms often swing 10- to 1000-fold between logged "
         "values (is-584-term-project: 0.05 to 780), so a x20 norm is inside its own noise "
         "there; GradientNormSpike's default trades those misses for no false alarm. "
@@ -140,7 +178,7 @@ def markdown(figures: dict[str, Any], others: dict[str, dict[str, str]], took: f
         "|---|---|" + "---|" * len(RULES),
     ]
     judgements = {r["id"]: r["judgement"] for r in labels()}
-    for run, row in others.items():
+    for run, row in sorted(others.items(), key=lambda item: (judgements[item[0]], item[0])):
         lines.append(f"| {run} | {judgements[run]} | " + " | ".join(row[r] for r in RULES) + " |")
     return "\n".join(lines) + "\n"
 

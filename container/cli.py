@@ -2,7 +2,7 @@
 
 ``rule-evaluator [--key value ...]`` evaluates rules: parameters come from
 ``/opt/ml/config/processingjobconfig.json``, the environment, a JSON file (``--config``) and the
-flags (see README, "Parameters"). ``rule-evaluator summary PATH`` prints what a trial holds.
+flags (docs/configuration.md, "Parameters"). ``rule-evaluator summary PATH`` prints what a trial holds.
 ``--help``, ``--version``, ``rules [NAME]`` and ``--rule NAME --help`` are answered by
 ``container.help`` without running anything.
 
@@ -135,6 +135,7 @@ def evaluate(
                 log_format=config.log_format,
                 step_timeout=config.rule_step_timeout,
                 report=config.report,
+                webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
             )
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.

@@ -2,7 +2,7 @@
 handed in) -> evaluation -> sinks (``evaluator.sinks``).
 
 ``StatusReporter`` makes the sinks every run has (log, result file, message files);
-``SINKS`` lists the factories of the others (the rules' actions, the report), each called with a ``SinkContext`` and
+``SINKS`` lists the factories of the others (the rules' actions, the report, the webhook), each called with a ``SinkContext`` and
 returning its sink or None (not wanted by this run). The same factories serve the
 evaluation (``evaluation_for``) and the supervisor's last word (``final_sinks``): an output
 added here hears both. A new output is one module plus one ``register_sink`` (or a line in
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from evaluator.config import EvaluatorConfig
     from evaluator.evaluation import Evaluation, StepWatch
+    from evaluator.reporting import StatusReporter
     from evaluator.sinks.events import NullSink, Sinks
-    from evaluator.status import StatusReporter
 
 __all__ = [
     "SINKS",
@@ -45,6 +45,7 @@ class SinkContext:
     report: str | None  # "html" or "none"
     environ: Mapping[str, str]
     supervisor: bool = False
+    webhook_url: str | None = None  # --webhook-url (a secret)
 
 
 SinkFactory = Callable[[SinkContext], "NullSink | None"]
@@ -67,7 +68,17 @@ def actions_sink(context: SinkContext) -> NullSink | None:
     return ActionsSink()
 
 
-SINKS: list[SinkFactory] = [actions_sink, report_sink]
+def webhook_sink(context: SinkContext) -> NullSink | None:
+    """Every status change POSTed as JSON to ``--webhook-url`` (``evaluator.sinks.webhook``),
+    the supervisor's last word included."""
+    if not context.webhook_url:
+        return None
+    from evaluator.sinks.webhook import WebhookSink
+
+    return WebhookSink(context.webhook_url)
+
+
+SINKS: list[SinkFactory] = [actions_sink, report_sink, webhook_sink]
 
 
 def register_sink(factory: SinkFactory) -> None:
@@ -87,10 +98,14 @@ def reporter_for(
     verdict)."""
     from evaluator.report import REPORT_FILE_NAME
     from evaluator.report.writer import DATA_SECONDS
+    from evaluator.reporting import StatusReporter
     from evaluator.sinks.report import ReportSink
-    from evaluator.status import RESULT_FILE_NAME, StatusReporter
+    from evaluator.status import RESULT_FILE_NAME
 
-    context = SinkContext(config.output_dir, config.message_dir, config.report, environ)
+    webhook = config.webhook_url.get_secret_value() if config.webhook_url else None
+    context = SinkContext(
+        config.output_dir, config.message_dir, config.report, environ, webhook_url=webhook
+    )
     sinks = run_sinks(context)
     report = next((s for s in sinks if isinstance(s, ReportSink)), None)
     reporter = StatusReporter.from_config(
@@ -140,6 +155,7 @@ def final_sinks(state: Mapping[str, Any], result_fd: int | None, message_fd: int
         state.get("report") if isinstance(state.get("report"), str) else None,
         dict(os.environ),
         supervisor=True,
+        webhook_url=state.get("webhook_url") if isinstance(state.get("webhook_url"), str) else None,
     )
     own = [MessageFilesSink(dir_fd=message_fd), ResultFileSink(dir_fd=result_fd)]
     return Sinks([*own, *run_sinks(context)])

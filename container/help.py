@@ -1,4 +1,5 @@
-"""The command's front: ``--help``, ``--version``, ``rules [NAME]`` and ``--rule NAME --help``.
+"""The command's front: ``--help``, ``--help-env``, ``--version``, ``rules [NAME]`` and
+``--rule NAME --help``.
 
 argparse is used here, and only here, for what it does well: grouped, wrapped help text and the
 small fixed grammar of the ``rules`` subcommand. It does not parse a run's flags, which stay with
@@ -18,7 +19,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["answer", "flag_names", "main_help", "rules_command", "version"]
+__all__ = ["answer", "env_help", "flag_names", "main_help", "rules_command", "version"]
 
 PROG = "rule-evaluator"
 _GROUPS = {
@@ -27,7 +28,8 @@ _GROUPS = {
     "parameters": "rule parameters: every other --key is one, passed to the rule as a string",
     "output": "where the result file goes",
     "logging": "what is printed",
-    "waiting": "reading a trial that is still being written",
+    "waiting": "reading a trial that is still being written; the tuning environment "
+    "variables: --help-env",
 }
 _HELP_FLAGS = ("--help", "-h")
 
@@ -113,6 +115,13 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "or none",
         None,
     ),
+    "webhook_url": (
+        "output",
+        "URL",
+        "POST every rule status change as JSON to this http(s) URL (a Slack-compatible "
+        "'text' included); a secret, never logged",
+        "none",
+    ),
     "log_format": (
         "logging",
         "json|console",
@@ -177,12 +186,12 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG,
         usage=(
             f"{PROG} [--key VALUE | --key=VALUE ...]\n"
-            f"       {PROG} rules [NAME]\n"
+            f"       {PROG} rules [NAME [--verbose | --source]]\n"
             f"       {PROG} summary PATH [--json]\n"
             f"       {PROG} report OUTPUT_DIR\n"
             f"       {PROG} upload FOLDER DESTINATION [--create-bucket]\n"
             f"       {PROG} batch TRIAL... --rule NAME --output-dir DIR\n"
-            f"       {PROG} --rule NAME --help | --help | --version"
+            f"       {PROG} --rule NAME --help | --help | --help-env | --version"
         ),
         description=_DESCRIPTION,
         epilog=_EPILOG,
@@ -208,25 +217,36 @@ def _parser() -> argparse.ArgumentParser:
         metavar="VALUE",
         help="a parameter for that rule only, e.g. --VanishingGradient.threshold 1e-6",
     )
-    groups["waiting"].description = _GROUPS["waiting"] + _trial_environment()
     other = parser.add_argument_group("other")
     other.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    other.add_argument(
+        "--help-env", action="store_true", help="show the tuning environment variables and exit"
+    )
     other.add_argument("--version", action="store_true", help="print the version and exit")
     return parser
 
 
-def _trial_environment() -> str:
-    """The waiting options that are environment variables only, with their defaults."""
+def env_help() -> str:
+    """The text of ``rule-evaluator --help-env``: the tuning options read from the environment
+    only, each with its default (docs/configuration.md has them as a table)."""
     from evaluator.config import TRIAL_ENVIRONMENT, TrialOptions
 
     fields = TrialOptions.model_fields
-    lines = ["; also these environment variables:"]
+    lines = textwrap.wrap(
+        "Tuning environment variables: how a trial is read and waited for, each read once when "
+        "the run starts; a flag, where there is one (--poll-interval), wins. The same as a "
+        "table: docs/configuration.md.",
+        96,
+    )
+    lines.append("")
     for var, name in TRIAL_ENVIRONMENT.items():
         default = fields[name].default
         text = f"{var} (default {'none' if default is None else default}): "
         text += str(fields[name].description)
-        lines += textwrap.wrap(text, 94, initial_indent="  ", subsequent_indent="      ")
-    return "\n".join(lines).replace("%", "%%")
+        lines += textwrap.wrap(
+            text, 94, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+        )
+    return "\n".join(lines) + "\n"
 
 
 _DESCRIPTION = textwrap.fill(
@@ -239,15 +259,19 @@ _DESCRIPTION = textwrap.fill(
 )
 _EPILOG = f"""commands:
   {PROG} rules           the built-in rules, one line each on what they detect
-  {PROG} rules NAME      a rule's parameters, types, defaults and an example
+  {PROG} rules NAME      what a rule detects, its parameters and an example
+  {PROG} rules NAME --verbose  the rule's full description
   {PROG} rules NAME --source  the rule's Python source, to copy into your own rule
   {PROG} summary PATH    what a trial holds (steps, collections, tensors)
   {PROG} report DIR      write a run's rule_report.html again from its output folder
-  {PROG} upload DIR DEST copy a trial folder to S3 or a folder (CI: README, "CI")
+  {PROG} upload DIR DEST copy a trial folder to S3 or a folder (CI: docs/usage.md)
   {PROG} batch TRIAL...  many trials in parallel, one summary (batch --help; docs/scale.md)
 
 documentation:
-  README.md          "Running rules", "Parameters", statuses and the result file
+  README.md          the first commands, examples and exit codes
+  docs/index.md      every page of the documentation
+  docs/usage.md      running rules, statuses, the result file, summary, batch, CI
+  docs/configuration.md  every parameter and the tuning environment variables
   docs/rules.md      every built-in rule, its parameters and measured behaviour
   docs/container.md  the container image, SageMaker and docker run
   docs/report.md     the HTML rule report written beside the result file
@@ -272,6 +296,9 @@ def answer(argv: Sequence[str]) -> int | None:
     args = list(argv)
     if args[:1] == ["rules"]:
         return rules_command(args[1:])
+    if "--help-env" in args:
+        print(env_help(), end="")
+        return 0
     if args == ["--version"]:
         print(version())
         return 0
@@ -314,16 +341,21 @@ def rules_command(argv: Sequence[str]) -> int:
         description="The built-in rules: what each detects; with NAME, its parameters.",
     )
     parser.add_argument("name", nargs="?", help="a built-in rule (any case)")
-    parser.add_argument(
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument(
+        "-v", "--verbose", action="store_true", help="the rule's full description (with NAME)"
+    )
+    how.add_argument(
         "--source",
         action="store_true",
-        help="print the rule's Python source, to copy into your own rule (README, 'Your own rule')",
+        help="print the rule's Python source, to copy into your own rule (docs/custom-rules.md)",
     )
     args = parser.parse_args(argv)
-    if args.source and not args.name:
-        parser.error("--source needs a rule NAME")
+    for flag, given in (("--source", args.source), ("--verbose", args.verbose)):
+        if given and not args.name:
+            parser.error(f"{flag} needs a rule NAME")
     if args.name:
-        return _describe_rule(args.name, source=args.source)
+        return _describe_rule(args.name, source=args.source, verbose=args.verbose)
     from rules_builtin import registry
     from rules_builtin._describe import rule_class, summary
 
@@ -332,13 +364,13 @@ def rules_command(argv: Sequence[str]) -> int:
     for name in names:
         print(f"{name.ljust(width)}{summary(rule_class(name))}")
     print(
-        f"\n{PROG} rules NAME: a rule's parameters; rules NAME --source: its code, to copy. "
-        "Details: docs/rules.md"
+        f"\n{PROG} rules NAME: a rule's parameters (--verbose: all of it); rules NAME --source: "
+        "its code, to copy. Details: docs/rules.md"
     )
     return 0
 
 
-def _describe_rule(name: str, *, source: bool = False) -> int:
+def _describe_rule(name: str, *, source: bool = False, verbose: bool = False) -> int:
     from evaluator.errors import ExitCode
     from rules_builtin import registry
     from rules_builtin._describe import module_source, text_section
@@ -360,5 +392,5 @@ def _describe_rule(name: str, *, source: bool = False) -> int:
     if source:
         print(module_source(name), end="")
         return 0
-    print(text_section(name, program=PROG))
+    print(text_section(name, program=PROG, verbose=verbose))
     return 0

@@ -45,6 +45,7 @@ def conclude(
     def close(status: str, exit_code: int, text: str, **fields: Any) -> None:
         event = RunClosed(status, exit_code, text, result_dir=result_dir, **fields)
         sinks.emit("run_closed", event)
+        sinks.wait()  # what a sink started (a webhook's post) before this process ends
 
     if stops:
         code = ExitCode.stopped_by(stops[0])

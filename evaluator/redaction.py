@@ -25,6 +25,7 @@ __all__ = [
     "MASK",
     "MIN_SCRUBBED_LENGTH",
     "escape_controls",
+    "url_origin",
     "is_secret_name",
     "mask_endpoint",
     "redact_parameters",
@@ -147,3 +148,18 @@ def escape_controls(text: str) -> str:
     """``text`` with control characters (but newline and tab) shown as ``\\xNN``: for a
     terminal, where a tensor or rule name must not move the cursor or retitle the window."""
     return _CONTROLS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+def url_origin(url: str) -> str:
+    """What may be said of a URL whose path or query may be its key (a chat webhook): its
+    scheme and host, or its length when it has none."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if parts.scheme and host:
+        return f"{parts.scheme}://{host}"
+    return f"a text of {len(url)} characters"

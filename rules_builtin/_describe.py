@@ -4,7 +4,7 @@ Everything comes from the rule itself: the one-line summary is its module docstr
 (``"VanishingGradient: gradients whose ..."``), the description its class docstring, the
 parameters its ``PARAMETERS``; what it reads, its windows and earliest firing from
 ``rules_builtin._timing``. ``markdown_section`` renders a rule for tools/gen_rules_doc.py,
-``text_section`` for the terminal, from the same ``parameters`` and ``default_text``.
+``text_section`` for the terminal (short, or whole with ``verbose``), from the same ``parameters`` and ``default_text``.
 """
 
 from __future__ import annotations
@@ -121,20 +121,16 @@ def markdown_section(name: str) -> str:
     return "\n".join(lines)
 
 
-def text_section(name: str, *, program: str = "rule-evaluator") -> str:
-    """The rule for a terminal: summary, description, parameters, an example command."""
+def text_section(name: str, *, program: str = "rule-evaluator", verbose: bool = False) -> str:
+    """The rule for a terminal (``rules NAME``): what it detects (its summary and the first
+    paragraph of its description), one line per parameter, an example command, and where the
+    rest is. ``verbose``: the whole description, and each parameter's meaning on a line of its
+    own."""
     cls = rule_class(name)
     rule = cls.__name__
-    lines = [f"{rule}: {summary(cls)}", "", description(cls), ""]
-    params = parameters(cls)
-    if params:
-        width = max(len(p.name) for p in params) + 2
-        lines.append("Parameters (every value is a string, as SageMaker sends it):")
-        for p in params:
-            lines.append(f"  --{p.name.ljust(width)}{p.kind}, default {default_text(p)}")
-            lines.append(f"    {p.doc}")
-    else:
-        lines.append("Parameters: none.")
+    text = description(cls)
+    lines = [f"{rule}: {summary(cls)}", "", text if verbose else text.split("\n\n")[0], ""]
+    lines += _parameter_lines(parameters(cls), verbose=verbose)
     flags = " ".join(
         f"--{k} {shlex.quote(v)}"
         for k, v in example_parameters(cls).items()
@@ -145,6 +141,22 @@ def text_section(name: str, *, program: str = "rule-evaluator") -> str:
         "Example:",
         f"  {program} --trial-dir PATH_OR_S3_URI --rule {rule}" + (f" {flags}" if flags else ""),
         "",
-        f"More: docs/rules.md#{rule.lower()}",
     ]
+    if not verbose:
+        lines.append(f"The full description: {program} rules {rule} --verbose")
+    lines.append(f"More: docs/rules.md#{rule.lower()}")
     return "\n".join(lines).replace("``", "")  # reST's code marks are noise on a terminal
+
+
+def _parameter_lines(params: Sequence[Param], *, verbose: bool) -> list[str]:
+    """Each parameter's name, type and default, and its meaning: on the same line, or with
+    ``verbose`` on the next."""
+    if not params:
+        return ["Parameters: none."]
+    lines = ["Parameters (every value is a string, as SageMaker sends it):"]
+    width = max(len(p.name) for p in params) + 2
+    heads = [f"  --{p.name.ljust(width)}{p.kind}, default {default_text(p)}" for p in params]
+    head_width = max(len(h) for h in heads) + 2
+    for head, p in zip(heads, params, strict=True):
+        lines += [head, f"    {p.doc}"] if verbose else [f"{head.ljust(head_width)}{p.doc}"]
+    return lines

@@ -155,11 +155,10 @@ class Overfit(Rule):
         self._skipped: set[str] = set()  # not scalar
 
     def selection_hints(self) -> list[SelectionHint]:
-        if self.selection.given:
-            return [self.selection.hint()]
+        hint = self.selection.hint() if self.selection.given else self._losses.hint()
         return [
             dataclasses.replace(
-                self._losses.hint(),
+                hint,
                 advice="save the loss in both TRAIN and EVAL mode (Overfit "
                 "compares a loss's validation phases with its training phases)",
             )

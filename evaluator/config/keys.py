@@ -37,6 +37,7 @@ TRIAL_KEYS = frozenset(
         "log_format",
         "log_level",
         "report",
+        "webhook_url",
     }
 )
 KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | {"rule_config_file"}

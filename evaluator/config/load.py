@@ -33,7 +33,13 @@ from evaluator.config.sources import (
     string_map,
 )
 from evaluator.config.trial_list import listed_trial
-from evaluator.config.values import bool_value, check_location, choice_value, seconds_value
+from evaluator.config.values import (
+    bool_value,
+    check_location,
+    choice_value,
+    seconds_value,
+    webhook_url_value,
+)
 from evaluator.errors import ConfigurationError
 
 __all__ = ["load_config"]
@@ -163,6 +169,7 @@ def _build(
         log_format=_log_format(params, stdout_is_tty),
         log_level=choice_value(params, "log_level", _LEVELS, upper=True) or "INFO",
         report=choice_value(params, "report", ("none", "html"), upper=False) or "html",
+        webhook_url=webhook_url_value(params),
         on_sagemaker=bool(processing),
         processing_job_name=job_name,
         trial_options=options,

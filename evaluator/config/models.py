@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from evaluator.engine.options import TrialOptions
 from evaluator.redaction import redact_parameters
@@ -79,6 +79,11 @@ class EvaluatorConfig(BaseModel):
     log_level: LogLevel = "INFO"
     report: ReportFormat = Field(
         "html", description="The rule report: html (rule_report.html), or none."
+    )
+    webhook_url: SecretStr | None = Field(
+        None,
+        description="Where every status change is POSTed as JSON (evaluator.sinks.webhook); "
+        "a secret: shown masked.",
     )
     on_sagemaker: bool = Field(False, description="processingjobconfig.json was found.")
     processing_job_name: str | None = None

@@ -1,4 +1,5 @@
-"""Parsers for the string values of settings: booleans, seconds, steps, choices, locations.
+"""Parsers for the string values of settings: booleans, seconds, steps, choices, locations,
+URLs.
 
 ``as_bool`` is the one reading of a boolean in the project: evaluator settings
 (``wait_for_training_end``) and built-in rule parameters (``evaluator.rules.kit.params``) accept the
@@ -12,8 +13,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from evaluator.errors import ConfigurationError
+from evaluator.redaction import url_origin
 from evaluator.storage.schemes import check_location as check_storage_location
 from evaluator.storage.schemes import is_remote, location_forms
 
@@ -26,6 +29,7 @@ __all__ = [
     "choice_value",
     "seconds_value",
     "step_value",
+    "webhook_url_value",
 ]
 
 TRUE_WORDS = frozenset({"true", "1", "yes", "y", "on"})
@@ -106,3 +110,22 @@ def check_location(key: str, value: str, *, allow_name: bool = False) -> str:
             "that does not exist yet)"
         )
     return value
+
+
+def webhook_url_value(params: Mapping[str, str]) -> str | None:
+    """``webhook_url``: an http(s) URL with a host, or None; the error never shows the URL
+    (a chat webhook's path is its key)."""
+    raw = params.get("webhook_url", "").strip()
+    if not raw:
+        return None
+    try:
+        parts = urlsplit(raw)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigurationError(
+            "webhook_url must be an http:// or https:// URL with a host (--webhook-url, "
+            f"WEBHOOK_URL); got {url_origin(raw)}"
+        )
+    return raw

@@ -13,7 +13,7 @@ from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import NullObserver
 
 if TYPE_CHECKING:
-    from evaluator.status import StatusReporter
+    from evaluator.reporting import StatusReporter
 
 __all__ = ["Progress", "StepWatch"]
 
@@ -129,9 +129,11 @@ class Progress(NullObserver):
         if self._said_nothing_at is not None and now - self._said_nothing_at < _NOTHING_YET_SECONDS:
             return
         self._said_nothing_at = now
-        log.warning(
+        # Not a warning: a rule that needs history (a loss window) checks nothing at first on
+        # a healthy run; only a run that ends so is wrong, and that run ends in Error.
+        log.info(
             "rule %s has checked no tensor yet (%d saved step(s) visited, up to step %d)"
-            "; it decides when the data ends: a rule that checked nothing ends in Error",
+            "; rules that need history check later: the verdict waits for the end of the data",
             self.name,
             self._visited,
             step,

@@ -1,5 +1,5 @@
 """``Evaluation``: open the trial, build every rule, run each on its own thread, and tell
-the reporter (``evaluator.status``) what happens."""
+the reporter (``evaluator.reporting``) what happens."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ from evaluator.errors import (
 )
 from evaluator.evaluation.failures import rule_failure, trial_error
 from evaluator.evaluation.progress import Progress, StepWatch
+from evaluator.reporting import StatusReporter
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import invoke_rule
 from evaluator.rules.loader import BuiltinRules, build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.sources.smdebug.parent import check_not_a_parent
-from evaluator.status import StatusReporter
 from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
 from evaluator.trial import Trial, create_trial

@@ -1,4 +1,4 @@
-"""smdebug's on-disk formats as pure functions: bytes in, records out, no I/O.
+"""The on-disk formats as pure functions: bytes in, records out, no I/O.
 
 =====================  ======================================================================
 ``keys``               where each file of a trial lives, and what its name says
@@ -7,6 +7,7 @@
 ``events``             tensor ``Event`` records (``decode_tensor_value`` is the hot path)
 ``index_file``         per-step index JSON: tensor byte ranges and shapes
 ``collections_file``   per-worker collections JSON
+``trainer_state``      a Hugging Face Trainer's ``trainer_state.json``, as its TensorBoard scalars
 =====================  ======================================================================
 """
 

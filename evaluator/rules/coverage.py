@@ -254,13 +254,20 @@ def suggest_regex(name: str) -> str:
 def _advice(hints: list[SelectionHint], close: list[str]) -> str:
     parameters = [h.parameter for h in hints if h.parameter]
     said = [h.advice for h in hints if h.advice]
-    if parameters:
-        example = (
-            f" (for example {parameters[0]}={suggest_regex(close[0])})"
-            if close and parameters[0].endswith("regex")
+    given = {p for h in hints for p in h.patterns}
+    example = suggest_regex(close[0]) if close else None
+    if parameters and example is not None and example in given:
+        # The selection already names the closest tensor: choosing it again changes nothing.
+        said.append(f"{close[0]} is selected already ({parameters[0]}={example}): the rule "
+                    "found nothing in it to check")  # fmt: skip
+    elif parameters:
+        suggestion = (
+            f" (for example {parameters[0]}={example})"
+            if example is not None and parameters[0].endswith("regex")
             else ""
         )
         said.append(
-            f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to check{example}"
+            f"set {' or '.join(dict.fromkeys(parameters))} to select the tensors to check"
+            f"{suggestion}"
         )
     return "; ".join(dict.fromkeys(said))

@@ -298,7 +298,7 @@ class Evidence(ReadWatch):
 
     @property
     def reads(self) -> int:
-        return self._reads + len(self._names)  # (this step's charted reads are counted after it)
+        return self._reads + len(self._names) + len(self._loose[0])  # (noted: counted later)
 
     def checked_anything(self, *, reads_count: bool = True) -> bool:
         """Whether the rule compared anything or, when ``reads_count`` (a rule that does not

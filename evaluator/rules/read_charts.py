@@ -4,13 +4,19 @@ written for smdebug): each tensor read becomes a series of its own (``Evidence.w
 This sits on the rule's hot path, so it is paid by the step, not by the read, and no value is
 ever read again for a chart:
 
-* a read is noted with a reference to what was read (``Evidence.note_read``: the array the
-  rule got, or the reductions it read), at most ``MAX_READS_CHARTED`` per step;
-* after the step (``ReadCharts.offer``) the steps are sampled as TensorBoard downsamples its
-  scalars: a reservoir of ``SAMPLED_STEPS`` steps (Algorithm L, seeded, so a run charts the
-  same steps every time), a second one as large of the steps the rule fired at (every firing
-  step while there are no more than that), the first step and the last step. A step not kept
-  is dropped at once (the last one when a later step replaces it);
+* the steps are sampled as TensorBoard downsamples its scalars: a reservoir of
+  ``SAMPLED_STEPS`` steps (Algorithm L, seeded, so a run charts the same steps every time),
+  the first step, and the recent step (at least every ``RECENT_SECONDS``: a live report's
+  chart trails the rule by about that much). Which steps is drawn *before* each step
+  (``plan``: the draw never depends on what is read), so a step not sampled holds nothing
+  while the rule evaluates it: its reads are only counted;
+* a read of a sampled step is noted with a reference to what was read (``Evidence.note_read``:
+  the array the rule got, or the reductions it read), at most ``MAX_READS_CHARTED`` per step;
+* after the step (``ReadCharts.offer``) a sampled step the rule fired at also joins a
+  reservoir of firing steps as large; a step the reservoir lets go is dropped at once (the
+  recent one when a later one replaces it). A firing at a step not sampled is not charted
+  (the report names the firing steps; holding every step's reads to chart them cost the rule
+  about 7 % of its time, bench/RESULTS.md);
 * the steps kept hold their references until ``KEPT_BYTES`` of arrays are held or the report
   asks (``series``); then their figures are computed, alike arrays of all of them in one
   numpy call (a step replaced in the reservoir before that is never computed): a scalar as
@@ -21,7 +27,8 @@ the rule's own array: a copy would cost every read what the chart saves).
 
 A series counts the steps at which its tensor was read. Reads of another step than the one
 evaluated (a window, the step before) are counted as reads but not charted: the observer does
-not say which mode such a step number counts in.
+not say which mode such a step number counts in. ``offer`` without a ``plan`` (reads outside
+a step's evaluation) draws at the step itself and keeps the last step as the recent one.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
 SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
 HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
 KEPT_BYTES = 16 * 1024 * 1024  # arrays held by the steps kept before their figures are computed
+RECENT_SECONDS = 1.0  # a step's reads are held at least this often (the recent step)
 
 Figure = tuple[str, str, float]  # tensor, quantity, value
 
@@ -157,17 +165,19 @@ class _Reservoir:
         return self._rng.randrange(self.size)
 
 
-def _put(sample: list[_Kept], slot: int, kept: _Kept) -> None:
+def _put(sample: list[_Kept], slot: int, kept: _Kept) -> int:
     """Put ``kept`` in ``slot`` of a reservoir; an entry it replaces that no other reservoir
-    holds is dropped (never computed, if it was not yet)."""
+    holds is dropped (never computed, if it was not yet). Returns the bytes let go."""
     if slot < len(sample):
         replaced = sample[slot]
+        sample[slot] = kept
         replaced.holders -= 1
         if replaced.holders <= 0 and replaced.figures is None:
             replaced.figures, replaced.names, replaced.values = [], [], []
-        sample[slot] = kept
-    else:
-        sample.append(kept)
+            return replaced.nbytes
+        return 0
+    sample.append(kept)
+    return 0
 
 
 class ReadCharts:
@@ -190,19 +200,50 @@ class ReadCharts:
         self._run_mode: str | None = None
         self._run_unique = True
         self._repeats = 0
+        self._plan: tuple[int, int, bool] | None = None  # a step planned: its slot, first
+        self._held_at = -math.inf  # when the last step planned to hold its reads began
+
+    def plan(self, step: int, now: float) -> bool:
+        """Before ``step`` is evaluated (``now``: a monotonic clock, in seconds): whether
+        what it reads is needed. The step reservoir draws for it here (the draw never depends on
+        what is read), so a step it will not keep holds no arrays while it is evaluated: it
+        is needed when the reservoir takes it, when it is the first step, or when
+        ``RECENT_SECONDS`` have passed since the last step needed (the recent step, kept as
+        the last until a later one replaces it: a live report's chart trails the rule by
+        about that much). The ``offer`` of ``step`` follows this plan."""
+        slot = self._steps.take()
+        first = self._steps.seen == 1
+        self._plan = (step, slot, first)
+        if slot >= 0 or first or now - self._held_at >= RECENT_SECONDS:
+            self._held_at = now
+            return True
+        return False
 
     def offer(
-        self, step: int, mode: str | None, names: list[str], values: list[Any], fired: bool
+        self,
+        step: int,
+        mode: str | None,
+        names: list[str],
+        values: list[Any],
+        fired: bool,
+        held: bool = True,
     ) -> None:
-        """The reads of one evaluated ``step`` in ``mode``: ``names[i]`` read as ``values[i]``."""
+        """The reads of one evaluated ``step`` in ``mode``: ``names[i]`` read as ``values[i]``
+        (not ``held``: what was read was not kept, as ``plan`` said; the reads are counted)."""
         if names != self._run_names or mode != self._run_mode:  # (the same tensors, mostly)
             self._count_run()
             self._run_names, self._run_mode = names, mode
             self._run_unique = len(set(names)) == len(names)
         self._repeats += 1
-        slot = self._steps.take()
+        planned, self._plan = self._plan, None
+        if planned is not None and planned[0] == step:
+            slot, first = planned[1], planned[2]
+        else:  # (a step read that was not planned: outside an evaluation)
+            slot = self._steps.take()
+            first = self._steps.seen == 1
+        if not held:
+            return  # a step planned not to hold its reads (``plan``): counted
         fired_slot = self._firings.take() if fired else -1  # a reservoir of their own
-        first = self._steps.seen == 1
         if slot < 0 and fired_slot < 0 and not first:
             self._last = (step, mode, names, values)  # held until a later step replaces it
             return
@@ -215,15 +256,15 @@ class ReadCharts:
         kept.nbytes = sum([v.nbytes for v in values if type(v) is ndarray])
         self._pending.append(kept)
         self._kept_bytes += kept.nbytes
-        if self._kept_bytes > KEPT_BYTES:
-            self._compute()
         kept.holders = first + (slot >= 0) + (fired_slot >= 0)
         if first:
             self._first = kept
         if fired_slot >= 0:
-            _put(self._fired_sample, fired_slot, kept)
+            self._kept_bytes -= _put(self._fired_sample, fired_slot, kept)
         if slot >= 0:
-            _put(self._reservoir, slot, kept)
+            self._kept_bytes -= _put(self._reservoir, slot, kept)
+        if self._kept_bytes > KEPT_BYTES:  # the arrays the steps kept hold: figures now
+            self._compute()
 
     def _compute(self) -> None:
         """Compute the figures of the steps kept since the last call, in one numpy call when

@@ -3,14 +3,15 @@
 One module per output: ``log_events`` (log lines, the console's progress line, the verdict
 line), ``result_file`` (``rule_evaluation_result.json``), ``message_files`` (``message`` and
 ``failure``), ``listeners`` (plain callables), ``report`` (``rule_report.html``), ``actions``
-(the rules' ``action_json`` actions, which a firing carries).
+(the rules' ``action_json`` actions, which a firing carries), ``webhook`` (each status change
+POSTed as JSON to ``--webhook-url``).
 ``StatusReporter`` makes the first four itself; ``container.compose`` adds the others the
-configuration asks for, and hands the same sinks the supervisor's last word. A new output (a
-webhook, say) is one module with a ``NullSink`` subclass plus its registration in
-``container.compose.SINKS``.
+configuration asks for, and hands the same sinks the supervisor's last word. A new output is
+one module with a ``NullSink`` subclass plus its registration in ``container.compose.SINKS``.
 
-The sinks share the status layer (``evaluator.status`` imports them; they import its files
-and texts): nothing here imports the reporter.
+The sinks sit between the status vocabulary (``evaluator.status``: its files and texts, which
+they import) and the reporter that tells them (``evaluator.reporting``, which nothing here
+imports).
 """
 
 from __future__ import annotations

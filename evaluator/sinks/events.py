@@ -1,7 +1,7 @@
 """The listener interface of a run: the events every output hears, and ``Sink``, the one
 protocol each output (``evaluator.sinks.*``) implements.
 
-``StatusReporter`` (``evaluator.status.reporter``) follows the rules of a run in a ``RunRecord``
+``StatusReporter`` (``evaluator.reporting``) follows the rules of a run in a ``RunRecord``
 and tells its sinks, in their order, what happened:
 
 * ``evaluation_started``: the trial is being opened (what is read, what ends the run);
@@ -219,6 +219,14 @@ class Sinks:
             if getattr(type(sink), method) is not getattr(NullSink, method):
                 call = (sink.essential, getattr(sink, method))
                 self._calls.setdefault(method, []).append(call)
+
+    def wait(self) -> None:
+        """Let each sink finish what it started (``NullSink.wait``); never raises."""
+        for sink in self.sinks:
+            try:
+                sink.wait()
+            except Exception:  # an output must never change the verdict
+                self._log.warning("status_listener_failed", exc_info=True)
 
     def emit(self, method: str, event: Any) -> None:
         for essential, call in self._calls.get(method, ()):

@@ -1,15 +1,17 @@
-"""Rule statuses, the texts SageMaker shows for them, exit codes, status files and logging.
+"""Rule statuses, the texts SageMaker shows for them, exit codes, status files and logging: the
+vocabulary of a run's outcome, below the outputs that use it (``evaluator.sinks``) and the
+reporter that tells them (``evaluator.reporting``).
 
 * ``outcome``: how a rule ends (``RuleStatus``, ``RuleOutcome``), the message texts, and the
   one exit code and status of several rules;
 * ``files``: the message files and the result file, whose schema its docstring gives;
-* ``reporter``: ``StatusReporter``, which follows a run and tells its sinks
-  (``evaluator.sinks``: the log, the result and message files, listeners, the report);
+* ``resume``: what an earlier attempt of the same run recorded;
 * ``logging``: ``configure_logging``;
 * ``final``: the supervisor's last word when the evaluation ended without its own.
 
-``StatusReporter`` and ``configure_logging`` (structlog, the configuration models) are imported
-when first used, so the supervisor can write status files without loading them.
+``configure_logging`` (structlog) is imported when first used, so the supervisor can write
+status files without loading it. ``StatusReporter`` moved to ``evaluator.reporting``; its old
+name here still works, with a ``DeprecationWarning``, until the next release.
 
 The exit codes are ``evaluator.errors.ExitCode``; the ``EXIT_*`` names are its members under
 their earlier names.
@@ -17,6 +19,7 @@ their earlier names.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from evaluator.errors import ExitCode
@@ -41,7 +44,6 @@ from evaluator.status.outcome import (
 
 if TYPE_CHECKING:
     from evaluator.status.logging import configure_logging
-    from evaluator.status.reporter import StatusReporter
 
 __all__ = [
     "EXIT_CLIENT_ERROR",
@@ -57,7 +59,6 @@ __all__ = [
     "ExitCode",
     "RuleOutcome",
     "RuleStatus",
-    "StatusReporter",
     "client_error_message",
     "combined_message",
     "condition_met_message",
@@ -78,9 +79,16 @@ EXIT_SIGTERM = ExitCode.SIGTERM
 
 
 def __getattr__(name: str) -> Any:
-    """``StatusReporter`` and ``configure_logging``, imported on first use."""
+    """``configure_logging``, imported on first use; ``StatusReporter``'s old name."""
     if name == "StatusReporter":
-        from evaluator.status.reporter import StatusReporter
+        # Deprecated: the only import of a higher layer here, at first use of the old name
+        # (tests/unit/test_import_layers.py, DEPRECATED_ALIASES). Remove in the next release.
+        warnings.warn(
+            "evaluator.status.StatusReporter moved: import it from evaluator.reporting",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from evaluator.reporting import StatusReporter
 
         return StatusReporter
     if name == "configure_logging":

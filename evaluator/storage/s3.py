@@ -46,7 +46,8 @@ from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from evaluator.errors import ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
-from evaluator.storage.s3_client import BodyBroken, ListCursor, Reply, S3Client, UnreadableKey
+from evaluator.storage.s3_answers import Reply, UnreadableKey
+from evaluator.storage.s3_client import BodyBroken, ListCursor, S3Client
 from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error
 from evaluator.storage.s3_errors import translate as _translate
 from evaluator.storage.s3_outage import Outage, Unanswered

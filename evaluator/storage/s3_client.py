@@ -13,10 +13,10 @@ dual-stack endpoints), plus the **CA bundle** (``AWS_CA_BUNDLE`` or the profile'
 ``ca_bundle``). Proxies come from ``HTTPS_PROXY`` / ``HTTP_PROXY`` (``NO_PROXY`` honoured), as
 botocore takes them.
 
-Failures without an answer are raised as botocore's own exceptions (``EndpointConnectionError``,
-``ConnectTimeoutError``, ``ReadTimeoutError``, ``ConnectionClosedError``), built from obstore's
-message (only what the user can act on: never a header, so never a credential). A body that
-breaks after a successful head is ``BodyBroken``; ``s3.py`` fetches it again.
+An error answer is a ``Reply``; failures without an answer are raised as botocore's own
+exceptions (``EndpointConnectionError``, ``ConnectTimeoutError``, ``ReadTimeoutError``,
+``ConnectionClosedError``): ``s3_answers`` reads obstore's exceptions into one or the other. A
+body that breaks after a successful head is ``BodyBroken``; ``s3.py`` fetches it again.
 """
 
 from __future__ import annotations
@@ -35,52 +35,20 @@ from urllib.parse import quote, urlsplit
 
 import botocore.session
 from botocore.credentials import Credentials, RefreshableCredentials
-from botocore.exceptions import (
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import NoCredentialsError
 
 from evaluator.storage.base import ObjectInfo
+from evaluator.storage.s3_answers import Reply, first_line, reply_or_raise
 
-__all__ = ["BodyBroken", "ListCursor", "Reply", "S3Client", "UnreadableKey"]
+__all__ = ["BodyBroken", "ListCursor", "S3Client"]
 
 _USER_AGENT = "debugger-rule-evaluator"
-_STATUS = re.compile(r"status code: (\d{3})")
-_CODE = re.compile(r"<Code>([^<]*)</Code>")
-_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
-_REGION = re.compile(r"<Region>([^<]*)</Region>")
-_REASON = re.compile(r'(?:message|error): "([^"]*)"')
 _DNS_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 _PAGE = 1000
 
 
 class BodyBroken(Exception):
     """The head of a successful answer arrived; its body broke off while being read."""
-
-
-class UnreadableKey(Exception):
-    """A listing holds a key that obstore cannot address (an empty, ``.`` or ``..`` segment,
-    as in ``a//b``): neither smdebug nor TensorBoard writes such keys."""
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One answer: ``body`` for a success; ``code`` and ``message`` (S3's error) otherwise.
-    ``region`` is the bucket's region when an error answer named it."""
-
-    status: int
-    body: bytes = b""
-    code: str = ""
-    message: str = ""
-    region: str | None = None
-    listing: tuple[ObjectInfo, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.status < 300
 
 
 class ListCursor:
@@ -201,11 +169,11 @@ class S3Client:
         try:
             result = await obstore.get_async(self._store, key, options=options)
         except Exception as error:  # obstore's exceptions: an error answer or none at all
-            return _reply_or_raise(error, self._target.endpoint)
+            return reply_or_raise(error, self._target.endpoint)
         try:
             body = await result.bytes_async()
         except Exception as error:
-            raise BodyBroken(_first_line(error)) from None
+            raise BodyBroken(first_line(error)) from None
         return Reply(206 if span is not None else 200, bytes(body))
 
     async def head(self, key: str) -> Reply:
@@ -214,7 +182,7 @@ class S3Client:
         try:
             await obstore.head_async(self._store, key)
         except Exception as error:
-            return _reply_or_raise(error, self._target.endpoint)
+            return reply_or_raise(error, self._target.endpoint)
         return Reply(200)
 
     async def list_next(self, cursor: ListCursor) -> Reply:
@@ -235,7 +203,7 @@ class S3Client:
             cursor.done = True
             return Reply(200)
         except Exception as error:
-            return _reply_or_raise(error, self._target.endpoint)
+            return reply_or_raise(error, self._target.endpoint)
         cursor.stream, cursor.full = stream, len(page) >= _PAGE
         return Reply(200, listing=tuple(ObjectInfo(o["path"], o["size"]) for o in page))
 
@@ -334,39 +302,6 @@ def _env_proxy(endpoint: str) -> str | None:
     if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
         return None
     return proxy
-
-
-def _reply_or_raise(error: Exception, endpoint: str) -> Reply:
-    """An obstore exception as an error answer, or (no answer) as botocore's exception."""
-    text = str(error)
-    if status := _STATUS.search(text):
-        code = _CODE.search(text)
-        message = _MESSAGE.search(text)
-        region = _REGION.search(text)
-        return Reply(
-            int(status.group(1)),
-            code=code.group(1) if code else status.group(1),
-            message=message.group(1) if message else "",
-            region=region.group(1) if region else None,
-        )
-    if "BareRedirect" in text:  # a 301/307 without Location: the bucket is in another region
-        return Reply(301, code="PermanentRedirect", message="the bucket is in another region")
-    if "InvalidPath" in text:  # a listed key that obstore's paths cannot hold
-        name = re.search(r'[Pp]ath "([^"]*)"', text)
-        raise UnreadableKey(name.group(1) if name else "?")
-    reason = _REASON.search(text)
-    cause = reason.group(1) if reason else _first_line(error)
-    if "kind: Connect" in text:
-        if "TimedOut" in text or "timed out" in text:
-            raise ConnectTimeoutError(endpoint_url=endpoint)
-        raise EndpointConnectionError(endpoint_url=endpoint, error=cause)
-    if "kind: Timeout" in text or "TimedOut" in text:
-        raise ReadTimeoutError(endpoint_url=endpoint, error=cause)
-    raise ConnectionClosedError(endpoint_url=endpoint)
-
-
-def _first_line(error: BaseException) -> str:
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def _probe_region(target: _Target, timeout: float) -> str | None:

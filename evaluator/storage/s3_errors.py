@@ -1,7 +1,7 @@
 """S3 failures as the project's storage errors: ``ObjectNotFound``, ``AccessDenied`` (naming the
 URI and the permission to grant), ``BucketNotFound`` or ``StorageError``. Fed botocore's public
 exception classes (``ClientError`` with S3's code and message, the connection errors), which
-``s3_client`` builds from obstore's answers. Messages name URIs, error codes and environment
+``s3_answers`` builds from obstore's answers. Messages name URIs, error codes and environment
 variable names, never credential values."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from evaluator.errors import AccessDenied, BucketNotFound, ObjectNotFound, StorageError
 
 if TYPE_CHECKING:
-    from evaluator.storage.s3_client import Reply
+    from evaluator.storage.s3_answers import Reply
 
 __all__ = ["RangeNotSatisfiable", "client_error", "translate"]
 

@@ -135,10 +135,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, Any]:
     """Build the request, then send it (boto3 or the SDK) unless ``--dry-run``; returns it."""
     args = _arguments(argv)
-    if client is None:
-        import boto3
-
-        client = boto3.client("sagemaker", region_name=args.region)
+    if client is None and not (args.dry_run and args.debug_output):
+        client = sagemaker_client(args.region)  # a dry run over --debug-output needs no AWS
     debug_output = args.debug_output or debug_output_of(client, args.training_job)
     parameters = dict(p.split("=", 1) for p in args.param)
     job_name = args.job_name or f"rules-{args.rule.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -164,6 +162,21 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, 
             f"--processing-job-name {job_name}"
         )
     return request
+
+
+def sagemaker_client(region: str | None) -> Any:
+    """A boto3 SageMaker client; without a region (none given, none configured), a one-line
+    message saying how to give one instead of botocore's traceback."""
+    import boto3
+    from botocore.exceptions import NoRegionError
+
+    try:
+        return boto3.client("sagemaker", region_name=region)
+    except NoRegionError:
+        raise SystemExit(
+            "no AWS region: give --region (or set AWS_REGION / AWS_DEFAULT_REGION, or a region "
+            "in ~/.aws/config); --dry-run with --debug-output needs none"
+        ) from None
 
 
 def _run_with_sdk(request: Mapping[str, Any], client: Any = None) -> None:

@@ -130,8 +130,12 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> dict[str, 
         return request
     if client is None:
         import boto3
+        from botocore.exceptions import NoRegionError
 
-        client = boto3.client("sagemaker", region_name=args.region)
+        try:
+            client = boto3.client("sagemaker", region_name=args.region)
+        except NoRegionError:
+            raise SystemExit("no AWS region: give --region, or set AWS_REGION") from None
     arn = client.create_training_job(**request)["TrainingJobArn"]
     print(
         f"started {arn}; the rules' statuses: aws sagemaker describe-training-job "

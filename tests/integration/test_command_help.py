@@ -158,3 +158,25 @@ def test_a_copied_builtin_rule_runs_as_your_own_rule(cli: EvaluatorCli, tmp_path
     assert run.returncode == 1, run.describe()
     result = run.result
     assert result is not None and result["fired_steps"] == [2]
+
+
+def test_rules_loss_not_decreasing_fits_a_screen_and_verbose_has_the_rest(
+    cli: EvaluatorCli,
+) -> None:
+    """The installed command's `rules LossNotDecreasing` is at most 40 lines; `--verbose`
+    prints the whole description (its formula and diagnosis included)."""
+    short = cli("rules", "LossNotDecreasing")
+    assert short.returncode == 0, short.describe()
+    assert len(short.stdout.splitlines()) <= 40
+    verbose = cli("rules", "LossNotDecreasing", "--verbose")
+    assert verbose.returncode == 0, verbose.describe()
+    for text in ("Formula (the sources disagree", "Diagnosis: every firing"):
+        assert text not in short.stdout and text in verbose.stdout
+
+
+def test_help_env_is_answered_without_running_a_rule(cli: EvaluatorCli) -> None:
+    """`--help-env` exits 0 with the tuning variables, which --help no longer lists."""
+    run = cli("--help-env")
+    assert run.returncode == 0, run.describe()
+    assert "EVALUATOR_RAW_CACHE_MB (default 128.0)" in run.stdout
+    assert "EVALUATOR_RAW_CACHE_MB" not in cli("--help").stdout

@@ -120,16 +120,16 @@ def test_unreachable_endpoint_names_endpoint_reason_and_first_contact_budget(
     assert "AWS_ENDPOINT_URL" in message
 
 
-# ---- 3: the CI recipe of the README, run as written -------------------------------------------
+# ---- 3: the CI recipe of docs/usage.md, run as written -----------------------------------
 
 
 @pytest.mark.slow
-def test_readme_ci_recipe_runs_verbatim(tmp_path: Path) -> None:
-    """The README's CI recipe (moto server, bucket, upload, run) works as written: the only
+def test_documented_ci_recipe_runs_verbatim(tmp_path: Path) -> None:
+    """docs/usage.md's CI recipe (moto server, bucket, upload, run) works as written: the only
     change is a free port for the moto server."""
-    from tests.support.docs import readme_block_after
+    from tests.support.docs import doc_block_after
 
-    script = readme_block_after("<!-- ci-recipe -->")
+    script = doc_block_after("docs/usage.md", "<!-- ci-recipe -->")
     lines = [line for line in script.splitlines() if not line.startswith("pip install")]
     port = str(_closed_port())
     body = "\n".join(lines).replace("5000", port)

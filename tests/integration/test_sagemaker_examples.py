@@ -292,3 +292,23 @@ def test_the_sdk_path_sends_the_same_processing_job(
             assert sent[key] == value, key
     assert s3_input["S3Uri"] == "s3://my-bucket/debug/mnist-1/debug-output"
     assert s3_input["LocalPath"] == "/opt/ml/processing/input/tensors"
+
+
+def test_a_dry_run_needs_no_aws_settings(tmp_path: Path) -> None:
+    """--dry-run over --debug-output prints the request with no region or credentials set;
+    a lookup that needs AWS without a region says how to give one, in one line."""
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_CONFIG_FILE": str(tmp_path / "no")}
+    args = [sys.executable, str(EXAMPLES / "processing_job_rule.py"), "--image-uri", IMAGE,
+            "--role", ROLE, "--output", "s3://my-bucket/rule-output", "--dry-run"]  # fmt: skip
+    done = subprocess.run([*args, "--debug-output", "s3://my-bucket/debug"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["AppSpecification"]["ImageUri"] == IMAGE
+    lookup = subprocess.run([*args, "--training-job", "mnist"], env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert lookup.returncode != 0
+    assert lookup.stderr.strip().splitlines() == [lookup.stderr.strip()]  # one line, no trace
+    assert "--region" in lookup.stderr

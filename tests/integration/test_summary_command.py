@@ -22,7 +22,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_summary_of_the_bundled_example() -> None:
-    """The README's first command prints steps per mode, workers, collections and tensors."""
+    """docs/usage.md's summary example prints steps per mode, workers, collections and tensors."""
     result = run("summary", str(EXAMPLE))
     assert result.returncode == 0, result.stderr
     out = result.stdout

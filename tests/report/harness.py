@@ -15,7 +15,7 @@ import structlog
 from evaluator.config import load_config
 from evaluator.evaluation import Evaluation
 from evaluator.report import REPORT_FILE_NAME, ReportWriter
-from evaluator.status import StatusReporter
+from evaluator.reporting import StatusReporter
 from rules_builtin import registry
 
 __all__ = ["ReportRun", "evaluate_with_report"]

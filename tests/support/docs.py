@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ROOT", "documented_build_command", "readme_block_after"]
+__all__ = ["ROOT", "doc_block_after", "documented_build_command"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,8 +18,9 @@ def documented_build_command() -> str:
     return command.replace("\\\n", " ").strip()
 
 
-def readme_block_after(marker: str) -> str:
-    """The first fenced code block of README.md after the line holding ``marker``."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def doc_block_after(doc: str, marker: str) -> str:
+    """The first fenced code block of the doc ``doc`` (a path from the repository root) after
+    the line holding ``marker``."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
     after = text.split(marker, 1)[1]
     return after.split("```", 2)[1].split("\n", 1)[1]

@@ -1,4 +1,4 @@
-"""Sizes that show a module or function doing several jobs (README, "Development"; docs/STYLE:
+"""Sizes that show a module or function doing several jobs (docs/architecture.md; docs/STYLE:
 one job per module, functions short).
 
 A module is as long as its one job needs: over 400 lines it must be on ``LONG_MODULES`` with

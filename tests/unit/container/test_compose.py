@@ -17,8 +17,9 @@ from container.cli import evaluate
 from container.compose import final_sinks, register_sink
 from container.last_word import conclude
 from evaluator.report import REPORT_FILE_NAME
+from evaluator.reporting import StatusReporter
 from evaluator.sinks import NullSink, StatusChanged
-from evaluator.status import RESULT_FILE_NAME, StatusReporter, condition_met_message
+from evaluator.status import RESULT_FILE_NAME, condition_met_message
 from tests.support.recording_sink import ENV, recorded, recording_sink
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -60,6 +60,24 @@ def test_error_names_selection_holdings_closest_names_and_parameter(keras_like: 
     )
 
 
+class _SelectingWhatItSuggests(Rule):
+    def selection_hints(self) -> list[SelectionHint]:
+        return [
+            SelectionHint("tensor_regex 'relu\\d+/outputs'", (r"relu\d+/outputs",), "tensor_regex")
+        ]
+
+    def invoke_at_step(self, step: int) -> bool:
+        return False
+
+
+def test_a_selection_that_holds_the_closest_tensor_is_not_suggested_again(keras_like: Any) -> None:
+    """When the given regex already is the one the message would suggest, the message says the
+    tensor is selected and had nothing to check, instead of suggesting the same regex."""
+    text = str(nothing_checked_error(_SelectingWhatItSuggests(keras_like), steps_visited=1))
+    assert "set tensor_regex" not in text
+    assert r"relu1/outputs is selected already (tensor_regex=relu\d+/outputs)" in text
+
+
 def test_no_step_in_the_window_is_said(keras_like: Any) -> None:
     """With no saved step inside [start_step, end_step) the message says so."""
     text = str(nothing_checked_error(_Selecting(keras_like), steps_visited=0, window=(5, 9)))

@@ -3,16 +3,19 @@ steps, the first and the last kept, figures from what was read, nothing read aga
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from evaluator.modes import ModeKeys
-from evaluator.rules import Rule, invoke_rule
-from evaluator.rules.read_charts import SAMPLED_STEPS, ReadCharts, figures
+from evaluator.rules import Rule, invoke_rule, read_charts, read_watch
+from evaluator.rules.evidence import Evidence
+from evaluator.rules.read_charts import MAX_READS_CHARTED, SAMPLED_STEPS, ReadCharts, figures
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
+from evaluator.engine.reads import observe_reads
 from evaluator.trial.tensor import Tensor
 
 
@@ -120,3 +123,101 @@ def test_reads_of_a_step_that_raised_are_counted_and_charted_at_it(tmp_path: Pat
             assert rule.evidence.reads == 2
     (series,) = rule.evidence.series()["series"]
     assert series["points"] == [[0, 1.0], [1, 2.0], [2, 3.0]] and series["count"] == 3
+
+
+class _ReadsMany(Rule):
+    """Reads every tensor of the step before, then every tensor of its own step."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = sorted(self.base_trial.tensor_names())
+        if step:
+            for name in names:
+                self.base_trial.tensor(name).value(step - 1)
+        for name in names:
+            self.base_trial.tensor(name).value(step)
+        return False
+
+
+def _wide_trial(path: Path, tensors: int, size: int = 2) -> Any:
+    writer = TrialWriter(path)
+    writer.write_collections([])
+    for step in range(2):
+        values = {f"t{i:03d}": np.full(size, float(i + step), np.float32) for i in range(tensors)}
+        writer.write_step(step, values, mode=ModeKeys.TRAIN, mode_step=step)
+    writer.end_training()
+    return create_trial(str(path))
+
+
+def test_reads_of_another_step_and_past_the_bound_are_counted_not_charted(tmp_path: Path) -> None:
+    """However many reads of another step come first, the evaluated step's reads are charted
+    (up to MAX_READS_CHARTED of them); every read is counted."""
+    tensors = MAX_READS_CHARTED + 50
+    rule = _ReadsMany(_wide_trial(tmp_path / "trial", tensors))
+    invoke_rule(rule)
+    assert rule.evidence.reads == tensors + 2 * tensors
+    charted = {s["tensors"][0]: s["points"] for s in rule.evidence.series()["series"]}
+    assert len(charted) == MAX_READS_CHARTED
+    first = sorted(charted)[0]
+    assert charted[first] == [[0, 0.0], [1, 1.0]]  # the step's own values, not the step before
+
+
+def test_arrays_past_the_held_bytes_are_counted_not_charted(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A step's reads hold at most HELD_BYTES of arrays (checked every few reads, sooner when
+    the arrays are large): past it a read is counted, and charted at no step."""
+    monkeypatch.setattr(read_watch, "HELD_BYTES", 10 * 4000)
+    rule = _ReadsMany(_wide_trial(tmp_path / "trial", 40, size=1000))
+    invoke_rule(rule)
+    assert rule.evidence.reads == 40 + 2 * 40
+    charted = {s["tensors"][0] for s in rule.evidence.series()["series"]}
+    assert 10 <= len(charted) <= 10 + 4  # the bound, overrun by at most one check's reads
+
+
+class _NoModes:
+    """A trial stand-in that knows no modes (Evidence asks for a step's mode)."""
+
+    def mode_modestep(self, step: int) -> tuple[None, None]:
+        return None, None
+
+
+def test_a_step_the_charts_do_not_sample_holds_nothing(monkeypatch: Any) -> None:
+    """Which steps are charted is drawn before each step: while a step the reservoir does not
+    take is evaluated, no array it reads is held (only counted); the sampled steps are
+    charted with their own values, and every read is counted."""
+    monkeypatch.setattr(read_charts, "RECENT_SECONDS", 1e9)  # no recent step but the first
+    evidence = Evidence("Mine", _NoModes())
+    evidence.watch_reads()
+    steps, held_at = 10 * SAMPLED_STEPS, []
+    for step in range(steps):
+        evidence.evaluating(step)
+        with observe_reads(evidence.note_read):
+            for name in ("a", "b"):
+                evidence.note_read(name, step, np.full(4, float(step)))
+        if any(v is not None for v in evidence._values):
+            held_at.append(step)
+        evidence.chart_reads(step, fired=step % 7 == 0)
+    assert evidence.reads == 2 * steps
+    assert held_at[:SAMPLED_STEPS] == list(range(SAMPLED_STEPS))  # the reservoir fills first
+    # then fewer and fewer: a reservoir of k takes about k (1 + ln(n / k)) of n items
+    assert SAMPLED_STEPS < len(held_at) < SAMPLED_STEPS * (2 + math.log(steps / SAMPLED_STEPS))
+    series = {s["tensors"][0]: s for s in evidence.series(limit=None)["series"]}
+    assert series["a"]["count"] == steps
+    charted = [step for step, _ in series["a"]["points"]]
+    assert set(charted) <= set(held_at) and len(charted) >= SAMPLED_STEPS
+    assert all(value == step for step, value in series["a"]["points"])
+
+
+def test_the_recent_step_is_charted_when_its_time_has_come(monkeypatch: Any) -> None:
+    """Once RECENT_SECONDS have passed since the last step held, the next step is held too
+    and charted as the recent one: the chart ends at the rule's last step."""
+    monkeypatch.setattr(read_charts, "RECENT_SECONDS", 0.0)
+    evidence = Evidence("Mine", _NoModes())
+    evidence.watch_reads()
+    steps = 3 * SAMPLED_STEPS
+    for step in range(steps):
+        evidence.evaluating(step)
+        evidence.note_read("a", step, np.full(2, float(step)))
+        evidence.chart_reads(step)
+    (series,) = evidence.series(limit=None)["series"]
+    assert series["points"][-1] == [steps - 1, float(steps - 1)]

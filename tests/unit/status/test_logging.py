@@ -14,7 +14,8 @@ import structlog
 
 from evaluator.config import RuleSpec
 from evaluator.errors import ConfigurationError
-from evaluator.status import StatusReporter, configure_logging
+from evaluator.reporting import StatusReporter
+from evaluator.status import configure_logging
 
 CLAMPED = ("botocore", "aiobotocore", "boto3", "urllib3", "s3transfer")
 

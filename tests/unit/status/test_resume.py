@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.config import RuleSpec
-from evaluator.status import RESULT_FILE_NAME, RuleStatus, StatusReporter
+from evaluator.reporting import StatusReporter
+from evaluator.status import RESULT_FILE_NAME, RuleStatus
 from evaluator.status.resume import previous_run, run_key
 
 TRIAL = "s3://b/job/debug-output"

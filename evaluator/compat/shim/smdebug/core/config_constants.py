@@ -2,8 +2,8 @@
 
 Tests and scripts read environment-variable names from here (``INCOMPLETE_STEP_WAIT_WINDOW_KEY``,
 ``MISSING_EVENT_FILE_RETRY_LIMIT_KEY`` …). The trial-option variables among them are honoured
-by ``smdebug.trials.create_trial`` and the evaluator (README, "Trial options"); the others
-concern smdebug's training hooks and are here so that imports of them resolve.
+by ``smdebug.trials.create_trial`` and the evaluator (docs/configuration.md, "Trial options");
+the others concern smdebug's training hooks and are here so that imports of them resolve.
 """
 
 from __future__ import annotations

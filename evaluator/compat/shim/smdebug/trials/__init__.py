@@ -1,7 +1,7 @@
 """smdebug.trials: ``create_trial`` and the Trial classes.
 
 As smdebug's own trials do, these read the trial-option environment variables
-(``SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`` …, the README's "Trial options"); arguments win.
+(``SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW`` …, docs/configuration.md, "Trial options"); arguments win.
 ``evaluator.trial.create_trial`` reads none: it takes its options as given.
 """
 

@@ -16,10 +16,10 @@ from structlog.testing import capture_logs
 
 from evaluator.config import RuleSpec
 from evaluator.errors import ConfigurationError
+from evaluator.reporting import StatusReporter
 from evaluator.status import (
     RESULT_FILE_NAME,
     RuleStatus,
-    StatusReporter,
     condition_met_message,
 )
 
