@@ -66,3 +66,26 @@ def test_a_returned_answer_is_stored_in_the_jobs_folder(tmp_path: Path) -> None:
     assert (root / "_.." / "a" / "b.txt").read_bytes() == b"b"
     assert (root / ".batch" / "logs" / "_...log").read_bytes() == b"log"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_job_the_pool_cannot_run_is_that_jobs_error(tmp_path: Path) -> None:
+    """When the batch cannot even start a job (here its ``.batch`` folder is a file), that job
+    is an ``Error`` with exit 3 saying why, handed to ``done`` like any other; nothing raises."""
+    import threading
+
+    from container.batch.engines import run_on_pool
+
+    (tmp_path / ".batch").write_text("not a folder")
+    seen = []
+    outcomes = run_on_pool(
+        [JobSpec("run-1", str(tmp_path), ("--rule", "VanishingGradient"))],
+        tmp_path,
+        jobs=1,
+        stop=threading.Event(),
+        stop_code=lambda: 143,
+        done=seen.append,
+    )
+    assert seen == outcomes and len(outcomes) == 1
+    assert (outcomes[0].status, outcomes[0].exit_code) == ("Error", 3)
+    assert outcomes[0].message is not None
+    assert outcomes[0].message.startswith("InternalServerError: the batch could not run this job")
