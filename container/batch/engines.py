@@ -7,8 +7,10 @@ process per job), so one job's crash or kill is that job's ``Error``, never the 
   outputs are written in place, so a job killed with the batch resumes when the batch runs
   again.
 * ``ray``: one task per job (one CPU each), at most ``jobs`` in flight (default: the cluster's
-  CPUs). A task runs the job in a temporary folder of its node and returns the job's files,
-  which are written under the batch's output folder here: the nodes need no shared file
+  CPUs). A task runs the job in a temporary folder of its node and returns the regular files
+  of the job's own output folder (never a link, never ``.sagemaker-ignore``) and its log,
+  which are written in that job's folder under the batch's output folder here (a path that
+  would leave it refuses the task's whole answer): the nodes need no shared file
   system, only the package (the image) and access to the trials (S3, or a folder every node
   mounts). ``address`` is the cluster's (``ray://head:10001``, ``auto``); without one, a Ray
   process already connected is used, else a local cluster is started for the batch.

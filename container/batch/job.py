@@ -244,7 +244,8 @@ def _outcome(spec: JobSpec, paths: JobPaths, code: int) -> JobOutcome:
         status="Stopped" if code in (130, 143) else "Error",
         exit_code=code,
         message=_last_error(paths.log)
-        or f"this job's rule-evaluator process exited with code {code}; its log: {paths.log}",
+        or f"this job's rule-evaluator process exited with code {code}; its log: "
+        f"{BATCH_FOLDER}/logs/{paths.log.name}",
     )
 
 
@@ -260,7 +261,8 @@ def _died(spec: JobSpec, paths: JobPaths, code: int) -> JobOutcome:
         why = f"ended with exit code {code} and no result file stating it"
     text = (
         f"InternalServerError: this job's rule-evaluator process {why} before it confirmed a "
-        f"verdict; it runs again (and resumes) in the next batch. Its log: {paths.log}"
+        f"verdict; it runs again (and resumes) in the next batch. Its log: "
+        f"{BATCH_FOLDER}/logs/{paths.log.name}"
     )
     _close_result(paths.output, text)
     return JobOutcome(name=spec.name, trial=spec.trial, status="Error", exit_code=3, message=text)
@@ -274,7 +276,8 @@ def _signal_name(number: int) -> str:
 
 
 def _close_result(folder: Path, text: str) -> None:
-    """Close the job's result file (when there is one) as an internal error."""
+    """Close the job's result file as an internal error (rules keep a verdict they reached);
+    one saying only that when the run wrote none, as long as its folder exists."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
