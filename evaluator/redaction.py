@@ -142,12 +142,15 @@ def mask_endpoint(endpoint: object) -> str:
 
 # C0 and C1 control characters but newline and tab: ANSI escapes, carriage returns, bells.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ALL_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def escape_controls(text: str) -> str:
-    """``text`` with control characters (but newline and tab) shown as ``\\xNN``: for a
-    terminal, where a tensor or rule name must not move the cursor or retitle the window."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+def escape_controls(text: str, *, line_breaks: bool = False) -> str:
+    """``text`` with control characters (but newline and tab, unless ``line_breaks``) shown as
+    ``\\xNN``: for a terminal, where a tensor or rule name must not move the cursor or retitle
+    the window (nor, with ``line_breaks``, start a line of its own in a one-line field)."""
+    pattern = _ALL_CONTROLS if line_breaks else _CONTROLS
+    return pattern.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
 
 
 def url_origin(url: str) -> str:
@@ -157,9 +160,9 @@ def url_origin(url: str) -> str:
 
     try:
         parts = urlsplit(url.strip())
-        host = parts.hostname
-    except ValueError:
-        host = None
-    if parts.scheme and host:
-        return f"{parts.scheme}://{host}"
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:  # (an unbalanced [ in the host, say)
+        scheme, host = "", None
+    if scheme and host:
+        return f"{scheme}://{host}"
     return f"a text of {len(url)} characters"

@@ -1,4 +1,9 @@
-"""A trial's summary: what a person wants to know before writing a rule against it."""
+"""A trial's summary: what a person wants to know before writing a rule against it.
+
+``format_summary`` is for a terminal: every name from the trial (tensors, collections,
+workers, the path) has its control characters, newline and tab included, shown as ``\\xNN``
+(``evaluator.redaction.escape_controls``), so a tag name cannot clear the screen, ring the bell
+or forge a line."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluator.modes import ModeKeys
+from evaluator.redaction import escape_controls
 
 __all__ = ["TrialSummary", "format_summary", "summarize"]
 
@@ -66,19 +72,26 @@ def _summarize(trial: Any) -> TrialSummary:
     )
 
 
+def _shown(text: object) -> str:
+    return escape_controls(str(text), line_breaks=True)
+
+
 def format_summary(s: TrialSummary) -> str:
     step_range = f"{s.first_step}..{s.last_step}" if s.steps else "none"
+    modes = ", ".join(f"{_shown(m)} {n}" for m, n in s.steps_per_mode.items())
+    collections = ", ".join(f"{_shown(c)} ({n})" for c, n in s.collections.items())
     lines = [
-        f"trial           {s.path}",
-        f"kind            {s.described or s.kind}",
-        *([f"mapping         {s.mapping}"] if s.mapping else []),
+        f"trial           {_shown(s.path)}",
+        f"kind            {_shown(s.described or s.kind)}",
+        *([f"mapping         {_shown(s.mapping)}"] if s.mapping else []),
         f"training ended  {'yes' if s.training_ended else 'no (still being written, or no end marker)'}",
-        f"workers         {s.num_workers}: {', '.join(s.workers)}",
+        f"workers         {s.num_workers}: {', '.join(_shown(w) for w in s.workers)}",
         f"steps           {s.steps} (global steps {step_range})",
-        "steps per mode  " + (", ".join(f"{m} {n}" for m, n in s.steps_per_mode.items()) or "none"),
-        "collections     " + (", ".join(f"{c} ({n})" for c, n in s.collections.items()) or "none"),
+        "steps per mode  " + (modes or "none"),
+        "collections     " + (collections or "none"),
         f"tensors         {len(s.tensors)}",
     ]
-    width = max((len(n) for n in s.tensors), default=0)
-    lines += [f"  {n.ljust(width)}  {k} step{'s' if k != 1 else ''}" for n, k in s.tensors.items()]
+    tensors = [(_shown(n), k) for n, k in s.tensors.items()]
+    width = max((len(n) for n, _ in tensors), default=0)
+    lines += [f"  {n.ljust(width)}  {k} step{'s' if k != 1 else ''}" for n, k in tensors]
     return "\n".join(lines)

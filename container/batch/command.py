@@ -73,6 +73,13 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
             flush=True,
         )
 
+    finished: dict[str, JobOutcome] = {}
+
+    def record(outcome: JobOutcome) -> None:
+        finished[outcome.name] = outcome
+        done(outcome)
+
+    failure: str | None = None
     try:
         if request.engine == "ray":
             ran = run_on_ray(
@@ -82,17 +89,38 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
                 address=request.ray_address,
                 stop=stop,
                 stop_code=stop_code,
-                done=done,
+                done=record,
             )
         else:
-            ran = run_on_pool(to_run, root, jobs=jobs, stop=stop, stop_code=stop_code, done=done)
+            ran = run_on_pool(to_run, root, jobs=jobs, stop=stop, stop_code=stop_code, done=record)
     except ConfigurationError as e:
         print(f"ClientError: {e}", file=sys.stderr)
         return ExitCode.CLIENT_ERROR
+    except Exception as e:  # the summary is written all the same, with what is known
+        failure = f"InternalServerError: the batch failed: {type(e).__name__}: {e}"
+        print(failure, file=sys.stderr)
+        ran = list(finished.values())
     by_name = {o.name: o for o in ran}
-    final = [kept[s.name] or by_name[s.name] for s in specs]
-    write_summary(root, final, engine=request.engine)
+    final = [kept[s.name] or by_name.get(s.name) or _unfinished(s, failure) for s in specs]
+    try:
+        write_summary(root, final, engine=request.engine)
+    except OSError as e:
+        print(
+            f"InternalServerError: cannot write the batch summary in {root}: {e}", file=sys.stderr
+        )
+        return ExitCode.INTERNAL_ERROR
     out.write(format_table(final))
     print(f"summary: {root / SUMMARY_PAGE}", file=out, flush=True)
     code = worst_exit_code(final)
     return stop_code() if stop.is_set() else code
+
+
+def _unfinished(spec: JobSpec, failure: str | None) -> JobOutcome:
+    """A job the batch has no outcome of: it failed before the job ended."""
+    return JobOutcome(
+        name=spec.name,
+        trial=spec.trial,
+        status="Error",
+        exit_code=3,
+        message=failure or "InternalServerError: the batch ended before this job did",
+    )

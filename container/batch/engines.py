@@ -7,8 +7,10 @@ process per job), so one job's crash or kill is that job's ``Error``, never the 
   outputs are written in place, so a job killed with the batch resumes when the batch runs
   again.
 * ``ray``: one task per job (one CPU each), at most ``jobs`` in flight (default: the cluster's
-  CPUs). A task runs the job in a temporary folder of its node and returns the job's files,
-  which are written under the batch's output folder here: the nodes need no shared file
+  CPUs). A task runs the job in a temporary folder of its node and returns the regular files
+  of the job's own output folder (never a link, never ``.sagemaker-ignore``) and its log,
+  which are written in that job's folder under the batch's output folder here (a path that
+  would leave it refuses the task's whole answer): the nodes need no shared file
   system, only the package (the image) and access to the trials (S3, or a folder every node
   mounts). ``address`` is the cluster's (``ray://head:10001``, ``auto``); without one, a Ray
   process already connected is used, else a local cluster is started for the batch.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -26,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from container.batch.job import BATCH_FOLDER, JobOutcome, JobSpec, run_job
+from evaluator.config.output_paths import file_inside, job_paths
 from evaluator.errors import ConfigurationError
 from evaluator.fileio import write_atomically
 
 __all__ = ["run_on_pool", "run_on_ray"]
 
 Done = Callable[[JobOutcome], None]
+IGNORED_FOLDER = ".sagemaker-ignore"  # a run's temporary files: never copied back
 
 
 def default_jobs() -> int:
@@ -77,8 +82,11 @@ def run_on_pool(
                 continue
             finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:
-                pending.pop(future)
-                outcome = future.result()
+                spec = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except Exception as e:  # the batch could not run it (a file it cannot write)
+                    outcome = _job_failed(spec, e, "the batch could not run this job")
                 outcomes.append(outcome)
                 done(outcome)
     return outcomes
@@ -87,37 +95,60 @@ def run_on_pool(
 # ---- Ray ----------------------------------------------------------------------------------
 
 
-def _job_on_node(spec: JobSpec) -> tuple[JobOutcome, dict[str, bytes]]:
-    """A Ray task: the job in a temporary folder of this node; its outcome and its files
-    (paths relative to the batch's output folder)."""
+def _job_on_node(spec: JobSpec) -> tuple[JobOutcome, dict[str, bytes], bytes | None]:
+    """A Ray task: the job in a temporary folder of this node; its outcome, the regular files
+    of its own output folder (paths relative to it; never a link, never ``.sagemaker-ignore``)
+    and its log."""
     with tempfile.TemporaryDirectory(prefix="rule-evaluator-batch-") as folder:
         root = Path(folder)
+        paths = job_paths(root, spec.name)
         outcome = run_job(spec, root)
-        files: dict[str, bytes] = {}
-        for path in sorted((root / spec.name).rglob("*")):
-            relative = path.relative_to(root)
-            if path.is_file() and ".sagemaker-ignore" not in relative.parts:
-                files[relative.as_posix()] = path.read_bytes()
-        log = root / BATCH_FOLDER / "logs" / f"{spec.name}.log"
-        if log.is_file():
-            files[log.relative_to(root).as_posix()] = log.read_bytes()
-        return outcome, files
+        files = _regular_files(paths.output)
+        try:
+            log: bytes | None = paths.log.read_bytes()
+        except OSError:
+            log = None
+        return outcome, files, log
 
 
-def _store(root: Path, spec: JobSpec, files: dict[str, bytes], seconds: float | None) -> None:
-    """Write what a task returned under the batch's output folder, and the job's request."""
+def _regular_files(folder: Path) -> dict[str, bytes]:
+    """Every regular file below ``folder`` (links neither followed nor read), by its path
+    relative to it; ``.sagemaker-ignore`` left out."""
+    files: dict[str, bytes] = {}
+    for top, folders, names in os.walk(folder, followlinks=False):
+        folders[:] = sorted(f for f in folders if f != IGNORED_FOLDER)
+        for name in sorted(names):
+            path = Path(top) / name
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue  # a link, or gone
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    files[path.relative_to(folder).as_posix()] = f.read()
+    return files
+
+
+def _store(
+    root: Path, spec: JobSpec, files: dict[str, bytes], log: bytes | None, seconds: float | None
+) -> None:
+    """Write what a task returned in the job's own folder under the batch's output folder,
+    its log and its request; a returned path that would leave the job's folder is refused."""
     import json
 
+    paths = job_paths(root, spec.name)
     tmp = root / BATCH_FOLDER / "tmp"
-    job_folder = root / spec.name
-    if job_folder.is_dir():  # the run's files replace an earlier attempt's
-        for old in job_folder.iterdir():
+    targets = {file_inside(paths.output, relative): data for relative, data in files.items()}
+    if paths.output.is_dir():  # the run's files replace an earlier attempt's
+        for old in paths.output.iterdir():
             if old.is_file():
                 old.unlink()
-    for relative, data in files.items():
-        write_atomically(root / relative, data, tmp_dir=tmp)
+    for target, data in targets.items():
+        write_atomically(target, data, tmp_dir=tmp)
+    if log is not None:
+        write_atomically(paths.log, log, tmp_dir=tmp)
     write_atomically(
-        root / BATCH_FOLDER / "jobs" / f"{spec.name}.json",
+        paths.request,
         json.dumps({**spec.request(), "seconds": seconds}, indent=1).encode(),
         tmp_dir=tmp,
     )
@@ -184,13 +215,13 @@ def run_on_ray(
         for ref in ready:
             spec = pending.pop(ref)
             try:
-                outcome, files = ray.get(ref)
-            except Exception as e:  # the task itself failed or was cancelled
+                outcome, files, log = ray.get(ref)
+                _store(root, spec, files, log, outcome.seconds)
+            except Exception as e:  # the task failed or was cancelled, or its files unusable
                 outcome = _task_failed(spec, e, stopped=stop.is_set(), code=stop_code())
             else:
-                _store(root, spec, files, outcome.seconds)
-                if (root / spec.name / "rule_report.html").is_file():
-                    outcome.report = f"{spec.name}/rule_report.html"
+                report = job_paths(root, spec.name).report
+                outcome.report = report if (root / report).is_file() else None
             outcomes.append(outcome)
             done(outcome)
     return outcomes
@@ -199,11 +230,16 @@ def run_on_ray(
 def _task_failed(spec: JobSpec, error: Exception, *, stopped: bool, code: int) -> JobOutcome:
     if stopped:
         return _not_run(spec, code)
-    text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+    return _job_failed(spec, error, "the Ray task of this job failed")
+
+
+def _job_failed(spec: JobSpec, error: Exception, what: str) -> JobOutcome:
+    """That job's ``Error`` (exit 3): the batch goes on with the others."""
+    text = (f"{type(error).__name__}: {error}".splitlines() or [""])[0][:500]
     return JobOutcome(
         name=spec.name,
         trial=spec.trial,
         status="Error",
         exit_code=3,
-        message=f"InternalServerError: the Ray task of this job failed: {text}",
+        message=f"InternalServerError: {what}: {text}",
     )

@@ -7,6 +7,13 @@ report); its log lines go to ``<output>/.batch/logs/<name>.log``, and what was a
 (exit 0, 1 or 2) for the same request is finished: a batch run again keeps it. Anything else
 (no result file, ``InProgress``, ``Stopped``, an internal error such as a killed process) runs
 again, and the single run resumes from its result file where it can.
+
+Every path comes from ``evaluator.config.output_paths.job_paths``. The outcome's exit code is
+always one of the documented codes (0, 1, 2, 3, 130, 143): a job whose process was killed by a
+signal (SIGKILL, the OOM killer) or ended with any other code is that job's ``Error`` (exit 3)
+with a message saying so, and its result file is closed with it (it is never left
+``InProgress``; rules keep a verdict they reached). The result file is taken only when the
+process's exit code is the one it states: that is the file its supervisor confirmed.
 """
 
 from __future__ import annotations
@@ -22,11 +29,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.config.output_paths import BATCH_FOLDER, JobPaths, job_paths
+from evaluator.errors import ClientError
 from evaluator.fileio import write_atomically
-from evaluator.status.files import RESULT_FILE_NAME
+from evaluator.status.files import RESULT_FILE_NAME, read_result_file
+from evaluator.status.final import close_result_at
 
 __all__ = [
     "BATCH_FOLDER",
+    "DOCUMENTED_CODES",
     "JobOutcome",
     "JobSpec",
     "finished_outcome",
@@ -34,9 +45,9 @@ __all__ = [
     "run_job",
 ]
 
-BATCH_FOLDER = ".batch"
 REPORT_FILE_NAME = "rule_report.html"
 _FINISHED = (0, 1, 2)
+DOCUMENTED_CODES = (0, 1, 2, 3, 130, 143)  # docs/container.md; anything else is reported as 3
 _BOOT = "import sys; del sys.path[0]; from container.cli import main; sys.exit(main())"
 _JOB_STOP_GRACE = "5"  # inside the batch's own supervisor's 8 s
 
@@ -107,7 +118,7 @@ def outcome_from_result(name: str, trial: str, document: Mapping[str, Any]) -> J
         name=name,
         trial=trial,
         status=str(document.get("status")),
-        exit_code=int(exit_code) if isinstance(exit_code, int) else 3,
+        exit_code=exit_code if type(exit_code) is int and exit_code in DOCUMENTED_CODES else 3,
         message=(document.get("message") or None),
         rules=rules,
         step=min(fired) if fired else None,
@@ -121,18 +132,20 @@ def _rule_entries(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _read_result(folder: Path) -> dict[str, Any] | None:
+    """The result document in ``folder`` (size-limited, never a FIFO or link); None when there
+    is none or it cannot be taken."""
     try:
-        document = json.loads((folder / RESULT_FILE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_result_file(folder)
+    except (OSError, ClientError):
         return None
-    return document if isinstance(document, dict) else None
 
 
 def finished_outcome(spec: JobSpec, root: Path, *, retry_errors: bool) -> JobOutcome | None:
     """The outcome of this job from an earlier batch run, when that run finished the same
     request (see the module docstring); None when the job must run."""
+    paths = job_paths(root, spec.name)
     try:
-        asked = json.loads((root / BATCH_FOLDER / "jobs" / f"{spec.name}.json").read_text())
+        asked = json.loads(paths.request.read_text())
     except (OSError, ValueError):
         return None
     if (
@@ -140,7 +153,7 @@ def finished_outcome(spec: JobSpec, root: Path, *, retry_errors: bool) -> JobOut
         or {k: asked.get(k) for k in ("trial", "args")} != spec.request()
     ):
         return None
-    document = _read_result(root / spec.name)
+    document = _read_result(paths.output)
     if document is None or document.get("exit_code") not in _FINISHED:
         return None
     if retry_errors and document.get("exit_code") == 2:
@@ -149,13 +162,13 @@ def finished_outcome(spec: JobSpec, root: Path, *, retry_errors: bool) -> JobOut
     outcome.kept = True
     seconds = asked.get("seconds")
     outcome.seconds = float(seconds) if isinstance(seconds, (int, float)) else None
-    _add_report(outcome, root)
+    _add_report(outcome, paths)
     return outcome
 
 
-def _add_report(outcome: JobOutcome, root: Path) -> None:
-    if (root / outcome.name / REPORT_FILE_NAME).is_file():
-        outcome.report = f"{outcome.name}/{REPORT_FILE_NAME}"
+def _add_report(outcome: JobOutcome, paths: JobPaths) -> None:
+    if (paths.output / REPORT_FILE_NAME).is_file():
+        outcome.report = paths.report
 
 
 def run_job(
@@ -167,35 +180,44 @@ def run_job(
 ) -> JobOutcome:
     """Run the job to its end and return its outcome. When ``stopped()`` turns true the job
     gets SIGTERM (it ends ``Stopped``, as a single run does)."""
-    batch = root / BATCH_FOLDER
-    for sub in ("jobs", "logs", "opt_ml"):
-        (batch / sub).mkdir(parents=True, exist_ok=True)
-    write_atomically(
-        batch / "jobs" / f"{spec.name}.json",
-        json.dumps(spec.request(), indent=1).encode(),
-        tmp_dir=batch / "jobs",
-    )
+    paths = job_paths(root, spec.name)
+    for folder in (paths.request.parent, paths.log.parent, paths.opt_ml.parent):
+        folder.mkdir(parents=True, exist_ok=True)
+    _write_request(paths, spec, seconds=None)
     env = dict(os.environ if environ is None else environ)
     # Message files are per run: each job's would overwrite the others', so none is written
     # (a folder that does not exist); the processing config is the batch's, not the job's.
-    env["EVALUATOR_OPT_ML"] = str(batch / "opt_ml" / spec.name)
+    env["EVALUATOR_OPT_ML"] = str(paths.opt_ml)
     env.setdefault("EVALUATOR_STOP_GRACE", _JOB_STOP_GRACE)
-    output = root / spec.name
     started = time.monotonic()
-    with open(batch / "logs" / f"{spec.name}.log", "wb") as log:
+    code = _run_process(spec.command(str(paths.output)), paths.log, env, stopped)
+    outcome = _outcome(spec, paths, code)
+    outcome.seconds = round(time.monotonic() - started, 3)
+    _add_report(outcome, paths)
+    _write_request(paths, spec, seconds=outcome.seconds)  # for a later batch that keeps it
+    return outcome
+
+
+def _write_request(paths: JobPaths, spec: JobSpec, *, seconds: float | None) -> None:
+    request = spec.request() if seconds is None else {**spec.request(), "seconds": seconds}
+    data = json.dumps(request, indent=1).encode()
+    write_atomically(paths.request, data, tmp_dir=paths.request.parent)
+
+
+def _run_process(
+    command: list[str], log_path: Path, env: dict[str, str], stopped: Callable[[], bool]
+) -> int:
+    """The job's process to its end, its output in ``log_path``; its return code (negative:
+    the signal that killed it)."""
+    with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            spec.command(str(output)),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
         )
         signalled = False
         try:
             while True:
                 try:
-                    code = process.wait(timeout=0.2)
-                    break
+                    return process.wait(timeout=0.2)
                 except subprocess.TimeoutExpired:
                     if stopped() and not signalled:
                         process.send_signal(signal.SIGTERM)
@@ -204,30 +226,70 @@ def run_job(
             if process.poll() is None:  # interrupted here: never leave the job running
                 process.send_signal(signal.SIGTERM)
                 process.wait()
-    seconds = time.monotonic() - started
-    document = _read_result(output)
-    if document is not None and document.get("exit_code") is not None:
-        outcome = outcome_from_result(spec.name, spec.trial, document)
-    else:  # the run wrote no verdict: its configuration failed, or it could not start
-        outcome = JobOutcome(
-            name=spec.name,
-            trial=spec.trial,
-            status="Stopped" if code in (130, 143) else "Error",
-            exit_code=code,
-            message=_last_error(batch / "logs" / f"{spec.name}.log"),
-        )
-    outcome.seconds = round(seconds, 3)
-    _add_report(outcome, root)
-    write_atomically(  # how long it took, for the summary of a later batch that keeps it
-        batch / "jobs" / f"{spec.name}.json",
-        json.dumps({**spec.request(), "seconds": outcome.seconds}, indent=1).encode(),
-        tmp_dir=batch / "jobs",
+
+
+def _outcome(spec: JobSpec, paths: JobPaths, code: int) -> JobOutcome:
+    """The job's outcome from its result file when its supervisor confirmed it (the process's
+    exit code is the one the file states); else from how the process ended."""
+    if code in (-signal.SIGTERM, -signal.SIGINT):  # before its handlers were in: a shell's code
+        code = 128 - code
+    document = _read_result(paths.output)
+    if document is not None and document.get("exit_code") == code:
+        return outcome_from_result(spec.name, spec.trial, document)
+    if code not in (2, 3, 130, 143):  # killed, or a verdict its supervisor did not confirm
+        return _died(spec, paths, code)
+    return JobOutcome(  # the run wrote no verdict: its configuration failed, or it could not start
+        name=spec.name,
+        trial=spec.trial,
+        status="Stopped" if code in (130, 143) else "Error",
+        exit_code=code,
+        message=_last_error(paths.log)
+        or f"this job's rule-evaluator process exited with code {code}; its log: "
+        f"{BATCH_FOLDER}/logs/{paths.log.name}",
     )
-    return outcome
+
+
+def _died(spec: JobSpec, paths: JobPaths, code: int) -> JobOutcome:
+    """A job whose process was killed, or ended with an undocumented code: its ``Error``
+    (exit 3), also in its result file when it wrote one."""
+    if code < 0:
+        name = _signal_name(-code)
+        why = f"was killed by {name}" + (
+            " (the machine may have run out of memory)" if -code == signal.SIGKILL else ""
+        )
+    else:
+        why = f"ended with exit code {code} and no result file stating it"
+    text = (
+        f"InternalServerError: this job's rule-evaluator process {why} before it confirmed a "
+        f"verdict; it runs again (and resumes) in the next batch. Its log: "
+        f"{BATCH_FOLDER}/logs/{paths.log.name}"
+    )
+    _close_result(paths.output, text)
+    return JobOutcome(name=spec.name, trial=spec.trial, status="Error", exit_code=3, message=text)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _close_result(folder: Path, text: str) -> None:
+    """Close the job's result file as an internal error (rules keep a verdict they reached);
+    one saying only that when the run wrote none, as long as its folder exists."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        close_result_at(fd, status="Error", exit_code=3, text=text, force=True)
+    finally:
+        os.close(fd)
 
 
 def _last_error(log: Path) -> str | None:
-    """The last ``ClientError:`` / ``InternalServerError:`` line the job printed."""
+    """The last ``ClientError:`` / ``InternalServerError:`` line the job printed, or None."""
     try:
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -236,4 +298,4 @@ def _last_error(log: Path) -> str | None:
         text = line.strip()
         if text.startswith(("ClientError:", "InternalServerError:")):
             return text
-    return lines[-1].strip() if lines else None
+    return None

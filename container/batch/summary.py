@@ -5,7 +5,6 @@ the worst outcome."""
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 from collections import Counter
@@ -14,25 +13,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from container.batch.job import BATCH_FOLDER, JobOutcome
+from container.batch.job import DOCUMENTED_CODES, JobOutcome
+from evaluator.config.output_paths import BATCH_FOLDER, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_PAGE
 from evaluator.fileio import write_atomically
+from evaluator.redaction import escape_controls
+from evaluator.report.page import escape
 
 __all__ = ["SUMMARY_CSV", "SUMMARY_JSON", "SUMMARY_PAGE", "format_table", "worst_exit_code"]
-
-SUMMARY_JSON = "batch_summary.json"
-SUMMARY_CSV = "batch_summary.csv"
-SUMMARY_PAGE = "index.html"
 _COLUMNS = ("job", "status", "exit_code", "step", "rules", "seconds", "kept", "trial", "message")
 
 
 def _rank(code: int) -> int:
     """Stopped, then an internal error, then a client error, then issues found, then none."""
-    return {0: 0, 1: 1, 2: 2, 3: 3, 130: 5, 143: 5}.get(code, 4)
+    return {0: 0, 1: 1, 2: 2, 3: 3, 130: 4, 143: 4}[code]
 
 
 def worst_exit_code(outcomes: Sequence[JobOutcome]) -> int:
-    """The exit code of the most severe outcome; 0 for none."""
-    return max((o.exit_code for o in outcomes), key=_rank, default=0)
+    """The exit code of the most severe outcome, always a documented one (an unknown code
+    counts as an internal error, 3); 0 for none."""
+    codes = (o.exit_code if o.exit_code in DOCUMENTED_CODES else 3 for o in outcomes)
+    return max(codes, key=_rank, default=0)
 
 
 def _rules_cell(outcome: JobOutcome) -> str:
@@ -60,7 +60,7 @@ def _row(outcome: JobOutcome) -> dict[str, Any]:
 def format_table(outcomes: Sequence[JobOutcome], *, width: int = 120) -> str:
     """The terminal's table: one line per job, then the counts by status."""
     shown = ("job", "status", "exit_code", "step", "rules", "seconds", "kept")
-    rows = [{k: str(v) for k, v in _row(o).items()} for o in outcomes]
+    rows = [{k: escape_controls(str(v)) for k, v in _row(o).items()} for o in outcomes]
     widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in shown}
     widths["rules"] = min(widths["rules"], 60)
     lines = ["  ".join(c.ljust(widths[c]) for c in shown).rstrip()]
@@ -109,7 +109,7 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}
 
 def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
     """One self-contained page; every value escaped (trial paths and messages are the user's)."""
-    e = html.escape
+    e = escape
     counts = Counter(o.status for o in outcomes)
     rows = []
     for o in outcomes:

@@ -27,8 +27,9 @@ are parsed here and a bad one raises ``ConfigurationError`` naming the key, the 
 is expected.
 
 Modules, bottom-up: ``keys`` (the vocabulary), ``values`` (parsers), ``sources`` (readers),
-``models`` (the validated objects), ``resolution`` (decisions), ``trial_list`` (many
-trials: folder names, and the trial of an Indexed Job's pod), ``load`` (the order).
+``models`` (the validated objects), ``resolution`` (decisions), ``output_paths`` (where
+outputs named after a trial go), ``trial_list`` (many trials: folder names, and the trial of
+an Indexed Job's pod), ``load`` (the order).
 """
 
 from evaluator.config.keys import RESERVED_KEYS

@@ -11,6 +11,7 @@ from typing import Any
 
 from evaluator.config.keys import normalize
 from evaluator.config.models import EvaluatorConfig, RuleSpec
+from evaluator.config.output_paths import output_path
 from evaluator.config.resolution import (
     check_rule_flags,
     check_unique,
@@ -152,7 +153,7 @@ def _build(
     )
     output_dir = _output_dir(params, root)
     if listed is not None:  # each pod's outputs in a folder of their own, as in a batch
-        output_dir = output_dir / listed.name
+        output_dir = output_path(output_dir, listed.name)
     job_name = _job_name(processing, pc_path)
     return EvaluatorConfig(
         rules=rules,

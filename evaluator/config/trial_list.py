@@ -4,8 +4,10 @@
 ``rule-evaluator batch`` (``<output>/<name>/``) and in an Indexed Job (below): the trial's last
 path segment, or the one before it when the last is SageMaker's ``debug-output``
 (``s3://bucket/jobs/mnist-42/debug-output`` is ``mnist-42``); trials whose names collide get
-the segments before, joined by ``_``, until they differ. Characters other than letters, digits,
-``.``, ``_`` and ``-`` become ``_``. The same list always gives the same names.
+the segments before, joined by ``_``, until they differ. Each name is made safe by
+``evaluator.config.output_paths.safe_name`` (``..``, ``.batch`` or ``index.html`` never name an
+output folder: they become ``_..``, ``_.batch``, ``_index.html``). The same list always gives
+the same names.
 
 ``listed_trial(environ)``: with ``EVALUATOR_TRIALS`` (trials one per line, or comma-separated
 on one line) or ``EVALUATOR_TRIALS_FILE`` (a file of them, one per line: a mounted ConfigMap),
@@ -15,11 +17,12 @@ Job) and its name; None without a list. Blank lines and lines starting with ``#`
 
 from __future__ import annotations
 
-import re
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.config.output_paths import safe_name
 from evaluator.errors import ConfigurationError
 
 __all__ = [
@@ -36,7 +39,6 @@ LIST_VARIABLE = "EVALUATOR_TRIALS"
 LIST_FILE_VARIABLE = "EVALUATOR_TRIALS_FILE"
 INDEX_VARIABLE = "JOB_COMPLETION_INDEX"
 _SAGEMAKER_FOLDER = "debug-output"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_LIST_BYTES = 16 * 1024 * 1024
 
 
@@ -51,11 +53,14 @@ class ListedTrial:
 
 
 def _segments(trial: str) -> list[str]:
-    path = trial.split("://", 1)[1] if "://" in trial else trial
-    parts = [p for p in path.replace("\\", "/").split("/") if p and p != "."]
+    if "://" in trial and not trial.startswith("file://"):
+        path = trial.split("://", 1)[1]  # object keys: '..' is a name there, not a step up
+    else:  # a folder: sub/.. is the folder itself
+        path = posixpath.normpath(trial.removeprefix("file://").replace("\\", "/"))
+    parts = [p for p in path.split("/") if p and p != "."]
     if len(parts) > 1 and parts[-1] == _SAGEMAKER_FOLDER:
         parts.pop()
-    return [_UNSAFE.sub("_", p) for p in parts] or ["trial"]
+    return parts or ["trial"]
 
 
 def trial_names(trials: Sequence[str]) -> list[str]:
@@ -70,7 +75,7 @@ def trial_names(trials: Sequence[str]) -> list[str]:
     segments = [_segments(t) for t in trials]
     depth = [1] * len(trials)
     while True:
-        names = ["_".join(s[-d:]) for s, d in zip(segments, depth)]
+        names = [safe_name("_".join(s[-d:])) for s, d in zip(segments, depth)]
         groups: dict[str, list[int]] = {}
         for i, name in enumerate(names):
             groups.setdefault(name, []).append(i)

@@ -12,12 +12,11 @@ and the values, a drag zooms on a range of steps, a double-click shows them all 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaluator.report.page import escape
+from evaluator.report.page import escape, inline_json
 
 __all__ = [
     "PALETTE",
@@ -45,7 +44,7 @@ def as_float(value: Any) -> float:
 
 
 def _spec(spec: Mapping[str, Any]) -> str:
-    text = json.dumps(spec, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    text = inline_json(spec)
     return f'<div class="chart"></div><script type="application/json" class="chart-spec">{text}</script>'
 
 

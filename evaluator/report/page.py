@@ -8,12 +8,24 @@ fetch (no script, font, stylesheet or image from anywhere), so it opens offline 
 from __future__ import annotations
 
 import html
+import json
 import numbers
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 
-__all__ = ["badge", "chart_assets", "document", "escape", "key_values", "number", "table"]
+from evaluator.redaction import escape_controls
+
+__all__ = [
+    "badge",
+    "chart_assets",
+    "document",
+    "escape",
+    "inline_json",
+    "key_values",
+    "number",
+    "table",
+]
 
 # Nothing leaves the page: inline styles and scripts only, images from data: URIs.
 CSP = (
@@ -95,7 +107,17 @@ def chart_assets() -> str:
 
 
 def escape(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """``value`` as HTML text or attribute: ``<>&"'`` escaped, and control characters (ESC,
+    BEL, NUL...; not newline or tab) shown as ``\\xNN`` so no raw one reaches the page."""
+    return html.escape(escape_controls(str(value)), quote=True)
+
+
+def inline_json(value: object) -> str:
+    """``value`` as JSON safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` as ``\\u``
+    escapes, so no ``</script>`` or ``<!--`` in the data can end or bend the element; every
+    other non-ASCII and control character escaped too (U+2028/2029 included)."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def number(value: object) -> str:

@@ -120,6 +120,7 @@ def check_location(key: str, value: str) -> str:
     if scheme is not None:
         if not scheme.pattern.fullmatch(value):
             raise ConfigurationError(f"{key} must be {location_forms()}, got {value!r}")
+        _check_key_prefix(key, value, scheme.prefix)
         return value
     if "://" in value and not value.startswith(FILE_PREFIX):
         raise ConfigurationError(
@@ -128,6 +129,23 @@ def check_location(key: str, value: str) -> str:
     if value == FILE_PREFIX:
         raise ConfigurationError(f"{key} must name a folder after file://, got {value!r}")
     return value
+
+
+def _check_key_prefix(key: str, value: str, scheme: str) -> None:
+    """Object keys are not paths: nothing resolves ``..`` in them, and the object-store client
+    refuses a prefix with a ``.``, ``..`` or empty part. Such a location is refused here, as a
+    ClientError naming it, before any request."""
+    bucket, prefix = split_remote(value)
+    parts = prefix.rstrip("/").split("/") if prefix.rstrip("/") else []
+    bad = next((p for p in parts if p in ("", ".", "..")), None)
+    if bad is None:
+        return
+    what = "an empty part (//)" if bad == "" else f"a {bad!r} part"
+    raise ConfigurationError(
+        f"{key} {value!r} has {what} in its key prefix: object keys are not paths, so '..' "
+        f"and '.' are not resolved; give the prefix the objects have ({scheme}{bucket}/a/b, "
+        "without '.', '..' or '//')"
+    )
 
 
 def open_storage(uri: str, **options: Any) -> Storage:

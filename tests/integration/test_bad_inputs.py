@@ -900,3 +900,16 @@ def test_s3_without_credentials(cli: EvaluatorCli, s3_server: MotoS3, upload_fol
         unset=list(TEST_CREDENTIALS),
     )
     assert_client_error(run, uri, "credentials")
+
+
+@pytest.mark.parametrize("suffix", ["jobs/..", "jobs/../job/debug-output", "jobs//job"])
+def test_s3_prefix_with_dot_dot_is_a_client_error(
+    cli: EvaluatorCli, s3_server: MotoS3, upload_folder: Any, suffix: str
+) -> None:
+    """A trial prefix with a '..' or empty part (object keys are not paths) is a ClientError
+    naming the URI, never exit 3 from the S3 client's path parser."""
+    uri = upload_folder(DATA / "vanishing", "job/debug-output")
+    bucket = uri.split("/")[2]
+    bad = f"s3://{bucket}/{suffix}"
+    run = cli("--rule_to_invoke", "VanishingGradient", "--base_trial", bad, aws=True)
+    assert_client_error(run, bad, "part", configured=False)

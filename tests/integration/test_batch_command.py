@@ -219,3 +219,145 @@ def test_a_stopped_batch_stops_its_jobs_and_runs_them_next_time(tmp_path: Path) 
     again = batch(*args, env={**os.environ})
     assert "0 finished earlier (kept), 3 to run" in again.stdout, again.stdout + again.stderr
     assert again.returncode == 0
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+
+
+def test_trial_names_never_write_outside_the_output_folder(tmp_path: Path) -> None:
+    """Trials in folders named ``.batch``, ``index.html`` and ``batch_summary.json``, and one
+    given as ``run-9/sub/..``, each get a folder of their own inside ``--output-dir``: the
+    batch finishes, writes its summary, and nothing lands beside ``--output-dir``."""
+    trials = tmp_path / "trials"
+    for name in (".batch", "index.html", "batch_summary.json", "plain"):
+        live_trial(trials / name)
+        (trials / name / "training_job_end.ts").touch()
+    live_trial(tmp_path / "other" / "run-9")
+    (tmp_path / "other" / "run-9" / "training_job_end.ts").touch()
+    (tmp_path / "other" / "run-9" / "sub").mkdir()
+    parent = tmp_path / "parent"
+    out = parent / "out"
+    done = batch(
+        str(trials),
+        str(tmp_path / "other" / "run-9" / "sub" / ".."),
+        "--rule",
+        "VanishingGradient",
+        "--output-dir",
+        str(out),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in parent.iterdir()] == ["out"]
+    summary = json.loads((out / "batch_summary.json").read_text())
+    names = sorted(j["name"] for j in summary["jobs"])
+    assert names == ["_.batch", "_batch_summary.json", "_index.html", "plain", "run-9"]
+    for name in names:
+        result = json.loads((out / name / "rule_evaluation_result.json").read_text())
+        assert result["status"] == "NoIssuesFound", name
+    assert (out / "index.html").is_file() and (out / ".batch" / "logs").is_dir()
+    again = batch(str(trials), "--rule", "VanishingGradient", "--output-dir", str(out))
+    assert "4 finished earlier (kept), 0 to run" in again.stdout, again.stdout + again.stderr
+
+
+def test_an_s3_folder_named_dot_dot_stays_inside_the_output_folder(
+    s3_server: Any, tmp_path: Path
+) -> None:
+    """An S3 prefix with a ``../`` "folder" holding a trial: that job is named ``_..``, ends
+    in its own ClientError (object keys with '..' cannot be read), writes only inside
+    ``--output-dir``, and the other trial's job finishes."""
+    live_trial(tmp_path / "trial")
+    (tmp_path / "trial" / "training_job_end.ts").touch()
+    bucket = s3_server.new_bucket()
+    s3_server.upload_folder(tmp_path / "trial", bucket, "jobs/good")
+    objects = {
+        path.relative_to(tmp_path / "trial").as_posix(): path.read_bytes()
+        for path in (tmp_path / "trial").rglob("*")
+        if path.is_file()
+    }
+    s3_server.put_objects(bucket, objects, prefix="jobs/../")
+    parent = tmp_path / "parent"
+    out = parent / "out"
+    done = batch(f"s3://{bucket}/jobs", "--rule", "VanishingGradient", "--output-dir", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert [p.name for p in parent.iterdir()] == ["out"]
+    jobs = {j["name"]: j for j in json.loads((out / "batch_summary.json").read_text())["jobs"]}
+    assert sorted(jobs) == ["_..", "good"]
+    assert (jobs["good"]["status"], jobs["good"]["exit_code"]) == ("NoIssuesFound", 0)
+    assert jobs["_.."]["exit_code"] == 2
+    assert jobs["_.."]["message"].startswith("ClientError: ")
+    assert "'..' part" in jobs["_.."]["message"]
+
+
+def _processes() -> dict[int, tuple[int, list[bytes]]]:
+    """Every process: its parent's pid and its command line (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            found[int(entry.name)] = (ppid, (entry / "cmdline").read_bytes().split(b"\0"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _job_pid(batch_pid: int, trial: Path) -> int | None:
+    """The pid of the batch's job process (the job's supervisor) for ``trial``: the topmost
+    process below the batch whose command line names the trial."""
+    processes = _processes()
+
+    def below_batch(pid: int) -> bool:
+        while pid in processes and pid > 1:
+            pid = processes[pid][0]
+            if pid == batch_pid:
+                return True
+        return False
+
+    named = {pid for pid, (_, cmd) in processes.items() if str(trial).encode() in cmd}
+    top = [p for p in named if below_batch(p) and processes[p][0] not in named]
+    return top[0] if len(top) == 1 else None
+
+
+def test_a_killed_job_is_its_own_error_and_the_summary_is_written(tmp_path: Path) -> None:
+    """SIGKILL of one job's process: that job is an Error with exit 3 and a message saying it
+    was killed (not a line of its log), its result file says so (never left InProgress), the
+    other job finishes, the batch exits 3 (never -9 or 247) and writes its summary."""
+    import signal
+    import time
+
+    for i in range(2):
+        live_trial(tmp_path / "trials" / f"run-{i}")
+    out = tmp_path / "out"
+    args = [str(tmp_path / "trials"), "--rule", "VanishingGradient", "--output-dir", str(out)]
+    args += ["--wait_for_training_end", "true", "--jobs", "2"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "container.cli", "batch", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = [out / f"run-{i}" / "rule_evaluation_result.json" for i in range(2)]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # both jobs have started evaluating
+        states = [json.loads(p.read_text()).get("status") if p.is_file() else None for p in results]
+        if states == ["InProgress", "InProgress"]:
+            break
+        time.sleep(0.2)
+    pid = _job_pid(process.pid, tmp_path / "trials" / "run-0")
+    assert pid is not None, "the job's process was not found"
+    os.kill(pid, signal.SIGKILL)
+    (tmp_path / "trials" / "run-1" / "training_job_end.ts").touch()
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 3, stdout + stderr
+    summary = json.loads((out / "batch_summary.json").read_text())
+    jobs = {j["name"]: j for j in summary["jobs"]}
+    assert (jobs["run-0"]["status"], jobs["run-0"]["exit_code"]) == ("Error", 3)
+    assert jobs["run-0"]["message"].startswith(
+        "InternalServerError: this job's rule-evaluator process was killed by SIGKILL"
+    )
+    assert (jobs["run-1"]["status"], jobs["run-1"]["exit_code"]) == ("NoIssuesFound", 0)
+    assert summary["exit_code"] == 3 and (out / "index.html").is_file()
+    result = json.loads(results[0].read_text())
+    assert (result["status"], result["exit_code"]) == ("Error", 3)
+    assert [r["status"] for r in result["rules"]] == ["Error"]
+    assert "killed by SIGKILL" in result["message"]

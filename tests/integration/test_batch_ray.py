@@ -61,3 +61,63 @@ def test_ray_batch_equals_single_runs(cluster: str, tmp_path: Path) -> None:
     )
     assert f"{TRIALS} finished earlier (kept), 0 to run" in again.stdout, again.stderr
     assert again.returncode == 2
+
+
+LEAKY_RULE = '''
+import os
+from pathlib import Path
+
+from smdebug.rules import Rule
+
+
+class Leaky(Rule):
+    """Writes beside its output folder (the node's temporary folder) and links a file there
+    from inside its folder: none of it may come back to the batch's output."""
+
+    def __init__(self, base_trial, output_dir=None, action_str=None):
+        super().__init__(base_trial, action_str)
+        here = Path(output_dir)
+        (here.parent / "credentials").write_text("node secret")
+        (here.parent / "stolen.txt").write_text("another job's file")
+        os.symlink(here.parent / "credentials", here / "creds-link")
+        (here / "own.txt").write_text("mine")
+
+    def invoke_at_step(self, step):
+        self.base_trial.tensor("gradients/w").value(step)
+        return False
+'''
+
+
+@pytest.mark.slow
+def test_ray_copies_back_only_the_jobs_own_folder(cluster: str, tmp_path: Path) -> None:
+    """On Ray, a job's files come back from its own folder only: a file its rule code wrote
+    beside that folder on the node, and a link to one, never reach the output; trial folders
+    named ``.batch`` and ``index.html`` get folders of their own; the summary is written."""
+    from tests.support.fleet import live_trial
+
+    for name in (".batch", "index.html"):
+        live_trial(tmp_path / "trials" / name)
+        (tmp_path / "trials" / name / "training_job_end.ts").touch()
+    rule = tmp_path / "leaky.py"
+    rule.write_text(LEAKY_RULE)
+    parent = tmp_path / "parent"
+    out = parent / "out"
+    command = [sys.executable, "-m", "container.cli", "batch", str(tmp_path / "trials")]
+    command += ["--rule", "Leaky", "--source_s3_uri", str(rule), "--output-dir", str(out)]
+    command += ["--engine", "ray", "--ray-address", cluster]
+    done = subprocess.run(
+        command, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in parent.iterdir()] == ["out"]
+    everything = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    assert not [p for p in everything if "credentials" in p or "stolen" in p or "link" in p]
+    assert not [p for p in out.rglob("*") if p.is_symlink()]
+    for name in ("_.batch", "_index.html"):
+        assert (out / name / "own.txt").read_text() == "mine"
+        assert (
+            json.loads((out / name / "rule_evaluation_result.json").read_text())["exit_code"] == 0
+        )
+    jobs = json.loads((out / "batch_summary.json").read_text())["jobs"]
+    assert sorted(j["name"] for j in jobs) == ["_.batch", "_index.html"]
+    assert (out / "index.html").is_file()

@@ -14,6 +14,7 @@ from evaluator.redaction import (
     redact_value,
     scrub,
     secret_values,
+    url_origin,
 )
 from rules_builtin import registry
 
@@ -131,3 +132,16 @@ def test_url_query_and_webhook_path_secrets_are_masked() -> None:
     uri = "s3://bucket/job-2024-05-01-12-00-00-123456/debug-output"
     assert redact_value(uri) == uri
     assert redact_parameters({"webhook_url": hook}) == {"webhook_url": "***"}
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://hooks.slack.com/services/T0/B0/Xy7SeCrEt", "https://hooks.slack.com"),
+        ("http://user:pw@127.0.0.1:8080/hook?token=abc", "http://127.0.0.1"),
+        ("hooks.slack.com/services/T0/B0/Xy7SeCrEt", "a text of 40 characters"),
+        ("http://[::1/x", "a text of 13 characters"),  # urlsplit raises on the host
+    ],
+)
+def test_url_origin_shows_the_scheme_and_host_only(url: str, shown: str) -> None:
+    assert url_origin(url) == shown

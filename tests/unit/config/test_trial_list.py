@@ -101,3 +101,17 @@ def test_load_config_takes_the_listed_trial_and_its_output_folder(tmp_path: Path
     assert "JOB_COMPLETION_INDEX" in config.trial_source
     with pytest.raises(ConfigurationError, match="give one or the other"):
         load_config(["--trial-dir", "s3://b/x"], env, opt_ml_root=tmp_path / "opt_ml")
+
+
+def test_an_indexed_jobs_output_folder_is_a_safe_name(tmp_path: Path) -> None:
+    """A pod whose listed trial ends in '..' writes in a folder of the output, not its parent."""
+    env = {
+        "EVALUATOR_TRIALS": "s3://b/jobs/..\ns3://b/jobs/index.html",
+        "JOB_COMPLETION_INDEX": "0",
+    }
+    names = []
+    for index in ("0", "1"):
+        listed = listed_trial({**env, "JOB_COMPLETION_INDEX": index})
+        assert listed is not None
+        names.append(listed.name)
+    assert names == ["_..", "_index.html"]

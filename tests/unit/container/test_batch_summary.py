@@ -26,6 +26,14 @@ def test_worst_outcome_order() -> None:
     assert worst_exit_code([outcome("a", "Error", 3), outcome("b", "Stopped", 143)]) == 143
 
 
+def test_an_undocumented_code_counts_as_an_internal_error() -> None:
+    """A code no outcome documents (a signal's -9, 247) is never the batch's exit code: it
+    counts as 3."""
+    for code in (-9, 247, 44):
+        assert worst_exit_code([outcome("a", "Error", code), outcome("b", "Error", 2)]) == 3
+        assert worst_exit_code([outcome("a", "Error", code), outcome("b", "Stopped", 130)]) == 130
+
+
 def test_page_escapes_what_the_user_gave(tmp_path: Path) -> None:
     """A trial name or message holding HTML is shown as text, never as markup; the JSON and
     CSV hold every job."""
@@ -44,3 +52,20 @@ def test_page_escapes_what_the_user_gave(tmp_path: Path) -> None:
     assert summary["exit_code"] == 2
     assert len((tmp_path / "batch_summary.csv").read_text().splitlines()) == 3
     assert "exit code 2" in format_table(jobs)
+
+
+def test_control_characters_never_reach_the_page_or_the_table(tmp_path: Path) -> None:
+    """ESC, BEL and NUL in a trial path or a message are shown as \\xNN on the page and in the
+    terminal's table."""
+    job = JobOutcome(
+        name="evil",
+        trial="/d/\x1b]0;owned\x07",
+        status="Error",
+        exit_code=2,
+        message="ClientError: tag loss\x1b[2J\x07\x00 is bad",
+    )
+    write_summary(tmp_path, [job], engine="pool")
+    page = (tmp_path / "index.html").read_text()
+    for text in (page, format_table([job])):
+        assert not any(ch in text for ch in "\x1b\x07\x00"), text
+    assert "loss\\x1b[2J\\x07\\x00 is bad" in page and "/d/\\x1b]0;owned\\x07" in page

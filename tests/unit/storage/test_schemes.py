@@ -165,3 +165,23 @@ def test_a_scheme_with_its_own_folder_lister_is_listed_by_it(mem_scheme: None) -
     assert made == ["made", "mem://b/x", "mem://b/y"]
     with pytest.raises(ConfigurationError, match="the trial folder /no/such/place does not exist"):
         folders.children("/no/such/place")
+
+
+@pytest.mark.parametrize(
+    ("value", "part"),
+    [
+        ("s3://b/jobs/..", "a '..' part"),
+        ("s3://b/jobs/../x/", "a '..' part"),
+        ("s3://b/./jobs", "a '.' part"),
+        ("s3://b//jobs", "an empty part"),
+        ("s3://b/jobs//x", "an empty part"),
+    ],
+)
+def test_a_key_prefix_with_dot_parts_is_refused(value: str, part: str) -> None:
+    """Object keys are not paths: a prefix with '.', '..' or '//' is a ClientError naming the
+    location and the part, never a ValueError from the client at the first request."""
+    with pytest.raises(ConfigurationError, match=f"has {part}") as caught:
+        check_location("base_trial", value)
+    assert value in str(caught.value)
+    for fine in ("s3://b", "s3://b/", "s3://b/jobs/", "s3://b/jobs/.x/..y/a.b"):
+        assert check_location("base_trial", fine) == fine
