@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.engine.reads import observe_reads
 from evaluator.modes import ModeKeys
 from evaluator.rules import Rule, invoke_rule, read_charts, read_watch
 from evaluator.rules.evidence import Evidence
 from evaluator.rules.read_charts import MAX_READS_CHARTED, SAMPLED_STEPS, ReadCharts, figures
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
-from evaluator.engine.reads import observe_reads
 from evaluator.trial.tensor import Tensor
 
 
