@@ -12,9 +12,9 @@ from typing import Protocol, TextIO
 
 from container.batch.engines import default_jobs, run_on_pool, run_on_ray
 from container.batch.job import JobOutcome, JobSpec, finished_outcome
-from container.batch.request import USAGE, parse_request
+from container.batch.request import USAGE, BatchRequest, parse_request
 from container.batch.summary import SUMMARY_PAGE, format_table, worst_exit_code, write_summary
-from container.batch.trials import find_trials
+from container.batch.trials import Trial, find_trials
 from evaluator.errors import ConfigurationError, ExitCode
 
 __all__ = ["main"]
@@ -40,12 +40,7 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
         return ExitCode.stopped_by(signum) if signum is not None else ExitCode.SIGTERM
 
     try:
-        request = parse_request(argv)
-        trials = find_trials(request.trials, request.trials_files)
-        root = Path(request.output_dir)
-        if root.exists() and not root.is_dir():
-            raise ConfigurationError(f"--output-dir {root} is a file: give a folder")
-        root.mkdir(parents=True, exist_ok=True)
+        request, trials, root = _prepare(argv)
     except ConfigurationError as e:
         print(f"ClientError: {e}", file=sys.stderr)
         return ExitCode.CLIENT_ERROR
@@ -60,25 +55,7 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
         file=out,
         flush=True,
     )
-    count = [len(specs) - len(to_run)]
-
-    def done(outcome: JobOutcome) -> None:
-        count[0] += 1
-        step = "" if outcome.step is None else f" step {outcome.step}"
-        seconds = "" if outcome.seconds is None else f" {outcome.seconds:.1f} s"
-        print(
-            f"[{count[0]}/{len(specs)}] {outcome.name}: {outcome.status} "
-            f"(exit {outcome.exit_code}){step}{seconds}",
-            file=out,
-            flush=True,
-        )
-
-    finished: dict[str, JobOutcome] = {}
-
-    def record(outcome: JobOutcome) -> None:
-        finished[outcome.name] = outcome
-        done(outcome)
-
+    progress = _Progress(out, len(specs), len(specs) - len(to_run))
     failure: str | None = None
     try:
         if request.engine == "ray":
@@ -89,17 +66,19 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
                 address=request.ray_address,
                 stop=stop,
                 stop_code=stop_code,
-                done=record,
+                done=progress.record,
             )
         else:
-            ran = run_on_pool(to_run, root, jobs=jobs, stop=stop, stop_code=stop_code, done=record)
+            ran = run_on_pool(
+                to_run, root, jobs=jobs, stop=stop, stop_code=stop_code, done=progress.record
+            )
     except ConfigurationError as e:
         print(f"ClientError: {e}", file=sys.stderr)
         return ExitCode.CLIENT_ERROR
     except Exception as e:  # the summary is written all the same, with what is known
         failure = f"InternalServerError: the batch failed: {type(e).__name__}: {e}"
         print(failure, file=sys.stderr)
-        ran = list(finished.values())
+        ran = list(progress.finished.values())
     by_name = {o.name: o for o in ran}
     final = [kept[s.name] or by_name.get(s.name) or _unfinished(s, failure) for s in specs]
     try:
@@ -113,6 +92,39 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
     print(f"summary: {root / SUMMARY_PAGE}", file=out, flush=True)
     code = worst_exit_code(final)
     return stop_code() if stop.is_set() else code
+
+
+def _prepare(argv: Sequence[str]) -> tuple[BatchRequest, list[Trial], Path]:
+    """The request, its trials and the output folder (made); ConfigurationError for a bad
+    request."""
+    request = parse_request(argv)
+    trials = find_trials(request.trials, request.trials_files)
+    root = Path(request.output_dir)
+    if root.exists() and not root.is_dir():
+        raise ConfigurationError(f"--output-dir {root} is a file: give a folder")
+    root.mkdir(parents=True, exist_ok=True)
+    return request, trials, root
+
+
+class _Progress:
+    """One line per finished job (``[3/10] name: status (exit 1) step 8 4.2 s``), and the
+    outcomes heard so far."""
+
+    def __init__(self, out: TextIO, total: int, already: int) -> None:
+        self.out, self.total, self.count = out, total, already
+        self.finished: dict[str, JobOutcome] = {}
+
+    def record(self, outcome: JobOutcome) -> None:
+        self.finished[outcome.name] = outcome
+        self.count += 1
+        step = "" if outcome.step is None else f" step {outcome.step}"
+        seconds = "" if outcome.seconds is None else f" {outcome.seconds:.1f} s"
+        print(
+            f"[{self.count}/{self.total}] {outcome.name}: {outcome.status} "
+            f"(exit {outcome.exit_code}){step}{seconds}",
+            file=self.out,
+            flush=True,
+        )
 
 
 def _unfinished(spec: JobSpec, failure: str | None) -> JobOutcome:
