@@ -25,6 +25,7 @@ from evaluator.config.sources import (
 from evaluator.config.values import bool_value, check_location, seconds_value, step_value
 from evaluator.engine.options import TrialOptions
 from evaluator.errors import ConfigurationError
+from evaluator.formats.trainer_state import STATE_FILE
 from evaluator.sources.registry import check_kind
 from evaluator.storage.schemes import is_remote
 
@@ -79,7 +80,9 @@ def resolve_base_trial(
     for key in ("base_trial", "s3_path"):
         value = params.get(key, "").strip()
         if value:
-            return check_location(_DISPLAY.get(key, key), value), _DISPLAY.get(key, key)
+            return _folder_of_state_file(
+                check_location(_DISPLAY.get(key, key), value)
+            ), _DISPLAY.get(key, key)
     mirror = root / TENSORS_INPUT
     uri, name = _tensors_input(processing, mirror, pc_path)
     if uri is not None and is_remote(uri):
@@ -87,6 +90,15 @@ def resolve_base_trial(
     if mirror.is_dir():
         return str(mirror), f"folder {mirror}"
     raise _no_trial(uri, name, processing, mirror=mirror, pc_path=pc_path)
+
+
+def _folder_of_state_file(location: str) -> str:
+    """A local ``trainer_state.json`` given as the trial stands for the folder holding it (a
+    checkpoint folder: docs/huggingface.md)."""
+    path = Path(location.removeprefix("file://"))
+    if path.name == STATE_FILE and path.is_file():
+        return str(path.parent)
+    return location
 
 
 def _no_trial(

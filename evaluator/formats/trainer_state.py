@@ -21,7 +21,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["TrainerState", "parse_trainer_state", "tag_of"]
+__all__ = ["STATE_FILE", "TrainerState", "TrainerStateError", "parse_trainer_state", "tag_of"]
+
+STATE_FILE = "trainer_state.json"  # the name the Trainer saves it under
 
 _END_KEY = "train_runtime"  # logged once, by Trainer.train, when training is over
 

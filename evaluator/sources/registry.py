@@ -41,7 +41,11 @@ log = logging.getLogger("evaluator.sources")
 ENTRY_POINT_GROUP = "rule_evaluator.sources"
 AUTO = "auto"
 # The built-in formats, in the order detection tries them, by name -> package.
-_BUILT_IN = {"smdebug": "evaluator.sources.smdebug", "tensorboard": "evaluator.sources.tensorboard"}
+_BUILT_IN = {
+    "smdebug": "evaluator.sources.smdebug",
+    "tensorboard": "evaluator.sources.tensorboard",
+    "trainer_state": "evaluator.sources.tensorboard.trainer_state",
+}
 
 
 @dataclass(frozen=True, slots=True)

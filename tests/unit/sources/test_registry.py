@@ -81,7 +81,7 @@ def test_a_plug_in_registers_through_its_entry_point(
         monkeypatch,
         EntryPoint("lines", f"{__name__}:LINES", registry.ENTRY_POINT_GROUP),
     )
-    assert registry.known_kinds() == ["smdebug", "tensorboard", "lines"]
+    assert registry.known_kinds() == ["smdebug", "tensorboard", "trainer_state", "lines"]
     assert _detect(["a.lines"]) == "lines"
     assert _detect(["a.lines", "run/events.out.tfevents.1.host"]) == "tensorboard"
 
@@ -96,7 +96,7 @@ def test_a_broken_plug_in_leaves_the_others_and_is_named_when_asked_for(
         EntryPoint("gone", "no_such_module_here:FORMAT", registry.ENTRY_POINT_GROUP),
         EntryPoint("odd", f"{__name__}:NOT_A_FORMAT", registry.ENTRY_POINT_GROUP),
     )
-    assert registry.known_kinds() == ["smdebug", "tensorboard"]
+    assert registry.known_kinds() == ["smdebug", "tensorboard", "trainer_state"]
     with pytest.raises(ConfigurationError, match="'gone' failed to load: ModuleNotFoundError"):
         registry.check_kind("gone")
     with pytest.raises(ConfigurationError, match="'odd' failed to load: .* not a SourceFormat"):
