@@ -137,6 +137,24 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "true for an S3 trial inside a SageMaker job, else false",
     ),
     "poll_interval": ("waiting", "SECONDS", "seconds between scans for new data", None),
+    "tensorboard_run": (
+        "trial",
+        "NAME",
+        "the run (sub-folder) to read in a folder of several TensorBoard runs",
+        "the only run",
+    ),
+    "tensorboard_tag_phases": (
+        "trial",
+        "auto|true|false",
+        "read a phase word in a TensorBoard tag (train/loss, val_loss) as its mode",
+        "auto",
+    ),
+    "trial_format": (
+        "trial",
+        "FORMAT",
+        "smdebug, tensorboard, trainer_state, a plug-in's, or auto (from what the trial holds)",
+        "auto",
+    ),
     "rule_step_timeout": (
         "parameters",
         "SECONDS",
@@ -180,7 +198,7 @@ def _key_line(key: str, defaults: dict[str, str]) -> tuple[str, str, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from evaluator.config.keys import KNOWN_KEYS
+    from evaluator.config.keys import KNOWN_KEYS, TRIAL_OPTION_KEYS
 
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -200,12 +218,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     groups = {name: parser.add_argument_group(name, text) for name, text in _GROUPS.items()}
     defaults = _defaults()
-    ordered = [k for k in _KEY_HELP if k in KNOWN_KEYS] + sorted(KNOWN_KEYS - _KEY_HELP.keys())
+    listed = KNOWN_KEYS - (TRIAL_OPTION_KEYS - _KEY_HELP.keys())  # the rest: --<trial-option>
+    ordered = [k for k in _KEY_HELP if k in listed] + sorted(listed - _KEY_HELP.keys())
     for key in ordered:
         group, metavar, text = _key_line(key, defaults)
         groups[group].add_argument(*flag_names(key), metavar=metavar, help=text)
     groups["trial"].add_argument(
         "--other-trial-<i>", metavar="TRIAL", help="more trials, by number (environment too)"
+    )
+    groups["waiting"].add_argument(
+        "--<trial-option>",
+        metavar="VALUE",
+        help="every option of --help-env is a flag too, e.g. --prefetch-steps 0 (a flag wins)",
     )
     groups["parameters"].add_argument(
         "--<key>",
@@ -234,14 +258,18 @@ def env_help() -> str:
     fields = TrialOptions.model_fields
     lines = textwrap.wrap(
         "Tuning environment variables: how a trial is read and waited for, each read once when "
-        "the run starts; a flag, where there is one (--poll-interval), wins. The same as a "
-        "table: docs/configuration.md.",
+        "the run starts; the flag named beside a variable wins over it (so does a key of that "
+        "name in RuleParameters or the --config file). The same as a table: "
+        "docs/configuration.md.",
         96,
     )
     lines.append("")
+    from evaluator.config.keys import TRIAL_OPTION_KEYS
+
     for var, name in TRIAL_ENVIRONMENT.items():
         default = fields[name].default
-        text = f"{var} (default {'none' if default is None else default}): "
+        flag = f", --{name.replace('_', '-')}" if name in TRIAL_OPTION_KEYS else ""
+        text = f"{var}{flag} (default {'none' if default is None else default}): "
         text += str(fields[name].description)
         lines += textwrap.wrap(
             text, 94, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False

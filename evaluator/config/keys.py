@@ -15,6 +15,7 @@ __all__ = [
     "RULE_FLAG",
     "RULE_KEYS",
     "TRIAL_KEYS",
+    "TRIAL_OPTION_KEYS",
     "canonical",
     "normalize",
 ]
@@ -40,7 +41,36 @@ TRIAL_KEYS = frozenset(
         "webhook_url",
     }
 )
-KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | {"rule_config_file"}
+# The trial options (evaluator.engine.options.TrialOptions; their environment variables:
+# sources.TRIAL_ENVIRONMENT) a flag, the config file or RuleParameters may also set
+# (--tensorboard-run NAME); poll_interval is a TRIAL_KEY of its own.
+TRIAL_OPTION_KEYS = frozenset(
+    {
+        "incomplete_step_window",
+        "training_end_delay",
+        "collection_wait_timeout",
+        "missing_event_file_timeout",
+        "max_poll_interval",
+        "idle_scans_to_complete",
+        "prefetch_steps",
+        "value_cache_mb",
+        "raw_cache_mb",
+        "wait_log_interval",
+        "max_regex_length",
+        "regex_fallback_timeout",
+        "max_index_entries",
+        "max_index_file_mb",
+        "max_collections_file_mb",
+        "s3_connect_timeout",
+        "s3_read_timeout",
+        "s3_request_deadline",
+        "s3_outage_tolerance",
+        "tensorboard_run",
+        "tensorboard_tag_phases",
+        "trial_format",
+    }
+)
+KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | TRIAL_OPTION_KEYS | {"rule_config_file"}
 # Never rule parameters: these, other_trial_<i>, and the trial options' environment variables.
 # action_str is filled from action_json; given as a parameter, it is an unknown one.
 RESERVED_KEYS: frozenset[str] = KNOWN_KEYS | {"action_str"}

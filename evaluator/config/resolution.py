@@ -13,6 +13,7 @@ from evaluator.config.keys import (
     RESERVED_KEYS,
     RULE_FLAG,
     TRIAL_KEYS,
+    TRIAL_OPTION_KEYS,
     canonical,
 )
 from evaluator.config.models import RuleSpec
@@ -176,18 +177,26 @@ def resolve_trial_options(
     # or uploaded to S3 and read from CI or a laptop) is complete after idle scans, unless
     # wait_for_training_end says otherwise (EVALUATOR_IDLE_SCANS_TO_COMPLETE implies idle scans).
     wait = bool_value(params, "wait_for_training_end")
+    given: dict[str, object] = {
+        k: params[k].strip() for k in sorted(TRIAL_OPTION_KEYS) if params.get(k, "").strip()
+    }
     if wait is None:
         wait = (
             on_sagemaker
             and is_remote(base_trial)
             and not trial_env.get("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "").strip()
+            and "idle_scans_to_complete" not in given
         )
     poll = seconds_value(params, "poll_interval")
-    options = trial_options_from_env(trial_env, **({} if poll is None else {"poll_interval": poll}))
+    if poll is not None:
+        given["poll_interval"] = poll
+    flags = {k: f"--{k.replace('_', '-')} ({k})" for k in given}
+    options = trial_options_from_env(trial_env, labels=flags, **given)
     try:
         check_kind(options.trial_format)
     except ConfigurationError as e:
-        raise ConfigurationError(f"environment variable EVALUATOR_TRIAL_FORMAT: {e}") from None
+        where = flags.get("trial_format", "environment variable EVALUATOR_TRIAL_FORMAT")
+        raise ConfigurationError(f"{where}: {e}") from None
     idle = None if wait else (options.idle_scans_to_complete or 2)
     return wait, options.model_copy(update={"idle_scans_to_complete": idle})
 

@@ -76,17 +76,21 @@ _NOT_RULE_PARAMETERS = frozenset(
 
 
 def trial_options_from_env(
-    environ: Mapping[str, str] | None = None, **overrides: Any
+    environ: Mapping[str, str] | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    **overrides: Any,
 ) -> TrialOptions:
     """Defaults, then the variables of ``TRIAL_ENVIRONMENT`` in ``environ`` (default: the
-    process environment), then ``overrides``: an explicit argument wins, None included."""
+    process environment), then ``overrides``: an explicit argument wins, None included.
+    ``labels`` names an override in error messages (say, with its flag)."""
     env = os.environ if environ is None else environ
     from_env = {
         name: env[var].strip()
         for var, name in TRIAL_ENVIRONMENT.items()
         if env.get(var, "").strip() != ""
     }
-    labels = {
+    named = {
         name: f"{name} (environment variable {var})"
         for var, name in TRIAL_ENVIRONMENT.items()
         if name in from_env and name not in overrides
@@ -95,7 +99,7 @@ def trial_options_from_env(
         retries = _retry_limit(env)
         if retries is not None:
             from_env["missing_event_file_timeout"] = str(retries * SECONDS_PER_RETRY)
-    return validated_options({**from_env, **overrides}, labels=labels)
+    return validated_options({**from_env, **overrides}, labels={**named, **(labels or {})})
 
 
 def _retry_limit(env: Mapping[str, str]) -> int | None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import evaluator
-from evaluator.config.keys import ALIASES, KNOWN_KEYS
+from evaluator.config.keys import ALIASES, KNOWN_KEYS, TRIAL_OPTION_KEYS
 from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
@@ -26,11 +26,16 @@ def cli(tmp_path: Path) -> EvaluatorCli:
 
 def test_help_names_every_flag_by_group(cli: EvaluatorCli) -> None:
     """--help lists every known key and alias as a flag, under the six groups, with the commands
-    and where the docs are."""
+    and where the docs are; the tuning trial options (--help-env lists them, each with its
+    flag) through --<trial-option>."""
     run = cli("--help")
     assert run.returncode == 0, run.describe()
     flags = [f"--{k.replace('_', '-')}" for k in (*KNOWN_KEYS, *ALIASES)]
-    assert [f for f in flags if f not in run.stdout] == []
+    tuning = {f"--{k.replace('_', '-')}" for k in TRIAL_OPTION_KEYS}
+    assert [f for f in flags if f not in run.stdout and f not in tuning] == []
+    assert "--<trial-option>" in run.stdout
+    env = cli("--help-env")
+    assert [f for f in tuning if f not in env.stdout] == []
     for group in ("trial:", "rule:", "parameters:", "output:", "logging:", "waiting:"):
         assert f"\n{group}\n" in run.stdout
     for text in ("rules NAME", "summary PATH", "README.md", "docs/rules.md", "docs/container.md"):
@@ -178,5 +183,5 @@ def test_help_env_is_answered_without_running_a_rule(cli: EvaluatorCli) -> None:
     """`--help-env` exits 0 with the tuning variables, which --help no longer lists."""
     run = cli("--help-env")
     assert run.returncode == 0, run.describe()
-    assert "EVALUATOR_RAW_CACHE_MB (default 128.0)" in run.stdout
+    assert "EVALUATOR_RAW_CACHE_MB, --raw-cache-mb (default 128.0)" in run.stdout
     assert "EVALUATOR_RAW_CACHE_MB" not in cli("--help").stdout

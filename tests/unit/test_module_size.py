@@ -22,6 +22,8 @@ FILES = ("entrypoint.py",)
 
 #: Modules over MAX_LINES, each with why it is one job.
 LONG_MODULES = {
+    "container/help.py": "one job, the command's own help (--help, --help-env, rules NAME): "
+    "the bulk is the table of flags, one entry per setting",
     "evaluator/sources/tensorboard/source.py": "one job, a TensorBoard run as a Source: "
     "discovering its files and mapping the run, tailing them, handing on each scan's steps; "
     "the mapping rules, records and columns already live in layout, steps and columns",

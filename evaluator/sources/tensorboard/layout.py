@@ -104,7 +104,7 @@ def choose_run(runs: Mapping[str, object], wanted: str | None, uri: str) -> str:
         run = wanted.strip("/")
         if run not in runs:
             raise ClientError(
-                f"tensorboard_run={wanted!r} is not a run of {uri}: its runs "
+                f"--tensorboard-run {wanted!r} is not a run of {uri}: its runs "
                 f"are {', '.join(r or '.' for r in names)}"
             )
         return run
@@ -113,7 +113,8 @@ def choose_run(runs: Mapping[str, object], wanted: str | None, uri: str) -> str:
     shown = ", ".join(r or "." for r in names[:20])
     raise ClientError(
         f"{uri} holds {len(runs)} TensorBoard runs ({shown}): point the trial at one run's "
-        "folder, or choose one with tensorboard_run (EVALUATOR_TENSORBOARD_RUN)"
+        "folder, or choose one with --tensorboard-run NAME (tensorboard_run in RuleParameters "
+        "or a config file, EVALUATOR_TENSORBOARD_RUN)"
     )
 
 

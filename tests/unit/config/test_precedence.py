@@ -160,3 +160,31 @@ def test_a_bad_option_names_where_it_came_from() -> None:
         trial_options_from_env({"EVALUATOR_PREFETCH_STEPS": "1"}, prefetch_steps=-1)
     assert "invalid trial option prefetch_steps=-1" in str(info.value)
     assert "environment variable" not in str(info.value)
+
+
+def test_a_trial_option_flag_beats_its_variable_and_never_reaches_the_rule(
+    trial_folder: Path,
+) -> None:
+    """--tensorboard-run, --prefetch-steps, ...: flags for the trial options; the flag wins
+    over the environment variable, and no rule gets them as parameters."""
+    argv = ["--rule", "AllZero", "--trial-dir", "trial", "--tensorboard-run", "version_1",
+            "--prefetch-steps", "0", "--trial-format", "smdebug"]  # fmt: skip
+    env = {"EVALUATOR_PREFETCH_STEPS": "4", "EVALUATOR_TENSORBOARD_RUN": "version_0"}
+    config = load_config(argv, env, opt_ml_root=trial_folder.parent / "opt_ml", stdout_is_tty=False)
+    options = config.trial_options
+    assert (options.tensorboard_run, options.prefetch_steps) == ("version_1", 0)
+    assert options.trial_format == "smdebug"
+    assert config.rules[0].parameters == {}
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [("--prefetch-steps", "-1", "--prefetch-steps"), ("--trial-format", "csvv", "--trial-format")],
+)
+def test_a_bad_trial_option_flag_is_named(
+    trial_folder: Path, flag: str, value: str, says: str
+) -> None:
+    argv = ["--rule", "AllZero", "--trial-dir", "trial", flag, value]
+    with pytest.raises(ConfigurationError) as caught:
+        load_config(argv, {}, opt_ml_root=trial_folder.parent / "opt_ml", stdout_is_tty=False)
+    assert says in str(caught.value)

@@ -8,6 +8,7 @@ import pytest
 
 from container.cli import run
 from evaluator.config import TRIAL_ENVIRONMENT, TrialOptions
+from evaluator.config.keys import TRIAL_OPTION_KEYS
 from rules_builtin import registry
 from rules_builtin._describe import description, parameters, rule_class, summary
 
@@ -79,6 +80,17 @@ def test_help_lists_flags_not_the_tuning_environment(capsys: pytest.CaptureFixtu
     assert "--help-env" in out and "--trial-dir" in out
 
 
+def test_every_trial_option_is_a_flag_listed_by_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every trial option but the SageMaker job's own (its stop signal) is a flag: the
+    TensorBoard ones by name in --help, the others through --<trial-option> and --help-env."""
+    sagemakers = {"stop_signal_file", "stop_grace_seconds", "poll_interval"}
+    assert set(TRIAL_ENVIRONMENT.values()) - sagemakers == TRIAL_OPTION_KEYS
+    out = _printed(capsys, "--help")
+    for flag in ("--tensorboard-run", "--tensorboard-tag-phases", "--trial-format"):
+        assert flag in out
+    assert "--<trial-option>" in out and "--prefetch-steps" in out
+
+
 def test_help_env_lists_every_tuning_variable_with_its_default(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -89,6 +101,7 @@ def test_help_env_lists_every_tuning_variable_with_its_default(
     fields = TrialOptions.model_fields
     for var, name in TRIAL_ENVIRONMENT.items():
         default = fields[name].default
-        assert f"{var} (default {'none' if default is None else default}):" in folded
+        flag = f", --{name.replace('_', '-')}" if name in TRIAL_OPTION_KEYS else ""
+        assert f"{var}{flag} (default {'none' if default is None else default}):" in folded
         assert _plain(str(fields[name].description)) in folded
     assert "docs/configuration.md" in out
