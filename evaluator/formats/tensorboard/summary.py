@@ -105,7 +105,10 @@ def phase_of_tag(tag: str) -> tuple[str, ModeKeys] | None:
     (``Loss/train``, ``Loss/test``: PyTorch's tutorial), or the first or last word of the last
     component, split at ``_`` or ``-`` (``train_loss``, ``val_loss``: Lightning modules;
     ``loss_val``). The word and its separator are removed; a tag that would be left empty
-    keeps no phase."""
+    keeps no phase. Lightning's ``_step`` suffix (``self.log(..., on_step=True,
+    on_epoch=True)`` logs ``train_loss_step`` and ``train_loss_epoch``) is removed after a
+    phase word: the per-step series is the tensor (``loss``), the per-epoch one stays apart
+    (``loss_epoch``)."""
     parts = tag.split("/")
     if len(parts) > 1:
         phase = _phase_word(parts[0])
@@ -119,8 +122,14 @@ def phase_of_tag(tag: str) -> tuple[str, ModeKeys] | None:
         found = pattern.match(last)
         phase = _phase_word(found.group(word)) if found is not None else None
         if found is not None and phase is not None:
-            return "/".join([*head, found.group(rest)]), phase
+            name = found.group(rest)
+            if word == 1 and name.endswith(_LIGHTNING_STEP) and len(name) > len(_LIGHTNING_STEP):
+                name = name[: -len(_LIGHTNING_STEP)]
+            return "/".join([*head, name]), phase
     return None
+
+
+_LIGHTNING_STEP = "_step"
 
 
 _FIRST_WORD = re.compile(r"^([A-Za-z]+)[_-](.+)$")

@@ -38,6 +38,10 @@ TRAIN, EVAL = ModeKeys.TRAIN, ModeKeys.EVAL
         ("grad_2.0_norm/fc1.weight", None),
         ("sequential/dense/kernel/histogram", None),
         ("trainer_loss", None),
+        ("train_loss_step", ("loss", TRAIN)),  # Lightning's on_step=True, on_epoch=True
+        ("train_loss_epoch", ("loss_epoch", TRAIN)),
+        ("val_loss_step", ("loss", EVAL)),
+        ("train_step", ("step", TRAIN)),
     ],
 )
 def test_phase_of_tag(tag: str, expected: tuple[str, ModeKeys] | None) -> None:
@@ -93,6 +97,33 @@ def test_tutorial_and_lightning_idioms(tmp_path: Path) -> None:
     with create_trial(str(tmp_path / "b")) as trial:
         assert float(trial.tensor("loss").value(3, mode=TRAIN)) == 1.0
         assert float(trial.tensor("loss").value(3, mode=EVAL)) == 2.0
+
+
+def test_lightnings_step_and_epoch_series_pair_with_its_validation_loss(tmp_path: Path) -> None:
+    """A LightningModule that logs the training loss on_step and on_epoch writes
+    train_loss_step and train_loss_epoch beside val_loss: the per-step series and val_loss are
+    the tensor 'loss' at TRAIN and EVAL steps, so Overfit finds both; the epoch series stays
+    apart as 'loss_epoch'. Overfit fires on such a run whose validation loss rises."""
+    from evaluator.rules import invoke_rule
+    from evaluator.rules.loader import build_rule
+    from rules_builtin import registry
+
+    steps = range(0, 400, 10)
+    torch_style(
+        tmp_path,
+        scalars={
+            "train_loss_step": [(s, 2.0 * 0.99 ** (s / 10)) for s in steps],
+            "train_loss_epoch": [(s, 1.0) for s in steps if s % 50 == 40],
+            "val_loss": [(s, 1.0 + (s - 150) ** 2 / 20000) for s in steps if s % 50 == 0],
+        },
+    )
+    with create_trial(str(tmp_path), idle_scans_to_complete=1, poll_interval=0.05) as trial:
+        assert {"loss", "loss_epoch"} <= set(trial.tensor_names())
+        loss = trial.tensor("loss")
+        assert loss.steps(mode=TRAIN)[:2] == [0, 10] and loss.steps(mode=EVAL)[:2] == [0, 50]
+        rule = build_rule(registry.lookup("Overfit"), trial, {})
+        fired = invoke_rule(rule, raise_eval_cond=False).fired_steps
+    assert fired, "Overfit should fire: the validation loss rose 60 % while training fell"
 
 
 def test_a_run_without_phase_words_keeps_global_steps(tmp_path: Path) -> None:
