@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import posixpath
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -55,6 +56,7 @@ from evaluator.sources.tensorboard.layout import (
 from evaluator.sources.tensorboard.steps import Folder, apply_event, apply_scalars, distinct
 from evaluator.sources.tensorboard.values import HeldTensors, held_steps
 from evaluator.storage.base import ObjectInfo, Storage
+from evaluator.storage.schemes import is_remote, local_path
 
 if TYPE_CHECKING:
     from evaluator.engine.cache import TrialCache
@@ -67,6 +69,9 @@ log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
 _CHUNK_RECORDS = 1 << 16  # records framed and decoded at once (bounds the arrays' memory)
+# A local log whose event files were all last written this long before it is opened is a
+# finished run: complete at once (docs/tensorboard.md, "Live logs").
+UNCHANGED_SECONDS = 60.0
 
 
 @dataclass
@@ -94,6 +99,7 @@ class TensorBoardSource:
         self._known: dict[ModeKeys, np.ndarray] = {}  # mode steps handed on, sorted
         self._scans = 0  # scans that brought news
         self._last_step = -1
+        self._unchanged = False  # a local log nothing wrote to for a while when opened
 
     async def aclose(self) -> None:
         self.held.close()
@@ -101,7 +107,21 @@ class TensorBoardSource:
         await self.storage.aclose()
 
     async def training_ended(self) -> bool:
-        return await self.storage.exists(END_OF_JOB_KEY)
+        """The end marker, or a local log that nothing had written to for ``UNCHANGED_SECONDS``
+        when it was opened (a finished run: complete at once, not after idle scans)."""
+        return self._unchanged or await self.storage.exists(END_OF_JOB_KEY)
+
+    def _unchanged_since_opened(self, files: list[ObjectInfo]) -> bool:
+        """Whether every event file of a local log was last written ``UNCHANGED_SECONDS``
+        ago or more (S3 listings are not asked: there a run ends after idle scans)."""
+        if is_remote(self.storage.uri) or not files:
+            return False
+        root = local_path(self.storage.uri)
+        try:
+            newest = max(os.stat(os.path.join(root, o.key)).st_mtime for o in files)
+        except OSError:
+            return False
+        return time.time() - newest >= UNCHANGED_SECONDS
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
         return self.held.open(view)
@@ -130,6 +150,7 @@ class TensorBoardSource:
             found = await self._event_files()
             if found:
                 self._map([o.key for o in found])
+                self._unchanged = self._unchanged_since_opened(found)
                 manifest = CollectionsFile(dict(self._tags.collections), num_workers=1)
                 return LoadedCollections(manifest, {WORKER}, [])
             if await self.training_ended() or time.monotonic() >= deadline:

@@ -192,3 +192,23 @@ def test_phase_words_set_true_pair_tags_seen_later(tmp_path: Path) -> None:
         trial.refresh_data()
         assert float(trial.tensor("loss").value(1, mode=EVAL)) == 2.0
         assert trial.tensor("loss").steps(mode=TRAIN) == [1]
+
+
+def test_a_local_log_nothing_wrote_to_for_a_while_is_complete_at_once(tmp_path: Path) -> None:
+    """A finished run's log (every event file last written UNCHANGED_SECONDS or more before
+    it is opened) has ended: no idle scans are waited for. A fresh one has not."""
+    import os
+    import time
+
+    from evaluator.sources.tensorboard.source import UNCHANGED_SECONDS
+
+    torch_style(tmp_path / "old", scalars={"train_loss": [(s, 1.0) for s in range(3)]})
+    torch_style(tmp_path / "new", scalars={"train_loss": [(s, 1.0) for s in range(3)]})
+    long_ago = time.time() - UNCHANGED_SECONDS - 5
+    for path in (tmp_path / "old").iterdir():
+        os.utime(path, (long_ago, long_ago))
+    with create_trial(str(tmp_path / "old")) as trial:
+        assert trial.training_ended()
+        assert trial.tensor("loss").steps(mode=TRAIN) == [0, 1, 2]
+    with create_trial(str(tmp_path / "new")) as trial:
+        assert not trial.training_ended()
