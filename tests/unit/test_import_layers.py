@@ -246,3 +246,12 @@ def test_the_built_in_rules_never_reach_the_evaluation_or_the_statuses() -> None
         "entrypoint",
     )
     assert sorted(m for m in reached if m.startswith(above_the_rules)) == []
+
+
+def test_the_watch_holds_no_rule_code() -> None:
+    """``rule-evaluator watch`` runs every rule in a run's own process: nothing it imports
+    reaches the rules, the built-ins or the evaluation that runs them."""
+    reached = reach("container.watch")
+    rule_code = ("rules_builtin", "evaluator.rules", "evaluator.evaluation", "evaluator.compat")
+    assert sorted(m for m in reached if m.startswith(rule_code)) == []
+    assert "container.watch.command" in reached  # the walk did follow the package
