@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,14 +72,23 @@ def _copy_in(stage: Path, root: Path, name: str, *, explodes: bool, phase: str =
 class Watch:
     """A ``rule-evaluator watch`` process, its printed lines and its status port."""
 
-    def __init__(self, root: Path, out: Path, webhook_url: str, log: Path) -> None:
-        env = {**os.environ, "EVALUATOR_IDLE_SCANS_TO_COMPLETE": "3"}
+    def __init__(
+        self,
+        root: Path,
+        out: Path,
+        webhook_url: str,
+        log: Path,
+        *,
+        idle_scans: int = 3,
+        more: tuple[str, ...] = (),
+    ) -> None:
+        env = {**os.environ, "EVALUATOR_IDLE_SCANS_TO_COMPLETE": str(idle_scans)}
         self.log = log
         with open(log, "wb") as f:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "container.cli", "watch", str(root), "--rule", RULE,
                  "--output-dir", str(out), "--poll-interval", POLL,
-                 "--status-address", "127.0.0.1:0", "--webhook-url", webhook_url],
+                 "--status-address", "127.0.0.1:0", "--webhook-url", webhook_url, *more],
                 cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
             )  # fmt: skip
         self.port = int(self.wait_for(r"status on port (\d+)").group(1))
@@ -218,3 +228,66 @@ def test_runs_copied_in_are_watched_notified_once_and_not_again_after_a_restart(
     assert {r["run"]: r["status"] for r in status["runs"]} == {
         name: results[name]["status"] for name in runs
     }
+
+
+def _status_of(out: Path) -> dict[str, dict[str, Any]]:
+    try:
+        return {r["run"]: r for r in json.loads((out / "watch_status.json").read_text())["runs"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def _wait_status(out: Path, check: Any, timeout: float = SETTLE) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = _status_of(out)
+        if check(runs):
+            return runs
+        time.sleep(0.1)
+    raise AssertionError(f"watch_status.json never got there: {_status_of(out)}")
+
+
+@pytest.mark.slow
+def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restart(
+    tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """An smdebug trial with a FIFO for an index file ends in Error while a live run goes on; SIGTERM stops
+    the live run (Stopped, its files written); a restart resumes it to the verdict a single run
+    gives on the whole data, and leaves the broken run alone (no new post for it)."""
+    url, posts = webhook
+    root, out = tmp_path / "runs", tmp_path / "out"
+    live = root / "live"
+    write_scalars(live, {"loss": _loss(explodes=True)[:FIRES_AT]}, start_time=1_700_000_000)
+    shutil.copytree(ROOT / "examples" / "trials" / "vanishing_gradients", root / "broken")
+    victim = sorted((root / "broken" / "index").rglob("*.json"))[2]
+    victim.unlink()
+    os.mkfifo(victim)  # an smdebug trial's index file that would block a reader
+    watch = Watch(root, out, url, tmp_path / "watch.log", idle_scans=100_000)  # stays live
+    runs = _wait_status(out, lambda r: r.get("broken", {}).get("ended") and "live" in r)
+    assert runs["broken"]["status"] == "Error" and runs["broken"]["exit_code"] == 2, runs
+    assert "not a regular file" in runs["broken"]["message"], runs
+    assert runs["live"]["status"] == "InProgress" and not runs["live"]["ended"], runs
+    assert _metric(watch.get("/metrics"), 'rule_evaluator_watch_errors_total{kind="run"}') == 1
+    code, seconds = watch.terminate()
+    assert code == 143 and seconds < 10, watch.text()
+    stopped = json.loads((out / "live" / "rule_evaluation_result.json").read_text())
+    assert (stopped["status"], stopped["exit_code"]) == ("Stopped", 143)
+    assert _status_of(out)["live"]["status"] == "Stopped"
+    posts_before = len(posts)
+
+    write_scalars(live, {"loss": _loss(explodes=True)[FIRES_AT:]}, start_time=1_700_000_100)
+    again = Watch(root, out, url, tmp_path / "watch-again.log")
+    again.wait_for(r"broken ended earlier")
+    result = _final_result(out / "live", SETTLE)
+    single = _single_run(live, tmp_path / "single")
+    assert _verdict(result) == _verdict(single)
+    assert result["rules"][0]["fired_steps"] == [FIRES_AT] and result.get("resumed")
+    again.wait_for(r"live ended")  # the run's process waits for its posts before it ends
+    code, _ = again.terminate()
+    assert code == 143
+    later = posts[posts_before:]
+    # the resumed run says InProgress again, then its verdict; the broken run, nothing
+    assert [(p.get("trial"), p["status"]) for p in later] == [
+        (str(live), "InProgress"),
+        (str(live), "IssuesFound"),
+    ], later
