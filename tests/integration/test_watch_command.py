@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULE = "ExplodingTensor"
 POLL = "0.3"
 FIRES_AT = 20
+RESULT = "rule_evaluation_result.json"
 SETTLE = 30.0  # the issue's bound: a result within 30 s of the run's data being complete
 
 
@@ -74,7 +75,7 @@ class Watch:
 
     def __init__(
         self,
-        root: Path,
+        root: Path | str,
         out: Path,
         webhook_url: str,
         log: Path,
@@ -291,3 +292,42 @@ def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restar
         (str(live), "InProgress"),
         (str(live), "IssuesFound"),
     ], later
+
+
+@pytest.mark.slow
+def test_two_shards_over_an_s3_prefix_evaluate_each_run_once(
+    s3_server: Any, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """Two watches on the same S3 prefix, shards 0/2 and 1/2, evaluate every run (one nested,
+    one in phase folders) exactly once between them, each into its own output folder."""
+    url, _ = webhook
+    local = tmp_path / "local"
+    names = ["a", "b", "c", "group/d"]
+    for name in names:
+        write_scalars(local / name / ("train" if name == "c" else ""), {"loss": _loss(False)})
+    bucket = s3_server.new_bucket()
+    s3_server.upload_folder(local, bucket, "runs")
+    watches = [
+        Watch(f"s3://{bucket}/runs", tmp_path / f"out{i}", url, tmp_path / f"w{i}.log",
+              more=("--shard", f"{i}/2"))
+        for i in range(2)
+    ]  # fmt: skip
+    deadline = time.monotonic() + 60
+    seen: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:
+        seen = {}
+        for i in range(2):
+            for name, entry in _status_of(tmp_path / f"out{i}").items():
+                if entry["ended"]:
+                    seen.setdefault(name, []).append(entry["status"])
+        if len(seen) == len(names):
+            break
+        time.sleep(0.2)
+    for watch in watches:
+        code, seconds = watch.terminate()
+        assert code == 143 and seconds < 10, watch.text()
+    assert seen == {name: ["NoIssuesFound"] for name in names}, seen
+    for i in range(2):
+        for name in _status_of(tmp_path / f"out{i}"):
+            result = json.loads((tmp_path / f"out{i}" / name / RESULT).read_text())
+            assert result["trial"] == f"s3://{bucket}/runs/{name}"

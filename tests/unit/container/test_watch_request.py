@@ -1,0 +1,54 @@
+"""``rule-evaluator watch``'s arguments: its own flags, the flags every run gets, and a clear
+ClientError for each thing to fix (container/watch/request.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from container.watch.request import parse_request
+from evaluator.errors import ConfigurationError
+
+
+def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) -> None:
+    """--output-dir, --poll-interval, --status-address, --shard and --webhook-url are the
+    watch's; the rule and its parameters are passed on, with the poll interval."""
+    request = parse_request(
+        ["./runs", "--rule", "ExplodingTensor", "--only_nan", "true", "--output-dir=out",
+         "--poll-interval", "2.5", "--status-address", "127.0.0.1:9100", "--shard", "1/3",
+         "--webhook-url", "https://hooks.example.com/T0/B0/secret"]
+    )  # fmt: skip
+    assert request.root == "./runs" and request.output_dir == "out"
+    assert request.run_args == ("--rule", "ExplodingTensor", "--only_nan", "true",
+                                "--poll-interval", "2.5")  # fmt: skip
+    assert request.poll_interval == 2.5
+    assert request.status_address == ("127.0.0.1", 9100)
+    assert request.shard == (1, 3)
+    assert request.webhook_url == "https://hooks.example.com/T0/B0/secret"
+    assert "secret" not in repr(request)  # the URL's path is its key
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--rule", "X", "--output-dir", "o"], "one ROOT"),
+        (["a", "b", "--rule", "X", "--output-dir", "o"], "one ROOT"),
+        (["./runs", "--rule", "X"], "--output-dir is required"),
+        (["./runs", "--output-dir", "o"], "no rule to run"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--trial-dir", "t"], "set by watch"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--shard", "3/3"], "--shard must be I/N"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--shard", "x"], "--shard must be I/N"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--poll-interval", "0"], "--poll-interval"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--status-address", "9100"], "HOST:PORT"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--webhook-url", "ftp://h/x"], "http"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--output-dir", "p"], "given twice"),
+        (["./runs", "--rule", "X", "--output-dir"], "needs a value"),
+    ],
+)
+def test_a_bad_request_says_what_to_fix(
+    argv: list[str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each mistake is a ConfigurationError naming the flag and what it takes."""
+    monkeypatch.delenv("rule_to_invoke", raising=False)
+    monkeypatch.delenv("RULE_TO_INVOKE", raising=False)
+    with pytest.raises(ConfigurationError, match=said.replace("/", ".")):
+        parse_request(argv)
