@@ -27,6 +27,7 @@ from container.watch.metrics import StatusServer, WatchMetrics
 from container.watch.request import USAGE, WatchRequest, parse_request
 from container.watch.status import RunEntry, write_status
 from evaluator.errors import ConfigurationError, ExitCode
+from evaluator.storage.schemes import is_remote
 
 __all__ = ["main"]
 
@@ -71,7 +72,7 @@ class Watcher:
         self.dir = Path(request.output_dir)
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigurationError(f"--output-dir {self.dir} is a file: give a folder")
-        if "://" not in request.root and not Path(request.root).is_dir():
+        if not is_remote(request.root) and not Path(request.root).is_dir():
             raise ConfigurationError(
                 f"ROOT {request.root} is not a folder: give the folder (or s3://bucket/prefix) "
                 "where the runs appear"

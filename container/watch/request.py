@@ -119,8 +119,9 @@ def parse_request(argv: Sequence[str]) -> WatchRequest:
             "or A,B for several) or --config FILE"
         )
     interval = _seconds(own.get("poll_interval"))
+    root = check_location("ROOT", positional[0].strip())
     return WatchRequest(
-        root=check_location("ROOT", positional[0].strip()),
+        root=root[len("file://") :] if root.startswith("file://") else root,
         output_dir=output,
         run_args=(*passed, "--poll-interval", repr(interval)),
         poll_interval=interval,

@@ -52,3 +52,9 @@ def test_a_bad_request_says_what_to_fix(
     monkeypatch.delenv("RULE_TO_INVOKE", raising=False)
     with pytest.raises(ConfigurationError, match=said.replace("/", ".")):
         parse_request(argv)
+
+
+def test_a_file_uri_root_is_its_folder() -> None:
+    """ROOT given as file:///path is watched as the folder /path."""
+    request = parse_request(["file:///data/runs", "--rule", "X", "--output-dir", "o"])
+    assert request.root == "/data/runs"
