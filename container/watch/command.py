@@ -1,6 +1,6 @@
 """The ``watch`` subcommand: look at the root every poll interval, start a run's evaluation
 when it appears, follow every live run, write the status and the index when something
-changed, and on SIGTERM/SIGINT stop every run (each ends ``Stopped``, its files written) and
+changed (at most ``--max-live`` runs at once, the others queued in the order found), and on SIGTERM/SIGINT stop every run (each ends ``Stopped``, its files written) and
 exit 143/130.
 
 A run whose result file in the output folder holds a verdict or a client error (exit 0, 1 or
@@ -92,6 +92,7 @@ class Watcher:
             else StatusServer(request.status_address, self.metrics)
         )
         self.live: dict[str, LiveRun] = {}
+        self.queue: list[Run] = []  # found, not started: more than --max-live are live
         self.entries: dict[str, RunEntry] = {}
         self._problems: set[str] = set()
         self._say(
@@ -105,7 +106,7 @@ class Watcher:
         self._write()
         while not stop.is_set():
             started = time.monotonic()
-            changed = self._look() | self._follow()
+            changed = self._follow() | self._look()
             if changed:
                 self._write()
             self.metrics.poll_duration.observe(time.monotonic() - started)
@@ -139,6 +140,9 @@ class Watcher:
                 continue
             self._add(run)
             added = True
+        while self.queue and len(self.live) < self.request.max_live:
+            self._start(self.queue.pop(0))
+        self.metrics.runs_queued.set(len(self.queue))
         return added
 
     def _add(self, run: Run) -> None:
@@ -150,6 +154,11 @@ class Watcher:
             self.metrics.runs_kept.inc()
             self._say(f"watch: {run.name} ended earlier ({earlier.get('status')}): kept")
             return
+        entry.queue()
+        self.queue.append(run)
+
+    def _start(self, run: Run) -> None:
+        entry = self.entries[run.name]
         live = self.live[run.name] = LiveRun(run, self.dir, self.request.run_args)
         try:
             live.start(self.env)

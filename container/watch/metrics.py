@@ -5,6 +5,7 @@ Metrics (all of this process; a restarted watch starts them again from zero):
 
 * ``rule_evaluator_watch_runs_live``: runs being evaluated now;
 * ``rule_evaluator_watch_runs_ended_total{status}``: runs whose evaluation ended here;
+* ``rule_evaluator_watch_runs_queued``: runs found and waiting for a place (``--max-live``);
 * ``rule_evaluator_watch_runs_kept``: runs that had ended before this watch started;
 * ``rule_evaluator_watch_firings_total{rule}``: rules seen turning ``IssuesFound``;
 * ``rule_evaluator_watch_poll_duration_seconds``: one look at the root and at every run;
@@ -43,6 +44,9 @@ class WatchMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.runs_live = Gauge(f"{_PREFIX}_runs_live", "Runs being evaluated", registry=r)
+        self.runs_queued = Gauge(
+            f"{_PREFIX}_runs_queued", "Runs found, waiting for a place (--max-live)", registry=r
+        )
         self.runs_kept = Gauge(
             f"{_PREFIX}_runs_kept", "Runs that had ended before this watch started", registry=r
         )

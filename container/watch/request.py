@@ -15,7 +15,7 @@ __all__ = ["USAGE", "WatchRequest", "parse_request"]
 USAGE = """\
 usage: rule-evaluator watch ROOT --rule NAME [--param value ...] --output-dir DIR
                             [--poll-interval SECONDS] [--status-address HOST:PORT]
-                            [--shard I/N] [--webhook-url URL]
+                            [--shard I/N] [--max-live N] [--webhook-url URL]
 
 Watch ROOT (a folder or s3://bucket/prefix) for training runs as they appear (TensorBoard runs,
 smdebug trials) and evaluate each one live, as a single `rule-evaluator` run in a process of its
@@ -28,6 +28,8 @@ watch flags:
   --output-dir DIR            where each run's outputs and the status go (required)
   --poll-interval SECONDS     seconds between looks at ROOT, and each run's poll interval
                               (default 1)
+  --max-live N                runs evaluated at once (default 32, about 1.5 GB); the others
+                              wait, listed as Queued
   --status-address HOST:PORT  serve /healthz and /metrics (Prometheus) there, e.g.
                               127.0.0.1:9100 (default: no server)
   --webhook-url URL           POST every status change of every run there (as a single run
@@ -39,7 +41,10 @@ Exit code: 143 / 130 once stopped by SIGTERM / SIGINT; 2 for a bad request.
 See docs/watch.md.
 """
 
-_OWN_VALUES = ("output_dir", "poll_interval", "status_address", "shard", "webhook_url")
+_OWN_VALUES = (
+    "output_dir", "poll_interval", "status_address", "shard", "webhook_url", "max_live"
+)  # fmt: skip
+DEFAULT_MAX_LIVE = 32  # about 1.5 GB: docs/watch.md, "What it costs"
 _FOR_EACH_RUN = ("base_trial", "trial_dir", "s3_path")
 _RULE_FLAGS = ("rule", "rule_name", "rule_to_invoke", "config")
 
@@ -54,6 +59,7 @@ class WatchRequest:
     poll_interval: float = 1.0
     status_address: tuple[str, int] | None = None
     shard: tuple[int, int] = (0, 1)
+    max_live: int = DEFAULT_MAX_LIVE
     # given to each run in its environment (WEBHOOK_URL), never on its command line: a secret
     webhook_url: str | None = field(default=None, repr=False)
 
@@ -128,6 +134,7 @@ def parse_request(argv: Sequence[str]) -> WatchRequest:
         status_address=_address(own.get("status_address")),
         shard=_shard(own.get("shard")),
         webhook_url=_webhook(own.get("webhook_url")),
+        max_live=_max_live(own.get("max_live")),
     )
 
 
@@ -168,6 +175,17 @@ def _shard(value: str | None) -> tuple[int, int]:
         f"--shard must be I/N with 0 <= I < N (0/3, 1/3 and 2/3 split the runs in three), "
         f"got {value!r}"
     )
+
+
+def _max_live(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_MAX_LIVE
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ConfigurationError(
+            f"--max-live must be a whole number of 1 or more (runs evaluated at once), "
+            f"got {value!r}"
+        )
+    return int(value)
 
 
 def _webhook(value: str | None) -> str | None:

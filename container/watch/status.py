@@ -32,7 +32,7 @@ class RunEntry:
 
     def __init__(self, name: str, trial: str) -> None:
         self.name, self.trial = name, trial
-        self.fields: dict[str, Any] = {"run": name, "trial": trial, "status": "Starting"}
+        self.fields: dict[str, Any] = {**_fields(name, trial, None, {}, False), "report": None}
         self.updated_at = _now()
         self.outcome = JobOutcome(name=name, trial=trial, status="Starting", exit_code=RUNNING)
 
@@ -59,6 +59,10 @@ class RunEntry:
         self.fields, self.updated_at = fields, _now()
         self.outcome = _outcome(self.name, self.trial, document, fields)
         return True
+
+    def queue(self) -> None:
+        """Found, waiting for a place among the live runs (``--max-live``)."""
+        self.fields["status"] = self.outcome.status = "Queued"
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.fields, "updated_at": iso(self.updated_at)}

@@ -298,8 +298,9 @@ def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restar
 def test_two_shards_over_an_s3_prefix_evaluate_each_run_once(
     s3_server: Any, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    """Two watches on the same S3 prefix, shards 0/2 and 1/2, evaluate every run (one nested,
-    one in phase folders) exactly once between them, each into its own output folder."""
+    """Two watches on the same S3 prefix, shards 0/2 and 1/2, one run at a time each, evaluate
+    every run (one nested, one in phase folders) exactly once between them, each into its own
+    output folder."""
     url, _ = webhook
     local = tmp_path / "local"
     names = ["a", "b", "c", "group/d"]
@@ -309,7 +310,7 @@ def test_two_shards_over_an_s3_prefix_evaluate_each_run_once(
     s3_server.upload_folder(local, bucket, "runs")
     watches = [
         Watch(f"s3://{bucket}/runs", tmp_path / f"out{i}", url, tmp_path / f"w{i}.log",
-              more=("--shard", f"{i}/2"))
+              more=("--shard", f"{i}/2", "--max-live", "1"))
         for i in range(2)
     ]  # fmt: skip
     deadline = time.monotonic() + 60

@@ -14,7 +14,7 @@ def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) ->
     watch's; the rule and its parameters are passed on, with the poll interval."""
     request = parse_request(
         ["./runs", "--rule", "ExplodingTensor", "--only_nan", "true", "--output-dir=out",
-         "--poll-interval", "2.5", "--status-address", "127.0.0.1:9100", "--shard", "1/3",
+         "--poll-interval", "2.5", "--status-address", "127.0.0.1:9100", "--shard", "1/3", "--max-live", "4",
          "--webhook-url", "https://hooks.example.com/T0/B0/secret"]
     )  # fmt: skip
     assert request.root == "./runs" and request.output_dir == "out"
@@ -22,7 +22,7 @@ def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) ->
                                 "--poll-interval", "2.5")  # fmt: skip
     assert request.poll_interval == 2.5
     assert request.status_address == ("127.0.0.1", 9100)
-    assert request.shard == (1, 3)
+    assert request.shard == (1, 3) and request.max_live == 4
     assert request.webhook_url == "https://hooks.example.com/T0/B0/secret"
     assert "secret" not in repr(request)  # the URL's path is its key
 
@@ -41,6 +41,7 @@ def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) ->
         (["./runs", "--rule", "X", "--output-dir", "o", "--status-address", "9100"], "HOST:PORT"),
         (["./runs", "--rule", "X", "--output-dir", "o", "--webhook-url", "ftp://h/x"], "http"),
         (["./runs", "--rule", "X", "--output-dir", "o", "--output-dir", "p"], "given twice"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--max-live", "0"], "--max-live must"),
         (["./runs", "--rule", "X", "--output-dir"], "needs a value"),
     ],
 )
