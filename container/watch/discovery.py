@@ -75,7 +75,7 @@ class RunFinder:
         found = Discovery()
         event_files: list[str] = []
         for rel, folders, files in self._walk(found):
-            if any(f in folders for f in _SMDEBUG_FOLDERS) or _END_MARKER in files:
+            if _is_trial(folders, files):
                 found.runs.append(self._run(rel))
                 continue
             event_files += [posixpath.join(rel, f) for f in files if is_event_file(f)]
@@ -109,11 +109,16 @@ class RunFinder:
                 found.problems.append(f"{location}: {e}")
                 continue
             yield rel, folders, files
-            if any(f in folders for f in _SMDEBUG_FOLDERS) or depth >= MAX_DEPTH:
+            if _is_trial(folders, files) or depth >= MAX_DEPTH:
                 continue
             for name in sorted(folders, reverse=True):
                 if not name.startswith("."):
                     stack.append((posixpath.join(rel, name), depth + 1))
+
+
+def _is_trial(folders: set[str], files: set[str]) -> bool:
+    """Whether a folder is an smdebug trial (its sub-folders are then never entered)."""
+    return any(f in folders for f in _SMDEBUG_FOLDERS) or _END_MARKER in files
 
 
 def _keep(run: Run, found: Discovery) -> bool:

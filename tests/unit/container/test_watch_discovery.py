@@ -25,6 +25,8 @@ def test_tensorboard_runs_smdebug_trials_and_phase_folders_are_found(tmp_path: P
     _event_file(root / "b" / "1700000000.5")  # torch's add_hparams
     (root / "job" / "debug-output" / "index").mkdir(parents=True)
     _event_file(root / "job" / "debug-output" / "events" / "deep")  # inside the trial
+    _event_file(root / "ended" / "events" / "x")  # inside a trial known by its end marker
+    (root / "ended" / "training_job_end.ts").write_text("")
     _event_file(root / ".hidden")
     (root / "empty").mkdir()
     _event_file(root / "out" / "x")  # the output folder: never a run
@@ -33,6 +35,7 @@ def test_tensorboard_runs_smdebug_trials_and_phase_folders_are_found(tmp_path: P
         "team/a": f"{root}/team/a",
         "b": f"{root}/b",
         "job/debug-output": f"{root}/job/debug-output",
+        "ended": f"{root}/ended",
     }
     assert found.problems == []
 
