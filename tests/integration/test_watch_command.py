@@ -112,9 +112,9 @@ class Watch:
             body: bytes = r.read()
             return body.decode()
 
-    def terminate(self) -> tuple[int, float]:
+    def terminate(self, signum: int = signal.SIGTERM) -> tuple[int, float]:
         started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(signum)
         code = self.process.wait(timeout=20)
         return code, time.monotonic() - started
 
@@ -252,9 +252,10 @@ def _wait_status(out: Path, check: Any, timeout: float = SETTLE) -> dict[str, di
 def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restart(
     tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    """An smdebug trial with a FIFO for an index file ends in Error while a live run goes on; SIGTERM stops
-    the live run (Stopped, its files written); a restart resumes it to the verdict a single run
-    gives on the whole data, and leaves the broken run alone (no new post for it)."""
+    """An smdebug trial with a FIFO for an index file ends in Error while a live run goes on;
+    SIGINT ends the watch with 130 and the live run Stopped, its files written; a restart
+    resumes it to the verdict a single run gives on the whole data, and leaves the broken run
+    alone (no new post for it)."""
     url, posts = webhook
     root, out = tmp_path / "runs", tmp_path / "out"
     live = root / "live"
@@ -269,10 +270,10 @@ def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restar
     assert "not a regular file" in runs["broken"]["message"], runs
     assert runs["live"]["status"] == "InProgress" and not runs["live"]["ended"], runs
     assert _metric(watch.get("/metrics"), 'rule_evaluator_watch_errors_total{kind="run"}') == 1
-    code, seconds = watch.terminate()
-    assert code == 143 and seconds < 10, watch.text()
+    code, seconds = watch.terminate(signal.SIGINT)
+    assert code == 130 and seconds < 10, watch.text()
     stopped = json.loads((out / "live" / "rule_evaluation_result.json").read_text())
-    assert (stopped["status"], stopped["exit_code"]) == ("Stopped", 143)
+    assert (stopped["status"], stopped["exit_code"]) == ("Stopped", 130)
     assert _status_of(out)["live"]["status"] == "Stopped"
     posts_before = len(posts)
 
