@@ -59,3 +59,20 @@ def test_a_file_uri_root_is_its_folder() -> None:
     """ROOT given as file:///path is watched as the folder /path."""
     request = parse_request(["file:///data/runs", "--rule", "X", "--output-dir", "o"])
     assert request.root == "/data/runs"
+
+
+def test_help_and_a_bad_request_through_the_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    """``watch --help`` prints the usage and exits 0; a bad request exits 2 with one
+    ClientError line; a ROOT that is not a folder is one too."""
+    import io
+
+    from container.watch import main
+
+    out = io.StringIO()
+    assert main(["--help"], out=out) == 0 and "--status-address" in out.getvalue()
+    assert main(["./runs", "--output-dir", "o", "--rule", "X", "--shard", "2/2"]) == 2
+    assert capsys.readouterr().err.startswith("ClientError: --shard must be I/N")
+    assert main([f"{tmp_path}/missing", "--output-dir", f"{tmp_path}/o", "--rule", "X"]) == 2
+    assert "is not a folder" in capsys.readouterr().err
