@@ -67,6 +67,11 @@ def run(
 
             signals.raise_in_main = False  # the batch polls the stop and stops its jobs
             return batch(args[1:], signals=signals)
+        if args[:1] == ["watch"]:
+            from container.watch import main as watch
+
+            signals.raise_in_main = False  # the watch polls the stop and stops its runs
+            return watch(args[1:], signals=signals)
         if args[:1] == ["report"]:
             from container.report_command import main as report
 

@@ -209,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
             f"       {PROG} report OUTPUT_DIR\n"
             f"       {PROG} upload FOLDER DESTINATION [--create-bucket]\n"
             f"       {PROG} batch TRIAL... --rule NAME --output-dir DIR\n"
+            f"       {PROG} watch ROOT --rule NAME --output-dir DIR\n"
             f"       {PROG} --rule NAME --help | --help | --help-env | --version"
         ),
         description=_DESCRIPTION,
@@ -294,6 +295,7 @@ _EPILOG = f"""commands:
   {PROG} report DIR      write a run's rule_report.html again from its output folder
   {PROG} upload DIR DEST copy a trial folder to S3 or a folder (CI: docs/usage.md)
   {PROG} batch TRIAL...  many trials in parallel, one summary (batch --help; docs/scale.md)
+  {PROG} watch ROOT      every run under ROOT, evaluated as it appears (watch --help; docs/watch.md)
 
 documentation:
   README.md          the first commands, examples and exit codes

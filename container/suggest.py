@@ -16,7 +16,7 @@ from typing import NoReturn
 
 __all__ = ["COMMANDS", "SuggestingParser", "close_to", "flag_hints", "usage"]
 
-COMMANDS = ("rules", "summary", "report", "upload", "batch", "help")
+COMMANDS = ("rules", "summary", "report", "upload", "batch", "watch", "help")
 PROG = "rule-evaluator"
 
 
@@ -63,6 +63,7 @@ def usage() -> str:
         f"usage: {PROG} --trial-dir PATH_OR_S3_URI --rule NAME [--param VALUE ...]\n"
         f"       {PROG} rules [NAME] | summary PATH | report OUTPUT_DIR | upload FOLDER S3_URI\n"
         f"       {PROG} batch TRIAL... --rule NAME --output-dir DIR\n"
+        f"       {PROG} watch ROOT --rule NAME --output-dir DIR\n"
         f"       {PROG} --help | --version\n"
         f"example: {PROG} --trial-dir examples/trials/vanishing_gradients --rule VanishingGradient"
     )

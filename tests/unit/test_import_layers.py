@@ -301,3 +301,12 @@ def test_a_format_never_imports_another_format(module: str) -> None:
     own = format_of(module)
     found = sorted(m for m in imports_of(MODULES[module]) if format_of(m) not in (None, own))
     assert found == [], f"{module} ({own}) imports another format: {found}"
+
+
+def test_the_watch_holds_no_rule_code() -> None:
+    """``rule-evaluator watch`` runs every rule in a run's own process: nothing it imports
+    reaches the rules, the built-ins or the evaluation that runs them."""
+    reached = reach("container.watch")
+    rule_code = ("rules_builtin", "evaluator.rules", "evaluator.evaluation", "evaluator.compat")
+    assert sorted(m for m in reached if m.startswith(rule_code)) == []
+    assert "container.watch.command" in reached  # the walk did follow the package

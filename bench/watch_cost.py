@@ -1,0 +1,192 @@
+"""What ``rule-evaluator watch`` costs per live run: memory and CPU of the watch process and
+every run's processes, with N TensorBoard runs growing under the watched root.
+
+    .venv/bin/python bench/watch_cost.py --runs 5 --seconds 30
+
+Each run gets one ``loss`` value every ``--write-interval`` seconds (one event appended to
+its event file). After a warm-up (every run started, first steps read), the script samples the
+resident memory (RSS, summed over the process tree) and the CPU time of the tree during
+``--seconds``, then stops the watch with SIGTERM and prints one JSON line. Not a test: the
+suite never runs it (it refuses to run under pytest). Linux only (/proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evaluator.formats.proto import event_pb2, summary_pb2  # noqa: E402
+from evaluator.formats.tfrecord import encode_record  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _record(event: event_pb2.Event) -> bytes:
+    return encode_record(event.SerializeToString(), payload_crc=True)
+
+
+def _append(path: Path, step: int) -> None:
+    summary = summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="loss", simple_value=2.0 / (step + 1))]
+    )
+    with open(path, "ab") as f:
+        f.write(_record(event_pb2.Event(wall_time=time.time(), step=step, summary=summary)))
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size (shared pages split between their processes), bytes."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def memory(pid: int, *, own: bool = False) -> tuple[int, int]:
+    """(RSS, PSS) bytes of ``pid`` alone (``own``) or of its tree."""
+    pids = [pid] if own else _tree(pid)
+    rss = sum(_sample_one(p)[0] for p in pids)
+    return rss, sum(_pss(p) for p in pids)
+
+
+def _sample_one(pid: int) -> tuple[int, float]:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        statm = Path(f"/proc/{pid}/statm").read_text().split()
+    except OSError:
+        return 0, 0.0
+    return int(statm[1]) * PAGE, (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _sample(pid: int) -> tuple[int, float, dict[int, float]]:
+    """(RSS bytes of the tree, and CPU seconds per process of the tree)."""
+    rss, cpu = 0, {}
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            statm = Path(f"/proc/{p}/statm").read_text().split()
+        except OSError:
+            continue
+        rss += int(statm[1]) * PAGE
+        cpu[p] = (int(fields[11]) + int(fields[12])) / TICKS
+    return rss, sum(cpu.values()), cpu
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
+def main() -> int:
+    if "pytest" in sys.modules:
+        raise SystemExit("a benchmark, not a test")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--write-interval", type=float, default=0.5)
+    parser.add_argument("--poll-interval", default="1")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="watch-cost-") as folder:
+        root, out = Path(folder) / "runs", Path(folder) / "out"
+        files = []
+        for i in range(args.runs):
+            (root / f"run{i}").mkdir(parents=True)
+            path = root / f"run{i}" / f"events.out.tfevents.{int(time.time())}.bench.1.0"
+            path.write_bytes(
+                _record(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+            )
+            files.append(path)
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "container.cli", "watch", str(root), "--rule",
+             "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
+             "--poll-interval", args.poll_interval],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        step = 0
+
+        def write_for(seconds: float) -> None:
+            nonlocal step
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for path in files:
+                    _append(path, step)
+                step += 1
+                time.sleep(args.write_interval)
+
+        write_for(15.0)  # warm-up: every run started and reading
+        rss_start, cpu_start, _ = _sample(watch.pid)
+        watch_cpu_start = _sample(watch.pid)[2]
+        peak = rss_start
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            write_for(min(2.0, end - time.monotonic()))
+            peak = max(peak, _sample(watch.pid)[0])
+        rss_end, cpu_end, per_process = _sample(watch.pid)
+        _, pss_end = memory(watch.pid)
+        watcher = [p for p in _tree(watch.pid) if p == watch.pid or _parent(p) == watch.pid]
+        watch_rss = sum(memory(p, own=True)[0] for p in watcher)
+        watch_pss = sum(memory(p, own=True)[1] for p in watcher)
+        watch_cpu = sum(per_process.get(p, 0) - watch_cpu_start.get(p, 0) for p in watcher)
+        processes = len(per_process)
+        own = [p for p in per_process if p in watch_cpu_start]
+        stopped = time.monotonic()
+        watch.send_signal(signal.SIGTERM)
+        code = watch.wait(timeout=30)
+        status = json.loads((out / "watch_status.json").read_text())
+        print(json.dumps({
+            "runs": args.runs,
+            "processes": processes,
+            "rss_mb": round(rss_end / 2**20, 1),
+            "rss_peak_mb": round(peak / 2**20, 1),
+            "rss_per_run_mb": round(rss_end / 2**20 / args.runs, 1),
+            "pss_mb": round(pss_end / 2**20, 1),
+            "watch_itself_rss_mb": round(watch_rss / 2**20, 1),
+            "watch_itself_pss_mb": round(watch_pss / 2**20, 1),
+            "pss_per_run_mb": round((pss_end - watch_pss) / 2**20 / args.runs, 1),
+            "watch_itself_cpu_percent": round(100 * watch_cpu / args.seconds, 2),
+            "cpu_percent_of_one_core": round(100 * (cpu_end - cpu_start) / args.seconds, 1),
+            "cpu_percent_per_run": round(100 * (cpu_end - cpu_start) / args.seconds / args.runs, 2),
+            "processes_measured_throughout": len(own),
+            "steps_written": step,
+            "stop_seconds": round(time.monotonic() - stopped, 2),
+            "exit_code": code,
+            "statuses": sorted({r["status"] for r in status["runs"]}),
+        }))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

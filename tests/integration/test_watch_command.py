@@ -1,0 +1,335 @@
+"""``rule-evaluator watch``: runs copied into a watched folder are each evaluated as a single
+run evaluates them, listed in watch_status.json and on /metrics, notified once per status
+change, stopped cleanly by SIGTERM, and never notified again by a restarted watch
+(container/watch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator.testing.tb_writer import write_scalars
+
+ROOT = Path(__file__).resolve().parents[2]
+RULE = "ExplodingTensor"
+POLL = "0.3"
+FIRES_AT = 20
+RESULT = "rule_evaluation_result.json"
+SETTLE = 30.0  # the issue's bound: a result within 30 s of the run's data being complete
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    posts: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).posts.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A webhook receiver on 127.0.0.1 and the bodies it was POSTed."""
+    handler = type("Receiver", (_Receiver,), {"posts": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", handler.posts
+    server.shutdown()
+    server.server_close()
+
+
+def _loss(explodes: bool) -> list[tuple[int, float]]:
+    return [(s, float("nan") if explodes and s >= FIRES_AT else 2.0 / (s + 1)) for s in range(40)]
+
+
+def _copy_in(stage: Path, root: Path, name: str, *, explodes: bool, phase: str = "") -> Path:
+    """Write a run in ``stage``, then move it into ``root`` at once, as a finished copy."""
+    write_scalars(stage / name / phase, {"loss": _loss(explodes)})
+    target = root / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (stage / name).rename(target)
+    return target
+
+
+class Watch:
+    """A ``rule-evaluator watch`` process, its printed lines and its status port."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        out: Path,
+        webhook_url: str,
+        log: Path,
+        *,
+        idle_scans: int = 3,
+        more: tuple[str, ...] = (),
+    ) -> None:
+        env = {**os.environ, "EVALUATOR_IDLE_SCANS_TO_COMPLETE": str(idle_scans)}
+        self.log = log
+        with open(log, "wb") as f:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "container.cli", "watch", str(root), "--rule", RULE,
+                 "--output-dir", str(out), "--poll-interval", POLL,
+                 "--status-address", "127.0.0.1:0", "--webhook-url", webhook_url, *more],
+                cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        self.port = int(self.wait_for(r"status on port (\d+)").group(1))
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.text())
+            if found:
+                return found
+            assert self.process.poll() is None, self.text()
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in:\n{self.text()}")
+
+    def get(self, path: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+            body: bytes = r.read()
+            return body.decode()
+
+    def terminate(self, signum: int = signal.SIGTERM) -> tuple[int, float]:
+        started = time.monotonic()
+        self.process.send_signal(signum)
+        code = self.process.wait(timeout=20)
+        return code, time.monotonic() - started
+
+
+def _final_result(folder: Path, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            document = json.loads((folder / "rule_evaluation_result.json").read_text())
+        except (OSError, ValueError):
+            document = {}
+        if document.get("exit_code") in (0, 1) and (folder / "rule_report.html").is_file():
+            return dict(document)
+        time.sleep(0.1)
+    raise AssertionError(f"no verdict in {folder} within {timeout} s")
+
+
+def _single_run(trial: Path, out: Path) -> dict[str, Any]:
+    env = {**os.environ, "EVALUATOR_IDLE_SCANS_TO_COMPLETE": "3"}
+    subprocess.run(
+        [sys.executable, "-m", "container.cli", "--trial-dir", str(trial), "--rule", RULE,
+         "--output-dir", str(out), "--poll-interval", POLL, "--log-format", "json"],
+        cwd=ROOT, env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return dict(json.loads((out / "rule_evaluation_result.json").read_text()))
+
+
+def _verdict(document: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [
+        (document["status"], document["exit_code"], r["rule"], r["status"], r["fired_steps"])
+        for r in document["rules"]
+    ]
+
+
+def _metric(text: str, name: str) -> float:
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert found, text
+    return float(found.group(1))
+
+
+@pytest.mark.slow
+def test_runs_copied_in_are_watched_notified_once_and_not_again_after_a_restart(
+    tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """On an empty root, a healthy and an exploding TensorBoard run copied in, then a third
+    (nested, in a train/ phase folder: global steps are twice its steps), each get the verdict a single run gives within 30 s;
+    watch_status.json and /metrics list them; the webhook gets one POST per status change;
+    SIGTERM ends the watch within 10 s with every file in place; a restart posts nothing."""
+    url, posts = webhook
+    root, out, stage = tmp_path / "runs", tmp_path / "out", tmp_path / "stage"
+    root.mkdir()
+    watch = Watch(root, out, url, tmp_path / "watch.log")
+    assert watch.get("/healthz") == "ok\n"
+    runs = {
+        "healthy": _copy_in(stage, root, "healthy", explodes=False),
+        "exploding": _copy_in(stage, root, "exploding", explodes=True),
+    }
+    results = {name: _final_result(out / name, SETTLE) for name in runs}
+    runs["team/third"] = _copy_in(stage, root, "team/third", explodes=True, phase="train")
+    results["team/third"] = _final_result(out / "team/third", SETTLE)
+    watch.wait_for(r"team/third ended")
+
+    for name, trial in runs.items():
+        single = _single_run(trial, tmp_path / "single" / name)
+        assert _verdict(results[name]) == _verdict(single), name
+    assert results["exploding"]["rules"][0]["fired_steps"] == [FIRES_AT]
+
+    status = json.loads((out / "watch_status.json").read_text())
+    by_run = {r["run"]: r for r in status["runs"]}
+    assert sorted(by_run) == sorted(runs)
+    assert by_run["healthy"]["status"] == "NoIssuesFound" and by_run["healthy"]["ended"]
+    for name in ("exploding", "team/third"):
+        entry, fired = by_run[name], results[name]["rules"][0]["fired_steps"][0]
+        assert (entry["status"], entry["fired_step"]) == ("IssuesFound", fired), entry
+        assert entry["rules"][0]["rule"] == RULE and entry["updated_at"]
+        assert entry["last_step"] is not None and entry["last_step"] >= fired
+    page = (out / "index.html").read_text()
+    assert all(f'href="{name}/rule_report.html"' in page for name in runs)
+
+    metrics = watch.get("/metrics")
+    assert _metric(metrics, 'rule_evaluator_watch_runs_ended_total{status="NoIssuesFound"}') == 1
+    assert _metric(metrics, 'rule_evaluator_watch_runs_ended_total{status="IssuesFound"}') == 2
+    assert _metric(metrics, f'rule_evaluator_watch_firings_total{{rule="{RULE}"}}') == 2
+    assert _metric(metrics, "rule_evaluator_watch_runs_live") == 0
+    assert _metric(metrics, "rule_evaluator_watch_poll_duration_seconds_count") > 0
+
+    deadline = time.monotonic() + 15  # delivery is asynchronous: wait for every post
+    while len(posts) < 6 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    changes = sorted((p["trial"], p["status"]) for p in posts)
+    expected = sorted(
+        (str(trial), status)
+        for name, trial in runs.items()
+        for status in ("InProgress", results[name]["status"])
+    )
+    assert changes == expected, posts
+
+    code, seconds = watch.terminate()
+    assert code == 143 and seconds < 10, watch.text()
+    assert len(json.loads((out / "watch_status.json").read_text())["runs"]) == 3
+    assert all((out / name / "rule_evaluation_result.json").is_file() for name in runs)
+
+    again = Watch(root, out, url, tmp_path / "watch-again.log")
+    for name in runs:
+        again.wait_for(rf"{re.escape(name)} ended earlier")
+    time.sleep(2)
+    assert _metric(again.get("/metrics"), "rule_evaluator_watch_runs_kept") == 3
+    code, seconds = again.terminate()
+    assert code == 143 and seconds < 10, again.text()
+    assert len(posts) == 6, posts[6:]
+    status = json.loads((out / "watch_status.json").read_text())
+    assert {r["run"]: r["status"] for r in status["runs"]} == {
+        name: results[name]["status"] for name in runs
+    }
+
+
+def _status_of(out: Path) -> dict[str, dict[str, Any]]:
+    try:
+        return {r["run"]: r for r in json.loads((out / "watch_status.json").read_text())["runs"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def _wait_status(out: Path, check: Any, timeout: float = SETTLE) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = _status_of(out)
+        if check(runs):
+            return runs
+        time.sleep(0.1)
+    raise AssertionError(f"watch_status.json never got there: {_status_of(out)}")
+
+
+@pytest.mark.slow
+def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restart(
+    tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """An smdebug trial with a FIFO for an index file ends in Error while a live run goes on;
+    SIGINT ends the watch with 130 and the live run Stopped, its files written; a restart
+    resumes it to the verdict a single run gives on the whole data, and leaves the broken run
+    alone (no new post for it)."""
+    url, posts = webhook
+    root, out = tmp_path / "runs", tmp_path / "out"
+    live = root / "live"
+    write_scalars(live, {"loss": _loss(explodes=True)[:FIRES_AT]}, start_time=1_700_000_000)
+    shutil.copytree(ROOT / "examples" / "trials" / "vanishing_gradients", root / "broken")
+    victim = sorted((root / "broken" / "index").rglob("*.json"))[2]
+    victim.unlink()
+    os.mkfifo(victim)  # an smdebug trial's index file that would block a reader
+    watch = Watch(root, out, url, tmp_path / "watch.log", idle_scans=100_000)  # stays live
+    runs = _wait_status(out, lambda r: r.get("broken", {}).get("ended") and "live" in r)
+    assert runs["broken"]["status"] == "Error" and runs["broken"]["exit_code"] == 2, runs
+    assert "not a regular file" in runs["broken"]["message"], runs
+    assert runs["live"]["status"] == "InProgress" and not runs["live"]["ended"], runs
+    assert _metric(watch.get("/metrics"), 'rule_evaluator_watch_errors_total{kind="run"}') == 1
+    code, seconds = watch.terminate(signal.SIGINT)
+    assert code == 130 and seconds < 10, watch.text()
+    stopped = json.loads((out / "live" / "rule_evaluation_result.json").read_text())
+    assert (stopped["status"], stopped["exit_code"]) == ("Stopped", 130)
+    assert _status_of(out)["live"]["status"] == "Stopped"
+    posts_before = len(posts)
+
+    write_scalars(live, {"loss": _loss(explodes=True)[FIRES_AT:]}, start_time=1_700_000_100)
+    again = Watch(root, out, url, tmp_path / "watch-again.log")
+    again.wait_for(r"broken ended earlier")
+    result = _final_result(out / "live", SETTLE)
+    single = _single_run(live, tmp_path / "single")
+    assert _verdict(result) == _verdict(single)
+    assert result["rules"][0]["fired_steps"] == [FIRES_AT] and result.get("resumed")
+    again.wait_for(r"live ended")  # the run's process waits for its posts before it ends
+    code, _ = again.terminate()
+    assert code == 143
+    later = posts[posts_before:]
+    # the resumed run says InProgress again, then its verdict; the broken run, nothing
+    assert [(p.get("trial"), p["status"]) for p in later] == [
+        (str(live), "InProgress"),
+        (str(live), "IssuesFound"),
+    ], later
+
+
+@pytest.mark.slow
+def test_two_shards_over_an_s3_prefix_evaluate_each_run_once(
+    s3_server: Any, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """Two watches on the same S3 prefix, shards 0/2 and 1/2, one run at a time each, evaluate
+    every run (one nested, one in phase folders) exactly once between them, each into its own
+    output folder."""
+    url, _ = webhook
+    local = tmp_path / "local"
+    names = ["a", "b", "c", "group/d"]
+    for name in names:
+        write_scalars(local / name / ("train" if name == "c" else ""), {"loss": _loss(False)})
+    bucket = s3_server.new_bucket()
+    s3_server.upload_folder(local, bucket, "runs")
+    watches = [
+        Watch(f"s3://{bucket}/runs", tmp_path / f"out{i}", url, tmp_path / f"w{i}.log",
+              more=("--shard", f"{i}/2", "--max-live", "1"))
+        for i in range(2)
+    ]  # fmt: skip
+    deadline = time.monotonic() + 60
+    seen: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:
+        seen = {}
+        for i in range(2):
+            for name, entry in _status_of(tmp_path / f"out{i}").items():
+                if entry["ended"]:
+                    seen.setdefault(name, []).append(entry["status"])
+        if len(seen) == len(names):
+            break
+        time.sleep(0.2)
+    for watch in watches:
+        code, seconds = watch.terminate()
+        assert code == 143 and seconds < 10, watch.text()
+    assert seen == {name: ["NoIssuesFound"] for name in names}, seen
+    for i in range(2):
+        for name in _status_of(tmp_path / f"out{i}"):
+            result = json.loads((tmp_path / f"out{i}" / name / RESULT).read_text())
+            assert result["trial"] == f"s3://{bucket}/runs/{name}"

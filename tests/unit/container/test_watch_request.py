@@ -1,0 +1,78 @@
+"""``rule-evaluator watch``'s arguments: its own flags, the flags every run gets, and a clear
+ClientError for each thing to fix (container/watch/request.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from container.watch.request import parse_request
+from evaluator.errors import ConfigurationError
+
+
+def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) -> None:
+    """--output-dir, --poll-interval, --status-address, --shard and --webhook-url are the
+    watch's; the rule and its parameters are passed on, with the poll interval."""
+    request = parse_request(
+        ["./runs", "--rule", "ExplodingTensor", "--only_nan", "true", "--output-dir=out",
+         "--poll-interval", "2.5", "--status-address", "127.0.0.1:9100", "--shard", "1/3", "--max-live", "4",
+         "--webhook-url", "https://hooks.example.com/T0/B0/secret"]
+    )  # fmt: skip
+    assert request.root == "./runs" and request.output_dir == "out"
+    assert request.run_args == ("--rule", "ExplodingTensor", "--only_nan", "true",
+                                "--poll-interval", "2.5")  # fmt: skip
+    assert request.poll_interval == 2.5
+    assert request.status_address == ("127.0.0.1", 9100)
+    assert request.shard == (1, 3) and request.max_live == 4
+    assert request.webhook_url == "https://hooks.example.com/T0/B0/secret"
+    assert "secret" not in repr(request)  # the URL's path is its key
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--rule", "X", "--output-dir", "o"], "one ROOT"),
+        (["a", "b", "--rule", "X", "--output-dir", "o"], "one ROOT"),
+        (["./runs", "--rule", "X"], "--output-dir is required"),
+        (["./runs", "--output-dir", "o"], "no rule to run"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--trial-dir", "t"], "set by watch"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--shard", "3/3"], "--shard must be I/N"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--shard", "x"], "--shard must be I/N"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--poll-interval", "0"], "--poll-interval"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--status-address", "9100"], "HOST:PORT"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--webhook-url", "ftp://h/x"], "http"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--output-dir", "p"], "given twice"),
+        (["./runs", "--rule", "X", "--output-dir", "o", "--max-live", "0"], "--max-live must"),
+        (["./runs", "--rule", "X", "--output-dir"], "needs a value"),
+    ],
+)
+def test_a_bad_request_says_what_to_fix(
+    argv: list[str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each mistake is a ConfigurationError naming the flag and what it takes."""
+    monkeypatch.delenv("rule_to_invoke", raising=False)
+    monkeypatch.delenv("RULE_TO_INVOKE", raising=False)
+    with pytest.raises(ConfigurationError, match=said.replace("/", ".")):
+        parse_request(argv)
+
+
+def test_a_file_uri_root_is_its_folder() -> None:
+    """ROOT given as file:///path is watched as the folder /path."""
+    request = parse_request(["file:///data/runs", "--rule", "X", "--output-dir", "o"])
+    assert request.root == "/data/runs"
+
+
+def test_help_and_a_bad_request_through_the_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    """``watch --help`` prints the usage and exits 0; a bad request exits 2 with one
+    ClientError line; a ROOT that is not a folder is one too."""
+    import io
+
+    from container.watch import main
+
+    out = io.StringIO()
+    assert main(["--help"], out=out) == 0 and "--status-address" in out.getvalue()
+    assert main(["./runs", "--output-dir", "o", "--rule", "X", "--shard", "2/2"]) == 2
+    assert capsys.readouterr().err.startswith("ClientError: --shard must be I/N")
+    assert main([f"{tmp_path}/missing", "--output-dir", f"{tmp_path}/o", "--rule", "X"]) == 2
+    assert "is not a folder" in capsys.readouterr().err

@@ -1,0 +1,74 @@
+"""A run's line in watch_status.json and the index (container/watch/status.py): made from its
+result file and the steps its log named; a run that wrote no result is its process's outcome;
+both files written whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from container.watch.status import RunEntry, write_status
+
+FIRING = {
+    "status": "IssuesFound",
+    "exit_code": 1,
+    "message": "RuleEvaluationConditionMet: ...",
+    "rules": [
+        {
+            "rule": "LossNotDecreasing",
+            "configuration_name": "LossNotDecreasing",
+            "status": "IssuesFound",
+            "step": 40,
+            "fired_steps": [40, 60],
+            "evidence": {"reasons": [{"diagnosis": "plateau"}]},
+        },
+        {"rule": "ExplodingTensor", "configuration_name": "ExplodingTensor",
+         "status": "InProgress", "step": 12, "fired_steps": []},
+    ],
+}  # fmt: skip
+
+
+def test_an_entry_holds_statuses_steps_firing_and_diagnosis(tmp_path: Path) -> None:
+    """Per rule the status, the later of the recorded and the logged step, the first firing
+    and its diagnosis; for the run the first firing and the last step of any rule."""
+    entry = RunEntry("team/a", "runs/team/a")
+    changed = entry.update(FIRING, last_steps={"ExplodingTensor": 70}, ended=False, output=tmp_path)
+    fields = entry.to_dict()
+    assert changed and fields["status"] == "IssuesFound" and not fields["ended"]
+    assert (fields["fired_step"], fields["last_step"], fields["diagnosis"]) == (40, 70, "plateau")
+    assert [(r["rule"], r["last_step"], r["fired_step"]) for r in fields["rules"]] == [
+        ("LossNotDecreasing", 40, 40),
+        ("ExplodingTensor", 70, None),
+    ]
+    assert fields["updated_at"].endswith("Z")
+    assert not entry.update(
+        FIRING, last_steps={"ExplodingTensor": 70}, ended=False, output=tmp_path
+    )
+
+
+def test_a_run_that_wrote_no_result_is_its_process_outcome(tmp_path: Path) -> None:
+    """No result file: Error with the process's exit code and last error line, or Stopped
+    after a stop signal."""
+    entry = RunEntry("a", "runs/a")
+    entry.update(None, last_steps={}, ended=True, exit_code=2, message="ClientError: x",
+                 output=tmp_path)  # fmt: skip
+    assert (entry.fields["status"], entry.fields["exit_code"]) == ("Error", 2)
+    assert entry.fields["message"] == "ClientError: x"
+    stopped = RunEntry("b", "runs/b")
+    stopped.update(None, last_steps={}, ended=True, exit_code=143, output=tmp_path)
+    assert stopped.fields["status"] == "Stopped"
+
+
+def test_the_status_file_and_the_index_list_every_run(tmp_path: Path) -> None:
+    """watch_status.json lists every run in name order; index.html links each report."""
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "rule_report.html").write_text("<html></html>")
+    first, second = RunEntry("b", "runs/b"), RunEntry("a", "runs/a")
+    first.update(FIRING, last_steps={}, ended=True, output=tmp_path / "b")
+    write_status(tmp_path, [first, second], shard=(1, 2))
+    document = json.loads((tmp_path / "watch_status.json").read_text())
+    assert [r["run"] for r in document["runs"]] == ["a", "b"] and document["shard"] == "1/2"
+    assert document["runs"][0]["status"] == "Starting"
+    page = (tmp_path / "index.html").read_text()
+    assert 'href="b/rule_report.html"' in page and "Starting" in page
+    assert list((tmp_path / ".watch" / "tmp").iterdir()) == []
