@@ -141,6 +141,7 @@ def evaluate(
                 step_timeout=config.rule_step_timeout,
                 report=config.report,
                 webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
+                trial=config.base_trial,
             )
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.

@@ -46,6 +46,7 @@ class SinkContext:
     environ: Mapping[str, str]
     supervisor: bool = False
     webhook_url: str | None = None  # --webhook-url (a secret)
+    trial: str | None = None  # the run's trial, for what the supervisor says of it
 
 
 SinkFactory = Callable[[SinkContext], "NullSink | None"]
@@ -75,7 +76,7 @@ def webhook_sink(context: SinkContext) -> NullSink | None:
         return None
     from evaluator.sinks.webhook import WebhookSink
 
-    return WebhookSink(context.webhook_url)
+    return WebhookSink(context.webhook_url, trial=context.trial)
 
 
 SINKS: list[SinkFactory] = [actions_sink, report_sink, webhook_sink]
@@ -156,6 +157,7 @@ def final_sinks(state: Mapping[str, Any], result_fd: int | None, message_fd: int
         dict(os.environ),
         supervisor=True,
         webhook_url=state.get("webhook_url") if isinstance(state.get("webhook_url"), str) else None,
+        trial=state.get("trial") if isinstance(state.get("trial"), str) else None,
     )
     own = [MessageFilesSink(dir_fd=message_fd), ResultFileSink(dir_fd=result_fd)]
     return Sinks([*own, *run_sinks(context)])

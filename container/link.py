@@ -9,7 +9,7 @@ ready       the child handles SIGTERM/SIGINT itself: the parent may forward them
 outputs     where the run's files go (``result_dir``, ``message_dir``), the log format, and
             ``step_timeout`` (seconds a rule may spend on one step; null: no limit), and
             ``report`` (``html``: the supervisor writes the report of a run it ends), and
-            ``webhook_url`` (the supervisor posts its last word there too)
+            ``webhook_url`` (the supervisor posts its last word there too, naming ``trial``)
 untrusted   from here on rule code may run in the child (sent before any is loaded)
 step        rule ``rule`` started its work at ``step`` (sent only when a limit is set)
 idle        rule ``rule`` finished its work at ``step``

@@ -31,7 +31,7 @@ import orjson
 import structlog
 
 from evaluator.errors import ConfigurationError
-from evaluator.redaction import escape_controls
+from evaluator.redaction import escape_controls, url_origin
 from evaluator.sinks.events import NullSink, RunClosed, RunRecord, StatusChanged
 from evaluator.status.files import iso, rule_document
 
@@ -58,17 +58,9 @@ def check_webhook_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
             "webhook_url must be an http:// or https:// URL with a host "
-            f"(--webhook-url, WEBHOOK_URL); got one {_shown(url)}"
+            f"(--webhook-url, WEBHOOK_URL); got {url_origin(url)}"
         )
     return url.strip()
-
-
-def _shown(url: str) -> str:
-    """What may be said of a webhook URL: its scheme and host."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme and parts.hostname:
-        return f"to {parts.scheme}://{parts.hostname}"
-    return f"of {len(url)} characters without a scheme and host"
 
 
 def post_json(url: str, body: bytes, timeout: float) -> int:
@@ -91,8 +83,16 @@ def post_json(url: str, body: bytes, timeout: float) -> int:
 class WebhookSink(NullSink):
     """Posts each status change to ``url`` (see the module docstring)."""
 
-    def __init__(self, url: str, *, post: Post = post_json, pause: float = FIRST_PAUSE) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        trial: str | None = None,
+        post: Post = post_json,
+        pause: float = FIRST_PAUSE,
+    ) -> None:
         self._url = check_webhook_url(url)
+        self._trial = trial  # named in the supervisor's last word (its events carry none)
         self._post, self._pause = post, pause
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -119,6 +119,7 @@ class WebhookSink(NullSink):
                 "exit_code": event.exit_code,
                 "details": text,
                 "error_type": event.error_type,
+                "trial": self._trial,
                 "time": iso(datetime.now(UTC)),
             }
         )
@@ -134,7 +135,7 @@ class WebhookSink(NullSink):
             left = self._queue.qsize()
             _log.warning(
                 "webhook posts dropped",
-                endpoint=_shown(self._url),
+                endpoint=url_origin(self._url),
                 queued=left,
                 waited=WAIT_SECONDS,
             )
@@ -175,7 +176,7 @@ class WebhookSink(NullSink):
                 time.sleep(pause)
                 pause *= 2
         _log.warning(
-            "webhook post failed", endpoint=_shown(self._url), answer=problem, attempts=attempt
+            "webhook post failed", endpoint=url_origin(self._url), answer=problem, attempts=attempt
         )
         return False
 

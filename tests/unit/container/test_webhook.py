@@ -165,7 +165,12 @@ def test_the_supervisors_last_word_is_posted(endpoint: _Endpoint, tmp_path: Path
     reporter.start("Sleeps")
     result_fd = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        state = {"result_dir": str(output), "report": "none", "webhook_url": endpoint.url}
+        state = {
+            "result_dir": str(output),
+            "report": "none",
+            "webhook_url": endpoint.url,
+            "trial": "s3://bucket/job/debug-output",
+        }
         code = conclude(
             stops=[],
             overrun=("Sleeps", 1, 2.0),
@@ -183,6 +188,7 @@ def test_the_supervisors_last_word_is_posted(endpoint: _Endpoint, tmp_path: Path
     (body,) = endpoint.bodies
     assert body["event"] == "run_closed" and body["exit_code"] == code
     assert body["rule"] == "Sleeps" and "rule_step_timeout" in body["details"]
+    assert body["trial"] == "s3://bucket/job/debug-output"
 
 
 @pytest.mark.parametrize(
