@@ -134,6 +134,12 @@ class ValueStore(Protocol):
 
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray: ...
 
+    def value_of(self, name: str) -> Callable[..., np.ndarray]:
+        """``value`` of one name with ``Tensor.value``'s signature, ``(step_num,
+        mode=GLOBAL, worker=None)``: each ``Tensor`` reads through it (a store may inline
+        its fast path there; the others return a closure over ``value``)."""
+        ...
+
     def reduction_value(
         self, name: str, step: int, how: tuple[str, bool], mode: ModeKeys, worker: str | None
     ) -> Any: ...

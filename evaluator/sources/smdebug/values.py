@@ -8,6 +8,7 @@ records (one ranged read per event file, cached). The answers and exceptions are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,18 +89,28 @@ class FileValues:
 
     # ---------------------------------------------------------------- values
 
+    def value_of(self, name: str) -> Callable[..., np.ndarray]:
+        """``Tensor.value`` of ``name``: the hot path (a GLOBAL read without a worker, at a
+        step with one index file holding the tensor) inlined, so that a read is one call;
+        anything else goes to ``value``."""
+        sole_file, read_in, general = self._sole_file, self._read_in, self.value
+
+        def value(step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+            if mode is GLOBAL and worker is None:
+                sole = sole_file.get(step_num)
+                if sole is not None:
+                    i = sole.layout.position.get(name)
+                    if i is not None:
+                        found = read_in(sole, i, name, step_num, mode)
+                        observer = observing()  # note_read, inlined
+                        if observer is not None:
+                            observer(name, step_num, found)
+                        return found
+            return general(name, step_num, mode, worker)
+
+        return value
+
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray:
-        if mode is GLOBAL and worker is None:
-            # The hot path: a step with one index file (one worker), holding the tensor.
-            sole = self._sole_file.get(step)
-            if sole is not None:
-                i = sole.layout.position.get(name)
-                if i is not None:
-                    value = self._read_in(sole, i, name, step, mode)
-                    observer = observing()  # note_read, inlined
-                    if observer is not None:
-                        observer(name, step, value)
-                    return value
         file = self._file(name, step, mode, worker)
         saved = file.location(name)
         if saved is None:
