@@ -91,8 +91,8 @@ class FileValues:
 
     def value_of(self, name: str) -> Callable[..., np.ndarray]:
         """``Tensor.value`` of ``name``: the hot path (a GLOBAL read without a worker, at a
-        step with one index file holding the tensor) inlined, so that a read is one call;
-        anything else goes to ``value``."""
+        step with one index file holding the tensor) inlined, so that a read is this call and
+        the reader's ``read_in``; anything else goes to ``value``."""
         sole_file, read_in, general = self._sole_file, self._read_in, self.value
 
         def value(step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
