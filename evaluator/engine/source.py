@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from evaluator.engine.cache import TrialCache
     from evaluator.engine.columns import Column, Columns
     from evaluator.engine.runner import BackgroundLoop
+    from evaluator.engine.state import TrialState
     from evaluator.engine.view import TrialView
     from evaluator.formats.collections_file import CollectionsFile
     from evaluator.formats.histogram import Histogram
@@ -111,6 +112,18 @@ class Source(Protocol):
     async def read_optional(self, key: str) -> bytes | None: ...
 
     async def aclose(self) -> None: ...
+
+    def make_state(
+        self,
+        *,
+        num_workers: int,
+        workers: set[str],
+        incomplete_step_window: int,
+        range_steps: tuple[int | None, int | None] | None,
+    ) -> TrialState:
+        """The trial's bookkeeping: a ``TrialState`` (which records ``StepBatch`` news), or
+        the format's subclass of it that records news of its own."""
+        ...
 
     def open_values(
         self, cache: TrialCache, view: TrialView, loop: BackgroundLoop

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from evaluator.engine.cache import TrialCache
-from evaluator.engine.entries import FileIndex, Layout, Location
 from evaluator.engine.reductions import compute_reduction
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.formats.record_values import RecordLayouts
 from evaluator.modes import ModeKeys
+from evaluator.sources.smdebug.entries import FileIndex, Layout, Location
 from evaluator.sources.smdebug.held_files import EventBytes, Held, Reading, Record
 from evaluator.sources.smdebug.prefetch import Prefetcher
 from evaluator.sources.smdebug.source import SmdebugSource
