@@ -15,7 +15,7 @@ import numpy as np
 
 from evaluator.engine.cache import TrialCache
 from evaluator.engine.columns import Column, Columns, read_columns
-from evaluator.engine.reads import note_read, observing
+from evaluator.engine.reads import note_read
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.engine.view import TrialView
 from evaluator.errors import (
@@ -93,25 +93,9 @@ class FileValues:
     # ---------------------------------------------------------------- values
 
     def value_of(self, name: str) -> Callable[..., np.ndarray]:
-        """``Tensor.value`` of ``name``: the hot path (a GLOBAL read without a worker, at a
-        step with one index file holding the tensor) inlined, so that a read is this call and
-        the reader's ``read_in``; anything else goes to ``value``."""
-        sole_file, read_in, general = self._sole_file, self._read_in, self.value
-
-        def value(step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
-            if mode is GLOBAL and worker is None:
-                sole = sole_file.get(step_num)
-                if sole is not None:
-                    i = sole.layout.position.get(name)
-                    if i is not None:
-                        found = read_in(sole, i, name, step_num, mode)
-                        observer = observing()  # note_read, inlined
-                        if observer is not None:
-                            observer(name, step_num, found)
-                        return found
-            return general(name, step_num, mode, worker)
-
-        return value
+        """``Tensor.value`` of ``name``: the reader's ``sole_reader``, its hot path inlined
+        (``ValueReader.sole_reader``); anything else goes to ``value``."""
+        return self.reader.sole_reader(name, self._sole_file, self.value)
 
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray:
         file = self._file(name, step, mode, worker)
