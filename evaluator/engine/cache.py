@@ -86,7 +86,7 @@ class TrialCache:
                 for parsed in files:
                     if parsed.key in self.read_keys:
                         continue  # a concurrent scan applied it first
-                    self.state.apply_index_file(parsed.step, parsed.worker, parsed.index)
+                    self.state.apply_news(parsed.step, parsed.worker, parsed.index)
                     self.read_keys.add(parsed.key)
                     new += 1
             if part:

@@ -117,6 +117,12 @@ class ScalarValues:
 
     # ---------------------------------------------------------------- the ValueStore
 
+    def value_of(self, name: str) -> Callable[..., np.ndarray]:
+        def value(step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+            return self.value(name, step_num, mode, worker)
+
+        return value
+
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray:
         value = np.array(self._locate(name, step, mode, worker), np.float64)
         note_read(name, step, value)

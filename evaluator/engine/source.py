@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from evaluator.engine.cache import TrialCache
     from evaluator.engine.columns import Column, Columns
     from evaluator.engine.runner import BackgroundLoop
+    from evaluator.engine.state import TrialState
     from evaluator.engine.view import TrialView
     from evaluator.formats.collections_file import CollectionsFile
     from evaluator.formats.histogram import Histogram
@@ -112,6 +113,18 @@ class Source(Protocol):
 
     async def aclose(self) -> None: ...
 
+    def make_state(
+        self,
+        *,
+        num_workers: int,
+        workers: set[str],
+        incomplete_step_window: int,
+        range_steps: tuple[int | None, int | None] | None,
+    ) -> TrialState:
+        """The trial's bookkeeping: a ``TrialState`` (which records ``StepBatch`` news), or
+        the format's subclass of it that records news of its own."""
+        ...
+
     def open_values(
         self, cache: TrialCache, view: TrialView, loop: BackgroundLoop
     ) -> ValueStore: ...
@@ -133,6 +146,12 @@ class ValueStore(Protocol):
     exceptions (``TensorUnavailableForStep``, ``StepUnavailable`` …)."""
 
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray: ...
+
+    def value_of(self, name: str) -> Callable[..., np.ndarray]:
+        """``value`` of one name with ``Tensor.value``'s signature, ``(step_num,
+        mode=GLOBAL, worker=None)``: each ``Tensor`` reads through it (a store may inline
+        its fast path there; the others return a closure over ``value``)."""
+        ...
 
     def reduction_value(
         self, name: str, step: int, how: tuple[str, bool], mode: ModeKeys, worker: str | None

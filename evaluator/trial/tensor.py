@@ -42,7 +42,7 @@ class Tensor:
         values = view.values
         assert values is not None
         self._values = values
-        self._value = values.value  # the hot path, one attribute away
+        self._read = values.value_of(name)  # the hot path: the store's reader of the name
 
     def __repr__(self) -> str:
         return f"<Tensor name={self.name!r} trial={self.trial.name!r}>"
@@ -60,7 +60,7 @@ class Tensor:
 
         With no ``worker``, the lexically first worker that saved the step is used.
         """
-        return self._value(self.name, step_num, mode, worker)
+        return self._read(step_num, mode, worker)
 
     def reduction_value(
         self,

@@ -21,7 +21,6 @@ from evaluator.engine.options import TrialOptions
 from evaluator.engine.poller import Poller
 from evaluator.engine.runner import BackgroundLoop, get_loop
 from evaluator.engine.source import Source
-from evaluator.engine.state import TrialState
 from evaluator.engine.view import TrialView
 from evaluator.errors import (
     TensorUnavailable,
@@ -85,7 +84,7 @@ class Trial(SmdebugAttributes, StepWaits):
             raise
         self.collection_manager = loaded.manifest
         self._collections: dict[str, Collection] = dict(loaded.manifest.collections)
-        state = TrialState(
+        state = source.make_state(
             num_workers=loaded.manifest.num_workers,
             workers=loaded.workers,
             incomplete_step_window=options.incomplete_step_window,

@@ -287,10 +287,13 @@ def test_the_formats_are_packages_of_their_own() -> None:
     assert {"smdebug", "tensorboard"} <= set(FORMAT_PACKAGES)
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("evaluator.trial")))
-def test_the_trial_api_never_imports_a_format(module: str) -> None:
-    """A module of the Trial API (evaluator.trial) imports no format's package and no parser of
-    one format: it asks the registry (evaluator.sources) and the engine's seam."""
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m.startswith(("evaluator.trial", "evaluator.engine")))
+)
+def test_the_trial_api_and_the_engine_never_import_a_format(module: str) -> None:
+    """A module of the Trial API (evaluator.trial) or of the engine every format shares
+    (evaluator.engine) imports no format's package and no parser of one format: the facade
+    asks the registry (evaluator.sources), and both speak the engine's seam."""
     found = sorted(m for m in imports_of(MODULES[module]) if format_of(m) is not None)
     assert found == [], f"{module} imports a format: {found}"
 

@@ -1,5 +1,6 @@
 """smdebug's output as an input format: collection files, per-step index files, and the
-event files they point into (docs/smdebug-format or reference notes).
+event files they point into (the key layout: ``evaluator.formats.keys``; where we read it
+differently from smdebug 1.0.34: docs/compatibility.md).
 
 ``source`` lists and parses (``SmdebugSource``), ``values`` answers values from index entries
 (``FileValues``), ``reader`` with ``held_files`` and ``prefetch`` reads event-file bytes ahead

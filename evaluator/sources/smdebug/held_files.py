@@ -13,6 +13,7 @@ with ``TensorUnavailableForStep``, so the rule skips the step.
 from __future__ import annotations
 
 import concurrent.futures
+from typing import cast
 
 from evaluator.engine.cache import TrialCache
 from evaluator.engine.problems import Problem
@@ -22,6 +23,7 @@ from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
 from evaluator.sources.smdebug.prefetch import AHEAD_MIN_BYTES, Prefetcher, RecordsAhead
 from evaluator.sources.smdebug.source import SmdebugSource
+from evaluator.sources.smdebug.state import IndexedState
 from evaluator.storage.base import Storage, SyncRangeReader
 
 __all__ = ["EventBytes", "Held", "Reading", "Record"]
@@ -216,7 +218,8 @@ class EventBytes:
         ``[start, end)`` and is not too big for one read, else the record alone."""
         if span is None:
             with self.cache.lock:
-                span = self.cache.state.event_spans.get(event_key, (start, end))
+                state = cast(IndexedState, self.cache.state)  # SmdebugSource.make_state's
+                span = state.event_spans.get(event_key, (start, end))
         lo, hi = span
         too_big = hi - lo > self.cache.options.max_coalesced_read_mb * MiB
         if too_big or not (lo <= start and end <= hi):

@@ -17,15 +17,16 @@ import bisect
 import concurrent.futures
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from evaluator.engine.cache import TrialCache
-from evaluator.engine.entries import FileIndex
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.formats.keys import event_key as make_event_key
 from evaluator.formats.keys import parse_index_key
 from evaluator.modes import ModeKeys
+from evaluator.sources.smdebug.entries import FileIndex
 from evaluator.sources.smdebug.source import SmdebugSource
+from evaluator.sources.smdebug.state import IndexedState
 
 __all__ = ["Prefetcher", "RecordsAhead"]
 
@@ -68,7 +69,7 @@ class Prefetcher:
         self._last_read_step[worker] = step
         if depth <= 0 or len(self.inflight) >= 2 * depth:
             return
-        state = self.cache.state
+        state = cast(IndexedState, self.cache.state)  # SmdebugSource.make_state's
         with self.cache.lock:
             steps = state.all_steps(ModeKeys.GLOBAL)
             at = bisect.bisect_left(steps, step)
@@ -142,7 +143,7 @@ class RecordsAhead:
         """``what``'s tensor was just read alone from ``event_key``: read its record at the
         worker's next saved step (the one-worker step's index file) ahead."""
         step, worker = parse_index_key(event_key)
-        state = self.cache.state
+        state = cast(IndexedState, self.cache.state)  # SmdebugSource.make_state's
         with self.cache.lock:
             steps = state.all_steps(ModeKeys.GLOBAL)
             at = bisect.bisect_right(steps, step)

@@ -19,17 +19,18 @@ caller that reduces or stacks it without keeping it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 
 from evaluator.engine.cache import TrialCache
-from evaluator.engine.entries import FileIndex, Layout, Location
+from evaluator.engine.reads import observing
 from evaluator.engine.reductions import compute_reduction
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.formats.record_values import RecordLayouts
 from evaluator.modes import ModeKeys
+from evaluator.sources.smdebug.entries import FileIndex, Layout, Location
 from evaluator.sources.smdebug.held_files import EventBytes, Held, Reading, Record
 from evaluator.sources.smdebug.prefetch import Prefetcher
 from evaluator.sources.smdebug.source import SmdebugSource
@@ -86,6 +87,40 @@ class ValueReader:
         self._decoded = _NONE_DECODED
         self._previous = _NONE_DECODED  # the file decoded before it, still at hand
         self._predicted: dict[Layout, list[int]] = {}
+
+    def sole_reader(
+        self,
+        name: str,
+        sole_file: dict[int, FileIndex],
+        general: Callable[[str, int, ModeKeys, str | None], np.ndarray],
+    ) -> Callable[..., np.ndarray]:
+        """``value(step_num, mode=GLOBAL, worker=None)`` of ``name``, as ``Tensor.value``
+        calls it: the hot path (a GLOBAL read without a worker at a step whose one index file
+        is ``sole_file[step]``, the value in the file at hand) takes this one call, with
+        ``read_in``'s first lines and ``note_read`` inlined; other reads of a sole file go
+        to ``read_in``, and every other read to ``general(name, step, mode, worker)``."""
+        read_in = self.read_in
+        glob = ModeKeys.GLOBAL
+
+        def value(step_num: int, mode: ModeKeys = glob, worker: str | None = None) -> np.ndarray:
+            if mode is glob and worker is None:
+                sole = sole_file.get(step_num)
+                if sole is not None:
+                    i = sole.layout.position.get(name)
+                    if i is not None:
+                        decoded = self._decoded
+                        if decoded.starts is sole.starts and (view := decoded.views[i]) is not None:
+                            decoded.read.add(i)
+                            found = view.copy()
+                        else:
+                            found = read_in(sole, i, name, step_num, mode)
+                        observer = observing()
+                        if observer is not None:
+                            observer(name, step_num, found)
+                        return found
+            return general(name, step_num, mode, worker)
+
+        return value
 
     def read_in(
         self, file: FileIndex, i: int, name: str, step: int, mode: ModeKeys, copy: bool = True

@@ -37,6 +37,7 @@ from evaluator.formats.keys import (
     worker_from_collections_key,
 )
 from evaluator.sources.smdebug.index_listing import IndexListing
+from evaluator.sources.smdebug.state import IndexedState
 from evaluator.storage.base import ObjectInfo, Storage
 
 if TYPE_CHECKING:
@@ -84,6 +85,21 @@ class SmdebugSource:
     def index_listing(self, path: str, run: Any, *, retry_limit: int) -> IndexListing:
         """smdebug's ``trial.index_reader``: the index and event files, listed."""
         return IndexListing(path, self.storage, run, retry_limit=retry_limit)
+
+    def make_state(
+        self,
+        *,
+        num_workers: int,
+        workers: set[str],
+        incomplete_step_window: int,
+        range_steps: tuple[int | None, int | None] | None,
+    ) -> IndexedState:
+        return IndexedState(
+            num_workers=num_workers,
+            workers=workers,
+            incomplete_step_window=incomplete_step_window,
+            range_steps=range_steps,
+        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> FileValues:
         from evaluator.sources.smdebug.values import FileValues

@@ -1,6 +1,6 @@
 """``FileValues``: smdebug output's ``ValueStore``, answered from index entries and event files.
 
-Each step's index files (``TrialState``'s ``FileIndex`` per worker) say where a tensor's value,
+Each step's index files (``IndexedState``'s ``FileIndex`` per worker) say where a tensor's value,
 its saved reductions and its shape sit in an event file; ``ValueReader`` reads and decodes the
 records (one ranged read per event file, cached). The answers and exceptions are smdebug
 1.0.34's: the hot path is a GLOBAL read without a worker at a step with one index file.
@@ -8,14 +8,14 @@ records (one ranged read per event file, cached). The answers and exceptions are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from evaluator.engine.cache import TrialCache
 from evaluator.engine.columns import Column, Columns, read_columns
-from evaluator.engine.entries import FileIndex, StepEntry
-from evaluator.engine.reads import note_read, observing
+from evaluator.engine.reads import note_read
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.engine.view import TrialView
 from evaluator.errors import (
@@ -28,8 +28,10 @@ from evaluator.errors import (
 )
 from evaluator.formats.histogram import Histogram, histogram_from_reductions
 from evaluator.modes import ModeKeys, StepState
+from evaluator.sources.smdebug.entries import FileIndex, StepEntry
 from evaluator.sources.smdebug.reader import ValueReader
 from evaluator.sources.smdebug.source import SmdebugSource
+from evaluator.sources.smdebug.state import IndexedState
 
 __all__ = ["FileValues"]
 
@@ -49,6 +51,8 @@ class FileValues:
         self._cache = cache
         self._view = view
         state = view.state
+        assert isinstance(state, IndexedState)  # the state SmdebugSource.make_state made
+        self._state = state
         # The hot path's lookups, one attribute away (both live as long as the trial).
         self._sole_file = state.sole_file
         self._read_in = self.reader.read_in
@@ -65,12 +69,12 @@ class FileValues:
         """The index file of the chosen worker holding ``name`` at ``step``; raises
         smdebug's exceptions when there is none."""
         view = self._view
-        files = view.state.files_holding(name, step, mode)
+        files = self._state.files_holding(name, step, mode)
         if files is None:
             view.refresh(name)
             state = view.step_state(step, mode)
             if state == StepState.AVAILABLE:
-                files = view.state.files_holding(name, step, mode)
+                files = self._state.files_holding(name, step, mode)
                 if files is None:
                     raise TensorUnavailableForStep(name, step, mode)
             elif state == StepState.UNAVAILABLE:
@@ -88,18 +92,12 @@ class FileValues:
 
     # ---------------------------------------------------------------- values
 
+    def value_of(self, name: str) -> Callable[..., np.ndarray]:
+        """``Tensor.value`` of ``name``: the reader's ``sole_reader``, its hot path inlined
+        (``ValueReader.sole_reader``); anything else goes to ``value``."""
+        return self.reader.sole_reader(name, self._sole_file, self.value)
+
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray:
-        if mode is GLOBAL and worker is None:
-            # The hot path: a step with one index file (one worker), holding the tensor.
-            sole = self._sole_file.get(step)
-            if sole is not None:
-                i = sole.layout.position.get(name)
-                if i is not None:
-                    value = self._read_in(sole, i, name, step, mode)
-                    observer = observing()  # note_read, inlined
-                    if observer is not None:
-                        observer(name, step, value)
-                    return value
         file = self._file(name, step, mode, worker)
         saved = file.location(name)
         if saved is None:
@@ -168,20 +166,20 @@ class FileValues:
     def steps(self, name: str, mode: ModeKeys, show_incomplete_steps: bool) -> list[int]:
         view = self._view
         with view.lock:
-            record = view.state.record(name)
+            record = self._state.record(name)
             assert record is not None
-            return view.state.tensor_steps(record, mode, show_incomplete_steps)
+            return self._state.tensor_steps(record, mode, show_incomplete_steps)
 
     def workers(self, name: str, step: int, mode: ModeKeys) -> list[str]:
         with self._view.lock:
-            files = self._view.state.files_holding(name, step, mode)
+            files = self._state.files_holding(name, step, mode)
             if files is None:
                 raise TensorUnavailableForStep(name, step, mode)
             return list(files)
 
     def original_name(self, name: str) -> str | None:
         with self._view.lock:
-            record = self._view.state.record(name)
+            record = self._state.record(name)
         return None if record is None else record.original_name
 
     def names_at(self, step: int, mode: ModeKeys) -> set[str] | None:
@@ -198,7 +196,7 @@ class FileValues:
         """A walk through the steps' event files (``read_columns``). It also ends before its
         steps' files outgrow half the byte cache: a rule reads the same steps again right
         after, and then finds their files there instead of reading each once per walk."""
-        cache, state = self._cache, self._view.state
+        cache, state = self._cache, self._state
 
         def file_bytes(step: int) -> int:
             with cache.lock:
@@ -217,7 +215,7 @@ class FileValues:
         """``read(name, step)`` for ``read_columns``: the raw value as ``value`` reads it (the
         first worker's), None where that step's index file holds saved reductions of the
         tensor (``reduction_value`` would use them) or no raw value of it."""
-        state, read_in = self._view.state, self._read_in
+        state, read_in = self._state, self._read_in
         sole_file = state.sole_file
         glob = mode is GLOBAL
 

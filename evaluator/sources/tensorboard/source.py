@@ -40,6 +40,7 @@ import structlog
 from evaluator.engine.gcpause import gc_paused
 from evaluator.engine.options import TrialOptions
 from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex
+from evaluator.engine.state import TrialState
 from evaluator.engine.waits import WaitNotice
 from evaluator.errors import ClientError, ObjectNotFound, SMDebugValueError
 from evaluator.formats.collections_file import CollectionsFile
@@ -122,6 +123,21 @@ class TensorBoardSource:
         except OSError:
             return False
         return time.time() - newest >= UNCHANGED_SECONDS
+
+    def make_state(
+        self,
+        *,
+        num_workers: int,
+        workers: set[str],
+        incomplete_step_window: int,
+        range_steps: tuple[int | None, int | None] | None,
+    ) -> TrialState:
+        return TrialState(
+            num_workers=num_workers,
+            workers=workers,
+            incomplete_step_window=incomplete_step_window,
+            range_steps=range_steps,
+        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
         return self.held.open(view)

@@ -122,6 +122,12 @@ class HeldTensors:
 
     # ---------------------------------------------------------------- answers
 
+    def value_of(self, name: str) -> Callable[..., np.ndarray]:
+        def value(step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+            return self.value(name, step_num, mode, worker)
+
+        return value
+
     def value(self, name: str, step: int, mode: ModeKeys, worker: str | None) -> np.ndarray:
         snap, row = self.locate(name, step, mode, worker)
         if snap.histogram(row) is not None:

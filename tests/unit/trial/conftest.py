@@ -20,12 +20,12 @@ from evaluator.engine.cache import TrialCache
 from evaluator.engine.options import TrialOptions
 from evaluator.engine.poller import Poller
 from evaluator.engine.runner import BackgroundLoop
-from evaluator.engine.state import TrialState
 from evaluator.engine.view import TrialView
 from evaluator.formats import Collection
 from evaluator.formats.keys import event_key
 from evaluator.modes import ModeKeys
 from evaluator.sources.smdebug.source import SmdebugSource
+from evaluator.sources.smdebug.state import IndexedState
 from evaluator.sources.smdebug.values import FileValues
 from evaluator.storage import MemoryStorage
 from evaluator.testing import TrialWriter
@@ -53,7 +53,7 @@ class Engine:
         self.writer = TrialWriter(root)
         self.writer.write_collections([Collection("all", include_regex=[".*"])])
         self.sync()
-        self.state = TrialState(num_workers=1, workers={"worker_0"})
+        self.state = IndexedState(num_workers=1, workers={"worker_0"})
         self.cache = TrialCache(self.state, self.options, uri=self.storage.uri)
         self.source = SmdebugSource(self.storage, options=self.options)
         self.sleeps: list[float] = []

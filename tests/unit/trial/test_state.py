@@ -1,10 +1,9 @@
-"""TrialState: smdebug's bookkeeping (completeness, tokens, StepState) without any files."""
+"""IndexedState (smdebug output's TrialState): completeness, tokens, StepState without any files."""
 
 from __future__ import annotations
 
 import pytest
 
-from evaluator.engine.state import TrialState
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.index_file import (
     IndexFile,
@@ -17,6 +16,7 @@ from evaluator.formats.index_file import (
 )
 from evaluator.formats.keys import index_key, parse_reduction_tensor_name
 from evaluator.modes import ModeKeys, StepState
+from evaluator.sources.smdebug.state import IndexedState
 
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 A, NA, U = StepState.AVAILABLE, StepState.NOT_YET_AVAILABLE, StepState.UNAVAILABLE
@@ -38,7 +38,7 @@ def index(
     )
 
 
-def scan(state: TrialState, files: list[tuple[int, str]], **kw: object) -> None:
+def scan(state: IndexedState, files: list[tuple[int, str]], **kw: object) -> None:
     """Apply one listing's files (in key order) and move the token, as a refresh does."""
     keys = sorted((index_key(step, worker), step, worker) for step, worker in files)
     for _, step, worker in keys:
@@ -48,7 +48,7 @@ def scan(state: TrialState, files: list[tuple[int, str]], **kw: object) -> None:
 
 def test_single_worker_every_step_complete() -> None:
     """With one worker every written step is complete and the token sits on the last one."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     scan(state, [(s, "worker_0") for s in (0, 2, 3, 5)])
     assert state.steps(GLOBAL) == [0, 2, 3, 5]
     assert state.last_complete_step == 5
@@ -58,7 +58,7 @@ def test_single_worker_every_step_complete() -> None:
 
 def test_partially_written_steps_of_three_workers() -> None:
     """Steps 3-6 written by workers 0 and 2 only: smdebug's has_step scenario answers."""
-    state = TrialState(num_workers=3, workers={"worker_0", "worker_1", "worker_2"})
+    state = IndexedState(num_workers=3, workers={"worker_0", "worker_1", "worker_2"})
     files = [(s, w) for s in range(3) for w in ("worker_0", "worker_1", "worker_2")]
     files += [(s, w) for s in range(3, 7) for w in ("worker_0", "worker_2")]
     scan(state, files)
@@ -71,7 +71,7 @@ def test_partially_written_steps_of_three_workers() -> None:
 
 def test_incomplete_step_window_declares_half_a_window_complete() -> None:
     """Window 10, three workers, only worker_0 writes 0-19: the watermark goes 4, 9, then stays."""
-    state = TrialState(
+    state = IndexedState(
         num_workers=3, workers={"worker_0", "worker_1", "worker_2"}, incomplete_step_window=10
     )
     scan(state, [(s, "worker_0") for s in range(20)])
@@ -86,7 +86,7 @@ def test_incomplete_step_window_declares_half_a_window_complete() -> None:
 
 def test_mark_all_loaded_completes_every_step() -> None:
     """Once training ended, incomplete steps count as complete and missing ones as skipped."""
-    state = TrialState(num_workers=2, workers={"worker_0", "worker_1"})
+    state = IndexedState(num_workers=2, workers={"worker_0", "worker_1"})
     scan(state, [(0, "worker_0"), (0, "worker_1"), (1, "worker_0")])
     assert state.steps(GLOBAL) == [0]
     state.mark_all_loaded()
@@ -97,7 +97,7 @@ def test_mark_all_loaded_completes_every_step() -> None:
 
 def test_modes_map_mode_steps_to_global_steps() -> None:
     """TRAIN and EVAL mode steps map to global steps; the first mapping seen wins."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     for g, (mode, ms) in enumerate([(TRAIN, 0), (TRAIN, 1), (EVAL, 0), (TRAIN, 2), (EVAL, 1)]):
         state.apply_index_file(g, "worker_0", index(g, "worker_0", mode, ms))
     assert state.all_steps(TRAIN) == [0, 1, 2]
@@ -109,7 +109,7 @@ def test_modes_map_mode_steps_to_global_steps() -> None:
 
 def test_shape_and_raw_value_in_one_file_are_both_kept() -> None:
     """A shape entry does not erase the raw tensor's location (smdebug loses the value)."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(0, "worker_0", index(0, "worker_0", names=("b",), shapes=("b",)))
     entry = state.record("b").entries(GLOBAL, 0)["worker_0"]
     assert entry.location is not None and entry.shape == (2, 2)
@@ -117,7 +117,7 @@ def test_shape_and_raw_value_in_one_file_are_both_kept() -> None:
 
 def test_reduction_tensors_are_attached_to_their_tensor() -> None:
     """``smdebug/reductions/abs_l1/w`` is stored as reduction (l1, abs) of tensor ``w``."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(
         0,
         "worker_0",
@@ -144,7 +144,7 @@ def test_a_reduction_name_is_read_alike_by_the_index_and_the_key_parser(
     """The trial files a saved reduction where ``parse_reduction_tensor_name`` (smdebug's
     ``reverse_reduction_tensor_name``) says, even with a scope before the prefix."""
     assert parse_reduction_tensor_name(name) == expected
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(0, "worker_0", index(0, "worker_0", names=(name,)))
     tensor, reduction, is_abs = expected
     assert state.names == {tensor}
@@ -154,7 +154,7 @@ def test_a_reduction_name_is_read_alike_by_the_index_and_the_key_parser(
 
 def test_a_reduction_name_without_a_tensor_is_no_tensor() -> None:
     """``smdebug/reductions/max`` names no tensor: it is skipped (smdebug fails to load it)."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     names = ("smdebug/reductions/max", "w")
     state.apply_index_file(0, "worker_0", index(0, "worker_0", names=names))
     assert state.names == {"w"}
@@ -163,7 +163,7 @@ def test_a_reduction_name_without_a_tensor_is_no_tensor() -> None:
 def test_files_holding_a_global_step_saved_under_a_mode() -> None:
     """A global step saved as TRAIN is found under GLOBAL through its mode step, and under TRAIN
     by that mode step; a tensor not saved there, or an unknown step, has no files."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(5, "worker_0", index(5, "worker_0", TRAIN, 2, names=("a",)))
     state.apply_index_file(6, "worker_0", index(6, "worker_0", names=("a", "b")))
     assert list(state.files_holding("a", 5, GLOBAL)) == ["worker_0"]
@@ -176,14 +176,14 @@ def test_files_holding_a_global_step_saved_under_a_mode() -> None:
 
 def test_negative_mode_step_is_rejected() -> None:
     """A negative mode step in an index file raises smdebug's SMDebugValueError."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     with pytest.raises(SMDebugValueError, match="can not be less than 0"):
         state.apply_index_file(0, "worker_0", index(0, "worker_0", TRAIN, -1))
 
 
 def test_tensor_views_follow_files_applied_after_first_use() -> None:
     """A tensor view made before new files arrive sees them; a worker without it is left out."""
-    state = TrialState(num_workers=2, workers={"worker_0", "worker_1"})
+    state = IndexedState(num_workers=2, workers={"worker_0", "worker_1"})
     state.apply_index_file(0, "worker_0", index(0, "worker_0", names=("a", "b")))
     a = state.record("a")
     state.apply_index_file(0, "worker_1", index(0, "worker_1", names=("b",)))
@@ -196,7 +196,7 @@ def test_tensor_views_follow_files_applied_after_first_use() -> None:
 
 def test_event_spans_cover_all_records_of_a_file() -> None:
     """The byte span of an event file covers every record its index lists."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     state.apply_index_file(7, "worker_0", index(7, "worker_0", names=("a", "b", "c")))
     assert state.event_spans["events/000000000007/000000000007_worker_0.tfevents"] == (0, 300)
 
@@ -204,7 +204,7 @@ def test_event_spans_cover_all_records_of_a_file() -> None:
 def test_index_files_share_one_layout_and_one_name_set() -> None:
     """Steps listing the same tensors share one layout and one name set; a step that lists
     others gets its own; locations read back as given."""
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     for step in range(3):
         state.apply_index_file(step, "worker_0", index(step, "worker_0", names=("a", "b")))
     state.apply_index_file(3, "worker_0", index(3, "worker_0", names=("b", "c")))
@@ -220,7 +220,7 @@ def test_columns_and_entries_give_the_same_state() -> None:
     """An index file parsed as columns is kept as the same file parsed as entries is."""
     data = serialize_index_file(index(4, "worker_0", TRAIN, 2, names=("a", "b"), shapes=("s",)))
     for parse in (parse_index_columns, parse_index_file):
-        state = TrialState(num_workers=1, workers={"worker_0"})
+        state = IndexedState(num_workers=1, workers={"worker_0"})
         state.apply_index_file(4, "worker_0", parse(data))
         f = state.sole_file[4]
         assert (f.mode, f.mode_step, f.names) == (TRAIN, 2, frozenset({"a", "b", "s"}))
@@ -230,7 +230,7 @@ def test_columns_and_entries_give_the_same_state() -> None:
 def test_the_quick_readable_answer_never_contradicts_has_passed_step() -> None:
     """``readable_now`` says yes only where ``has_passed_step`` says AVAILABLE: partial steps
     of several workers, skipped and future steps, before and after the end of training."""
-    state = TrialState(num_workers=2, workers={"worker_0", "worker_1"})
+    state = IndexedState(num_workers=2, workers={"worker_0", "worker_1"})
     files = [(s, w) for s in (0, 1, 3) for w in ("worker_0", "worker_1")]
     files += [(5, "worker_0"), (6, "worker_1")]
     scan(state, files)
@@ -249,7 +249,7 @@ def test_files_sharing_parsed_columns_keep_arrays_of_their_own() -> None:
     from evaluator.formats.index_file import IndexParser
 
     parser = IndexParser()
-    state = TrialState(num_workers=1, workers={"worker_0"})
+    state = IndexedState(num_workers=1, workers={"worker_0"})
     for step in range(3):
         data = serialize_index_file(index(step, "worker_0", TRAIN, step, names=("a", "b")))
         state.apply_index_file(step, "worker_0", parser.parse(data))

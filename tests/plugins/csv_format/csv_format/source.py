@@ -19,6 +19,7 @@ from evaluator.engine.cache import TrialCache
 from evaluator.engine.options import TrialOptions
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.engine.scalars import WORKER, ScalarValues, Series
+from evaluator.engine.state import TrialState
 from evaluator.engine.view import TrialView
 from evaluator.errors import ClientError, ObjectNotFound
 from evaluator.formats.collections_file import Collection, CollectionsFile
@@ -132,6 +133,21 @@ class CsvSource:
     async def aclose(self) -> None:
         self.values.close()
         await self.storage.aclose()
+
+    def make_state(
+        self,
+        *,
+        num_workers: int,
+        workers: set[str],
+        incomplete_step_window: int,
+        range_steps: tuple[int | None, int | None] | None,
+    ) -> TrialState:
+        return TrialState(
+            num_workers=num_workers,
+            workers=workers,
+            incomplete_step_window=incomplete_step_window,
+            range_steps=range_steps,
+        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> ScalarValues:
         return self.values.open(view)
