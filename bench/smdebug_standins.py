@@ -98,6 +98,7 @@ def install(sx, ModeKeys, Rule, Actions) -> None:
     # import only the stdlib, numpy and the modules loaded before them), and a stand-in
     # for the RE2 patterns: the location checks of the parameter parsers, the parsers,
     # the loss diagnosis, and the public rule kit.
+    redaction = _load_file("evaluator.redaction", "evaluator/redaction.py")
     storage = module("evaluator.storage", package=True)
     storage.base = _load_file("evaluator.storage.base", "evaluator/storage/base.py")
     storage.schemes = _load_file("evaluator.storage.schemes", "evaluator/storage/schemes.py")
@@ -136,6 +137,7 @@ def install(sx, ModeKeys, Rule, Actions) -> None:
         trial=trial,
         fileio=fileio,
         report=report,
+        redaction=redaction,
     )
 
 

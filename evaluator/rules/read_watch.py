@@ -48,8 +48,8 @@ class ReadWatch:
         self._watching = False  # chart what the rule reads (watch_reads)
         self._now: object = None  # the step evaluated, None (none: any step), or _NOT_CHARTED
         self._holding = True  # keep what is read (``ReadCharts.plan`` says, step by step)
-        # The reads of the step evaluated: names and what was read (None when not held), in
-        # lists the watching note appends to (never rebound: the note holds them).
+        # The reads of the step evaluated: names, and what was read when the step is held (else
+        # nothing), in lists the watching note appends to (never rebound: the note holds them).
         self._names: list[str] = []
         self._values: list[Any] = []
         # Reads outside a step's evaluation (a rule's ``invoke_at_end``): with their steps.
@@ -72,7 +72,8 @@ class ReadWatch:
             now = watch._now
             if step == now:  # a read of the step evaluated
                 add_name(name)
-                add_value(value if watch._holding else None)
+                if watch._holding:  # (a step the charts keep: what was read, beside its name)
+                    add_value(value)
                 if len(names) >= watch._spill_at:
                     spill()
             elif now is None:  # outside a step's evaluation
@@ -170,7 +171,7 @@ class ReadWatch:
             self._largest = largest
             self._every = max(1, min(_SPILL_EVERY, HELD_BYTES // (64 * max(largest, 1))))
         self._held, self._checked = held, len(values)
-        self._spill_at = len(values) + self._every
+        self._spill_at = len(names) + self._every
 
     def _tensors_read(self) -> int:
         """How many tensors were read (at most about 10,000 are told apart)."""
