@@ -18,7 +18,7 @@ __all__ = ["DataProblems", "Problem"]
 
 log = structlog.get_logger("evaluator.trial")
 
-Problem = Literal["missing", "empty", "truncated"]
+Problem = Literal["missing", "empty", "truncated", "corrupt"]
 
 
 class DataProblems:
@@ -68,7 +68,8 @@ class DataProblems:
             self._count += 1
             if len(self._listed) < self._keep:
                 self._listed.append(entry)
-        log.warning("data_problem", **entry, action="step skipped")
+        action = "rest of the file skipped" if problem == "corrupt" else "step skipped"
+        log.warning("data_problem", **entry, action=action)
         return True
 
     def known_size(self, file: str) -> int | None:

@@ -119,7 +119,7 @@ class LogSink(NullSink):
             self._log.warning(
                 "data_problems",
                 count=problems,
-                message=f"{problems} event file(s) were missing, empty or torn: their steps "
+                message=f"{problems} event file(s) were missing, empty, torn or corrupt: their steps "
                 f"were skipped (see data_problems in {RESULT_FILE_NAME})",
             )
         outcomes = [s.outcome for s in run.rules.values() if s.outcome is not None]

@@ -165,9 +165,12 @@ class Trial(SmdebugAttributes, StepWaits):
         """Event files that could not give the records their index files promise, each met
         once, the first 100 in the order met (``data_problem_count`` counts them all): dicts
         of ``file`` (full URI), ``step`` (global), ``worker``, ``problem`` (``"missing"``,
-        ``"empty"`` or ``"truncated"``), ``tensor`` and ``mode`` of the first read that met
-        it, ``detail`` (a sentence) and ``trial_complete`` (whether the trial was complete
-        then, or the wait for the file merely ran out). The steps were skipped."""
+        ``"empty"`` or ``"truncated"``; ``"corrupt"``: a TensorBoard record whose checksum is
+        wrong, after which the file is not read, ``step`` then the writer's last step read
+        before it),
+        ``tensor`` and ``mode`` of the first read that met it, ``detail`` (a sentence) and
+        ``trial_complete`` (whether the trial was complete then, or the wait for the file
+        merely ran out). The steps were skipped."""
         return self._cache.problems.listed()
 
     @property

@@ -61,6 +61,7 @@ from evaluator.storage.schemes import is_remote, local_path
 
 if TYPE_CHECKING:
     from evaluator.engine.cache import TrialCache
+    from evaluator.engine.problems import DataProblems
     from evaluator.engine.runner import BackgroundLoop
     from evaluator.engine.view import TrialView
 
@@ -101,6 +102,8 @@ class TensorBoardSource:
         self._scans = 0  # scans that brought news
         self._last_step = -1
         self._unchanged = False  # a local log nothing wrote to for a while when opened
+        self._problems: DataProblems | None = None  # the trial's, once its values are opened
+        self._corrupt: list[dict[str, Any]] = []  # corrupt records met before that
 
     async def aclose(self) -> None:
         self.held.close()
@@ -140,6 +143,9 @@ class TensorBoardSource:
         )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
+        self._problems = cache.problems
+        for found in self._corrupt:  # met before the values were opened
+            self._problems.note(**found)
         return self.held.open(view)
 
     def describe(self) -> dict[str, Any]:
@@ -283,12 +289,32 @@ class TensorBoardSource:
             self._apply_records(folder, blob, buf, frames, where)
             pos = frames.end
             if frames.corrupt is not None:
-                log.warning("tensorboard_record_corrupt", file=where, detail=frames.corrupt)
                 state.broken = True  # as TensorBoard: nothing after a corrupt record
+                self._corrupt_record(where, folder, frames.corrupt, state.offset + len(blob))
                 break
             if len(frames.starts) < _CHUNK_RECORDS:
                 break  # the end, or a record cut short: read again from there next time
         state.offset += pos
+
+    def _corrupt_record(self, where: str, folder: Folder, detail: str, size: int) -> None:
+        """A corrupt record ends what is read of its file (as TensorBoard reads it): a data
+        problem of the trial (the result file's ``data_problems``), never a quiet end."""
+        read = [int(a.max()) for a in folder.new_steps if len(a)] + folder.new_step
+        found: dict[str, Any] = {
+            "file": where,
+            "step": max(read, default=folder.recent_step),  # the writer's, last read before it
+            "worker": WORKER,
+            "problem": "corrupt",
+            "tensor": "(every record after it in this file)",
+            "mode": folder.mode.name,
+            "detail": f"{detail}; the file is not read past it, as TensorBoard does",
+            "trial_complete": False,
+            "size": size,
+        }
+        if self._problems is not None:
+            self._problems.note(**found)
+        else:
+            self._corrupt.append(found)
 
     def _apply_records(
         self, folder: Folder, blob: bytes, buf: np.ndarray, frames: Frames, where: str

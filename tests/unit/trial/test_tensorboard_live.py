@@ -71,6 +71,11 @@ def test_corrupt_record_ends_the_file_as_tensorboard_does(tmp_path: Path) -> Non
     with create_trial("memory://live", storage=storage, trial_format="tensorboard") as trial:
         assert trial.steps() == [0, 1]
         assert float(trial.tensor("loss").value(1)) == 9.0
+        # never a quiet end: the trial's data problems (the result file's) name the file
+        assert trial.data_problem_count == 1
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "corrupt" and problem["file"].endswith(KEY)
+        assert problem["step"] == 1
 
 
 def test_each_poll_reads_each_grown_file_once_from_its_offset(tmp_path: Path) -> None:
