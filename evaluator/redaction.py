@@ -25,6 +25,7 @@ __all__ = [
     "MASK",
     "MIN_SCRUBBED_LENGTH",
     "escape_controls",
+    "escape_html",
     "url_origin",
     "is_secret_name",
     "mask_endpoint",
@@ -151,6 +152,14 @@ def escape_controls(text: str, *, line_breaks: bool = False) -> str:
     the window (nor, with ``line_breaks``, start a line of its own in a one-line field)."""
     pattern = _ALL_CONTROLS if line_breaks else _CONTROLS
     return pattern.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
+def escape_html(value: object) -> str:
+    """``value`` as HTML text or attribute: ``<>&"'`` escaped, and control characters (ESC,
+    BEL, NUL...; not newline or tab) shown as ``\\xNN`` so no raw one reaches a page."""
+    from html import escape
+
+    return escape(escape_controls(str(value)), quote=True)
 
 
 def url_origin(url: str) -> str:

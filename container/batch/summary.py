@@ -5,7 +5,6 @@ the worst outcome."""
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 from collections import Counter
@@ -17,7 +16,7 @@ from typing import Any
 from container.batch.job import DOCUMENTED_CODES, JobOutcome
 from evaluator.config.output_paths import BATCH_FOLDER, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_PAGE
 from evaluator.fileio import write_atomically
-from evaluator.redaction import escape_controls
+from evaluator.redaction import escape_controls, escape_html
 
 __all__ = ["SUMMARY_CSV", "SUMMARY_JSON", "SUMMARY_PAGE", "format_table", "worst_exit_code"]
 _COLUMNS = ("job", "status", "exit_code", "step", "rules", "seconds", "kept", "trial", "message")
@@ -109,7 +108,7 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}
 
 def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
     """One self-contained page; every value escaped (trial paths and messages are the user's)."""
-    e = _escape
+    e = escape_html
     counts = Counter(o.status for o in outcomes)
     rows = []
     for o in outcomes:
@@ -133,10 +132,3 @@ def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         "</body></html>\n"
     )
-
-
-def _escape(value: object) -> str:
-    """``value`` as HTML text or attribute, control characters shown as ``\\xNN`` (as the
-    report's pages escape: not imported from them, which would load the report and the rules
-    into the watch process, which holds no rule code)."""
-    return html.escape(escape_controls(str(value)), quote=True)

@@ -39,10 +39,6 @@ class TrainerState:
     finished: bool = False
     skipped: int = 0  # log entries without a step (added by hand: Trainer.log always sets it)
 
-    def tags(self) -> list[str]:
-        """Every tag, in the order first logged."""
-        return list(dict.fromkeys(tag for tag, _, _ in self.scalars))
-
 
 def tag_of(key: str) -> str:
     """The TensorBoard tag the Trainer's callback logs ``key`` of a log entry under."""

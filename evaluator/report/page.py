@@ -7,14 +7,13 @@ fetch (no script, font, stylesheet or image from anywhere), so it opens offline 
 
 from __future__ import annotations
 
-import html
 import json
 import numbers
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 
-from evaluator.redaction import escape_controls
+from evaluator.redaction import escape_html
 
 __all__ = [
     "badge",
@@ -106,10 +105,7 @@ def chart_assets() -> str:
     return f"<style>{css}</style>\n<script>{lib}</script>\n<script>{ours}</script>\n"
 
 
-def escape(value: object) -> str:
-    """``value`` as HTML text or attribute: ``<>&"'`` escaped, and control characters (ESC,
-    BEL, NUL...; not newline or tab) shown as ``\\xNN`` so no raw one reaches the page."""
-    return html.escape(escape_controls(str(value)), quote=True)
+escape = escape_html  # every page's: evaluator.redaction.escape_html
 
 
 def inline_json(value: object) -> str:

@@ -21,7 +21,6 @@ import queue
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from typing import Any
 import orjson
 import structlog
 
+from evaluator.config.values import webhook_url_value
 from evaluator.errors import ConfigurationError
 from evaluator.redaction import escape_controls, url_origin
 from evaluator.sinks.events import NullSink, RunClosed, RunRecord, StatusChanged
@@ -52,15 +52,12 @@ Post = Callable[[str, bytes, float], int]  # (url, body, timeout) -> HTTP status
 
 
 def check_webhook_url(url: str) -> str:
-    """``url`` if it is an http(s) URL with a host; else a ConfigurationError that names the
-    flag and never shows the URL (its path may be the key)."""
-    parts = urllib.parse.urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            "webhook_url must be an http:// or https:// URL with a host "
-            f"(--webhook-url, WEBHOOK_URL); got {url_origin(url)}"
-        )
-    return url.strip()
+    """``url`` if it is an http(s) URL with a host; else the ConfigurationError the
+    configuration gives (``webhook_url_value``: it names the flag, never the URL)."""
+    checked = webhook_url_value({"webhook_url": url})
+    if checked is None:
+        raise ConfigurationError("webhook_url is empty: give an http:// or https:// URL")
+    return checked
 
 
 def post_json(url: str, body: bytes, timeout: float) -> int:
