@@ -116,11 +116,13 @@ def series_chart(
     fired: Sequence[Sequence[Any]] | None = None,
     span: Sequence[int] | None = None,
     zero: bool = False,
+    ylabel: str | None = None,
 ) -> str:
     """One quantity of several tensors (``Series.to_dict`` entries of one quantity, parameter
     and comparison): the series in ``highlight`` in colour, the rest in grey; the threshold;
     firing points (the series' own, or ``fired``: [step, value] marks); ``closest`` ([step,
-    value]) ringed. ``span`` ([first, last] step): the steps the axis covers (the run's, so
+    value]) ringed; ``ylabel``, the value axis' title (else the quantity, when it fits).
+    ``span`` ([first, last] step): the steps the axis covers (the run's, so
     a quantity tested at one step is still drawn over the run); ``zero``: the value axis
     shows 0 (a linear one). Returns a ``<figure>``."""
     shown = list(highlight)
@@ -168,7 +170,7 @@ def series_chart(
     log = _use_log(limits)
     spec = {
         "xlabel": step_axis(),
-        "ylabel": axis_title(str(head.get("quantity") or "")),  # the caption has it all
+        "ylabel": axis_title(ylabel or str(head.get("quantity") or "")),  # the caption: all
         "log": log,
         "span": [int(s) for s in span] if span else None,
         "zero": zero and not log,

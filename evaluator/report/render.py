@@ -8,7 +8,7 @@ from typing import Any
 
 from evaluator.report.charts import as_float
 from evaluator.report.page import badge, document, escape, key_values, number, table
-from evaluator.report.section_charts import tested_label
+from evaluator.report.section_charts import chart_family
 from evaluator.report.sections import anchor, rule_section
 
 __all__ = ["render_report"]
@@ -80,7 +80,7 @@ def _why(rule: Mapping[str, Any]) -> str:
     if rule.get("status") == "IssuesFound" and reasons:
         r = reasons[0]
         text = (
-            f"{tested_label(str(r.get('quantity')))} of {', '.join(r.get('tensors') or [])} "
+            f"{chart_family(str(r.get('quantity')))} of {', '.join(r.get('tensors') or [])} "
             f"= {number(as_float(r.get('value')))} ({r.get('comparison')} {r.get('parameter')} "
             f"= {number(as_float(r.get('threshold')))})"
         )

@@ -11,7 +11,7 @@ from typing import Any
 from evaluator.report.charts import as_float, run_chart, series_chart
 from evaluator.report.html_charts import matrix_table
 
-__all__ = ["MAX_CHARTS", "MAX_CURVES", "curves", "span", "tested_charts", "tested_label"]
+__all__ = ["MAX_CHARTS", "MAX_CURVES", "curves", "span", "tested_charts", "chart_family"]
 
 MAX_CHARTS = 8
 MAX_CURVES = 4  # charts of what the rule watched (the curves behind the verdict)
@@ -114,7 +114,7 @@ def tested_charts(
         return ""
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for s in series:
-        key = (tested_label(str(s.get("quantity"))), s.get("parameter"), s.get("comparison"))
+        key = (chart_family(str(s.get("quantity"))), s.get("parameter"), s.get("comparison"))
         groups.setdefault(key, []).append(s)
     titles = {k: _title(k[0], m) for k, m in groups.items()}
     groups = {k: _merged(m) for k, m in groups.items()}
@@ -136,7 +136,13 @@ def tested_charts(
             mark = [near.get("step"), near.get("value")]
         parts.append(
             series_chart(
-                members, highlight=highlight, title=title, closest=mark, span=steps, zero=True
+                members,
+                highlight=highlight,
+                title=title,
+                closest=mark,
+                span=steps,
+                zero=True,
+                ylabel=group_key[0],
             )
         )
     if len(chosen) > MAX_CHARTS:
@@ -149,7 +155,7 @@ def tested_charts(
 _CLAUSES = (" from ", " between ", " since ", " over ", " at ", " in ")
 
 
-def tested_label(label: str) -> str:
+def chart_family(label: str) -> str:
     """The family of a series label, which one chart draws: a label whose windows move with
     the step (their numbers left out as "…", ``series_label``) is cut before the first clause
     that names a window ("decrease (%) of the loss from the value at TRAIN step … to …" is
@@ -183,7 +189,7 @@ def _title(family: str, members: Sequence[Mapping[str, Any]]) -> str:
 
 def _merged(members: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The series of one chart, those of the same tensors and mode (windows a label names
-    differently, ``tested_label``) as one: points and firings in step order, a threshold that
+    differently, ``chart_family``) as one: points and firings in step order, a threshold that
     differs between them drawn as moving."""
     by_key: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for s in members:
