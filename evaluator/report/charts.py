@@ -216,9 +216,11 @@ def mode_label(tensor: str, mode: Any) -> str:
     return f"{tensor}, {word} ({mode})" if word else f"{tensor} ({mode})"
 
 
-def _same_curve(mode: Any) -> str:
-    """A mode as a curve is matched: saved without a mode counts as training."""
-    return "TRAIN" if mode in (None, "GLOBAL") else str(mode)
+def _curve(s: Mapping[str, Any]) -> tuple[str, str]:
+    """Which curve a series is on: its tensors and mode (saved without a mode counts as
+    training)."""
+    mode = s.get("mode")
+    return _names(s.get("tensors") or []), "TRAIN" if mode in (None, "GLOBAL") else str(mode)
 
 
 def run_chart(
@@ -232,12 +234,15 @@ def run_chart(
     per tensor and mode) with what the rule read of it (``reads``: its watched series, drawn as
     dots in the colour of their line) and the firing points (``fired``, [step, value])."""
     colours: dict[tuple[str, str], str] = {}
-    for s in [*run, *reads]:
-        key = (_names(s.get("tensors") or []), _same_curve(s.get("mode")))
-        colours.setdefault(key, PALETTE[len(colours) % len(PALETTE)])
+    for s in run:
+        colours.setdefault(_curve(s), PALETTE[len(colours) % len(PALETTE)])
+    for s in reads:  # on its line; a validation value of ``x`` on Keras' ``val_x`` line
+        twin = (f"val_{_curve(s)[0]}", "EVAL")
+        key = twin if _curve(s) not in colours and twin in colours else _curve(s)
+        colours[_curve(s)] = colours.get(key) or PALETTE[len(colours) % len(PALETTE)]
 
     def colour(s: Mapping[str, Any]) -> str:
-        return colours[(_names(s.get("tensors") or []), _same_curve(s.get("mode")))]
+        return colours[_curve(s)]
 
     def name(s: Mapping[str, Any]) -> str:
         return mode_label(_names(s.get("tensors") or []), s.get("mode"))

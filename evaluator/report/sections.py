@@ -136,28 +136,27 @@ def _diagnosis(reason: Mapping[str, Any]) -> str:
     return text
 
 
-_VALIDATION = "validation_"
+# A figure of the other loss beside its twin (a loss-progress diagnosis names one side's figures
+# plainly, the other's with a prefix): the prefix and the column the plain figures go in.
+_TWINS = {"validation_": "training", "training_": "validation"}
 
 
 def figures_table(figures: Mapping[str, Any]) -> str:
-    """Named figures as a labelled table: ``validation_x`` beside ``x`` in a column of its
-    own, names in words (``fall_percent``: fall (%))."""
-    paired = any(str(k).startswith(_VALIDATION) for k in figures)
+    """Named figures as a labelled table, names in words (``fall_percent``: Fall (%)); a
+    loss-progress diagnosis' figures of the training and the validation loss
+    (``validation_x`` beside ``x``, or ``training_x`` beside ``x``) in two columns."""
+    prefix = next((p for p in _TWINS if any(str(k).startswith(p) for k in figures)), None)
+    if prefix is None:
+        rows = [[escape(_words(str(k))), _cell(v)] for k, v in figures.items()]
+        return table(["figure", "value"], rows, numeric=[1])
+    plain_first = _TWINS[prefix] == "training"  # the columns: training, then validation
+    names = list(dict.fromkeys(str(k).removeprefix(prefix) for k in figures))
     rows = []
-    for key, value in figures.items():
-        key = str(key)
-        if key.startswith(_VALIDATION) and key[len(_VALIDATION) :] in figures:
-            continue
-        row = [escape(_words(key.removeprefix(_VALIDATION) if paired else key)), _cell(value)]
-        if paired:
-            twin = figures.get(_VALIDATION + key)
-            if key.startswith(_VALIDATION):
-                row = [row[0], "", _cell(value)]
-            else:
-                row.append("" if twin is None else _cell(twin))
-        rows.append(row)
-    header = ["figure", "training", "validation"] if paired else ["figure", "value"]
-    return table(header, rows, numeric=[1, 2] if paired else [1])
+    for name in names:
+        plain, twin = figures.get(name), figures.get(prefix + name)
+        cells = [_cell(plain) if plain is not None else "", _cell(twin) if twin is not None else ""]
+        rows.append([escape(_words(name)), *(cells if plain_first else cells[::-1])])
+    return table(["figure", "training", "validation"], rows, numeric=[1, 2])
 
 
 def _words(key: str) -> str:

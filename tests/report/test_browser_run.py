@@ -7,7 +7,6 @@ tests skip loudly (fail when CI=true)."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from evaluator.report import REPORT_FILE_NAME
 from tests.report.browser import chromium, drawn_charts, open_page
 from tests.report.harness import ReportRun, evaluate_with_report
-from tests.support.tb_logs import torch_style
+from tests.report.trials import write_flat_loss_run
 
 STEPS, EVAL_EVERY = 200, 10
 
@@ -26,19 +25,9 @@ def browser() -> str:
     return chromium()
 
 
-def _flat_run(root: Path, *, validation: bool = True) -> Path:
-    """A loss that never falls (2.30 plus noise), logged at every step as ``train/loss``
-    and every ``EVAL_EVERY`` steps as ``val/loss``, by tensorboardX."""
-    rng = random.Random(7)
-    scalars = {"train/loss": [(s, 2.30 + 0.002 * rng.random()) for s in range(STEPS)]}
-    if validation:
-        scalars["val/loss"] = [(s, 2.31 + 0.002 * rng.random()) for s in range(0, STEPS, 10)]
-    return torch_style(root / "run", scalars)
-
-
 @pytest.fixture(scope="module")
 def flat_run(tmp_path_factory: pytest.TempPathFactory) -> ReportRun:
-    run = _flat_run(tmp_path_factory.mktemp("flat"))
+    run = write_flat_loss_run(tmp_path_factory.mktemp("flat"), steps=STEPS)
     return evaluate_with_report(
         ["--trial-dir", str(run), "--rule", "LossNotDecreasing"], tmp_path_factory.mktemp("out")
     )
@@ -99,7 +88,7 @@ def test_advice_names_only_what_the_page_draws(
 ) -> None:
     """Without a validation loss in the log, the advice never sends the reader to a
     validation curve; with one, it does."""
-    run = _flat_run(tmp_path_factory.mktemp("train-only"), validation=False)
+    run = write_flat_loss_run(tmp_path_factory.mktemp("train-only"), validation=False)
     alone = evaluate_with_report(
         ["--trial-dir", str(run), "--rule", "LossNotDecreasing"], tmp_path_factory.mktemp("out")
     )

@@ -120,6 +120,8 @@ def test_figures_are_a_labelled_table_with_validation_beside_training() -> None:
     assert "<th>training</th><th>validation</th>" in html
     assert "<td>Fall (%)</td>" in html and "0.25" in html and "Gap (%)" in html
     assert "validation_fall" not in html and ":" not in html
+    overfit = figures_table({"level": 1.059, "training_level": 0.9444})  # Overfit's names
+    assert '<td>Level</td><td class="num">0.9444</td><td class="num">1.059</td>' in overfit
 
 
 def test_advice_refers_only_to_what_is_drawn() -> None:
