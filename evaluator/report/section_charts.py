@@ -49,7 +49,8 @@ def curves(
             continue
         if quantity in whole:
             marks = _marks(fired, [*whole[quantity], *members])
-            title = f"{quantity} over the whole run, per mode"
+            kinds = {str(s.get("mode")) for s in whole[quantity]}
+            title = f"{quantity} over the whole run" + (", per mode" if len(kinds) > 1 else "")
             parts.append(run_chart(whole[quantity], members, title=title, fired=marks))
             continue
         shown = list(range(min(len(members), 8)))
