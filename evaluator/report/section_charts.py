@@ -11,7 +11,7 @@ from typing import Any
 from evaluator.report.charts import as_float, run_chart, series_chart
 from evaluator.report.html_charts import matrix_table
 
-__all__ = ["MAX_CHARTS", "MAX_CURVES", "curves", "span", "tested_charts", "chart_family"]
+__all__ = ["MAX_CHARTS", "MAX_CURVES", "chart_family", "curves", "span", "tested_charts"]
 
 MAX_CHARTS = 8
 MAX_CURVES = 4  # charts of what the rule watched (the curves behind the verdict)
