@@ -11,7 +11,8 @@ from datetime import datetime
 
 import numpy as np
 
-from evaluator.report.charts import bar_chart, line_chart
+from evaluator.report.charts import line_chart
+from evaluator.report.html_charts import bar_chart
 from evaluator.report.page import document, escape, number
 from rules_builtin._labels import class_ids, confusion_matrix
 

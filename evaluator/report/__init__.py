@@ -4,8 +4,10 @@ what the trial holds.
 
 ``ReportWriter`` writes it during a run (driven by the report sink, ``evaluator.sinks.report``);
 ``write_report`` writes it from an output folder (``rule-evaluator report``). Modules:
-``data`` (the data file the series are kept in), ``charts`` (chart specs the page's inlined
-uPlot draws), ``page`` (the look, the scripts), ``advice`` (what to try), ``sections`` (one
+``data`` (the data file the series are kept in), ``run_curves`` (the whole run behind the
+loss curves, read from the trial when a report is written), ``charts`` (chart specs the
+page's inlined uPlot draws), ``html_charts`` (bars, matrices, histograms in HTML), ``page``
+(the look, the scripts), ``advice`` (what to try), ``section_charts`` and ``sections`` (one
 rule), ``render`` (the page), ``writer`` (files, the listener, the supervisor's call)."""
 
 from __future__ import annotations

@@ -4,21 +4,32 @@ own gets the general advice. The report knows no rule's code: only these names."
 
 from __future__ import annotations
 
-__all__ = ["GENERAL", "advice_for"]
+__all__ = ["CURVES", "GENERAL", "VALIDATION", "Step", "advice_for"]
 
-GENERAL = (
-    "Open the curves above at the firing step: find which tensor moved first, and whether it "
-    "coincides with a change in the data, the learning rate schedule or the batch size."
+# What a step of advice refers to on the page: it is given only when the page shows it.
+CURVES = "curves"  # a chart of what the rule watched (the curves behind the verdict)
+VALIDATION = "validation"  # a validation (EVAL) curve among them
+
+Step = str | tuple[str, str]  # a step of advice, or (what it needs shown, the step)
+
+GENERAL: tuple[Step, ...] = (
+    (
+        CURVES,
+        "Open the curves below at the firing step: find which tensor moved first, and whether "
+        "it coincides with a change in the data, the learning rate schedule or the batch size.",
+    ),
+    "Look at the training job's log around the firing step: a change in the data, the "
+    "learning rate schedule or the batch size there is the first suspect.",
 )
 
-_ADVICE: dict[str, tuple[str, ...]] = {
+_ADVICE: dict[str, tuple[Step, ...]] = {
     "VanishingGradient": (
         "Gradients this small stop the early layers from learning.",
         "Switch saturating activations (sigmoid, tanh) to ReLU-like ones, or add batch or "
         "layer normalisation.",
         "Use an initialisation matched to the activation (He for ReLU, Glorot for tanh).",
         "For deep or recurrent networks add residual connections or use LSTM/GRU cells; "
-        "raise the learning rate only if the loss curve is flat as well.",
+        "raise the learning rate only if the loss is flat as well.",
     ),
     "ExplodingTensor": (
         "A tensor became NaN or infinite, so the update that produced it is lost.",
@@ -63,9 +74,16 @@ _ADVICE: dict[str, tuple[str, ...]] = {
     ),
     "LossNotDecreasing": (
         "The loss stopped falling.",
-        "Compare the training and validation curves: if both are flat early, raise the "
-        "learning rate or check the labels and the data loader; if flat late, the model may "
-        "have converged: lower the learning rate (a schedule) or stop early.",
+        "Flat from the start (the run is not learning): raise the learning rate, or check "
+        "the labels and the data loader.",
+        "Flat after a fall (the model converged): lower the learning rate (a schedule) or "
+        "stop early.",
+        (
+            VALIDATION,
+            "Look at the validation curve in the loss chart below: flat too, the training "
+            "loss tells which of the two; rising while the training loss falls, the model "
+            "overfits (stop early, add regularisation).",
+        ),
     ),
     "Overfit": (
         "The validation loss moved away from the training loss.",
@@ -149,7 +167,21 @@ _ADVICE: dict[str, tuple[str, ...]] = {
 }
 
 
-def advice_for(rule: str) -> tuple[str, ...]:
+def advice_for(rule: str, shown: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """What the ``rule`` (class name) firing means, then what to try; the general advice for
-    a rule of one's own."""
-    return _ADVICE.get(rule, ("", GENERAL))
+    a rule of one's own. A step that refers to a part of the page (``CURVES``,
+    ``VALIDATION``) is given only when ``shown`` holds it; of the general advice, the first
+    step that can be given."""
+    found = _ADVICE.get(rule)
+    if found is None:
+        given = [_text(step) for step in GENERAL if _fits(step, shown)]
+        return ("", given[0])
+    return tuple(_text(step) for step in found if _fits(step, shown))
+
+
+def _fits(step: Step, shown: frozenset[str]) -> bool:
+    return isinstance(step, str) or step[0] in shown
+
+
+def _text(step: Step) -> str:
+    return step if isinstance(step, str) else step[1]

@@ -6,9 +6,13 @@ and the values, a drag zooms on a range of steps, a double-click shows them all 
 
 * ``series_chart``: a tested quantity over the steps for one or more tensors, the threshold
   as a dashed line, firing points and the closest approach marked, the tensors that matter
-  in colour and the others in grey; a quantity judged at one step only is drawn as bars;
-* ``line_chart``: plain lines over the steps (CreateXgboostReport, a rule's curves);
-* ``bar_chart``: horizontal bars (HTML and CSS, no script)."""
+  in colour and the others in grey; a quantity judged at one step only is drawn over the
+  run's steps (``span``), or as bars (``evaluator.report.html_charts``) when there are none;
+* ``run_chart``: a quantity over the whole run, one line per tensor and mode, what the rule
+  read of it as dots, the firings marked;
+* ``line_chart``: plain lines over the steps (CreateXgboostReport).
+
+Every chart's step axis is titled by ``step_axis``."""
 
 from __future__ import annotations
 
@@ -16,17 +20,17 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evaluator.report.html_charts import as_float, bars, figure, short_number
 from evaluator.report.page import escape, inline_json
 
 __all__ = [
     "PALETTE",
     "as_float",
-    "bar_chart",
-    "firing_values",
-    "histogram",
     "line_chart",
-    "matrix_table",
+    "mode_label",
+    "run_chart",
     "series_chart",
+    "step_axis",
 ]
 
 PALETTE = ("#1f6fb4", "#e07b00", "#2a9d4b", "#8e44ad", "#c2185b", "#00838f", "#6d4c41")
@@ -36,11 +40,10 @@ MAX_LEGEND = 8
 MAX_BARS = 30
 
 
-def as_float(value: Any) -> float:
-    """A number from the JSON files, where NaN and infinities are strings."""
-    if isinstance(value, str):
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value, math.nan)
-    return math.nan if value is None else float(value)
+def step_axis() -> str:
+    """The title of every chart's step axis: the one place that says which steps a chart's x
+    values are (the global steps the rules and the data file use)."""
+    return "global step"
 
 
 def _spec(spec: Mapping[str, Any]) -> str:
@@ -65,22 +68,31 @@ def _finite(points: Sequence[Sequence[Any]]) -> list[float]:
     return [v for p in points if math.isfinite(v := as_float(p[1]))]
 
 
-def _short(names: Sequence[str], limit: int = 48) -> str:
-    text = ", ".join(names)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _names(names: Sequence[str]) -> str:
+    """Names in full (a legend wraps them; nothing is cut)."""
+    return ", ".join(names)
+
+
+def _steps_text(steps: Sequence[int], shown: int = 10) -> str:
+    """``steps`` listed, the first ``shown`` of them and how many more."""
+    text = ", ".join(map(str, steps[:shown]))
+    more = len(steps) - shown
+    return text + (f" and {more} more" if more > 0 else "")
+
+
+def axis_title(quantity: str, limit: int = 40) -> str:
+    """A y-axis title that needs no cutting: ``quantity`` when it fits, else none (the
+    caption names it in full)."""
+    return quantity if len(quantity) <= limit else ""
 
 
 def _use_log(values: Sequence[float]) -> bool:
     return bool(values) and min(values) > 0 and max(values) / min(values) > 1e3
 
 
-def _number(value: float) -> str:
-    return f"{value:.4g}"
-
-
 def _label(s: Mapping[str, Any]) -> str:
     mode = s.get("mode")
-    return _short(s.get("tensors") or [str(s.get("quantity"))]) + (f" [{mode}]" if mode else "")
+    return _names(s.get("tensors") or [str(s.get("quantity"))]) + (f" [{mode}]" if mode else "")
 
 
 def _legend(items: Sequence[tuple[str, str, str]]) -> str:
@@ -102,11 +114,17 @@ def series_chart(
     title: str,
     closest: Sequence[Any] | None = None,
     fired: Sequence[Sequence[Any]] | None = None,
+    span: Sequence[int] | None = None,
+    zero: bool = False,
+    ylabel: str | None = None,
 ) -> str:
     """One quantity of several tensors (``Series.to_dict`` entries of one quantity, parameter
     and comparison): the series in ``highlight`` in colour, the rest in grey; the threshold;
     firing points (the series' own, or ``fired``: [step, value] marks); ``closest`` ([step,
-    value]) ringed. Returns a ``<figure>``."""
+    value]) ringed; ``ylabel``, the value axis' title (else the quantity, when it fits).
+    ``span`` ([first, last] step): the steps the axis covers (the run's, so
+    a quantity tested at one step is still drawn over the run); ``zero``: the value axis
+    shows 0 (a linear one). Returns a ``<figure>``."""
     shown = list(highlight)
     others = [i for i in range(len(series)) if i not in set(shown)]
     drawn = shown + others[:MAX_GREY]
@@ -117,20 +135,20 @@ def series_chart(
     notes = []
     if fired:
         steps_fired = sorted({int(p[0]) for p in fired})
-        listed = ", ".join(map(str, steps_fired[:10])) + (" …" if len(steps_fired) > 10 else "")
+        listed = _steps_text(steps_fired)
         notes.append(f"fired at step{'s' if len(steps_fired) > 1 else ''} {listed}")
     elif closest is not None:
-        notes.append(f"closest: {_number(as_float(closest[1]))} at step {int(closest[0])}")
+        notes.append(f"closest: {short_number(as_float(closest[1]))} at step {int(closest[0])}")
     left_out = max(0, len(others) - MAX_GREY)
     if left_out:
         notes.append(f"{left_out} more tensors not drawn")
-    if len(steps) <= 1:
+    if len(steps | set(span or ())) <= 1:
         return _one_step(series, drawn, shown, title, notes, head)
     values = [v for i in drawn for v in _finite(series[i].get("points") or [])]
     threshold = _threshold(head)
     limits = values + (_finite(threshold["points"]) if threshold else [])
-    if values and max(values) - min(values) <= abs(max(values)) * 1e-12:
-        notes.append(f"no spread: every value drawn is {_number(values[0])}")
+    if len(values) > 1 and max(values) - min(values) <= abs(max(values)) * 1e-12:
+        notes.append(f"no spread: every value drawn is {short_number(values[0])}")
     lines = [
         {
             "label": _label(series[i]),
@@ -149,30 +167,128 @@ def series_chart(
         }
         for i in others[:MAX_GREY]
     ]
+    log = _use_log(limits)
     spec = {
-        "ylabel": _short([str(head.get("quantity") or "")], 36),  # the caption has it all
-        "log": _use_log(limits),
+        "xlabel": step_axis(),
+        "ylabel": axis_title(ylabel or str(head.get("quantity") or "")),  # the caption: all
+        "log": log,
+        "span": [int(s) for s in span] if span else None,
+        "zero": zero and not log,
         "lines": lines,
         "threshold": threshold,
         "fired": _points(fired),
         "closest": _points([closest])[0] if closest is not None and not fired else None,
     }
-    keys = [(PALETTE[n % len(PALETTE)], "", _label(series[i])) for n, i in enumerate(shown)]
+    keys = _series_keys(
+        [_label(series[i]) for i in shown], len(others[:MAX_GREY]), threshold, len(fired)
+    )
+    if not fired and spec["closest"] is not None:
+        keys.append(("#b3261e", "ring", "closest approach"))
+    return figure(_spec(spec) + _legend(keys), title, notes)
+
+
+def _series_keys(
+    labels: Sequence[str], grey: int, threshold: Mapping[str, Any] | None, fired: int
+) -> list[tuple[str, str, str]]:
+    """The legend of a ``series_chart``: the series in colour (``labels``), the ``grey``
+    ones, the threshold and the firings."""
+    keys = [(PALETTE[n % len(PALETTE)], "", label) for n, label in enumerate(labels)]
     keys = keys[:MAX_LEGEND]
-    if len(others[:MAX_GREY]):
-        keys.append((GREY, "", f"{len(others[:MAX_GREY])} other tensor(s)"))
+    if grey:
+        keys.append((GREY, "", f"{grey} other tensor(s)"))
+    elif len(labels) > MAX_LEGEND:
+        keys.append((GREY, "", f"{len(labels) - MAX_LEGEND} more in colour"))
     if threshold:
         keys.append(("#444b52", "dash", threshold["legend"]))
     if fired:
+        keys.append(("#b3261e", "dot", f"fired ({fired})"))
+    return keys
+
+
+MODE_WORDS = {"TRAIN": "training", "EVAL": "validation", "PREDICT": "prediction"}
+
+
+def mode_label(tensor: str, mode: Any) -> str:
+    """A curve's name: the tensor and its mode, in words ("loss, validation (EVAL)")."""
+    if not mode or mode == "GLOBAL":
+        return tensor
+    word = MODE_WORDS.get(str(mode))
+    return f"{tensor}, {word} ({mode})" if word else f"{tensor} ({mode})"
+
+
+def _curve(s: Mapping[str, Any]) -> tuple[str, str]:
+    """Which curve a series is on: its tensors and mode (saved without a mode counts as
+    training)."""
+    mode = s.get("mode")
+    return _names(s.get("tensors") or []), "TRAIN" if mode in (None, "GLOBAL") else str(mode)
+
+
+def run_chart(
+    run: Sequence[Mapping[str, Any]],
+    reads: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
+    fired: Sequence[Sequence[Any]] = (),
+) -> str:
+    """The whole run of a quantity (``run``: ``evaluator.report.run_curves`` series, one line
+    per tensor and mode) with what the rule read of it (``reads``: its watched series, drawn as
+    dots in the colour of their line) and the firing points (``fired``, [step, value])."""
+    colours: dict[tuple[str, str], str] = {}
+    for s in run:
+        colours.setdefault(_curve(s), PALETTE[len(colours) % len(PALETTE)])
+    for s in reads:  # on its line; a validation value of ``x`` on Keras' ``val_x`` line
+        twin = (f"val_{_curve(s)[0]}", "EVAL")
+        key = twin if _curve(s) not in colours and twin in colours else _curve(s)
+        colours[_curve(s)] = colours.get(key) or PALETTE[len(colours) % len(PALETTE)]
+
+    def colour(s: Mapping[str, Any]) -> str:
+        return colours[_curve(s)]
+
+    def name(s: Mapping[str, Any]) -> str:
+        return mode_label(_names(s.get("tensors") or []), s.get("mode"))
+
+    lines = [
+        {"label": name(s), "color": colour(s), "width": 1.6, "points": _points(s["points"])}
+        for s in run
+    ] + [
+        {
+            "label": f"{name(s)}, read by the rule",
+            "color": colour(s),
+            "dots": True,
+            "points": _points(s.get("points") or []),
+        }
+        for s in reads
+    ]
+    values = [v for s in [*run, *reads] for v in _finite(s.get("points") or [])]
+    spec = {
+        "xlabel": step_axis(),
+        "ylabel": axis_title(str((run or reads)[0].get("quantity") or "")),
+        "log": _use_log(values),
+        "lines": lines,
+        "threshold": None,
+        "fired": _points(fired),
+        "closest": None,
+    }
+    keys = [(colour(s), "", f"{name(s)}: {s.get('count')} values") for s in run]
+    read = sum(int(s.get("count") or len(s.get("points") or [])) for s in reads)
+    if reads:
+        keys.append(("#444b52", "read", f"read by the rule ({read} values)"))
+    if fired:
         keys.append(("#b3261e", "dot", f"fired ({len(fired)})"))
-    elif spec["closest"] is not None:
-        keys.append(("#b3261e", "ring", "closest approach"))
-    return _figure(_spec(spec) + _legend(keys), title, notes)
-
-
-def _figure(body: str, title: str, notes: Sequence[str]) -> str:
-    text = title + "".join(f"; {n}" for n in notes)
-    return f"<figure>{body}<figcaption>{escape(text)}</figcaption></figure>"
+    notes = []
+    if fired:
+        steps_fired = sorted({int(p[0]) for p in fired})
+        notes.append(
+            f"fired at step{'s' if len(steps_fired) > 1 else ''} {_steps_text(steps_fired)}"
+        )
+    if any(int(s.get("count") or 0) > len(s["points"]) for s in run):
+        notes.append(
+            "a long series is drawn from the lowest and highest value of each run of steps "
+            "and its firing steps"
+        )
+    if len(values) > 1 and max(values) - min(values) <= abs(max(values)) * 1e-12:
+        notes.append(f"no spread: every value drawn is {short_number(values[0])}")
+    return figure(_spec(spec) + _legend(keys), title, notes)
 
 
 def _threshold(s: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -184,7 +300,7 @@ def _threshold(s: Mapping[str, Any]) -> dict[str, Any] | None:
     legend = (
         f"{s.get('parameter')} (moving)"
         if len(changes) > 1
-        else f"{s.get('parameter')} = {_number(as_float(s['threshold']))}"
+        else f"{s.get('parameter')} = {short_number(as_float(s['threshold']))}"
     )
     return {"label": str(s.get("parameter")), "legend": legend, "points": points}
 
@@ -209,44 +325,8 @@ def _one_step(
     threshold = as_float(head.get("threshold")) if head.get("threshold") is not None else None
     where = f"judged at one step ({step})" if step is not None else "no value recorded"
     marks = {_label(series[i]) for i in shown if series[i].get("firing_count")}
-    body = _bars(items, threshold=threshold, marked=marks, parameter=head.get("parameter"))
-    return _figure(body, f"{title} — {where}", notes)
-
-
-def _bars(
-    items: Sequence[tuple[str, float]],
-    *,
-    threshold: float | None = None,
-    marked: set[str] | frozenset[str] = frozenset(),
-    parameter: Any = None,
-    integer: bool = False,
-) -> str:
-    finite = [abs(v) for _, v in items if math.isfinite(v)]
-    if threshold is not None and math.isfinite(threshold):
-        finite.append(abs(threshold))
-    top = max(finite) if finite and max(finite) > 0 else 1.0
-    rows = []
-    for label, value in items:
-        width = 100.0 * abs(value) / top if math.isfinite(value) else 100.0
-        text = str(int(value)) if integer and math.isfinite(value) else _number(value)
-        cls = "bar fired" if label in marked else "bar"
-        rows.append(
-            f'<tr><td class="name">{escape(label)}</td><td class="track">'
-            f'<div class="{cls}" style="width:{width:.1f}%"></div>'
-            + (
-                f'<div class="limit" style="left:{100.0 * abs(threshold) / top:.1f}%"></div>'
-                if threshold is not None and math.isfinite(threshold)
-                else ""
-            )
-            + f'</td><td class="num">{escape(text)}</td></tr>'
-        )
-    limit = (
-        f'<p class="legend"><span class="key dash"><i></i>{escape(parameter)} = '
-        f"{escape(_number(threshold))}</span></p>"
-        if threshold is not None and parameter
-        else ""
-    )
-    return f'<table class="bars">{"".join(rows)}</table>{limit}'
+    body = bars(items, threshold=threshold, marked=marks, parameter=head.get("parameter"))
+    return figure(body, f"{title} — {where}", notes)
 
 
 def line_chart(
@@ -254,7 +334,7 @@ def line_chart(
     *,
     title: str,
     ylabel: str = "",
-    xlabel: str = "step",
+    xlabel: str = "",
     threshold: tuple[str, float] | None = None,
     fired: Sequence[tuple[int, float]] = (),
 ) -> str:
@@ -265,8 +345,8 @@ def line_chart(
     steps = {int(s) for pts in lines.values() for s, _ in pts}
     if len(steps) <= 1:
         items = [(name, as_float(pts[-1][1])) for name, pts in lines.items() if pts]
-        return _figure(
-            _bars(
+        return figure(
+            bars(
                 items,
                 threshold=threshold[1] if threshold else None,
                 parameter=threshold and threshold[0],
@@ -277,13 +357,13 @@ def line_chart(
     values = [v for pts in lines.values() for v in _finite(pts)]
     notes = []
     if max(values) - min(values) <= abs(max(values)) * 1e-12:
-        notes.append(f"no spread: every value is {_number(values[0])}")
+        notes.append(f"no spread: every value is {short_number(values[0])}")
     spec = {
-        "xlabel": xlabel,
+        "xlabel": xlabel or step_axis(),
         "ylabel": ylabel,
         "log": _use_log(values),
         "lines": [
-            {"label": _short([name]), "color": PALETTE[n % len(PALETTE)], "points": _points(pts)}
+            {"label": name, "color": PALETTE[n % len(PALETTE)], "points": _points(pts)}
             for n, (name, pts) in enumerate(lines.items())
         ],
         "threshold": (
@@ -292,81 +372,9 @@ def line_chart(
         "fired": _points(fired),
         "closest": None,
     }
-    keys = [(PALETTE[n % len(PALETTE)], "", _short([name])) for n, name in enumerate(lines)]
+    keys = [(PALETTE[n % len(PALETTE)], "", name) for n, name in enumerate(lines)]
     if threshold:
-        keys.append(("#444b52", "dash", f"{threshold[0]} = {_number(threshold[1])}"))
+        keys.append(("#444b52", "dash", f"{threshold[0]} = {short_number(threshold[1])}"))
     if fired:
         keys.append(("#b3261e", "dot", f"fired ({len(fired)})"))
-    return _figure(_spec(spec) + _legend(keys[: MAX_LEGEND + 2]), title, notes)
-
-
-def bar_chart(items: Sequence[tuple[str, float]], *, title: str, integer: bool = False) -> str:
-    """Horizontal bars, one per ``(label, value)``, the value written after each bar."""
-    if not items:
-        return '<p class="note">Nothing to plot.</p>'
-    return _figure(_bars(items, integer=integer), title, [])
-
-
-def matrix_table(cells: Mapping[tuple[str, str], float], *, title: str) -> str:
-    """A matrix (a confusion matrix: rows the true class, columns the predicted one) as a
-    table, each cell shaded by its share of its row; the diagonal in green, the rest in red."""
-    rows = sorted({r for r, _ in cells}, key=_natural)
-    cols = sorted({c for _, c in cells}, key=_natural)
-    head = "".join(f"<th>{escape(c)}</th>" for c in cols)
-    body = []
-    for r in rows:
-        total = sum(v for (a, _), v in cells.items() if a == r and math.isfinite(v)) or 1.0
-        tds = []
-        for c in cols:
-            v = cells.get((r, c), math.nan)
-            share = v / total if math.isfinite(v) else 0.0
-            tint = "30,122,70" if r == c else "179,38,30"
-            text = str(int(v)) if math.isfinite(v) and v == int(v) else _number(v)
-            tds.append(
-                f'<td style="background:rgba({tint},{0.08 + 0.6 * share:.2f})">{escape(text)}</td>'
-            )
-        body.append(f"<tr><th>{escape(r)}</th>{''.join(tds)}</tr>")
-    table = (
-        f'<table class="matrix"><tr><th>true ↓ predicted →</th>{head}</tr>{"".join(body)}</table>'
-    )
-    return _figure(table, title, [])
-
-
-def _natural(text: str) -> tuple[int, str]:
-    return (int(text), "") if text.lstrip("-").isdigit() else (1 << 62, text)
-
-
-def histogram(
-    edges: Sequence[float], counts: Sequence[int], *, title: str, notes: Sequence[str] = ()
-) -> str:
-    """Vertical bars of ``counts`` between ``edges`` (HTML and CSS; each bar's title gives its
-    range and count on hover)."""
-    if not counts:
-        return '<p class="note">No finite value to count.</p>'
-    top = max(counts) or 1
-    bars = "".join(
-        f'<div class="hbar" title="{escape(_number(edges[i]))} to '
-        f'{escape(_number(edges[i + 1]))}: {c}" style="height:{100.0 * c / top:.1f}%"></div>'
-        for i, c in enumerate(counts)
-    )
-    axis = (
-        f'<div class="haxis"><span>{escape(_number(edges[0]))}</span>'
-        f"<span>{escape(_number(edges[-1]))}</span></div>"
-    )
-    return _figure(f'<div class="hist">{bars}</div>{axis}', title, notes)
-
-
-def firing_values(found: Any) -> str:
-    """The fired tensor's values at the firing step (``evaluator.report.histogram``), or
-    nothing."""
-    if not isinstance(found, Mapping) or not found.get("counts"):
-        return ""
-    notes = [f"{found.get('size')} values"]
-    if found.get("low") is not None and found.get("low") == found.get("high"):
-        notes.append(f"no spread: every finite value is {_number(found['low'])}")
-    if found.get("nonfinite"):
-        notes.append(f"{found['nonfinite']} NaN or infinite, not counted")
-    title = f"values of {found.get('tensor')} at step {found.get('step')}"
-    return "<h3>The values that fired</h3>" + histogram(
-        found.get("edges") or [], found.get("counts") or [], title=title, notes=notes
-    )
+    return figure(_spec(spec) + _legend(keys[: MAX_LEGEND + 2]), title, notes)

@@ -18,6 +18,10 @@ can draw the report again after the run. Schema, version 1::
             "closest": [500, 3.1e-09]        # the value nearest to (or past) the threshold
           }],
           "points_left_out": 0,              # comparisons beyond the series a rule keeps
+          "run": [{                          # evaluator.report.run_curves: the whole run
+            "tensors": ["loss"], "quantity": "loss", "mode": "EVAL",
+            "count": 200,                    # values the trial holds
+            "points": [[1, 2.31], ...]}],    # downsampled for drawing, firings kept
           "histogram": {                     # the fired tensor's values at the firing step
             "tensor": "...", "step": 500, "edges": [...], "counts": [...],
             "nonfinite": 0, "size": 4096,    # (evaluator.report.histogram; null: none)
@@ -41,6 +45,7 @@ from typing import Any
 
 from evaluator.fileio import read_capped, write_atomically
 from evaluator.report.histogram import firing_histogram
+from evaluator.report.run_curves import run_curves
 from evaluator.rules.evidence import Evidence
 from evaluator.summary import summarize
 
@@ -79,11 +84,17 @@ def write_data(output_dir: Path, data: Mapping[str, Any]) -> Path:
 
 
 def collect(
-    result: Mapping[str, Any], previous: Mapping[str, Any], evidence: Mapping[str, Any]
+    result: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    evidence: Mapping[str, Any],
+    *,
+    read_run: bool = True,
 ) -> dict[str, Any]:
     """The data file for ``result`` (the result file's document): each rule's series taken
     from its ``Evidence`` in ``evidence`` (by configuration name: the run's rules, alive), else
-    kept from ``previous``; for a rule in Error, the trial's summary."""
+    kept from ``previous``; the whole run behind its loss curves read from its trial
+    (``read_run``: a report is being written; else kept from ``previous``); for a rule in
+    Error, the trial's summary."""
     rules = [r for r in result.get("rules", []) if isinstance(r, Mapping)]
     live = {_key(r): _live(evidence.get(_key(r))) for r in rules}
     counts = [_series_count(r) for r in rules if live[_key(r)] is not None]
@@ -95,6 +106,10 @@ def collect(
         found = live[key]
         kept = old.get(key, {})
         entry = dict(kept) if found is None else dict(found.series(limit=limit))
+        if found is not None and read_run:
+            entry["run"] = run_curves(found.trial, entry.get("series") or [], _fired(rule))
+        elif kept.get("run"):
+            entry["run"] = kept["run"]
         if kept.get("histogram"):
             entry["histogram"] = kept["histogram"]
         elif found is not None and rule.get("fired_steps"):
@@ -110,6 +125,10 @@ def collect(
 
 def _key(rule: Mapping[str, Any]) -> str:
     return str(rule.get("configuration_name") or rule.get("rule"))
+
+
+def _fired(rule: Mapping[str, Any]) -> list[int]:
+    return [s for s in rule.get("fired_steps") or [] if isinstance(s, int)]
 
 
 def _series_count(rule: Mapping[str, Any]) -> int:

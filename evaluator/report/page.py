@@ -72,17 +72,20 @@ footer{margin-top:3em;color:var(--muted);font-size:12px}
 background:rgba(255,255,255,.95);border:1px solid var(--line);border-radius:4px;
 padding:4px 7px;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;color:var(--ink)}
 .legend{font-size:13px;color:var(--muted);margin:.2em 0}
-.legend .key{margin-right:14px;white-space:nowrap}
+.legend .key{margin-right:14px;display:inline-block;overflow-wrap:anywhere}
 .legend i{display:inline-block;width:16px;height:3px;margin:0 5px 3px 0;vertical-align:middle;
 background:#444b52}
 .legend .dash i{background:repeating-linear-gradient(90deg,#444b52 0 5px,transparent 5px 8px)}
 .legend .dot i{width:9px;height:9px;border-radius:50%}
+.legend .read i{width:8px;height:8px;border-radius:50%;background:#fff!important;
+border:2px solid #444b52}
 .legend .ring i{width:11px;height:11px;border-radius:50%;background:none!important;
 border:2px solid #b3261e}
 table.bars{width:100%;max-width:860px}table.bars td.name{width:38%;word-break:break-all}
 table.bars td.track{position:relative;width:48%}
 .bars .bar{height:14px;background:#1f6fb4;border-radius:2px}.bars .bar.fired{background:#b3261e}
 .bars .limit{position:absolute;top:0;bottom:0;border-left:2px dashed #444b52}
+.bars .zero{position:absolute;top:0;bottom:0;border-left:1px solid #5f6b76}
 table.bars td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.matrix td{padding:3px 10px;min-width:3.2em}table.matrix th{padding-right:10px}
 .hist{display:flex;align-items:flex-end;gap:1px;height:140px;max-width:860px;

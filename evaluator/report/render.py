@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaluator.report.page import badge, document, escape, key_values, table
+from evaluator.report.charts import as_float
+from evaluator.report.page import badge, document, escape, key_values, number, table
+from evaluator.report.section_charts import chart_family
 from evaluator.report.sections import anchor, rule_section
 
 __all__ = ["render_report"]
@@ -58,7 +60,11 @@ def _index(rules: list[Mapping[str, Any]]) -> str:
             [
                 f'<a href="#{anchor(key)}">{escape(key)}</a>',
                 badge(rule.get("status")),
-                escape(", ".join(str(s) for s in fired[:5]) or "—"),
+                escape(
+                    ", ".join(str(s) for s in fired[:5])
+                    + (f" and {len(fired) - 5} more" if len(fired) > 5 else "")
+                    or "—"
+                ),
                 escape(_why(rule)),
             ]
         )
@@ -67,11 +73,17 @@ def _index(rules: list[Mapping[str, Any]]) -> str:
 
 
 def _why(rule: Mapping[str, Any]) -> str:
-    """One line on the verdict: the first firing's sentence, the error, or what was checked."""
+    """One line on the verdict: the first firing's comparison (its sentence is in the rule's
+    section), the error's first line, or what was checked; never cut."""
     evidence = rule.get("evidence") if isinstance(rule.get("evidence"), Mapping) else {}
     reasons = [r for r in (evidence or {}).get("reasons") or [] if isinstance(r, Mapping)]
     if rule.get("status") == "IssuesFound" and reasons:
-        text = str(reasons[0].get("sentence") or "")
+        r = reasons[0]
+        text = (
+            f"{chart_family(str(r.get('quantity')))} of {', '.join(r.get('tensors') or [])} "
+            f"= {number(as_float(r.get('value')))} ({r.get('comparison')} {r.get('parameter')} "
+            f"= {number(as_float(r.get('threshold')))})"
+        )
     elif rule.get("status") == "NoIssuesFound":
         text = (
             f"{(evidence or {}).get('comparisons', 0)} comparisons over "
@@ -80,4 +92,4 @@ def _why(rule: Mapping[str, Any]) -> str:
     else:
         lines = str(rule.get("details") or "").strip().splitlines()
         text = lines[0] if lines else ""
-    return text if len(text) <= 160 else text[:159] + "…"
+    return text

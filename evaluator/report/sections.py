@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from evaluator.report.advice import advice_for
-from evaluator.report.charts import as_float, firing_values
+from evaluator.report.advice import CURVES, VALIDATION, advice_for
+from evaluator.report.charts import as_float
+from evaluator.report.html_charts import firing_values
 from evaluator.report.page import badge, escape, key_values, number, table
-from evaluator.report.section_charts import MAX_CHARTS, curves, tested_charts
+from evaluator.report.section_charts import MAX_CHARTS, curves, span, tested_charts
 
 __all__ = ["MAX_CHARTS", "anchor", "rule_section"]
 
@@ -22,6 +23,9 @@ MAX_REASONS = 20
 _CHECK_FIELDS = frozenset(
     {"step", "mode", "mode_step", "worker", "tensors", "quantity", "value", "comparison"}
     | {"parameter", "threshold", "sentence"}
+    # a loss-progress rule's diagnosis, shown once below the table (``note``: a firing kept
+    # as a note, which the notes list shows)
+    | {"diagnosis", "explanation", "diagnosis_figures", "note"}
 )
 
 # What to do about an Error, by error type (the message itself names the thing to fix).
@@ -54,14 +58,16 @@ def rule_section(rule: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     key = str(rule.get("configuration_name") or rule.get("rule"))
     evidence = rule.get("evidence") if isinstance(rule.get("evidence"), Mapping) else {}
     status = str(rule.get("status") or "")
+    series, run = data.get("series") or [], data.get("run") or []
+    drawn = curves(rule, series, run)
     parts = [
         f'<section id="{anchor(key)}">',
         f"<h2>{escape(key)} {badge(status)}</h2>",
         _verdict(rule, evidence or {}),
-        _advice(rule, evidence or {}),
-        curves(rule, data.get("series") or []),
+        _advice(rule, _shown(drawn, series, run)),
+        drawn,
         firing_values(data.get("histogram")),
-        tested_charts(status, evidence or {}, data.get("series") or []),
+        tested_charts(status, evidence or {}, series, span(series, run)),
     ]
     if status == "Error":
         parts.append(_error(rule, data.get("trial_summary")))
@@ -79,7 +85,7 @@ def _verdict(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
         f"<p>{badge(status)} <strong>{escape(rule.get('rule'))}</strong> {_headline(rule)}</p>"
     ]
     if status == "IssuesFound" and reasons:
-        lines.append(f"<p>{escape(reasons[0].get('sentence') or '')}</p>")
+        lines.append(f"<p>{escape(_finding(reasons[0]))}</p>")
     elif status == "Error" and rule.get("details"):
         lines.append(f"<pre>{escape(str(rule['details']).strip())}</pre>")
     elif rule.get("details"):
@@ -92,10 +98,7 @@ def _verdict(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
             body += f'<p class="note">and {more} more firing comparison(s).</p>'
         diagnosed = [r for r in reasons if r.get("diagnosis")]
         if diagnosed:  # a loss-progress rule's reading of its first firing
-            body += (
-                f"<p><strong>Diagnosis: {escape(diagnosed[0]['diagnosis'])}</strong>: "
-                f"{escape(diagnosed[0].get('explanation') or '')}</p>"
-            )
+            body += _diagnosis(diagnosed[0])
     notes = [n for n in evidence.get("notes") or [] if isinstance(n, Mapping)]
     if notes:
         count = int(evidence.get("note_count") or len(notes))
@@ -112,12 +115,72 @@ def _verdict(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
     return body
 
 
+def _finding(reason: Mapping[str, Any]) -> str:
+    """A firing's sentence without its diagnosis' explanation (the diagnosis, below the
+    table, says it once)."""
+    sentence = str(reason.get("sentence") or "")
+    explanation = str(reason.get("explanation") or "")
+    if reason.get("diagnosis") and explanation and sentence.endswith(explanation):
+        sentence = sentence[: -len(explanation)].rstrip(" :;,")
+    return sentence
+
+
+def _diagnosis(reason: Mapping[str, Any]) -> str:
+    """What the loss did (a loss-progress rule's diagnosis), its explanation and the figures
+    that decided it, as a small labelled table."""
+    name = str(reason.get("diagnosis")).replace("_", " ")
+    text = f"<p><strong>Diagnosis: {escape(name)}</strong>: {escape(reason.get('explanation') or '')}</p>"
+    figures = reason.get("diagnosis_figures")
+    if isinstance(figures, Mapping) and figures:
+        text += figures_table(figures)
+    return text
+
+
+# A figure of the other loss beside its twin (a loss-progress diagnosis names one side's figures
+# plainly, the other's with a prefix): the prefix and the column the plain figures go in.
+_TWINS = {"validation_": "training", "training_": "validation"}
+
+
+def figures_table(figures: Mapping[str, Any]) -> str:
+    """Named figures as a labelled table, names in words (``fall_percent``: Fall (%)); a
+    loss-progress diagnosis' figures of the training and the validation loss
+    (``validation_x`` beside ``x``, or ``training_x`` beside ``x``) in two columns."""
+    prefix = next((p for p in _TWINS if any(str(k).startswith(p) for k in figures)), None)
+    if prefix is None:
+        rows = [[escape(_words(str(k))), _cell(v)] for k, v in figures.items()]
+        return table(["figure", "value"], rows, numeric=[1])
+    plain_first = _TWINS[prefix] == "training"  # the columns: training, then validation
+    names = list(dict.fromkeys(str(k).removeprefix(prefix) for k in figures))
+    rows = []
+    for name in names:
+        plain, twin = figures.get(name), figures.get(prefix + name)
+        cells = [_cell(plain) if plain is not None else "", _cell(twin) if twin is not None else ""]
+        rows.append([escape(_words(name)), *(cells if plain_first else cells[::-1])])
+    return table(["figure", "training", "validation"], rows, numeric=[1, 2])
+
+
+def _words(key: str) -> str:
+    text = key.replace("_percent", " (%)").replace("_", " ")
+    return text[:1].upper() + text[1:] if text else text
+
+
+def _cell(value: Any) -> str:
+    """A figure in a table cell: a number as the report writes it, a list or mapping as a
+    nested labelled table, never as a dump."""
+    if isinstance(value, Mapping):
+        return figures_table(value)
+    if isinstance(value, (list, tuple)):
+        return escape(", ".join(number(v) for v in value))
+    return escape(number(value) if value is not None else "")
+
+
 def _headline(rule: Mapping[str, Any]) -> str:
     status = rule.get("status")
     fired = rule.get("fired_steps") or []
     if status == "IssuesFound" and fired:
-        shown = ", ".join(str(s) for s in fired[:10]) + (" …" if len(fired) > 10 else "")
-        return f"fired at step{'s' if len(fired) > 1 else ''} {escape(shown)}."
+        shown = ", ".join(str(s) for s in fired[:10])
+        more = f" and {len(fired) - 10} more" if len(fired) > 10 else ""
+        return f"fired at step{'s' if len(fired) > 1 else ''} {escape(shown)}{more}."
     if status == "NoIssuesFound":
         return f"did not fire in {escape(rule.get('steps_evaluated'))} evaluated steps."
     if status == "Error":
@@ -127,31 +190,25 @@ def _headline(rule: Mapping[str, Any]) -> str:
     return f"ended {escape(status)}."
 
 
-def _advice(rule: Mapping[str, Any], evidence: Mapping[str, Any]) -> str:
-    """What to try after a firing, with the evidence that led to it."""
+def _shown(
+    drawn: str, series: Sequence[Mapping[str, Any]], run: Sequence[Mapping[str, Any]]
+) -> frozenset[str]:
+    """What the page draws that advice may refer to (``advice.CURVES``, ``VALIDATION``)."""
+    if not drawn:
+        return frozenset()
+    watched = [s for s in series if s.get("parameter") is None]
+    modes = {s.get("mode") for s in [*watched, *run]}
+    return frozenset({CURVES, *([VALIDATION] if "EVAL" in modes else [])})
+
+
+def _advice(rule: Mapping[str, Any], shown: frozenset[str]) -> str:
+    """What to try after a firing (the evidence is in the table above it)."""
     if rule.get("status") != "IssuesFound":
         return ""
-    meaning, *steps = advice_for(str(rule.get("rule") or ""))
-    reasons = [r for r in evidence.get("reasons") or [] if isinstance(r, Mapping)]
-    because = ""
-    if reasons:
-        r = reasons[0]
-        because = (
-            f"<p><strong>Evidence:</strong> {escape(r.get('quantity'))} of "
-            f"{escape(', '.join(r.get('tensors') or []))} was "
-            f"{escape(number(as_float(r.get('value'))))} at step {escape(r.get('step'))} "
-            f"({escape(r.get('comparison'))} {escape(r.get('parameter'))} = "
-            f"{escape(number(as_float(r.get('threshold'))))})"
-            + (
-                f"; {escape(int(evidence.get('firings') or 0) - 1)} more firing comparison(s)"
-                if int(evidence.get("firings") or 0) > 1
-                else ""
-            )
-            + ".</p>"
-        )
+    meaning, *steps = advice_for(str(rule.get("rule") or ""), shown)
     items = "".join(f"<li>{escape(t)}</li>" for t in steps)
     lead = f"<p>{escape(meaning)}</p>" if meaning else ""
-    return f'<h3>What to try</h3><div class="advice">{lead}<ul>{items}</ul>{because}</div>'
+    return f'<h3>What to try</h3><div class="advice">{lead}<ul>{items}</ul></div>'
 
 
 def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
@@ -172,21 +229,11 @@ def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
                 escape(number(as_float(c.get("value")))),
                 escape(f"{c.get('comparison')} {c.get('parameter')} = ")
                 + escape(number(as_float(c.get("threshold")))),
-                *(escape(_plain(c.get(k))) for k in extra),
+                *(_cell(c.get(k)) for k in extra),
             ]
         )
-    header = ["step", "tensor", "quantity", "value", "fires when", *extra]
+    header = ["step", "tensor", "quantity", "value", "fires when", *map(_words, extra)]
     return table(header, rows, numeric=[3])
-
-
-def _plain(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_plain(v) for v in value)
-    return number(value) if isinstance(value, float) else str(value)
 
 
 # ---------------------------------------------------------------- error

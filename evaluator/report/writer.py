@@ -134,7 +134,8 @@ class ReportWriter:
                     try:
                         result = json.loads(result_file.read_text(encoding="utf-8"))
                         output_dir = result_file.parent
-                        data = collect(result, read_data(output_dir), evidence())
+                        # the whole run is read for a report only, never on this timer
+                        data = collect(result, read_data(output_dir), evidence(), read_run=False)
                         write_data(output_dir, data)
                     except Exception:  # not there yet, or being replaced: the next turn
                         continue

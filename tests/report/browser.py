@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["BrowserView", "chromium", "non_blank_share", "open_page"]
+__all__ = ["BrowserView", "chromium", "drawn_charts", "non_blank_share", "open_page", "probe_page"]
 
 TIMEOUT = 90.0
 WIDTH, HEIGHT = 1100, 1600
@@ -156,15 +156,47 @@ window.addEventListener("load", function () { setTimeout(function () {
 _PROBED = re.compile(r'<pre id="probe">(.*?)</pre>', re.S)
 
 
-def probe_page(binary: str, page: Path, workdir: Path) -> dict[str, object]:
-    """Open a copy of ``page`` with the probe script added; what the probe saw (JSON)."""
+# Run in the page once it has loaded: what each chart drew (per series its label, role and
+# how many values it holds on the plot; the axes' titles and x range) and every caption.
+_DRAWN = """<script>
+window.addEventListener("load", function () { setTimeout(function () {
+  var out = {charts: (window.ruleReportCharts || []).map(function (c) {
+    var u = c.plot;
+    return {
+      series: u.series.slice(1).map(function (s, i) {
+        return {label: s.label, role: c.roles[i + 1],
+          values: u.data[i + 1].filter(function (v) { return v != null; }).length};
+      }),
+      axes: [c.spec.xlabel, c.spec.ylabel],
+      x: [u.scales.x.min, u.scales.x.max], y: [u.scales.y.min, u.scales.y.max]
+    };
+  })};
+  out.captions = Array.prototype.map.call(document.querySelectorAll("figcaption"),
+    function (e) { return e.textContent; });
+  out.failed = Array.prototype.some.call(document.querySelectorAll(".chart"), function (e) {
+    return e.textContent.indexOf("could not be drawn") >= 0; });
+  var pre = document.createElement("pre"); pre.id = "probe";
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+}, 50); });
+</script>"""
+
+
+def drawn_charts(binary: str, page: Path, workdir: Path) -> dict[str, object]:
+    """What the charts of ``page`` drew in the browser (``_DRAWN``) and its captions."""
+    return probe_page(binary, page, workdir, script=_DRAWN)
+
+
+def probe_page(
+    binary: str, page: Path, workdir: Path, *, script: str = _PROBE
+) -> dict[str, object]:
+    """Open a copy of ``page`` with the probe ``script`` added; what the probe saw (JSON)."""
     import html
     import json
 
     workdir.mkdir(parents=True, exist_ok=True)
     copy = workdir / "probed.html"
     copy.write_text(
-        page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8"
+        page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
     )
     run = _run(
         binary,

@@ -1,6 +1,7 @@
 """Draw the screenshots in docs/ (report-issues-found.png, report-no-issues-found.png,
-report-error.png) from the report tests' 2000-step fading-gradient trial, and
-report-loss-curves.png from the Keras hook trial where Overfit fires:
+report-error.png) from the report tests' 2000-step fading-gradient trial,
+report-loss-curves.png from the Keras hook trial where Overfit fires, and
+report-loss-not-decreasing.png from a 200-step TensorBoard run whose loss never falls:
 
     .venv/bin/python -m tests.report.make_screenshots [DOCS_DIR]
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from evaluator.report import REPORT_FILE_NAME
 from tests.report.browser import chromium
 from tests.report.harness import HOOK_TRIALS, ROOT, evaluate_with_report
-from tests.report.trials import write_fading_gradients
+from tests.report.trials import write_fading_gradients, write_flat_loss_run
 
 SHOTS = {
     "report-issues-found.png": (["--rule", "VanishingGradient"], 1350),
@@ -24,7 +25,11 @@ SHOTS = {
     "report-error.png": (["--rule", "AllZero", "--tensor_regex", "relu_output"], 1420),
     "report-loss-curves.png": (
         ["--trial-dir", str(HOOK_TRIALS / "keras_overfit"), "--rule", "Overfit"],
-        1500,
+        1850,
+    ),
+    "report-loss-not-decreasing.png": (
+        ["--trial-dir", "FLAT_RUN", "--rule", "LossNotDecreasing"],
+        1960,
     ),
 }
 
@@ -34,9 +39,11 @@ def main(argv: list[str]) -> int:
     binary = chromium()
     with tempfile.TemporaryDirectory() as tmp:
         trial = write_fading_gradients(Path(tmp) / "debug-output")
+        flat = write_flat_loss_run(Path(tmp) / "tensorboard")
         for name, (flags, height) in SHOTS.items():
             out = Path(tmp) / name.removesuffix(".png")
             given = flags if "--trial-dir" in flags else ["--trial-dir", str(trial), *flags]
+            given = [str(flat) if f == "FLAT_RUN" else f for f in given]
             run = evaluate_with_report(given, out)
             profile = Path(tmp) / "profile"
             profile.mkdir(exist_ok=True)

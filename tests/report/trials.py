@@ -1,8 +1,10 @@
 """Trials for the report tests: a long run whose gradients fade layer by layer, the deepest one
-below VanishingGradient's default threshold (1e-7) from ``VANISHES_AT`` on."""
+below VanishingGradient's default threshold (1e-7) from ``VANISHES_AT`` on; a TensorBoard run
+whose loss never falls."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,13 @@ from evaluator.formats import Collection
 from evaluator.modes import ModeKeys
 from evaluator.testing import TrialWriter
 
-__all__ = ["LAYERS", "VANISHES_AT", "VANISHING_TENSOR", "write_fading_gradients"]
+__all__ = [
+    "LAYERS",
+    "VANISHES_AT",
+    "VANISHING_TENSOR",
+    "write_fading_gradients",
+    "write_flat_loss_run",
+]
 
 LAYERS = 6
 VANISHES_AT = 1500  # the first step where layer 0's mean |gradient| is below 1e-7
@@ -44,3 +52,19 @@ def write_fading_gradients(
         writer.write_step(step, tensors, mode=ModeKeys.TRAIN, mode_step=step)
     writer.end_training()
     return root
+
+
+def write_flat_loss_run(
+    root: Path, *, steps: int = 200, eval_every: int = 10, validation: bool = True
+) -> Path:
+    """A loss that never falls (2.30 plus noise), logged by tensorboardX at every step as
+    ``train/loss`` and every ``eval_every`` steps as ``val/loss``: the run folder."""
+    from tests.support.tb_logs import torch_style
+
+    rng = random.Random(7)
+    scalars = {"train/loss": [(s, 2.30 + 0.002 * rng.random()) for s in range(steps)]}
+    if validation:
+        scalars["val/loss"] = [
+            (s, 2.31 + 0.002 * rng.random()) for s in range(0, steps, eval_every)
+        ]
+    return torch_style(root / "run", scalars)

@@ -35,6 +35,8 @@
   function build(host, spec) {
     var xs = {}, lines = spec.lines || [];
     lines.forEach(function (l) { l.points.forEach(function (p) { xs[p[0]] = 1; }); });
+    /* the steps the axis covers (the run's): a quantity tested at one step is drawn over it */
+    (spec.span || []).forEach(function (s) { xs[s] = 1; });
     var steps = Object.keys(xs).map(Number).sort(function (a, b) { return a - b; });
     var at = {};
     steps.forEach(function (s, i) { at[s] = i; });
@@ -49,9 +51,13 @@
       col.forEach(function (v) { if (v != null && (!spec.log || v > 0)) finite.push(v); });
       if (spec.log) col = col.map(function (v) { return v != null && v > 0 ? v : null; });
       data.push(col);
-      roles.push(l.grey ? "grey" : "line");
-      series.push({ label: l.label, stroke: l.color, width: l.width || 1.6, spanGaps: true,
-        points: { show: steps.length <= 60, size: 4, fill: l.color } });
+      roles.push(l.grey ? "grey" : l.dots ? "read" : "line");
+      if (l.dots) /* what the rule read: hollow dots on its line */
+        series.push({ label: l.label, stroke: l.color, width: 0, paths: function () { return null; },
+          points: { show: true, space: 0, size: 6, width: 1.5, fill: "#fff" } });
+      else
+        series.push({ label: l.label, stroke: l.color, width: l.width || 1.6, spanGaps: true,
+          points: { show: steps.length <= 60, size: 4, fill: l.color } });
     });
     var lo = Math.min.apply(null, finite.length ? finite : [0]);
     var hi = Math.max.apply(null, finite.length ? finite : [1]);
@@ -86,6 +92,7 @@
     if (spec.closest)
       marks([spec.closest], "closest", { size: 16, fill: "rgba(0,0,0,0)", stroke: FIRED, width: 2 });
 
+    if (spec.zero) { lo = Math.min(lo, 0); hi = Math.max(hi, 0); } /* zero in sight */
     var flat = hi - lo <= Math.abs(hi) * 1e-12;
     var tip = document.createElement("div");
     tip.className = "tip";
@@ -102,11 +109,14 @@
           range: flat ? function () {
             var d = hi === 0 ? 1 : Math.abs(hi) * 0.5;
             return spec.log ? [hi / 10, hi * 10] : [hi - d, hi + d];
+          } : spec.zero ? function () {
+            var pad = (hi - lo) * 0.06;
+            return [lo < 0 ? lo - pad : 0, hi > 0 ? hi + pad : 0];
           } : undefined,
         },
       },
       axes: [
-        { label: spec.xlabel || "global step", stroke: "#5f6b76",
+        { label: spec.xlabel || "step", stroke: "#5f6b76",
           incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 1e4, 2e4, 5e4, 1e5, 1e6],
           values: function (u, vals) { return vals.map(function (v) { return String(v); }); } },
         { label: spec.ylabel || "", stroke: "#5f6b76", size: 76,
@@ -130,6 +140,7 @@
         if (v == null) continue;
         if (roles[s] === "fired") rows.push("fired here");
         else if (roles[s] === "closest") rows.push("closest approach");
+        else if (roles[s] === "read") rows.push("read by the rule");
         else if (roles[s] !== "grey") rows.push(ser.label + ": " + fmt(v));
       }
       tip.textContent = rows.join("\n");
