@@ -64,9 +64,11 @@ _BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit
 _STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command under supervision; the exit code (see the module docstring)."""
-    supervisor = _Supervisor()
+def main(argv: Sequence[str] | None = None, *, fork: bool = False) -> int:
+    """Run the command under supervision; the exit code (see the module docstring).
+    ``fork``: this process has the evaluation loaded already (``container.forkserver``), so the
+    child is forked from it rather than started as a new interpreter."""
+    supervisor = _Supervisor(fork=fork)
     previous = {s: signal.signal(s, supervisor.on_signal) for s in _STOPS}
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # taken with their sender: sigtimedwait
     try:
@@ -87,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 class _Supervisor:
-    def __init__(self) -> None:
+    def __init__(self, *, fork: bool = False) -> None:
+        self.fork = fork
         self.pid: int | None = None
         self.ready = False
         self.stops: list[int] = []
@@ -182,18 +185,20 @@ class _Supervisor:
         env = dict(os.environ)
         env[ENV_FDS] = f"{control_w},{out_w},{err_w}"
         try:
-            child = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, *args],
-                pass_fds=(control_w, out_w, err_w),
-                env=env,
-                process_group=0,
-                preexec_fn=_in_child(os.getpid()),
-            )
+            if self.fork:
+                self.pid = _fork_child(args, (control_w, out_w, err_w))
+            else:
+                self.pid = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, *args],
+                    pass_fds=(control_w, out_w, err_w),
+                    env=env,
+                    process_group=0,
+                    preexec_fn=_in_child(os.getpid()),
+                ).pid
         except OSError as e:
             from container.last_word import cannot_start
 
             return cannot_start(e, self.message_fd)
-        self.pid = child.pid
         for fd in (control_w, out_w, err_w):
             os.close(fd)
 
@@ -370,3 +375,45 @@ def _in_child(supervisor: int) -> Any:
         confine(program)
 
     return prepare
+
+
+def _fork_child(args: list[str], fds: tuple[int, int, int]) -> int:
+    """The evaluation child forked from this process (which has it loaded), set up as the
+    started one is: default stop handlers, confined, dying with us, in its own process group,
+    holding no file descriptor of ours but ``fds``; its pid."""
+    from container.link import ENV_FDS
+
+    prepare = _in_child(os.getpid())
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 3
+    try:
+        for signum in _STOPS:
+            signal.signal(signum, signal.SIG_DFL)
+        prepare()
+        os.setpgid(0, 0)
+        for fd in _open_fds():
+            if fd > 2 and fd not in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # (the listing's own)
+        os.environ[ENV_FDS] = ",".join(map(str, fds))
+        sys.argv = ["-c", *args]
+        from container.child import main as child
+
+        code = child()
+    except BaseException as e:  # never back into the supervisor's loop
+        print(f"InternalServerError: the evaluation could not start: {e}", file=sys.stderr)
+    finally:
+        os._exit(code)
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
