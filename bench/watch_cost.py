@@ -123,26 +123,36 @@ def _all_in_progress(out: Path, runs: int) -> bool:
     return len(listed) >= runs
 
 
-def main() -> int:
-    if "pytest" in sys.modules:
-        raise SystemExit("a benchmark, not a test")
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--write-interval", type=float, default=0.5)
     parser.add_argument("--poll-interval", default="1")
     parser.add_argument("--warm-up-limit", type=float, default=600.0)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def _make_runs(root: Path, count: int) -> list[Path]:
+    """``count`` TensorBoard runs under ``root``, each an event file with its header only."""
+    files = []
+    for i in range(count):
+        (root / f"run{i}").mkdir(parents=True)
+        path = root / f"run{i}" / f"events.out.tfevents.{int(time.time())}.bench.1.0"
+        path.write_bytes(
+            _record(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        )
+        files.append(path)
+    return files
+
+
+def main() -> int:
+    if "pytest" in sys.modules:
+        raise SystemExit("a benchmark, not a test")
+    args = _arguments()
     with tempfile.TemporaryDirectory(prefix="watch-cost-") as folder:
         root, out = Path(folder) / "runs", Path(folder) / "out"
-        files = []
-        for i in range(args.runs):
-            (root / f"run{i}").mkdir(parents=True)
-            path = root / f"run{i}" / f"events.out.tfevents.{int(time.time())}.bench.1.0"
-            path.write_bytes(
-                _record(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
-            )
-            files.append(path)
+        files = _make_runs(root, args.runs)
         watch = subprocess.Popen(
             [sys.executable, "-m", "container.cli", "watch", str(root), "--rule",
              "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),

@@ -62,6 +62,7 @@ PRELOAD = (
     "container.preflight",
     "container.privileges",
     "container.signals",
+    "container.spawn",
     "container.supervisor",
     "evaluator.config",
     "evaluator.evaluation",

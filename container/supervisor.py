@@ -3,7 +3,7 @@
 Whatever happens to the evaluation, a stop must never read as a verdict and rule code must not
 decide the exit code. So the command's own process does little: it installs its SIGTERM/SIGINT
 handlers before it imports anything else, starts ``container.child`` with the same arguments in
-a process group of its own, and then
+a process group of its own (``container.spawn``), and then
 
 * forwards SIGTERM/SIGINT to the child once the child handles them (its ``ready`` message; a
   signal that came earlier waits for it), and kills the child's process group when it has not
@@ -54,11 +54,6 @@ VERDICT_GRACE = 5.0  # after the verdict, how long the child may take to exit
 DRAIN_SECONDS = 2.0  # after the child's exit, how long its pipes may stay open (grandchildren)
 _TICK = 0.2
 _WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
-
-# The child: this package's ``container.child`` with the interpreter running us, started with
-# the script folder or working directory left out of the import path (a folder named like one
-# of our packages there must not replace it).
-_BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit(main())"
 
 
 _STOPS = (signal.SIGTERM, signal.SIGINT)
@@ -168,12 +163,12 @@ class _Supervisor:
 
     def run(self, args: list[str]) -> int:
         import select
-        import subprocess
         import time
 
         from container.lifetime import become_subreaper, kill_descendants
         from container.link import ENV_FDS, parse_messages
         from container.output_lines import OutputLines
+        from container.spawn import start_child
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), None) or DEFAULT_STOP_GRACE
@@ -185,16 +180,7 @@ class _Supervisor:
         env = dict(os.environ)
         env[ENV_FDS] = f"{control_w},{out_w},{err_w}"
         try:
-            if self.fork:
-                self.pid = _fork_child(args, (control_w, out_w, err_w))
-            else:
-                self.pid = subprocess.Popen(
-                    [sys.executable, "-c", _BOOT, *args],
-                    pass_fds=(control_w, out_w, err_w),
-                    env=env,
-                    process_group=0,
-                    preexec_fn=_in_child(os.getpid()),
-                ).pid
+            self.pid = start_child(args, (control_w, out_w, err_w), env, fork=self.fork)
         except OSError as e:
             from container.last_word import cannot_start
 
@@ -359,61 +345,3 @@ def _open_folder(path: str) -> int | None:
 def _close(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)
-
-
-def _in_child(supervisor: int) -> Any:
-    """What the child process does between fork and exec: take SIGTERM/SIGINT again, die
-    with the supervisor, and lose the means to signal it (``container.confine``)."""
-    from container.confine import confine, filter_program
-    from container.lifetime import die_with_parent
-
-    program = filter_program(supervisor, os.getpgrp())
-
-    def prepare() -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
-        die_with_parent(supervisor)
-        confine(program)
-
-    return prepare
-
-
-def _fork_child(args: list[str], fds: tuple[int, int, int]) -> int:
-    """The evaluation child forked from this process (which has it loaded), set up as the
-    started one is: default stop handlers, confined, dying with us, in its own process group,
-    holding no file descriptor of ours but ``fds``; its pid."""
-    from container.link import ENV_FDS
-
-    prepare = _in_child(os.getpid())
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 3
-    try:
-        for signum in _STOPS:
-            signal.signal(signum, signal.SIG_DFL)
-        prepare()
-        os.setpgid(0, 0)
-        for fd in _open_fds():
-            if fd > 2 and fd not in fds:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass  # (the listing's own)
-        os.environ[ENV_FDS] = ",".join(map(str, fds))
-        sys.argv = ["-c", *args]
-        from container.child import main as child
-
-        code = child()
-    except BaseException as e:  # never back into the supervisor's loop
-        print(f"InternalServerError: the evaluation could not start: {e}", file=sys.stderr)
-    finally:
-        os._exit(code)
-
-
-def _open_fds() -> list[int]:
-    try:
-        return [int(fd) for fd in os.listdir("/proc/self/fd")]
-    except OSError:
-        return list(range(3, 1024))
