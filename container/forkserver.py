@@ -23,7 +23,7 @@ from the watch                              the server
                                             "pid"}`` or ``{"failed": id, "error"}``
 ``{"signal": pid, "signum": n}``            sends ``n`` to that run's supervisor (a run it
                                             has not reaped yet: never a reused pid)
-``{"kill": pid}``                           SIGKILL to that run's whole process group
+``{"kill": [pid, ...]}``                    SIGKILL to those runs' whole process groups
 (the socket closes: the watch is gone)      SIGKILL to every run, then it exits
 ==========================================  ===================================================
 
@@ -80,7 +80,7 @@ PRELOAD = (
     "numpy.ma",
     "rules_builtin.registry",
 )
-_TICK = 0.5  # seconds between looks for ended runs while the watch says nothing
+_TICK = 5.0  # at most this long between looks for ended runs (SIGCHLD wakes it sooner)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,11 +114,17 @@ class _Server:
         self.sock = sock
         self.runs: set[int] = set()  # started, not reaped
         self._buffer = b""
+        # A run that ends wakes the loop at once: SIGCHLD writes to this pipe.
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
 
     def serve(self) -> int:
         while True:
-            readable = select.select([self.sock], [], [], _TICK)[0]
-            if readable:
+            readable = select.select([self.sock.fileno(), self._wake_r], [], [], _TICK)[0]
+            if self._wake_r in readable:
+                _drain(self._wake_r)
+            if self.sock.fileno() in readable:
                 data = self.sock.recv(1 << 20)
                 if not data:
                     self._kill_all()
@@ -140,8 +146,9 @@ class _Server:
                 self._send(started=request["start"], pid=pid)
         elif request.get("signal") in self.runs:
             _signal(request["signal"], int(request["signum"]))
-        elif request.get("kill") in self.runs:
-            _signal(-request["kill"], signal.SIGKILL)
+        elif "kill" in request:
+            for pid in set(request["kill"]) & self.runs:
+                _signal(-pid, signal.SIGKILL)
 
     def _fork(self, request: dict[str, Any]) -> int:
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -149,6 +156,10 @@ class _Server:
         try:
             pid = os.fork()
             if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(self._wake_r)
+                os.close(self._wake_w)
                 _become_run(self.sock, log, server, request)
         finally:
             os.close(log)
@@ -215,6 +226,14 @@ def _become_run(sock: socket.socket, log: int, server: int, request: dict[str, A
             except (OSError, ValueError):
                 pass
         os._exit(code)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _signal(target: int, signum: int) -> None:

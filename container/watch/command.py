@@ -121,9 +121,7 @@ class Watcher:
         self._write()
 
     def close(self) -> None:
-        for run in self.live.values():
-            run.kill()
-        self.forks.close()
+        self.forks.close()  # the server kills every run it still has
         if self.server is not None:
             self.server.close()
 
@@ -225,8 +223,7 @@ class Watcher:
         while self.live and time.monotonic() < deadline:
             self._follow()
             time.sleep(0.1)
-        for live in self.live.values():
-            live.kill()
+        self.forks.kill(live.pid for live in self.live.values() if live.pid is not None)
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["LOST_CODE", "ForkServer"]
@@ -75,13 +75,15 @@ class ForkServer:
         if pid in self.live:
             self._send(signal=pid, signum=int(signum))
 
-    def kill(self, pid: int, timeout: float = 5.0) -> None:
-        """SIGKILL to the run's process group; wait (``timeout`` at most) until it is reaped."""
-        if pid not in self.live:
+    def kill(self, pids: Iterable[int], timeout: float = 5.0) -> None:
+        """SIGKILL to those runs' process groups at once; wait (``timeout`` at most) until the
+        server has reaped them."""
+        pids = set(pids) & self.live
+        if not pids:
             return
-        self._send(kill=pid)
+        self._send(kill=sorted(pids))
         deadline = time.monotonic() + timeout
-        while pid in self.live and time.monotonic() < deadline:
+        while pids & self.live and time.monotonic() < deadline:
             self._read(0.1)
             if not self._running():
                 self._lose()

@@ -94,11 +94,6 @@ class LiveRun:
         if self._server is not None and self.pid is not None:
             self._server.signal(self.pid, signum)
 
-    def kill(self) -> None:
-        """End the run's whole process group at once: it did not stop within the grace."""
-        if self._server is not None and self.pid is not None:
-            self._server.kill(self.pid)
-
     # ---- what the run wrote -------------------------------------------------------------
 
     def _read_result(self) -> None:
