@@ -106,6 +106,13 @@ def _sample(pid: int) -> tuple[int, float, dict[int, float]]:
     return rss, sum(cpu.values()), cpu
 
 
+def _is_fork_server(pid: int) -> bool:
+    try:
+        return b"container.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def _parent(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -188,7 +195,7 @@ def main() -> int:
         watch_rss = sum(memory(p, own=True)[0] for p in watcher)
         watch_pss = sum(memory(p, own=True)[1] for p in watcher)
         watch_cpu = sum(per_process.get(p, 0) - watch_cpu_start.get(p, 0) for p in watcher)
-        servers = [p for p in _tree(watch.pid) if _parent(p) in watcher and p not in watcher]
+        servers = [p for p in _tree(watch.pid) if _parent(p) in watcher and _is_fork_server(p)]
         server_pss = sum(memory(p, own=True)[1] for p in servers)
         polls = args.runs * args.seconds / float(args.poll_interval)
         processes = len(per_process)
