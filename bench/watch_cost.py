@@ -1,13 +1,16 @@
-"""What ``rule-evaluator watch`` costs per live run: memory and CPU of the watch process and
-every run's processes, with N TensorBoard runs growing under the watched root.
+"""What ``rule-evaluator watch`` costs per live run: memory and CPU of the watch process, its
+fork server and every run's processes, with N TensorBoard runs growing under the watched root.
 
-    .venv/bin/python bench/watch_cost.py --runs 5 --seconds 30
+    .venv/bin/python bench/watch_cost.py --runs 200 --poll-interval 10 --seconds 60
 
 Each run gets one ``loss`` value every ``--write-interval`` seconds (one event appended to
-its event file). After a warm-up (every run started, first steps read), the script samples the
-resident memory (RSS, summed over the process tree) and the CPU time of the tree during
-``--seconds``, then stops the watch with SIGTERM and prints one JSON line. Not a test: the
-suite never runs it (it refuses to run under pytest). Linux only (/proc).
+its event file). After a warm-up (every run started and ``InProgress`` in the watch's status,
+then two more poll intervals), the script samples the resident memory (RSS, summed over the
+process tree) and the CPU time of the tree during ``--seconds``, takes the tree's PSS, then
+stops the watch with SIGTERM and prints one JSON line. ``cpu_seconds_per_run_poll`` is the
+tree's CPU time divided by the runs' polls in the window (runs x seconds / poll interval):
+less noisy than a percentage on a shared machine. Not a test: the suite never runs it (it
+refuses to run under pytest). Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -103,6 +106,13 @@ def _sample(pid: int) -> tuple[int, float, dict[int, float]]:
     return rss, sum(cpu.values()), cpu
 
 
+def _is_fork_server(pid: int) -> bool:
+    try:
+        return b"container.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def _parent(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -110,29 +120,50 @@ def _parent(pid: int) -> int | None:
         return None
 
 
-def main() -> int:
-    if "pytest" in sys.modules:
-        raise SystemExit("a benchmark, not a test")
+def _all_in_progress(out: Path, runs: int) -> bool:
+    """Whether the watch's status lists every run, none queued or starting."""
+    try:
+        status = json.loads((out / "watch_status.json").read_text())
+    except (OSError, ValueError):
+        return False
+    listed = [r for r in status["runs"] if r["status"] not in ("Queued", "Starting")]
+    return len(listed) >= runs
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--write-interval", type=float, default=0.5)
     parser.add_argument("--poll-interval", default="1")
-    args = parser.parse_args()
+    parser.add_argument("--warm-up-limit", type=float, default=600.0)
+    return parser.parse_args()
+
+
+def _make_runs(root: Path, count: int) -> list[Path]:
+    """``count`` TensorBoard runs under ``root``, each an event file with its header only."""
+    files = []
+    for i in range(count):
+        (root / f"run{i}").mkdir(parents=True)
+        path = root / f"run{i}" / f"events.out.tfevents.{int(time.time())}.bench.1.0"
+        path.write_bytes(
+            _record(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        )
+        files.append(path)
+    return files
+
+
+def main() -> int:
+    if "pytest" in sys.modules:
+        raise SystemExit("a benchmark, not a test")
+    args = _arguments()
     with tempfile.TemporaryDirectory(prefix="watch-cost-") as folder:
         root, out = Path(folder) / "runs", Path(folder) / "out"
-        files = []
-        for i in range(args.runs):
-            (root / f"run{i}").mkdir(parents=True)
-            path = root / f"run{i}" / f"events.out.tfevents.{int(time.time())}.bench.1.0"
-            path.write_bytes(
-                _record(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
-            )
-            files.append(path)
+        files = _make_runs(root, args.runs)
         watch = subprocess.Popen(
             [sys.executable, "-m", "container.cli", "watch", str(root), "--rule",
              "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
-             "--poll-interval", args.poll_interval],
+             "--poll-interval", args.poll_interval, "--max-live", str(args.runs)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         step = 0
@@ -147,6 +178,10 @@ def main() -> int:
                 time.sleep(args.write_interval)
 
         write_for(15.0)  # warm-up: every run started and reading
+        warm_up_end = time.monotonic() + args.warm_up_limit
+        while not _all_in_progress(out, args.runs) and time.monotonic() < warm_up_end:
+            write_for(2.0)
+        write_for(2 * float(args.poll_interval))
         rss_start, cpu_start, _ = _sample(watch.pid)
         watch_cpu_start = _sample(watch.pid)[2]
         peak = rss_start
@@ -160,6 +195,9 @@ def main() -> int:
         watch_rss = sum(memory(p, own=True)[0] for p in watcher)
         watch_pss = sum(memory(p, own=True)[1] for p in watcher)
         watch_cpu = sum(per_process.get(p, 0) - watch_cpu_start.get(p, 0) for p in watcher)
+        servers = [p for p in _tree(watch.pid) if _parent(p) in watcher and _is_fork_server(p)]
+        server_pss = sum(memory(p, own=True)[1] for p in servers)
+        polls = args.runs * args.seconds / float(args.poll_interval)
         processes = len(per_process)
         own = [p for p in per_process if p in watch_cpu_start]
         stopped = time.monotonic()
@@ -175,10 +213,13 @@ def main() -> int:
             "pss_mb": round(pss_end / 2**20, 1),
             "watch_itself_rss_mb": round(watch_rss / 2**20, 1),
             "watch_itself_pss_mb": round(watch_pss / 2**20, 1),
-            "pss_per_run_mb": round((pss_end - watch_pss) / 2**20 / args.runs, 1),
+            "fork_server_pss_mb": round(server_pss / 2**20, 1),
+            "pss_per_run_mb": round((pss_end - watch_pss - server_pss) / 2**20 / args.runs, 2),
+            "pss_per_run_with_server_mb": round((pss_end - watch_pss) / 2**20 / args.runs, 2),
             "watch_itself_cpu_percent": round(100 * watch_cpu / args.seconds, 2),
             "cpu_percent_of_one_core": round(100 * (cpu_end - cpu_start) / args.seconds, 1),
-            "cpu_percent_per_run": round(100 * (cpu_end - cpu_start) / args.seconds / args.runs, 2),
+            "cpu_percent_per_run": round(100 * (cpu_end - cpu_start) / args.seconds / args.runs, 3),
+            "cpu_seconds_per_run_poll": round((cpu_end - cpu_start) / polls, 4),
             "processes_measured_throughout": len(own),
             "steps_written": step,
             "stop_seconds": round(time.monotonic() - stopped, 2),

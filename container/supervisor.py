@@ -3,7 +3,7 @@
 Whatever happens to the evaluation, a stop must never read as a verdict and rule code must not
 decide the exit code. So the command's own process does little: it installs its SIGTERM/SIGINT
 handlers before it imports anything else, starts ``container.child`` with the same arguments in
-a process group of its own, and then
+a process group of its own (``container.spawn``), and then
 
 * forwards SIGTERM/SIGINT to the child once the child handles them (its ``ready`` message; a
   signal that came earlier waits for it), and kills the child's process group when it has not
@@ -55,18 +55,15 @@ DRAIN_SECONDS = 2.0  # after the child's exit, how long its pipes may stay open 
 _TICK = 0.2
 _WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
 
-# The child: this package's ``container.child`` with the interpreter running us, started with
-# the script folder or working directory left out of the import path (a folder named like one
-# of our packages there must not replace it).
-_BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit(main())"
-
 
 _STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command under supervision; the exit code (see the module docstring)."""
-    supervisor = _Supervisor()
+def main(argv: Sequence[str] | None = None, *, fork: bool = False) -> int:
+    """Run the command under supervision; the exit code (see the module docstring).
+    ``fork``: this process has the evaluation loaded already (``container.forkserver``), so the
+    child is forked from it rather than started as a new interpreter."""
+    supervisor = _Supervisor(fork=fork)
     previous = {s: signal.signal(s, supervisor.on_signal) for s in _STOPS}
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # taken with their sender: sigtimedwait
     try:
@@ -87,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 class _Supervisor:
-    def __init__(self) -> None:
+    def __init__(self, *, fork: bool = False) -> None:
+        self.fork = fork
         self.pid: int | None = None
         self.ready = False
         self.stops: list[int] = []
@@ -165,12 +163,12 @@ class _Supervisor:
 
     def run(self, args: list[str]) -> int:
         import select
-        import subprocess
         import time
 
         from container.lifetime import become_subreaper, kill_descendants
         from container.link import ENV_FDS, parse_messages
         from container.output_lines import OutputLines
+        from container.spawn import start_child
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), None) or DEFAULT_STOP_GRACE
@@ -182,18 +180,11 @@ class _Supervisor:
         env = dict(os.environ)
         env[ENV_FDS] = f"{control_w},{out_w},{err_w}"
         try:
-            child = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, *args],
-                pass_fds=(control_w, out_w, err_w),
-                env=env,
-                process_group=0,
-                preexec_fn=_in_child(os.getpid()),
-            )
+            self.pid = start_child(args, (control_w, out_w, err_w), env, fork=self.fork)
         except OSError as e:
             from container.last_word import cannot_start
 
             return cannot_start(e, self.message_fd)
-        self.pid = child.pid
         for fd in (control_w, out_w, err_w):
             os.close(fd)
 
@@ -354,19 +345,3 @@ def _open_folder(path: str) -> int | None:
 def _close(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)
-
-
-def _in_child(supervisor: int) -> Any:
-    """What the child process does between fork and exec: take SIGTERM/SIGINT again, die
-    with the supervisor, and lose the means to signal it (``container.confine``)."""
-    from container.confine import confine, filter_program
-    from container.lifetime import die_with_parent
-
-    program = filter_program(supervisor, os.getpgrp())
-
-    def prepare() -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
-        die_with_parent(supervisor)
-        confine(program)
-
-    return prepare

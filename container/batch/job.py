@@ -62,17 +62,12 @@ class JobSpec:
 
     def command(self, output_dir: str) -> list[str]:
         """The ``rule-evaluator`` command line of this job."""
-        return [
-            sys.executable,
-            "-c",
-            _BOOT,
-            "--trial-dir",
-            self.trial,
-            "--output-dir",
-            output_dir,
-            "--log-format",
-            "json",
-            *self.args,
+        return [sys.executable, "-c", _BOOT, *self.arguments(output_dir)]
+
+    def arguments(self, output_dir: str) -> list[str]:
+        """The arguments of ``rule-evaluator`` for this job."""
+        return ["--trial-dir", self.trial, "--output-dir", output_dir, "--log-format", "json"] + [
+            *self.args
         ]
 
     def request(self) -> dict[str, Any]:

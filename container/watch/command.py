@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from container.watch.discovery import Run, RunFinder, in_shard
+from container.watch.forks import ForkServer
 from container.watch.live import FINISHED_CODES, LiveRun, read_result
 from container.watch.metrics import StatusServer, WatchMetrics
 from container.watch.request import USAGE, WatchRequest, parse_request
@@ -91,6 +92,7 @@ class Watcher:
             if request.status_address is None
             else StatusServer(request.status_address, self.metrics)
         )
+        self.forks = ForkServer()  # every run's processes: forked, sharing its pages
         self.live: dict[str, LiveRun] = {}
         self.queue: list[Run] = []  # found, not started: more than --max-live are live
         self.entries: dict[str, RunEntry] = {}
@@ -119,8 +121,7 @@ class Watcher:
         self._write()
 
     def close(self) -> None:
-        for run in self.live.values():
-            run.kill()
+        self.forks.close()  # the server kills every run it still has
         if self.server is not None:
             self.server.close()
 
@@ -161,7 +162,7 @@ class Watcher:
         entry = self.entries[run.name]
         live = self.live[run.name] = LiveRun(run, self.dir, self.request.run_args)
         try:
-            live.start(self.env)
+            live.start(self.env, self.forks)
         except OSError as e:  # a folder of the output that cannot be made: this run's Error
             del self.live[run.name]
             self._ended(entry, live, message=f"InternalServerError: cannot start the run: {e}")
@@ -172,6 +173,7 @@ class Watcher:
     def _follow(self) -> bool:
         """Read what every live run wrote; drop the ones that ended. Whether any changed."""
         changed = False
+        self.forks.poll()
         for name, live in list(self.live.items()):
             entry = self.entries[name]
             before = _fired(entry)
@@ -221,8 +223,7 @@ class Watcher:
         while self.live and time.monotonic() < deadline:
             self._follow()
             time.sleep(0.1)
-        for live in self.live.values():
-            live.kill()
+        self.forks.kill(live.pid for live in self.live.values() if live.pid is not None)
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)

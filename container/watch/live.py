@@ -1,6 +1,7 @@
 """One watched run: a single ``rule-evaluator`` run (the supervisor and its evaluation child,
 the command line of a batch job: ``container.batch.job.JobSpec``) on the run's location, into
-``<output>/<run name>/``, with what it has said so far.
+``<output>/<run name>/``, with what it has said so far. Its processes are forked by the
+watch's fork server (``container.watch.forks``), so they share the evaluator's pages.
 
 The run's process writes exactly what a single run writes there; its log lines go to
 ``<output>/.watch/logs/<run name>.log``. What the watch shows of it comes from two files the
@@ -14,14 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from container.batch.job import JobSpec
 from container.watch.discovery import Run
+from container.watch.forks import ForkServer
 from evaluator.status.files import RESULT_FILE_NAME, ResultFileError, read_result_file
 
 __all__ = ["FINISHED_CODES", "WATCH_FOLDER", "LiveRun", "read_result"]
@@ -50,8 +50,8 @@ class LiveRun:
         self.log_path = root / WATCH_FOLDER / "logs" / f"{run.name}.log"
         self._opt_ml = root / WATCH_FOLDER / "opt_ml" / run.name  # never made: no message files
         self._spec = JobSpec(run.name, run.location, args)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
+        self._server: ForkServer | None = None
+        self.pid: int | None = None  # the run's supervisor
         self._offset = 0
         self._partial = b""
         self._result_stamp: tuple[int, int] | None = None
@@ -60,57 +60,39 @@ class LiveRun:
         self.exit_code: int | None = None
         self.message: str | None = None  # the run's last error line, when it wrote no result
 
-    def start(self, environ: Mapping[str, str]) -> None:
-        """Start the run's process (its own session: a stop reaches it from the watch only)."""
+    def start(self, environ: Mapping[str, str], server: ForkServer) -> None:
+        """Start the run's processes (their own session: a stop reaches them from the watch
+        only). OSError: they could not be."""
         self.output.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(environ)
         env["EVALUATOR_OPT_ML"] = str(self._opt_ml)
         env.setdefault("EVALUATOR_STOP_GRACE", _RUN_STOP_GRACE)
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - open while the run lives
+        self.log_path.touch()
         self._offset = self.log_path.stat().st_size
-        self._process = subprocess.Popen(
-            self._spec.command(str(self.output)),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
+        self._server = server
+        self.pid = server.start(self._spec.arguments(str(self.output)), env, str(self.log_path))
 
     def poll(self) -> bool:
         """Read what the run wrote since the last look; True once its process has ended (then
-        everything it wrote has been read)."""
-        code = None if self._process is None else self._process.poll()
+        everything it wrote has been read). The server's news is taken by the caller
+        (``ForkServer.poll``) before."""
+        code = None
+        if self._server is not None and self.pid is not None:
+            code = self._server.exit_code(self.pid)
         self._read_log()
         self._read_result()
         if code is None:
             return False
         self.exit_code = code
-        if self._log is not None:
-            self._log.close()
-            self._log = None
         if self.document is None or self.document.get("exit_code") is None:
             self.message = _last_error(self.log_path)
         return True
 
     def signal(self, signum: int) -> None:
         """Ask the run to stop (its supervisor ends it ``Stopped`` within its grace)."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signum)
-
-    def kill(self) -> None:
-        """End the run's whole process group at once: it did not stop within the grace."""
-        if self._process is not None and self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._process.wait()
+        if self._server is not None and self.pid is not None:
+            self._server.signal(self.pid, signum)
 
     # ---- what the run wrote -------------------------------------------------------------
 

@@ -28,7 +28,7 @@ watch flags:
   --output-dir DIR            where each run's outputs and the status go (required)
   --poll-interval SECONDS     seconds between looks at ROOT, and each run's poll interval
                               (default 1)
-  --max-live N                runs evaluated at once (default 32, about 1.5 GB); the others
+  --max-live N                runs evaluated at once (default 32, about 0.5 GB); the others
                               wait, listed as Queued
   --status-address HOST:PORT  serve /healthz and /metrics (Prometheus) there, e.g.
                               127.0.0.1:9100 (default: no server)
@@ -44,7 +44,7 @@ See docs/watch.md.
 _OWN_VALUES = (
     "output_dir", "poll_interval", "status_address", "shard", "webhook_url", "max_live"
 )  # fmt: skip
-DEFAULT_MAX_LIVE = 32  # about 1.5 GB: docs/watch.md, "What it costs"
+DEFAULT_MAX_LIVE = 32  # about 0.5 GB: docs/watch.md, "What it costs"
 _FOR_EACH_RUN = ("base_trial", "trial_dir", "s3_path")
 _RULE_FLAGS = ("rule", "rule_name", "rule_to_invoke", "config")
 

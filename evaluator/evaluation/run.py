@@ -156,7 +156,9 @@ class Evaluation:
         )
 
     def wait(self) -> None:
-        """Wait for every rule thread; after a stop request, give them a few seconds at most."""
+        """Wait for every rule thread; after a stop request, give them a few seconds at most.
+        A rule thread that ends wakes the wait at once; a stop is seen within a second (rules
+        end on it themselves: this only times the ones that do not)."""
         stop_seen: float | None = None
         for thread in self._threads:
             while thread.is_alive():
@@ -164,7 +166,7 @@ class Evaluation:
                     stop_seen = time.monotonic()
                 if stop_seen is not None and time.monotonic() - stop_seen > STOP_GRACE_SECONDS:
                     return  # the process ends anyway; rule threads are daemons
-                thread.join(timeout=0.2)
+                thread.join(timeout=1.0)
 
     def _scratch(self) -> str | None:
         """Where downloaded rule code goes: ``<output>/.sagemaker-ignore`` (SageMaker does not

@@ -54,8 +54,6 @@ LONG_FUNCTIONS = {
     "evaluator/rules/evidence.py:compare": "the recording hot path, run for every comparison "
     "of every rule: the series and closest-approach updates are inlined on purpose (a third "
     "of it is its docstring)",
-    "container/supervisor.py:run": "the supervisor's one loop: start the child, relay "
-    "signals, pump its output, reap it; the loop's state is its locals",
 }
 
 

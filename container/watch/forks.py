@@ -1,0 +1,164 @@
+"""The watch's end of the fork server (``container.forkserver``, started as a process of its
+own: this module never imports it, the watch holds no rule code).
+
+``ForkServer.start`` asks the server for one run's processes and returns the pid of the run's
+supervisor; ``poll`` takes what the server said since (which runs ended, with their exit
+codes). A server that is gone (killed, crashed) ends every run it had, each with
+``LOST_CODE`` (that run's ``Error``, its result file resumed by the next watch); the next
+``start`` starts a new server.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["LOST_CODE", "ForkServer"]
+
+LOST_CODE = -int(signal.SIGKILL)  # a run whose server went away: as if it were killed
+_BOOT = "import sys; del sys.path[0]; from container.forkserver import main; sys.exit(main())"
+_ANSWER_SECONDS = 120.0  # the first answer waits for the server to load the evaluator
+
+
+class ForkServer:
+    """One fork server process, started on first use."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self._count = 0
+        self.live: set[int] = set()  # runs started and not ended
+        self.ended: dict[int, int] = {}  # pid -> exit code, until taken by ``exit_code``
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], log: str) -> int:
+        """Fork one run (``rule-evaluator ARGV``); its supervisor's pid. OSError: it could not."""
+        if self._sock is None or not self._running():
+            self._begin()
+        self._count += 1
+        self._send(start=self._count, argv=list(argv), env=dict(env), log=log)
+        deadline = time.monotonic() + _ANSWER_SECONDS
+        while time.monotonic() < deadline:
+            for answer in self._read(deadline - time.monotonic()):
+                if answer.get("started") == self._count:
+                    self.live.add(int(answer["pid"]))
+                    return int(answer["pid"])
+                if answer.get("failed") == self._count:
+                    raise OSError(str(answer.get("error")))
+            if not self._running():
+                break
+        self._lose()
+        raise OSError("the fork server did not answer")
+
+    def poll(self) -> None:
+        """Take what the server said; when it is gone, every run it had has ended."""
+        if self._sock is None:
+            return
+        self._read(0)
+        if not self._running():
+            self._read(0)
+            self._lose()
+
+    def exit_code(self, pid: int) -> int | None:
+        """The run's exit code once it has ended (``Popen.returncode``'s convention), given
+        once."""
+        return self.ended.pop(pid, None)
+
+    def signal(self, pid: int, signum: int) -> None:
+        if pid in self.live:
+            self._send(signal=pid, signum=int(signum))
+
+    def kill(self, pids: Iterable[int], timeout: float = 5.0) -> None:
+        """SIGKILL to those runs' process groups at once; wait (``timeout`` at most) until the
+        server has reaped them."""
+        pids = set(pids) & self.live
+        if not pids:
+            return
+        self._send(kill=sorted(pids))
+        deadline = time.monotonic() + timeout
+        while pids & self.live and time.monotonic() < deadline:
+            self._read(0.1)
+            if not self._running():
+                self._lose()
+
+    def close(self) -> None:
+        """End the server: it kills what it still runs."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._lose()
+
+    # ---- the socket ---------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self._lose()
+        ours, theirs = socket.socketpair()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        self._sock, self._buffer = ours, b""
+
+    def _running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _send(self, **fields: Any) -> None:
+        if self._sock is None:
+            return
+        try:
+            self._sock.sendall((json.dumps(fields) + "\n").encode())
+        except OSError:
+            pass  # the server is gone: poll says so
+
+    def _read(self, timeout: float) -> list[dict[str, Any]]:
+        """What the server said within ``timeout`` seconds (the ended runs recorded)."""
+        if self._sock is None:
+            return []
+        answers: list[dict[str, Any]] = []
+        while select.select([self._sock], [], [], max(0.0, timeout))[0]:
+            try:
+                data = self._sock.recv(1 << 20)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            self._buffer += data
+            timeout = 0.0
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            answer = json.loads(line)
+            if "ended" in answer:
+                self.live.discard(int(answer["ended"]))
+                self.ended[int(answer["ended"])] = int(answer["code"])
+            answers.append(answer)
+        return answers
+
+    def _lose(self) -> None:
+        """The server is gone: every run it had has ended, killed with it."""
+        for pid in self.live:
+            self.ended[pid] = LOST_CODE
+        self.live.clear()
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
