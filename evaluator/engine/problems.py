@@ -44,9 +44,11 @@ class DataProblems:
         detail: str,
         trial_complete: bool,
         size: int = 0,
+        offset: int | None = None,
     ) -> bool:
-        """Record one unreadable event file (``size``: the bytes it had, as far as known); False
-        (and nothing logged) if already recorded."""
+        """Record one unreadable event file (``size``: the bytes it had, as far as known;
+        ``offset``: where in it the bad record starts, when known); False (and nothing
+        logged) if already recorded."""
         entry = {
             "file": file,
             "step": step,
@@ -57,6 +59,8 @@ class DataProblems:
             "detail": detail,
             "trial_complete": trial_complete,
         }
+        if offset is not None:
+            entry["offset"] = offset
         with self._lock:
             if file in self._seen:
                 self._seen.move_to_end(file)

@@ -1,0 +1,100 @@
+"""Hostile TensorBoard logs (issue 40): a record whose length field points past the file's
+end, a sparse file listed far larger than it is, steps too large to double; each is a data
+problem of the trial (the result file's ``data_problems``: the file and the offset), read
+within bounded memory, never a quiet end."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.formats.crc import masked_crc32c
+from evaluator.formats.tfrecord import iter_records
+from evaluator.storage import MemoryStorage
+from evaluator.storage.local import LocalStorage
+from evaluator.trial import create_trial
+from tests.support.tb_logs import torch_style
+
+pytest.importorskip("tensorboardX")
+
+KEY = "events.out.tfevents.1700000000.host.1.0"
+
+
+def _log_bytes(tmp_path: Path, steps: int) -> bytes:
+    folder = torch_style(tmp_path / "w", scalars={"loss": [(s, 10.0 - s) for s in range(steps)]})
+    (file,) = folder.iterdir()
+    return file.read_bytes()
+
+
+def _with_length(data: bytes, record: int, length: int) -> tuple[bytes, int]:
+    """``data`` with the length field of its ``record``-th record set to ``length`` (and
+    that field's CRC made right, so only the length is wrong); and that record's offset."""
+    offset = list(iter_records(data, source="t"))[record].offset
+    field = struct.pack("<Q", length)
+    header = field + struct.pack("<I", masked_crc32c(field))
+    return data[:offset] + header + data[offset + 12 :], offset
+
+
+def test_a_length_past_the_files_end_is_a_data_problem_and_reading_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Step 5's record of 30 claims 2**33 bytes (its length CRC right): the steps after it
+    are read (the reader finds the next valid record), and the file and the offset are a
+    data problem of the trial. Before: steps 0-4 and no data problem at all."""
+    data, offset = _with_length(_log_bytes(tmp_path, 30), 6, 1 << 33)  # record 0: file version
+    storage = MemoryStorage({KEY: data}, uri="memory://hostile")
+    with create_trial("memory://hostile", storage=storage, trial_format="tensorboard") as trial:
+        assert trial.steps() == [s for s in range(30) if s != 5]
+        assert float(trial.tensor("loss").value(29)) == -19.0
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "corrupt" and problem["file"].endswith(KEY)
+        assert problem["offset"] == offset and str(1 << 33) in problem["detail"]
+        assert problem["step"] == 4
+
+
+def test_a_last_record_past_the_end_of_a_finished_log_is_a_data_problem(tmp_path: Path) -> None:
+    """A finished log (nothing written to it for a minute) whose last record claims more
+    bytes than the file has lost that record: a ``truncated`` data problem naming the file
+    and the offset, not a quiet end."""
+    data, offset = _with_length(_log_bytes(tmp_path, 6), 6, 1 << 33)
+    log = tmp_path / "log"
+    log.mkdir()
+    path = log / KEY
+    path.write_bytes(data)
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    with create_trial(str(log), trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1, 2, 3, 4]
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "truncated" and problem["offset"] == offset
+
+
+def test_a_sparse_file_listed_as_40_gib_is_read_a_part_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few KB of records, then a 40 GiB hole: no read asks for more than 64 MiB (before:
+    one read of the whole 40 GiB), the records are read, the zeros are a corrupt record."""
+    data = _log_bytes(tmp_path, 10)
+    log = tmp_path / "log"
+    log.mkdir()
+    path = log / KEY
+    path.write_bytes(data)
+    os.truncate(path, 40 << 30)
+    spans: list[int] = []
+    read_range = LocalStorage.read_range
+
+    async def bounded(self: LocalStorage, key: str, start: int, end: int) -> bytes:
+        spans.append(end - start)
+        assert end - start <= 64 << 20, f"asked for {end - start} bytes at once"
+        return await read_range(self, key, start, end)
+
+    monkeypatch.setattr(LocalStorage, "read_range", bounded)
+    with create_trial(str(log), trial_format="tensorboard") as trial:
+        assert trial.steps() == list(range(10))
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "corrupt" and problem["offset"] == len(data)
+    assert spans and max(spans) <= 64 << 20
