@@ -388,12 +388,13 @@ class TensorBoardSource:
         ``data_problems``, with the file and the record's offset), never a quiet end."""
         read = [int(a.max()) for a in folder.new_steps if len(a)] + folder.new_step
         state = self._files.get(where.removeprefix(self._prefix))
+        broken = state is not None and state.broken
         found: dict[str, Any] = {
             "file": where,
             "step": max(read, default=folder.recent_step),  # the writer's, last read before it
             "worker": WORKER,
             "problem": problem,
-            "tensor": "(every record after it in this file)" if problem == "corrupt" else "",
+            "tensor": "(every record after it in this file)" if broken else "(that record)",
             "mode": folder.mode.name,
             "detail": detail,
             "trial_complete": self._ended,
