@@ -18,7 +18,10 @@ __all__ = ["DataProblems", "Problem"]
 
 log = structlog.get_logger("evaluator.trial")
 
-Problem = Literal["missing", "empty", "truncated", "corrupt"]
+Problem = Literal["missing", "empty", "truncated", "corrupt", "step_too_large"]
+
+
+_ACTIONS = {"corrupt": "rest of the file skipped", "step_too_large": "record skipped"}
 
 
 class DataProblems:
@@ -72,7 +75,7 @@ class DataProblems:
             self._count += 1
             if len(self._listed) < self._keep:
                 self._listed.append(entry)
-        action = "rest of the file skipped" if problem == "corrupt" else "step skipped"
+        action = _ACTIONS.get(problem, "step skipped")
         log.warning("data_problem", **entry, action=action)
         return True
 

@@ -61,7 +61,13 @@ from evaluator.sources.tensorboard.layout import (
     choose_run,
     find_runs,
 )
-from evaluator.sources.tensorboard.steps import Folder, apply_event, apply_scalars, distinct
+from evaluator.sources.tensorboard.steps import (
+    MAX_STEP,
+    Folder,
+    apply_event,
+    apply_scalars,
+    distinct,
+)
 from evaluator.sources.tensorboard.values import HeldTensors, held_steps
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.storage.schemes import is_remote, local_path
@@ -83,6 +89,13 @@ _RESYNC_BYTES = 8 << 20  # looked through for the next valid record after a wron
 # A local log whose event files were all last written this long before it is opened is a
 # finished run: complete at once (docs/tensorboard.md, "Live logs").
 UNCHANGED_SECONDS = 60.0
+
+
+_WHAT_IS_LOST = {
+    "corrupt": "(that record)",
+    "truncated": "(the file's last record)",
+    "step_too_large": "(the records at those steps)",
+}
 
 
 @dataclass
@@ -381,7 +394,7 @@ class TensorBoardSource:
         where: str,
         folder: Folder,
         detail: str,
-        offset: int,
+        offset: int | None,
         problem: Problem = "corrupt",
     ) -> None:
         """A record that cannot be read: a data problem of the trial (the result file's
@@ -394,7 +407,9 @@ class TensorBoardSource:
             "step": max(read, default=folder.recent_step),  # the writer's, last read before it
             "worker": WORKER,
             "problem": problem,
-            "tensor": "(every record after it in this file)" if broken else "(that record)",
+            "tensor": _WHAT_IS_LOST[problem]
+            if not broken
+            else "(every record after it in this file)",
             "mode": folder.mode.name,
             "detail": detail,
             "trial_complete": self._ended,
@@ -429,6 +444,13 @@ class TensorBoardSource:
             apply_event(folder, event, base + i, tags)
         apply_scalars(folder, fast, flushed, count, base, tags)
         folder.order = base + count
+        if folder.refused:
+            detail = (
+                f"{len(folder.refused)} record(s) at steps past {MAX_STEP} (2**62 - 1), the "
+                f"largest whose global step fits in 64 bits, first {folder.refused[0]}; left out"
+            )
+            self._data_problem(where, folder, detail, None, problem="step_too_large")
+            folder.refused = []
 
     def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
         """Publish the columns that changed, and hand the trial the new steps of every mode

@@ -16,7 +16,11 @@ from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.columns import Series
 from evaluator.sources.tensorboard.layout import TagCollections
 
-__all__ = ["Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
+__all__ = ["MAX_STEP", "Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
+
+#: The largest event step read: with phases the global step is ``2 * step + 1``, which must
+#: fit in an int64. An event at a larger step is left out, and told (``Folder.refused``).
+MAX_STEP = (1 << 62) - 1
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Folder:
     new_steps: list[np.ndarray] = field(default_factory=list)
     new_step: list[int] = field(default_factory=list)
     purged: bool = False
+    refused: list[int] = field(default_factory=list)  # steps past MAX_STEP met, not yet told
 
     @property
     def ordered_by_step(self) -> bool:
@@ -146,6 +151,9 @@ def apply_event(folder: Folder, event: ParsedEvent, order: int, tags: TagCollect
     """Apply one decoded event (the ``order``-th record of the folder) to ``folder``; its
     tags are filed in ``tags``."""
     what, step, data = event.what, event.step, event.data
+    if step > MAX_STEP:
+        folder.refused.append(step)  # no global step can be made of it; never a purge either
+        return
     if what == "file_version":
         with contextlib.suppress(ValueError):
             folder.file_version = float(event.file_version.rsplit(":", 1)[-1])

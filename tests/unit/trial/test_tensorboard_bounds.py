@@ -98,3 +98,18 @@ def test_a_sparse_file_listed_as_40_gib_is_read_a_part_at_a_time(
         (problem,) = trial.data_problems
         assert problem["problem"] == "corrupt" and problem["offset"] == len(data)
     assert spans and max(spans) <= 64 << 20
+
+
+def test_steps_too_large_to_double_are_left_out_and_told(tmp_path: Path) -> None:
+    """Phase folders make the global step 2 * step (+1): a step of 2**62 or more would not fit
+    in 64 bits (before: the rule visited steps from -2**63 first). Such records are left out
+    and the file is a ``step_too_large`` data problem; the other steps are read as ever."""
+    huge = [1 << 62, (1 << 63) - 1]
+    torch_style(tmp_path / "log" / "train", scalars={"loss": [(s, 1.0) for s in [0, 1, *huge]]})
+    torch_style(tmp_path / "log" / "validation", scalars={"loss": [(0, 2.0), (1, 3.0)]})
+    with create_trial(str(tmp_path / "log"), trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1, 2, 3]
+        assert all(s >= 0 for s in trial.tensor("loss").steps())
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "step_too_large" and "/train/" in problem["file"]
+        assert str(1 << 62) in problem["detail"]
