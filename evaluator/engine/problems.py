@@ -18,10 +18,14 @@ __all__ = ["DataProblems", "Problem"]
 
 log = structlog.get_logger("evaluator.trial")
 
-Problem = Literal["missing", "empty", "truncated", "corrupt", "step_too_large"]
+Problem = Literal["missing", "empty", "truncated", "corrupt", "unreadable", "step_too_large"]
 
 
-_ACTIONS = {"corrupt": "rest of the file skipped", "step_too_large": "record skipped"}
+_ACTIONS = {
+    "corrupt": "rest of the file skipped",
+    "unreadable": "record skipped",
+    "step_too_large": "record skipped",
+}
 
 
 class DataProblems:

@@ -53,7 +53,7 @@ from evaluator.formats.tensorboard.frames import (
     simple_scalars,
 )
 from evaluator.formats.tensorboard.summary import is_event_file, parse_event, phase_of_folder
-from evaluator.formats.tfrecord import RECORD_OVERHEAD
+from evaluator.formats.tfrecord import HEADER_SIZE, RECORD_OVERHEAD
 from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.layout import (
     TagCollections,
@@ -93,6 +93,7 @@ UNCHANGED_SECONDS = 60.0
 
 _WHAT_IS_LOST = {
     "corrupt": "(that record)",
+    "unreadable": "(that record)",
     "truncated": "(the file's last record)",
     "step_too_large": "(the records at those steps)",
 }
@@ -339,7 +340,7 @@ class TensorBoardSource:
         pos = 0
         while True:
             frames = frame_records(blob, source=where, start=pos, limit=_CHUNK_RECORDS)
-            self._apply_records(folder, blob, buf, frames, where)
+            self._apply_records(folder, blob, buf, frames, where, state.offset)
             pos = frames.end
             if frames.corrupt is not None:
                 state.broken = True  # as TensorBoard: nothing after a corrupt record
@@ -422,8 +423,11 @@ class TensorBoardSource:
             self._corrupt.append(found)
 
     def _apply_records(
-        self, folder: Folder, blob: bytes, buf: np.ndarray, frames: Frames, where: str
+        self, folder: Folder, blob: bytes, buf: np.ndarray, frames: Frames, where: str, at: int
     ) -> None:
+        """Apply the records ``frames`` found in ``blob`` (which starts at byte ``at`` of the
+        file); a record that is not a valid Event, or holds more than the bounds allow, is a
+        data problem and is skipped."""
         starts, lengths = frames.starts, frames.lengths
         count = len(starts)
         fast = simple_scalars(buf, starts, lengths)
@@ -436,7 +440,9 @@ class TensorBoardSource:
             try:
                 event = parse_event(payload, folder.plugin_of, source=where)
             except SMDebugValueError as e:
-                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                offset = at + first - HEADER_SIZE
+                detail = f"the record at byte offset {offset} cannot be read: {e}; skipped"
+                self._data_problem(where, folder, detail, offset, problem="unreadable")
                 continue
             if event.what in ("start", "file_version") or not folder.ordered_by_step:
                 apply_scalars(folder, fast, flushed, i, base, tags)  # the order matters

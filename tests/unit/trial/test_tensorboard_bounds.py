@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from evaluator.formats.crc import masked_crc32c
-from evaluator.formats.tfrecord import iter_records
+from evaluator.formats.proto import event_pb2, summary_pb2
+from evaluator.formats.tensorboard.summary import MAX_HISTOGRAM_BUCKETS
+from evaluator.formats.tfrecord import encode_record, iter_records
 from evaluator.storage import MemoryStorage
 from evaluator.storage.local import LocalStorage
+from evaluator.testing.tb_writer import write_scalars
 from evaluator.trial import create_trial
 from tests.support.tb_logs import torch_style
 
@@ -113,3 +116,30 @@ def test_steps_too_large_to_double_are_left_out_and_told(tmp_path: Path) -> None
         (problem,) = trial.data_problems
         assert problem["problem"] == "step_too_large" and "/train/" in problem["file"]
         assert str(1 << 62) in problem["detail"]
+
+
+def _histogram_record(step: int, buckets: int) -> bytes:
+    histo = summary_pb2.HistogramProto(
+        min=0.0, max=1.0, num=buckets, bucket_limit=range(buckets), bucket=[1.0] * buckets
+    )
+    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="w", histo=histo)])
+    event = event_pb2.Event(wall_time=1.0, step=step, summary=summary)
+    return encode_record(event.SerializeToString(), payload_crc=True)
+
+
+def test_a_histogram_over_the_bucket_limit_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """A HistogramProto claiming more buckets than MAX_HISTOGRAM_BUCKETS is skipped before
+    any array or list is made of its buckets (before: 10**7 buckets took 1.86 GB), as an
+    ``unreadable`` data problem naming the file and the record's offset; histograms within
+    the limit and the scalars are read."""
+    path = write_scalars(tmp_path / "log", {"loss": [(s, 1.0) for s in range(3)]})
+    ok, hostile = _histogram_record(0, 30), _histogram_record(1, MAX_HISTOGRAM_BUCKETS + 1)
+    offset = path.stat().st_size + len(ok)
+    with open(path, "ab") as f:
+        f.write(ok + hostile)
+    with create_trial(str(tmp_path / "log"), trial_format="tensorboard") as trial:
+        assert trial.tensor("loss").steps() == [0, 1, 2]
+        assert trial.tensor("w").steps() == [0]
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "unreadable" and problem["offset"] == offset
+        assert f"over the limit of {MAX_HISTOGRAM_BUCKETS}" in problem["detail"]
