@@ -150,17 +150,32 @@ class S3Storage:
         cursor = ListCursor.below(full, after)
         request = _Request("list", self._s3_uri(prefix), "s3:ListBucket", cursor=cursor)
         skip = len(self._root)
+        last: str | None = None  # the key before
         while True:
             page = (await self._call(request)).listing
             if cursor.done:
                 return
             for item in page:
+                if last is not None and item.key <= last:
+                    raise self._listing_went_back(prefix, last, item.key)
+                last = item.key
                 if item.key.startswith(full) and (after is None or item.key > after):
                     yield ObjectInfo(item.key[skip:], item.size)
                 elif item.key > full and not item.key.startswith(full):
                     return  # keys come in order: the prefix is behind us
             if page:
                 cursor.offset = page[-1].key  # where a new stream starts if the next page fails
+
+    def _listing_went_back(self, prefix: str, last: str, first: str) -> StorageError:
+        """S3 lists keys in order, each once: a key at or before the one before means the
+        endpoint sent a continuation token again (a loop that would list for ever), so the
+        listing ends here (obstore gathers pages into chunks of 1000 keys: within one chunk
+        of the repeat)."""
+        return StorageError(
+            f"the listing of {self._s3_uri(prefix)} went back from key {last!r} to {first!r}: "
+            f"the endpoint {self._client.endpoint if self._client else 'S3'} repeats a continuation token (an S3-compatible "
+            "server or proxy that pages wrongly); the listing was stopped at the repeat"
+        )
 
     async def read(self, key: str) -> bytes:
         return (await self._get(key, None)).body
