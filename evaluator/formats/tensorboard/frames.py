@@ -282,15 +282,17 @@ def _read_tags(
         first_of, inverse = groups(key)
         same = (words == words[first_of][inverse]).all(axis=1)
         ok[where[~same]] = False
+        ids = np.full(len(first_of), -1, np.int64)  # each group's tag id; -1: not UTF-8
         for group, row in enumerate(first_of.tolist()):
             try:
                 tag = bytes(buf[at[row] : at[row] + size]).decode()
             except UnicodeDecodeError:
-                ok[where[inverse == group]] = False
                 continue
-            members = where[(inverse == group) & same]
-            tag_ids[members] = len(tags)
+            ids[group] = len(tags)
             tags.append(tag)
+        found = ids[inverse]  # one gather for every row (a mask per group cost groups x rows)
+        ok[where[found < 0]] = False
+        tag_ids[where[same & (found >= 0)]] = found[same & (found >= 0)]
 
 
 def groups_of(sizes: np.ndarray) -> list[int]:

@@ -295,6 +295,7 @@ class TensorBoardSource:
         firsts = await asyncio.gather(*(self._read_part(o, s, _READ_BYTES) for o, s in grown))
         for (obj, state), blob in zip(grown, firsts, strict=True):
             await self._read_file(obj, state, blob)  # in order: a folder's files are a sequence
+        self._tags.publish()
         ended = await self.training_ended() if with_end_marker else self._ended
         if ended:
             self._torn_tails()

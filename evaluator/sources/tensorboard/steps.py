@@ -6,6 +6,7 @@ handed on. No I/O."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -122,14 +123,18 @@ def apply_scalars(
         steps, ids, values, order = steps[kept], ids[kept], values[kept], order[kept]
     if not len(steps):
         return
-    present = np.unique(ids).tolist()
-    for tag_id in present:
-        tag = names[tag_id]
-        tags.add(tag, "scalar")
-        if len(present) == 1:
-            folder.tag(tag).extend_scalars(steps, order, values)
-        else:
-            mine = ids == tag_id
+    if bool(np.all(ids == ids[0])):
+        tags.add(names[int(ids[0])], "scalar")
+        folder.tag(names[int(ids[0])]).extend_scalars(steps, order, values)
+    else:  # one sort groups the rows of each tag (a mask per tag would cost tags x rows)
+        by_tag = np.argsort(ids, kind="stable")
+        sorted_ids = ids[by_tag]
+        bounds = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
+        edges = [0, *bounds.tolist(), len(by_tag)]
+        for lo, hi in itertools.pairwise(edges):
+            mine = by_tag[lo:hi]
+            tag = names[int(sorted_ids[lo])]
+            tags.add(tag, "scalar")
             folder.tag(tag).extend_scalars(steps[mine], order[mine], values[mine])
     folder.new_steps.append(steps)
 
