@@ -295,7 +295,6 @@ class TensorBoardSource:
         firsts = await asyncio.gather(*(self._read_part(o, s, _READ_BYTES) for o, s in grown))
         for (obj, state), blob in zip(grown, firsts, strict=True):
             await self._read_file(obj, state, blob)  # in order: a folder's files are a sequence
-        self._tags.publish()
         ended = await self.training_ended() if with_end_marker else self._ended
         if ended:
             self._torn_tails()
@@ -463,6 +462,7 @@ class TensorBoardSource:
         """Publish the columns that changed, and hand the trial the new steps of every mode
         (one ``StepBatch``; none when nothing changed)."""
         tags = self._tags
+        tags.publish()  # the collections gain the tags filed since the last hand-on
         if not tags.decided and any(f.changed for f in self._folders.values()):
             self._decide_tag_phases()
         places = self._places() if tags.uses_tag_phases and tags.tag_phases else None
