@@ -48,7 +48,7 @@ from evaluator.errors import ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
 from evaluator.storage.s3_answers import Reply, UnreadableKey
 from evaluator.storage.s3_client import BodyBroken, ListCursor, S3Client
-from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error
+from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error, listing_went_back
 from evaluator.storage.s3_errors import translate as _translate
 from evaluator.storage.s3_outage import Outage, Unanswered
 from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, READ_TIMEOUT, unreachable_error
@@ -157,7 +157,7 @@ class S3Storage:
                 return
             for item in page:
                 if last is not None and item.key <= last:
-                    raise self._listing_went_back(prefix, last, item.key)
+                    raise listing_went_back(self._s3_uri(prefix), self._client, last, item.key)
                 last = item.key
                 if item.key.startswith(full) and (after is None or item.key > after):
                     yield ObjectInfo(item.key[skip:], item.size)
@@ -165,17 +165,6 @@ class S3Storage:
                     return  # keys come in order: the prefix is behind us
             if page:
                 cursor.offset = page[-1].key  # where a new stream starts if the next page fails
-
-    def _listing_went_back(self, prefix: str, last: str, first: str) -> StorageError:
-        """S3 lists keys in order, each once: a key at or before the one before means the
-        endpoint sent a continuation token again (a loop that would list for ever), so the
-        listing ends here (obstore gathers pages into chunks of 1000 keys: within one chunk
-        of the repeat)."""
-        return StorageError(
-            f"the listing of {self._s3_uri(prefix)} went back from key {last!r} to {first!r}: "
-            f"the endpoint {self._client.endpoint if self._client else 'S3'} repeats a continuation token (an S3-compatible "
-            "server or proxy that pages wrongly); the listing was stopped at the repeat"
-        )
 
     async def read(self, key: str) -> bytes:
         return (await self._get(key, None)).body
