@@ -313,18 +313,20 @@ class TensorBoardSource:
         """Consume ``blob`` (the file's first part), then the rest of what the listing says
         the file has, a part at a time; a record longer than a part is read whole when the
         file is long enough to hold it (else it is a torn record: come back later)."""
+        asked = min(obj.size - state.offset, _READ_BYTES)
         while True:
             start = state.offset
             with gc_paused():  # many small containers, no cycles (as loading index files)
                 self._consume(obj.key, state, blob)
-            if state.broken or start + len(blob) >= obj.size:
-                return
+            if state.broken or start + len(blob) >= obj.size or len(blob) < asked:
+                return  # the end, or fewer bytes than listed: on when the listing grows
             want = _READ_BYTES
             if state.offset == start:  # one record longer than the part read
                 claimed = claimed_size(blob, 0)
                 if claimed is None or start + claimed > obj.size:
                     return
                 want = claimed
+            asked = min(obj.size - state.offset, want)
             blob = await self._read_part(obj, state, want)
 
     def _consume(self, key: str, state: _File, blob: bytes) -> None:

@@ -143,3 +143,18 @@ def test_a_histogram_over_the_bucket_limit_is_refused_before_it_is_built(tmp_pat
         (problem,) = trial.data_problems
         assert problem["problem"] == "unreadable" and problem["offset"] == offset
         assert f"over the limit of {MAX_HISTOGRAM_BUCKETS}" in problem["detail"]
+
+
+def test_a_file_shorter_than_its_listing_is_not_asked_again_and_again(tmp_path: Path) -> None:
+    """A listing that says more bytes than a read gives (the file was cut meanwhile, or the
+    listing is stale) ends that file's reading for this scan: no loop of reads."""
+
+    class Stale(MemoryStorage):
+        async def read_range(self, key: str, start: int, end: int) -> bytes:
+            return (await super().read_range(key, start, end))[:100]
+
+    data = _log_bytes(tmp_path, 10)
+    storage = Stale({KEY: data}, uri="memory://stale")
+    with create_trial("memory://stale", storage=storage, trial_format="tensorboard") as trial:
+        assert len(trial.steps()) < 10
+        assert storage.calls["read_range"] <= 3
