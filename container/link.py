@@ -37,7 +37,7 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["ENV_FDS", "ChildLink", "StepWatch", "parse_messages"]
+__all__ = ["ENV_FDS", "MESSAGE_LIMIT", "ChildLink", "StepWatch", "parse_messages"]
 
 ENV_FDS = "EVALUATOR_SUPERVISOR_FDS"
 
@@ -128,13 +128,23 @@ class StepWatch:
                 self.link.send("wait", rules=idle)
 
 
+#: The longest line the supervisor keeps on the control pipe (its messages are a few hundred
+#: bytes). A longer one is dropped as it comes: the buffer never grows past this plus a read.
+MESSAGE_LIMIT = 1 << 20
+_DROPPED = b"\0"  # what is left of a line being dropped: no line starting so parses
+
+
 def parse_messages(buffer: bytearray) -> list[dict[str, Any]]:
     """Take the complete lines out of ``buffer`` and parse them; a line that is not a JSON
-    object is dropped (the child wrote it, not an attacker, but it decides nothing)."""
+    object is dropped (the child wrote it, not an attacker, but it decides nothing), and so
+    is a line longer than ``MESSAGE_LIMIT``, as it comes (4 GiB without a newline cannot grow
+    the supervisor: what is kept of it is one NUL byte until its newline arrives)."""
     messages: list[dict[str, Any]] = []
     while True:
         end = buffer.find(b"\n")
         if end < 0:
+            if len(buffer) > MESSAGE_LIMIT:
+                buffer[:] = _DROPPED
             return messages
         line = bytes(buffer[:end])
         del buffer[: end + 1]

@@ -9,16 +9,20 @@ a delimiter, one LIST request per folder looked at, never the trial's objects.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from evaluator.config.trial_list import parse_trial_list, trial_names
 from evaluator.config.values import check_location
 from evaluator.errors import ConfigurationError
+from evaluator.fileio import UnsafeFile, read_capped
 from evaluator.storage.folders import Folders
 
-__all__ = ["Trial", "find_trials"]
+__all__ = ["TRIALS_FILE_LIMIT", "Trial", "find_trials"]
+
+#: The largest ``--trials-file`` read: 16 MiB, some 150,000 trial locations.
+TRIALS_FILE_LIMIT = 16 << 20
 
 _MARKERS = ("collections", "index")
 _END_MARKER = "training_job_end.ts"
@@ -37,10 +41,7 @@ def find_trials(arguments: Sequence[str], trials_files: Sequence[str] = ()) -> l
     """Every trial the arguments and list files name, in order, with distinct names."""
     given = list(arguments)
     for name in trials_files:
-        try:
-            given += parse_trial_list(Path(name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigurationError(f"cannot read --trials-file {name!r}: {e}") from None
+        given += parse_trial_list(_read_list(name))
     if not given:
         raise ConfigurationError(
             "no trial given: name trials (folders or s3:// prefixes), a folder or prefix whose "
@@ -52,6 +53,17 @@ def find_trials(arguments: Sequence[str], trials_files: Sequence[str] = ()) -> l
         found += _expand(lister, check_location("TRIAL", argument.strip()))
     unique = list(dict.fromkeys(found))
     return [Trial(n, t) for n, t in zip(trial_names(unique), unique)]
+
+
+def _read_list(name: str) -> str:
+    """The text of a ``--trials-file``: a regular file (a link to one is followed) of at most
+    ``TRIALS_FILE_LIMIT`` bytes; a FIFO, a device (``/dev/zero``), a folder or a larger file
+    is a ConfigurationError naming it, never a hang or gigabytes read."""
+    try:
+        data = read_capped(os.path.realpath(name), TRIALS_FILE_LIMIT, shown=name)
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError, UnsafeFile) as e:
+        raise ConfigurationError(f"cannot read --trials-file {name!r}: {e}") from None
 
 
 def _join(location: str, name: str) -> str:

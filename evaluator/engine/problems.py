@@ -18,7 +18,14 @@ __all__ = ["DataProblems", "Problem"]
 
 log = structlog.get_logger("evaluator.trial")
 
-Problem = Literal["missing", "empty", "truncated", "corrupt"]
+Problem = Literal["missing", "empty", "truncated", "corrupt", "unreadable", "step_too_large"]
+
+
+_ACTIONS = {
+    "corrupt": "rest of the file skipped",
+    "unreadable": "record skipped",
+    "step_too_large": "record skipped",
+}
 
 
 class DataProblems:
@@ -44,9 +51,11 @@ class DataProblems:
         detail: str,
         trial_complete: bool,
         size: int = 0,
+        offset: int | None = None,
     ) -> bool:
-        """Record one unreadable event file (``size``: the bytes it had, as far as known); False
-        (and nothing logged) if already recorded."""
+        """Record one unreadable event file (``size``: the bytes it had, as far as known;
+        ``offset``: where in it the bad record starts, when known); False (and nothing
+        logged) if already recorded."""
         entry = {
             "file": file,
             "step": step,
@@ -57,6 +66,8 @@ class DataProblems:
             "detail": detail,
             "trial_complete": trial_complete,
         }
+        if offset is not None:
+            entry["offset"] = offset
         with self._lock:
             if file in self._seen:
                 self._seen.move_to_end(file)
@@ -68,7 +79,7 @@ class DataProblems:
             self._count += 1
             if len(self._listed) < self._keep:
                 self._listed.append(entry)
-        action = "rest of the file skipped" if problem == "corrupt" else "step skipped"
+        action = _ACTIONS.get(problem, "step skipped")
         log.warning("data_problem", **entry, action=action)
         return True
 

@@ -22,6 +22,7 @@ from evaluator.errors import SMDebugTypeError, SMDebugValueError, UnsupportedDty
 from evaluator.formats.proto import tensor_pb2, tensor_shape_pb2, types_pb2
 
 __all__ = [
+    "MAX_DIMENSIONS",
     "MAX_FILLED_ELEMENTS",
     "content_dtype",
     "decode_tensor_content",
@@ -181,6 +182,8 @@ def _decode_strings(tensor: TensorProto) -> np.ndarray:
 # TensorFlow lets one value (or none) fill a whole shape; smdebug's writer always saves every
 # value, so a record claiming more filled elements than this is hostile or broken.
 MAX_FILLED_ELEMENTS = 1 << 24
+# numpy's own limit on an array's dimensions: a shape of more is refused before it is built.
+MAX_DIMENSIONS = 64
 
 
 def _fill(
@@ -204,7 +207,12 @@ def _fill(
 
 
 def _shape(tensor: TensorProto) -> tuple[int, ...]:
-    shape = tuple(d.size for d in tensor.tensor_shape.dim)
+    dims = tensor.tensor_shape.dim
+    if len(dims) > MAX_DIMENSIONS:
+        raise SMDebugValueError(
+            f"tensor shape has {len(dims)} dimensions, over numpy's limit of {MAX_DIMENSIONS}"
+        )
+    shape = tuple(d.size for d in dims)
     if any(d < 0 for d in shape):
         raise SMDebugValueError(f"tensor shape {shape} has unknown dimensions")
     return shape

@@ -85,9 +85,20 @@ def parse_frame(
     """The payload of the record at the start of ``buf``: the lean path for index byte ranges.
 
     ``label_offset`` is where ``buf`` starts in ``source`` (errors report it). With ``exact``,
-    bytes after the record are corrupt: an index range must hold exactly one record.
+    bytes after the record, or a length past the range's end, are corrupt: an index range
+    must hold exactly one record.
     """
-    payload, total = _frame(buf, 0, source, label_offset)
+    try:
+        payload, total = _frame(buf, 0, source, label_offset)
+    except IncompleteRecord as e:
+        if not exact:
+            raise
+        # an index range is a whole record: a length past its end is wrong, not unwritten
+        reason = (
+            f"its length field claims {e.needed - RECORD_OVERHEAD} bytes, "
+            f"but its byte range holds {len(buf)}"
+        )
+        raise CorruptRecordError(source, label_offset, reason) from None
     if exact and total != len(buf):
         reason = f"byte range holds {len(buf)} bytes but its record is {total} bytes"
         raise CorruptRecordError(source, label_offset, reason)

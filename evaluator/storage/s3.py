@@ -48,7 +48,7 @@ from evaluator.errors import ObjectNotFound, StorageError
 from evaluator.storage.base import ObjectInfo
 from evaluator.storage.s3_answers import Reply, UnreadableKey
 from evaluator.storage.s3_client import BodyBroken, ListCursor, S3Client
-from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error
+from evaluator.storage.s3_errors import RangeNotSatisfiable, client_error, listing_went_back
 from evaluator.storage.s3_errors import translate as _translate
 from evaluator.storage.s3_outage import Outage, Unanswered
 from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE, READ_TIMEOUT, unreachable_error
@@ -150,11 +150,15 @@ class S3Storage:
         cursor = ListCursor.below(full, after)
         request = _Request("list", self._s3_uri(prefix), "s3:ListBucket", cursor=cursor)
         skip = len(self._root)
+        last: str | None = None  # the key before
         while True:
             page = (await self._call(request)).listing
             if cursor.done:
                 return
             for item in page:
+                if last is not None and item.key <= last:
+                    raise listing_went_back(self._s3_uri(prefix), self._client, last, item.key)
+                last = item.key
                 if item.key.startswith(full) and (after is None or item.key > after):
                     yield ObjectInfo(item.key[skip:], item.size)
                 elif item.key > full and not item.key.startswith(full):

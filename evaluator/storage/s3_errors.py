@@ -21,7 +21,7 @@ from evaluator.errors import AccessDenied, BucketNotFound, ObjectNotFound, Stora
 if TYPE_CHECKING:
     from evaluator.storage.s3_answers import Reply
 
-__all__ = ["RangeNotSatisfiable", "client_error", "translate"]
+__all__ = ["RangeNotSatisfiable", "client_error", "listing_went_back", "translate"]
 
 _NOT_FOUND = {"NoSuchKey", "NotFound", "404"}
 _DENIED = {"AccessDenied", "AllAccessDisabled", "Forbidden", "403"}
@@ -41,6 +41,19 @@ _NO_CREDENTIALS = (
 
 class RangeNotSatisfiable(StorageError):
     """S3's 416: the range starts at or after the object's end (or the object is empty)."""
+
+
+def listing_went_back(uri: str, client: Any, last: str, key: str) -> StorageError:
+    """S3 lists keys in order, each once: a key at or before the one before means the
+    endpoint sent a continuation token again (a loop that would list for ever), so the
+    listing ends there (obstore gathers pages into chunks of 1000 keys: within one chunk of
+    the repeat)."""
+    endpoint = client.endpoint if client is not None else "S3"
+    return StorageError(
+        f"the listing of {uri} went back from key {last!r} to {key!r}: the endpoint "
+        f"{endpoint} repeats a continuation token (an S3-compatible server or proxy that "
+        "pages wrongly); the listing was stopped at the repeat"
+    )
 
 
 def client_error(reply: Reply | None, operation: str, retries: int) -> ClientError:

@@ -166,8 +166,11 @@ class Trial(SmdebugAttributes, StepWaits):
         once, the first 100 in the order met (``data_problem_count`` counts them all): dicts
         of ``file`` (full URI), ``step`` (global), ``worker``, ``problem`` (``"missing"``,
         ``"empty"`` or ``"truncated"``; ``"corrupt"``: a TensorBoard record whose checksum is
-        wrong, after which the file is not read, ``step`` then the writer's last step read
-        before it),
+        wrong, after which the file is not read, or whose length points past the file's end,
+        after which reading resumes at the next valid record, ``step`` then the writer's last
+        step read before it; ``"step_too_large"``: TensorBoard records at steps past 2**62 - 1,
+        left out; ``"unreadable"``: a TensorBoard record that is no valid Event or is over a
+        bound, such as a histogram's bucket count, skipped), ``offset`` (TensorBoard: where the bad record starts, when known),
         ``tensor`` and ``mode`` of the first read that met it, ``detail`` (a sentence) and
         ``trial_complete`` (whether the trial was complete then, or the wait for the file
         merely ran out). The steps were skipped."""

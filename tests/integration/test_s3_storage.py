@@ -270,3 +270,23 @@ def test_credentials_never_appear_in_errors_or_logs(
         texts += [str(failure), repr(failure), "".join(traceback.format_exception(failure))]
     for secret in TEST_CREDENTIALS.values():
         assert not [text for text in texts if secret in text]
+
+
+def test_a_looping_continuation_token_ends_the_listing_with_a_storage_error(
+    trial: str, start_proxy: StartProxy
+) -> None:
+    """An endpoint that sends the same continuation token again (every page the first one):
+    the listing stops at the first key that goes back, with a StorageError naming the
+    listing and the endpoint (before: 9,930 requests in 400 s, never ending; here the
+    30 s wait_for would end it with TimeoutError)."""
+    proxy = start_proxy(rate=0.0, loop_listings=True)
+    storage = S3Storage(trial)
+
+    async def listing() -> list[Any]:
+        return await asyncio.wait_for(collect(storage, "events/"), 30)
+
+    with pytest.raises(StorageError, match="repeats a continuation token") as caught:
+        run_with(storage, lambda s: listing())
+    assert f"{trial}/events/" in str(caught.value) and proxy.endpoint in str(caught.value)
+    # obstore gathers pages into chunks of 1000 keys: the repeat is seen in the first chunk
+    assert proxy.listings <= 1000 // len(EVENTS) + 1

@@ -9,7 +9,10 @@ bounded retries always get through) the proxy answers one of:
 * ``"reset"``: a TCP reset instead of any answer;
 * ``"truncate"``: the real answer's headers and half of its body, then a reset.
 
-``deny=True`` answers every request with S3's 403 ``AccessDenied`` instead. Every read has a
+``deny=True`` answers every request with S3's 403 ``AccessDenied`` instead.
+``loop_listings=True`` makes every ListObjectsV2 answer truncated with the continuation token
+``loop``, and answers a request carrying a token with the first page again: a listing that
+would never end (``listings`` counts them). Every read has a
 timeout and every connection ends on EOF, an error or ``IDLE_TIMEOUT``, so nothing here can hang
 a test for long.
 """
@@ -66,6 +69,7 @@ class FaultyProxy:
         max_faults: int = 1000,
         max_in_a_row: int | None = 2,
         deny: bool = False,
+        loop_listings: bool = False,
     ) -> None:
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
@@ -77,6 +81,9 @@ class FaultyProxy:
         self.injected: Counter[str] = Counter()
         self.requests = 0
         self.ranges: list[str] = []  # every Range header received, in arrival order
+        self._loop_listings = loop_listings
+        self._first_page: _Message | None = None
+        self.listings = 0  # list requests answered (loop_listings)
         self.endpoint = ""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -155,7 +162,10 @@ class FaultyProxy:
         if fault == "reset":
             _reset(writer)
             return False
-        response = await asyncio.wait_for(self._forward(request), IDLE_TIMEOUT)
+        if self._loop_listings and "list-type=2" in request.head:
+            response = await self._looping_listing(request)
+        else:
+            response = await asyncio.wait_for(self._forward(request), IDLE_TIMEOUT)
         headers = [(k, v) for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
         if not request.head.startswith("HEAD "):  # HEAD keeps the size of the body it omits
             headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
@@ -169,6 +179,20 @@ class FaultyProxy:
         writer.write(data)
         await writer.drain()
         return True
+
+    async def _looping_listing(self, request: _Message) -> _Message:
+        """The first page of the listing, truncated, with the token ``loop``, whatever token
+        the request carries."""
+        self.listings += 1
+        if "continuation-token=" in request.head and self._first_page is not None:
+            return self._first_page
+        response = await asyncio.wait_for(self._forward(request), IDLE_TIMEOUT)
+        body = response.body.replace(
+            b"<IsTruncated>false</IsTruncated>",
+            b"<IsTruncated>true</IsTruncated><NextContinuationToken>loop</NextContinuationToken>",
+        )
+        self._first_page = _Message(response.head, response.headers, body)
+        return self._first_page
 
     async def _forward(self, request: _Message) -> _Message:
         reader, writer = await asyncio.open_connection(*self._upstream)

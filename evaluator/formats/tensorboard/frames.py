@@ -19,9 +19,23 @@ import numpy as np
 
 from evaluator.errors import CorruptRecordError, IncompleteRecord
 from evaluator.formats.crc import FOOTER_MAGIC_VALUE, MASK_DELTA
-from evaluator.formats.tfrecord import HEADER_SIZE, RECORD_OVERHEAD, length_crc, read_record
+from evaluator.formats.tfrecord import (
+    HEADER,
+    HEADER_SIZE,
+    RECORD_OVERHEAD,
+    length_crc,
+    read_record,
+)
 
-__all__ = ["Frames", "Scalars", "frame_records", "groups", "simple_scalars"]
+__all__ = [
+    "Frames",
+    "Scalars",
+    "claimed_size",
+    "frame_records",
+    "groups",
+    "next_record",
+    "simple_scalars",
+]
 
 _LENGTH = struct.Struct("<Q")
 _MAX_STEP_BYTES = 5  # steps below 2**35 are read here; longer varints take the decoder's path
@@ -87,6 +101,47 @@ def frame_records(blob: bytes, *, source: str, start: int = 0, limit: int | None
         else:  # pragma: no cover - both paths check the same things
             raise AssertionError("a record the checked path accepts was refused")
     return Frames(first_at, lengths, pos, corrupt)
+
+
+def claimed_size(blob: bytes, pos: int) -> int | None:
+    """The whole size (16 + N) the record at ``pos`` claims, when its 12 header bytes are
+    there and its length CRC is right; None otherwise."""
+    if len(blob) - pos < HEADER_SIZE:
+        return None
+    n, crc = HEADER.unpack_from(blob, pos)
+    return n + RECORD_OVERHEAD if crc == length_crc(n) else None
+
+
+_SEARCH_BLOCK = 1 << 16  # candidate offsets looked at per vectorized pass
+
+
+def next_record(blob: bytes, start: int, *, window: int) -> int | None:
+    """The offset of the first whole, valid record (both CRCs right) of ``blob`` at or after
+    ``start`` and before ``start + window``; None if there is none. Resynchronises a reader
+    after a record whose length cannot be right. Offsets are sifted a block at a time: a
+    length that fits in what is left of ``blob``, then its CRC; the few left are checked
+    whole (``read_record``)."""
+    buf = np.frombuffer(blob, np.uint8)
+    size = len(blob)
+    stop = min(size - RECORD_OVERHEAD + 1, start + window)
+    for lo in range(start, stop, _SEARCH_BLOCK):
+        at = np.arange(lo, min(stop, lo + _SEARCH_BLOCK), dtype=np.int64)
+        at = at[buf[at + 7] == 0]  # lengths past 2**56 fit in no buffer
+        lengths = _uint(buf, at, 8)
+        fits = lengths.astype(np.float64) <= (size - at - RECORD_OVERHEAD)
+        at, lengths = at[fits], lengths[fits]
+        if not len(at):
+            continue
+        known, inverse = groups(lengths)
+        table = np.array([length_crc(int(n)) for n in lengths[known].tolist()], np.uint64)
+        at = at[_uint(buf, at + 8, 4) == table[inverse]]
+        for pos in at.tolist():
+            try:
+                read_record(blob, pos)
+            except (IncompleteRecord, CorruptRecordError):
+                continue
+            return int(pos)
+    return None
 
 
 def _uint(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -227,15 +282,17 @@ def _read_tags(
         first_of, inverse = groups(key)
         same = (words == words[first_of][inverse]).all(axis=1)
         ok[where[~same]] = False
+        ids = np.full(len(first_of), -1, np.int64)  # each group's tag id; -1: not UTF-8
         for group, row in enumerate(first_of.tolist()):
             try:
                 tag = bytes(buf[at[row] : at[row] + size]).decode()
             except UnicodeDecodeError:
-                ok[where[inverse == group]] = False
                 continue
-            members = where[(inverse == group) & same]
-            tag_ids[members] = len(tags)
+            ids[group] = len(tags)
             tags.append(tag)
+        found = ids[inverse]  # one gather for every row (a mask per group cost groups x rows)
+        ok[where[found < 0]] = False
+        tag_ids[where[same & (found >= 0)]] = found[same & (found >= 0)]
 
 
 def groups_of(sizes: np.ndarray) -> list[int]:

@@ -39,6 +39,7 @@ from evaluator.modes import ModeKeys
 
 __all__ = [
     "EVENT_FILE_PATTERN",
+    "MAX_HISTOGRAM_BUCKETS",
     "Histogram",
     "ParsedEvent",
     "SummaryDatum",
@@ -52,6 +53,10 @@ __all__ = [
 
 #: The name every TensorBoard writer gives its files (``tf.summary``, torch, tensorboardX, Keras).
 EVENT_FILE_PATTERN = re.compile(r"(?:^|/)events\.out\.tfevents\.[^/]+$")
+
+#: Buckets a histogram may have: TensorFlow's default edges make about 1,550, torch's and
+#: Keras' fewer. A record claiming more is refused before any array is made of it.
+MAX_HISTOGRAM_BUCKETS = 1 << 16
 
 SCALARS_PLUGIN = "scalars"
 HISTOGRAMS_PLUGIN = "histograms"
@@ -265,6 +270,7 @@ def _datum(value: summary_pb2.Summary.Value, plugin_of: dict[str, str]) -> Summa
 def _from_proto(h: summary_pb2.HistogramProto) -> Histogram:
     """A HistogramProto, with TensorBoard's own bucket edges: the first bucket starts at
     ``min``, the last ends at ``max``, the others end at their ``bucket_limit``."""
+    _check_buckets(min(len(h.bucket_limit), len(h.bucket)))
     limits = list(h.bucket_limit)
     counts = list(h.bucket)
     k = min(len(limits), len(counts))
@@ -279,6 +285,7 @@ def _from_proto(h: summary_pb2.HistogramProto) -> Histogram:
 
 def _from_tensor(array: np.ndarray) -> Histogram:
     """A TF2 ``[k, 3]`` histogram: min and max are the outer edges of the non-empty buckets."""
+    _check_buckets(len(array))
     buckets = np.asarray(array, dtype=np.float64).reshape(-1, 3)
     counts = buckets[:, 2]
     count = float(np.sum(counts))
@@ -287,3 +294,10 @@ def _from_tensor(array: np.ndarray) -> Histogram:
         return Histogram(math.nan, math.nan, count, None, None, buckets)
     lo, hi = float(buckets[full[0], 0]), float(buckets[full[-1], 1])
     return Histogram(min(lo, hi), max(lo, hi), count, None, None, buckets)
+
+
+def _check_buckets(count: int) -> None:
+    if count > MAX_HISTOGRAM_BUCKETS:
+        raise SMDebugValueError(
+            f"histogram of {count} buckets, over the limit of {MAX_HISTOGRAM_BUCKETS}"
+        )

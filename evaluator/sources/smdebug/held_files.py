@@ -18,8 +18,9 @@ from typing import cast
 from evaluator.engine.cache import TrialCache
 from evaluator.engine.problems import Problem
 from evaluator.engine.runner import BackgroundLoop
-from evaluator.errors import ObjectNotFound, TensorUnavailableForStep
+from evaluator.errors import CorruptRecordError, ObjectNotFound, TensorUnavailableForStep
 from evaluator.formats.keys import parse_index_key
+from evaluator.formats.tfrecord import HEADER, HEADER_SIZE, RECORD_OVERHEAD, length_crc
 from evaluator.modes import ModeKeys
 from evaluator.sources.smdebug.prefetch import AHEAD_MIN_BYTES, Prefetcher, RecordsAhead
 from evaluator.sources.smdebug.source import SmdebugSource
@@ -41,6 +42,8 @@ Record = tuple[bytes, int]
 read, or kept in the byte cache; never a copy of the record)."""
 
 _NOTHING: Held = (None, 0, b"")
+#: A record the index file says is larger than this has its own length field read first.
+CHECKED_ABOVE = 16 << 20
 
 
 class EventBytes:
@@ -58,6 +61,7 @@ class EventBytes:
     ) -> None:
         self.cache = cache
         self.source = source
+        self._storage = storage
         self.loop = loop
         self.prefetch = prefetch
         self._root = root
@@ -133,6 +137,8 @@ class EventBytes:
                 self.prefetch.first_use(event_key)
                 return found
         lo, hi = self._span_to_read(event_key, start, end, span)
+        if length > CHECKED_ABOVE:
+            self._check_length(event_key, start, length)
         ahead = self.ahead
         if ahead is not None and (lo, hi) == (start, end) and length >= AHEAD_MIN_BYTES:
             # A large record read alone (its file is too big to hold): the same tensor's record
@@ -161,6 +167,22 @@ class EventBytes:
         self.prefetch.fetched.discard(event_key)
         self.prefetch.after(event_key)
         return data, start - lo
+
+    def _check_length(self, event_key: str, start: int, length: int) -> None:
+        """Before a large read: the record's own length field (12 bytes read first) must say
+        the size the index file gives it, so a hostile index (an 8 GiB length in a sparse event
+        file) is a ``CorruptRecordError`` naming the file and offset, not gigabytes read."""
+        try:
+            head = self.loop.run(self._storage.read_range(event_key, start, start + HEADER_SIZE))
+        except ObjectNotFound:
+            return  # the read that follows tells the missing file
+        if len(head) < HEADER_SIZE:
+            return  # a short file: the read that follows tells it
+        n, crc = HEADER.unpack_from(head)
+        if crc != length_crc(n) or n + RECORD_OVERHEAD != length:
+            says = f"{n + RECORD_OVERHEAD} bytes" if crc == length_crc(n) else "a corrupt length"
+            reason = f"the index file says its record is {length} bytes; its header says {says}"
+            raise CorruptRecordError(f"{self._root}/{event_key}", start, reason)
 
     def _hold(self, event_key: str, lo: int, data: bytes) -> None:
         """Keep the file just read at hand for the next reads, if the byte cache keeps it too

@@ -121,7 +121,8 @@ def choose_run(runs: Mapping[str, object], wanted: str | None, uri: str) -> str:
 class TagCollections:
     """The trial's collections, filled as tags appear: ``DEFAULT_COLLECTIONS`` with the user's
     (``tensorboard_collections``) replacing those of the same name, plus ``scalars`` and
-    ``histograms``. A collection's name set is replaced, never grown in place, so readers in
+    ``histograms``. A collection's name set is replaced (``publish``, once per scan), never
+    grown in place, so readers in
     other threads never see it change under them.
 
     Tags are filed under their tensor names: where phase words are used, a tag with one
@@ -141,6 +142,7 @@ class TagCollections:
         for name in ("scalars", "histograms"):
             self.collections[name] = Collection(name)
         self._known: dict[str, str] = {}  # tag -> kind
+        self._pending: dict[str, tuple[Collection, set[str]]] = {}  # filed, not yet published
         #: None until decided (``tag_phases`` None: auto); True or False once decided or set.
         self.uses_tag_phases: bool | None = tag_phases
         self.decided = False
@@ -203,13 +205,25 @@ class TagCollections:
                 parts.setdefault(found[1] if own_folder else mode, {})[found[0]] = value
         return list(parts.items())
 
+    def publish(self) -> None:
+        """Give each collection the names filed since the last call: one new set per
+        collection that gained any (replacing the set per name made filing N tags cost N**2)."""
+        pending, self._pending = self._pending, {}
+        for collection, names in pending.values():
+            collection.tensor_names = collection.tensor_names | names
+
     def _file(self, name: str, kind: str) -> None:
         joined: set[str] = set()
         for collection, patterns in self._patterns:
             excluded = _EXCLUSIVE.get(collection.name, ())
             if any(p.search(name) for p in patterns) and not joined & set(excluded):
                 joined.add(collection.name)
-                collection.tensor_names = collection.tensor_names | {name}
+                self._later(collection, name)
         if kind != "tensor":
-            coll = self.collections["histograms" if kind == "histogram" else "scalars"]
-            coll.tensor_names = coll.tensor_names | {name}
+            self._later(self.collections["histograms" if kind == "histogram" else "scalars"], name)
+
+    def _later(self, collection: Collection, name: str) -> None:
+        found = self._pending.get(collection.name)
+        if found is None:
+            found = self._pending[collection.name] = (collection, set())
+        found[1].add(name)

@@ -45,8 +45,15 @@ from evaluator.engine.waits import WaitNotice
 from evaluator.errors import ClientError, ObjectNotFound, SMDebugValueError
 from evaluator.formats.collections_file import CollectionsFile
 from evaluator.formats.keys import END_OF_JOB_KEY, index_key
-from evaluator.formats.tensorboard.frames import Frames, frame_records, simple_scalars
+from evaluator.formats.tensorboard.frames import (
+    Frames,
+    claimed_size,
+    frame_records,
+    next_record,
+    simple_scalars,
+)
 from evaluator.formats.tensorboard.summary import is_event_file, parse_event, phase_of_folder
+from evaluator.formats.tfrecord import HEADER_SIZE, RECORD_OVERHEAD
 from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.layout import (
     TagCollections,
@@ -54,14 +61,20 @@ from evaluator.sources.tensorboard.layout import (
     choose_run,
     find_runs,
 )
-from evaluator.sources.tensorboard.steps import Folder, apply_event, apply_scalars, distinct
+from evaluator.sources.tensorboard.steps import (
+    MAX_STEP,
+    Folder,
+    apply_event,
+    apply_scalars,
+    distinct,
+)
 from evaluator.sources.tensorboard.values import HeldTensors, held_steps
 from evaluator.storage.base import ObjectInfo, Storage
 from evaluator.storage.schemes import is_remote, local_path
 
 if TYPE_CHECKING:
     from evaluator.engine.cache import TrialCache
-    from evaluator.engine.problems import DataProblems
+    from evaluator.engine.problems import DataProblems, Problem
     from evaluator.engine.runner import BackgroundLoop
     from evaluator.engine.view import TrialView
 
@@ -71,9 +84,19 @@ log = structlog.get_logger("evaluator.trial")
 
 WORKER = "worker_0"
 _CHUNK_RECORDS = 1 << 16  # records framed and decoded at once (bounds the arrays' memory)
+_READ_BYTES = 32 << 20  # read of a file at once (a longer record is read whole, as listed)
+_RESYNC_BYTES = 8 << 20  # looked through for the next valid record after a wrong length
 # A local log whose event files were all last written this long before it is opened is a
 # finished run: complete at once (docs/tensorboard.md, "Live logs").
 UNCHANGED_SECONDS = 60.0
+
+
+_WHAT_IS_LOST = {
+    "corrupt": "(that record)",
+    "unreadable": "(that record)",
+    "truncated": "(the file's last record)",
+    "step_too_large": "(the records at those steps)",
+}
 
 
 @dataclass
@@ -104,6 +127,9 @@ class TensorBoardSource:
         self._unchanged = False  # a local log nothing wrote to for a while when opened
         self._problems: DataProblems | None = None  # the trial's, once its values are opened
         self._corrupt: list[dict[str, Any]] = []  # corrupt records met before that
+        self._ended = False  # the run has ended (end marker, or a local log left unchanged)
+        self._torn: set[str] = set()  # files whose lost last record was told
+        self._prefix = f"{storage.uri.rstrip('/')}/"  # a file's name in data problems
 
     async def aclose(self) -> None:
         self.held.close()
@@ -113,7 +139,9 @@ class TensorBoardSource:
     async def training_ended(self) -> bool:
         """The end marker, or a local log that nothing had written to for ``UNCHANGED_SECONDS``
         when it was opened (a finished run: complete at once, not after idle scans)."""
-        return self._unchanged or await self.storage.exists(END_OF_JOB_KEY)
+        if not self._ended:
+            self._ended = self._unchanged or await self.storage.exists(END_OF_JOB_KEY)
+        return self._ended
 
     def _unchanged_since_opened(self, files: list[ObjectInfo]) -> bool:
         """Whether every event file of a local log was last written ``UNCHANGED_SECONDS``
@@ -264,52 +292,132 @@ class TensorBoardSource:
             if not state.broken and obj.size > max(state.offset, state.seen):
                 grown.append((obj, state))  # bytes beyond a torn record are read once more
                 state.seen = obj.size
-        blobs = await asyncio.gather(
-            *(self.storage.read_range(o.key, s.offset, o.size) for o, s in grown)
-        )
-        with gc_paused():  # many small containers, no cycles (as loading index files)
-            for (obj, state), blob in zip(grown, blobs, strict=True):
-                self._consume(obj.key, state, blob)
+        firsts = await asyncio.gather(*(self._read_part(o, s, _READ_BYTES) for o, s in grown))
+        for (obj, state), blob in zip(grown, firsts, strict=True):
+            await self._read_file(obj, state, blob)  # in order: a folder's files are a sequence
+        ended = await self.training_ended() if with_end_marker else self._ended
+        if ended:
+            self._torn_tails()
         files = self._hand_on(range_steps)
-        end = with_end_marker and await self.training_ended()
         last = index_key(self._last_step, WORKER) if self._last_step >= 0 else None
-        return IndexScan(files, last, end_marker=end)
+        return IndexScan(files, last, end_marker=ended and with_end_marker)
+
+    async def _read_part(self, obj: ObjectInfo, state: _File, size: int) -> bytes:
+        """At most ``size`` bytes of the file from where its reading stopped (never more than
+        the listing says it has: a sparse file listed as 40 GiB is read a part at a time)."""
+        return await self.storage.read_range(
+            obj.key, state.offset, min(obj.size, state.offset + size)
+        )
+
+    async def _read_file(self, obj: ObjectInfo, state: _File, blob: bytes) -> None:
+        """Consume ``blob`` (the file's first part), then the rest of what the listing says
+        the file has, a part at a time; a record longer than a part is read whole when the
+        file is long enough to hold it (else it is a torn record: come back later)."""
+        asked = min(obj.size - state.offset, _READ_BYTES)
+        while True:
+            start = state.offset
+            with gc_paused():  # many small containers, no cycles (as loading index files)
+                self._consume(obj.key, state, blob)
+            if state.broken or start + len(blob) >= obj.size or len(blob) < asked:
+                return  # the end, or fewer bytes than listed: on when the listing grows
+            want = _READ_BYTES
+            if state.offset == start:  # one record longer than the part read
+                claimed = claimed_size(blob, 0)
+                if claimed is None or start + claimed > obj.size:
+                    return
+                want = claimed
+            asked = min(obj.size - state.offset, want)
+            blob = await self._read_part(obj, state, want)
 
     def _consume(self, key: str, state: _File, blob: bytes) -> None:
         """Apply the records of ``blob`` (bytes from ``state.offset`` on) to the folder's
-        columns; a record cut short is left for the next scan. One-scalar events are read
+        columns; a record cut short is left for the next read. One-scalar events are read
         all at once (``simple_scalars``); the others are decoded one by one, in order with
-        them where order matters (a purge, an old file's rule)."""
+        them where order matters (a purge, an old file's rule). A record whose length points
+        past the file's end while a valid record follows is a data problem, and reading goes
+        on from that record (``_resynchronise``)."""
         folder = self._folders[state.folder]
-        where = f"{self.storage.uri.rstrip('/')}/{key}"
+        where = self._prefix + key
         buf = np.frombuffer(blob, np.uint8)
         pos = 0
         while True:
             frames = frame_records(blob, source=where, start=pos, limit=_CHUNK_RECORDS)
-            self._apply_records(folder, blob, buf, frames, where)
+            self._apply_records(folder, blob, buf, frames, where, state.offset)
             pos = frames.end
             if frames.corrupt is not None:
                 state.broken = True  # as TensorBoard: nothing after a corrupt record
-                self._corrupt_record(where, folder, frames.corrupt, state.offset + len(blob))
+                detail = f"{frames.corrupt}; the file is not read past it, as TensorBoard does"
+                self._data_problem(where, folder, detail, state.offset + pos)
                 break
-            if len(frames.starts) < _CHUNK_RECORDS:
-                break  # the end, or a record cut short: read again from there next time
+            if len(frames.starts) == _CHUNK_RECORDS:
+                continue
+            if pos >= len(blob):
+                break
+            found = self._resynchronise(blob, pos, state)
+            if found is None:
+                break  # a record cut short: read again from there next time
+            self._data_problem(where, folder, found[1], state.offset + pos)
+            pos = found[0]
         state.offset += pos
 
-    def _corrupt_record(self, where: str, folder: Folder, detail: str, size: int) -> None:
-        """A corrupt record ends what is read of its file (as TensorBoard reads it): a data
-        problem of the trial (the result file's ``data_problems``), never a quiet end."""
+    def _resynchronise(self, blob: bytes, pos: int, state: _File) -> tuple[int, str] | None:
+        """(where reading goes on, what was wrong) when the record at ``pos`` claims a length
+        past the file's listed end yet a valid record follows it: its length field is wrong,
+        not a record being written. None when no valid record follows (a torn last record)."""
+        claimed = claimed_size(blob, pos)
+        if claimed is None or state.offset + pos + claimed <= state.seen:
+            return None
+        found = next_record(blob, pos + 1, window=_RESYNC_BYTES)
+        if found is None:
+            return None
+        detail = (
+            f"corrupt record at byte offset {state.offset + pos}: its length field claims "
+            f"{claimed - RECORD_OVERHEAD} bytes, past the file's end at {state.seen}; reading "
+            f"resumed at the next valid record, at byte offset {state.offset + found}"
+        )
+        return found, detail
+
+    def _torn_tails(self) -> None:
+        """Once the run has ended, a file that still ends inside a record lost that record:
+        a data problem of the trial (``truncated``), never a quiet end."""
+        for key, state in self._files.items():
+            if state.broken or state.offset >= state.seen or key in self._torn:
+                continue
+            self._torn.add(key)
+            where = self._prefix + key
+            detail = (
+                f"the file ends inside the record at byte offset {state.offset} (it has "
+                f"{state.seen} bytes) and the run has ended: that record is lost"
+            )
+            folder = self._folders[state.folder]
+            self._data_problem(where, folder, detail, state.offset, problem="truncated")
+
+    def _data_problem(
+        self,
+        where: str,
+        folder: Folder,
+        detail: str,
+        offset: int | None,
+        problem: Problem = "corrupt",
+    ) -> None:
+        """A record that cannot be read: a data problem of the trial (the result file's
+        ``data_problems``, with the file and the record's offset), never a quiet end."""
         read = [int(a.max()) for a in folder.new_steps if len(a)] + folder.new_step
+        state = self._files.get(where.removeprefix(self._prefix))
+        broken = state is not None and state.broken
         found: dict[str, Any] = {
             "file": where,
             "step": max(read, default=folder.recent_step),  # the writer's, last read before it
             "worker": WORKER,
-            "problem": "corrupt",
-            "tensor": "(every record after it in this file)",
+            "problem": problem,
+            "tensor": _WHAT_IS_LOST[problem]
+            if not broken
+            else "(every record after it in this file)",
             "mode": folder.mode.name,
-            "detail": f"{detail}; the file is not read past it, as TensorBoard does",
-            "trial_complete": False,
-            "size": size,
+            "detail": detail,
+            "trial_complete": self._ended,
+            "size": state.seen if state is not None else 0,
+            "offset": offset,
         }
         if self._problems is not None:
             self._problems.note(**found)
@@ -317,8 +425,11 @@ class TensorBoardSource:
             self._corrupt.append(found)
 
     def _apply_records(
-        self, folder: Folder, blob: bytes, buf: np.ndarray, frames: Frames, where: str
+        self, folder: Folder, blob: bytes, buf: np.ndarray, frames: Frames, where: str, at: int
     ) -> None:
+        """Apply the records ``frames`` found in ``blob`` (which starts at byte ``at`` of the
+        file); a record that is not a valid Event, or holds more than the bounds allow, is a
+        data problem and is skipped."""
         starts, lengths = frames.starts, frames.lengths
         count = len(starts)
         fast = simple_scalars(buf, starts, lengths)
@@ -331,7 +442,9 @@ class TensorBoardSource:
             try:
                 event = parse_event(payload, folder.plugin_of, source=where)
             except SMDebugValueError as e:
-                log.warning("tensorboard_record_unreadable", file=where, detail=str(e))
+                offset = at + first - HEADER_SIZE
+                detail = f"the record at byte offset {offset} cannot be read: {e}; skipped"
+                self._data_problem(where, folder, detail, offset, problem="unreadable")
                 continue
             if event.what in ("start", "file_version") or not folder.ordered_by_step:
                 apply_scalars(folder, fast, flushed, i, base, tags)  # the order matters
@@ -339,11 +452,19 @@ class TensorBoardSource:
             apply_event(folder, event, base + i, tags)
         apply_scalars(folder, fast, flushed, count, base, tags)
         folder.order = base + count
+        if folder.refused:
+            detail = (
+                f"{len(folder.refused)} record(s) at steps past {MAX_STEP} (2**62 - 1), the "
+                f"largest whose global step fits in 64 bits, first {folder.refused[0]}; left out"
+            )
+            self._data_problem(where, folder, detail, None, problem="step_too_large")
+            folder.refused = []
 
     def _hand_on(self, range_steps: tuple[int | None, int | None] | None) -> list[ParsedIndex]:
         """Publish the columns that changed, and hand the trial the new steps of every mode
         (one ``StepBatch``; none when nothing changed)."""
         tags = self._tags
+        tags.publish()  # the collections gain the tags filed since the last hand-on
         if not tags.decided and any(f.changed for f in self._folders.values()):
             self._decide_tag_phases()
         places = self._places() if tags.uses_tag_phases and tags.tag_phases else None

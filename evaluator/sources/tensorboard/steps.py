@@ -6,6 +6,7 @@ handed on. No I/O."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,11 @@ from evaluator.modes import ModeKeys
 from evaluator.sources.tensorboard.columns import Series
 from evaluator.sources.tensorboard.layout import TagCollections
 
-__all__ = ["Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
+__all__ = ["MAX_STEP", "Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
+
+#: The largest event step read: with phases the global step is ``2 * step + 1``, which must
+#: fit in an int64. An event at a larger step is left out, and told (``Folder.refused``).
+MAX_STEP = (1 << 62) - 1
 
 
 @dataclass
@@ -34,6 +39,7 @@ class Folder:
     new_steps: list[np.ndarray] = field(default_factory=list)
     new_step: list[int] = field(default_factory=list)
     purged: bool = False
+    refused: list[int] = field(default_factory=list)  # steps past MAX_STEP met, not yet told
 
     @property
     def ordered_by_step(self) -> bool:
@@ -117,14 +123,18 @@ def apply_scalars(
         steps, ids, values, order = steps[kept], ids[kept], values[kept], order[kept]
     if not len(steps):
         return
-    present = np.unique(ids).tolist()
-    for tag_id in present:
-        tag = names[tag_id]
-        tags.add(tag, "scalar")
-        if len(present) == 1:
-            folder.tag(tag).extend_scalars(steps, order, values)
-        else:
-            mine = ids == tag_id
+    if bool(np.all(ids == ids[0])):
+        tags.add(names[int(ids[0])], "scalar")
+        folder.tag(names[int(ids[0])]).extend_scalars(steps, order, values)
+    else:  # one sort groups the rows of each tag (a mask per tag would cost tags x rows)
+        by_tag = np.argsort(ids, kind="stable")
+        sorted_ids = ids[by_tag]
+        bounds = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
+        edges = [0, *bounds.tolist(), len(by_tag)]
+        for lo, hi in itertools.pairwise(edges):
+            mine = by_tag[lo:hi]
+            tag = names[int(sorted_ids[lo])]
+            tags.add(tag, "scalar")
             folder.tag(tag).extend_scalars(steps[mine], order[mine], values[mine])
     folder.new_steps.append(steps)
 
@@ -146,6 +156,9 @@ def apply_event(folder: Folder, event: ParsedEvent, order: int, tags: TagCollect
     """Apply one decoded event (the ``order``-th record of the folder) to ``folder``; its
     tags are filed in ``tags``."""
     what, step, data = event.what, event.step, event.data
+    if step > MAX_STEP:
+        folder.refused.append(step)  # no global step can be made of it; never a purge either
+        return
     if what == "file_version":
         with contextlib.suppress(ValueError):
             folder.file_version = float(event.file_version.rsplit(":", 1)[-1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,17 @@ def test_groups_is_unique_in_order_of_first_appearance(distinct: int) -> None:
     assert (keys[first][inverse] == keys).all()
     assert sorted(keys[first].tolist()) == np.unique(keys).tolist()
     assert all(keys[r] not in keys[:r] for r in first.tolist())
+
+
+def test_next_record_finds_the_first_valid_record_after_garbage() -> None:
+    """Resynchronising: zeros, a header whose length CRC is right but whose record is not
+    whole, then a real record: its offset; within a window too short to reach it, None."""
+    from evaluator.formats.tensorboard.frames import next_record
+    from evaluator.formats.tfrecord import encode_record, length_crc
+
+    fake = struct.pack("<QI", 1 << 33, length_crc(1 << 33))
+    good = encode_record(b"payload", payload_crc=True)
+    blob = bytes(5000) + fake + b"xyz" + good + bytes(10)
+    assert next_record(blob, 0, window=len(blob)) == 5000 + len(fake) + 3
+    assert next_record(blob, 0, window=4000) is None
+    assert next_record(bytes(100_000), 0, window=100_000) is None

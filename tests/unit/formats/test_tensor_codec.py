@@ -366,3 +366,21 @@ def test_a_huge_filled_shape_is_refused_before_allocating() -> None:
     small = TensorProto(dtype=DT_FLOAT, float_val=[2.0])
     small.tensor_shape.CopyFrom(TensorShapeProto(dim=[TensorShapeProto.Dim(size=3)]))
     assert decode_tensor_proto(small).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_shape_of_more_dimensions_than_numpy_holds_is_a_value_error() -> None:
+    """65 dimensions of size 1 holding one float: SMDebugValueError naming the limit, not
+    numpy's ValueError from reshape (which ended a run with exit 3)."""
+    from evaluator.formats.proto.tensor_pb2 import TensorProto
+    from evaluator.formats.proto.tensor_shape_pb2 import TensorShapeProto
+    from evaluator.formats.proto.types_pb2 import DT_FLOAT
+    from evaluator.formats.tensor_codec import MAX_DIMENSIONS, decode_tensor_proto
+
+    dims = [TensorShapeProto.Dim(size=1)] * (MAX_DIMENSIONS + 1)
+    for tensor in (
+        TensorProto(dtype=DT_FLOAT, float_val=[1.0]),
+        TensorProto(dtype=DT_FLOAT, tensor_content=b"\0\0\x80\x3f"),
+    ):
+        tensor.tensor_shape.CopyFrom(TensorShapeProto(dim=dims))
+        with pytest.raises(SMDebugValueError, match=f"over numpy's limit of {MAX_DIMENSIONS}"):
+            decode_tensor_proto(tensor)

@@ -196,3 +196,15 @@ def test_an_absurd_length_is_corrupt_not_incomplete(length: int) -> None:
         list(iter_records(data, source="f.tfevents"))
     with pytest.raises(CorruptRecordError, match="f.tfevents"):
         parse_frame(data, source="f.tfevents", exact=True)
+
+
+def test_a_length_past_an_exact_range_is_corrupt_not_incomplete() -> None:
+    """An index byte range holds one whole record: a length field of 2^33 (its CRC right)
+    inside it is a CorruptRecordError naming the file and offset (before: IncompleteRecord,
+    which ended a run with exit 3)."""
+    length = 1 << 33
+    data = struct.pack("<Q", length) + struct.pack("<I", length_crc(length)) + b"x" * 20
+    with pytest.raises(CorruptRecordError, match=r"f.tfevents at byte offset 7: .*8589934592"):
+        parse_frame(data, source="f.tfevents", label_offset=7, exact=True)
+    with pytest.raises(IncompleteRecord):
+        parse_frame(data, source="f.tfevents")

@@ -1,0 +1,160 @@
+"""Hostile TensorBoard logs (issue 40): a record whose length field points past the file's
+end, a sparse file listed far larger than it is, steps too large to double; each is a data
+problem of the trial (the result file's ``data_problems``: the file and the offset), read
+within bounded memory, never a quiet end."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.formats.crc import masked_crc32c
+from evaluator.formats.proto import event_pb2, summary_pb2
+from evaluator.formats.tensorboard.summary import MAX_HISTOGRAM_BUCKETS
+from evaluator.formats.tfrecord import encode_record, iter_records
+from evaluator.storage import MemoryStorage
+from evaluator.storage.local import LocalStorage
+from evaluator.testing.tb_writer import write_scalars
+from evaluator.trial import create_trial
+from tests.support.tb_logs import torch_style
+
+pytest.importorskip("tensorboardX")
+
+KEY = "events.out.tfevents.1700000000.host.1.0"
+
+
+def _log_bytes(tmp_path: Path, steps: int) -> bytes:
+    folder = torch_style(tmp_path / "w", scalars={"loss": [(s, 10.0 - s) for s in range(steps)]})
+    (file,) = folder.iterdir()
+    return file.read_bytes()
+
+
+def _with_length(data: bytes, record: int, length: int) -> tuple[bytes, int]:
+    """``data`` with the length field of its ``record``-th record set to ``length`` (and
+    that field's CRC made right, so only the length is wrong); and that record's offset."""
+    offset = list(iter_records(data, source="t"))[record].offset
+    field = struct.pack("<Q", length)
+    header = field + struct.pack("<I", masked_crc32c(field))
+    return data[:offset] + header + data[offset + 12 :], offset
+
+
+def test_a_length_past_the_files_end_is_a_data_problem_and_reading_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Step 5's record of 30 claims 2**33 bytes (its length CRC right): the steps after it
+    are read (the reader finds the next valid record), and the file and the offset are a
+    data problem of the trial. Before: steps 0-4 and no data problem at all."""
+    data, offset = _with_length(_log_bytes(tmp_path, 30), 6, 1 << 33)  # record 0: file version
+    storage = MemoryStorage({KEY: data}, uri="memory://hostile")
+    with create_trial("memory://hostile", storage=storage, trial_format="tensorboard") as trial:
+        assert trial.steps() == [s for s in range(30) if s != 5]
+        assert float(trial.tensor("loss").value(29)) == -19.0
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "corrupt" and problem["file"].endswith(KEY)
+        assert problem["offset"] == offset and str(1 << 33) in problem["detail"]
+        assert problem["step"] == 4
+
+
+def test_a_last_record_past_the_end_of_a_finished_log_is_a_data_problem(tmp_path: Path) -> None:
+    """A finished log (nothing written to it for a minute) whose last record claims more
+    bytes than the file has lost that record: a ``truncated`` data problem naming the file
+    and the offset, not a quiet end."""
+    data, offset = _with_length(_log_bytes(tmp_path, 6), 6, 1 << 33)
+    log = tmp_path / "log"
+    log.mkdir()
+    path = log / KEY
+    path.write_bytes(data)
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    with create_trial(str(log), trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1, 2, 3, 4]
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "truncated" and problem["offset"] == offset
+
+
+def test_a_sparse_file_listed_as_40_gib_is_read_a_part_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few KB of records, then a 40 GiB hole: no read asks for more than 64 MiB (before:
+    one read of the whole 40 GiB), the records are read, the zeros are a corrupt record."""
+    data = _log_bytes(tmp_path, 10)
+    log = tmp_path / "log"
+    log.mkdir()
+    path = log / KEY
+    path.write_bytes(data)
+    os.truncate(path, 40 << 30)
+    spans: list[int] = []
+    read_range = LocalStorage.read_range
+
+    async def bounded(self: LocalStorage, key: str, start: int, end: int) -> bytes:
+        spans.append(end - start)
+        assert end - start <= 64 << 20, f"asked for {end - start} bytes at once"
+        return await read_range(self, key, start, end)
+
+    monkeypatch.setattr(LocalStorage, "read_range", bounded)
+    with create_trial(str(log), trial_format="tensorboard") as trial:
+        assert trial.steps() == list(range(10))
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "corrupt" and problem["offset"] == len(data)
+    assert spans and max(spans) <= 64 << 20
+
+
+def test_steps_too_large_to_double_are_left_out_and_told(tmp_path: Path) -> None:
+    """Phase folders make the global step 2 * step (+1): a step of 2**62 or more would not fit
+    in 64 bits (before: the rule visited steps from -2**63 first). Such records are left out
+    and the file is a ``step_too_large`` data problem; the other steps are read as ever."""
+    huge = [1 << 62, (1 << 63) - 1]
+    torch_style(tmp_path / "log" / "train", scalars={"loss": [(s, 1.0) for s in [0, 1, *huge]]})
+    torch_style(tmp_path / "log" / "validation", scalars={"loss": [(0, 2.0), (1, 3.0)]})
+    with create_trial(str(tmp_path / "log"), trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1, 2, 3]
+        assert all(s >= 0 for s in trial.tensor("loss").steps())
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "step_too_large" and "/train/" in problem["file"]
+        assert str(1 << 62) in problem["detail"]
+
+
+def _histogram_record(step: int, buckets: int) -> bytes:
+    histo = summary_pb2.HistogramProto(
+        min=0.0, max=1.0, num=buckets, bucket_limit=range(buckets), bucket=[1.0] * buckets
+    )
+    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="w", histo=histo)])
+    event = event_pb2.Event(wall_time=1.0, step=step, summary=summary)
+    return encode_record(event.SerializeToString(), payload_crc=True)
+
+
+def test_a_histogram_over_the_bucket_limit_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """A HistogramProto claiming more buckets than MAX_HISTOGRAM_BUCKETS is skipped before
+    any array or list is made of its buckets (before: 10**7 buckets took 1.86 GB), as an
+    ``unreadable`` data problem naming the file and the record's offset; histograms within
+    the limit and the scalars are read."""
+    path = write_scalars(tmp_path / "log", {"loss": [(s, 1.0) for s in range(3)]})
+    ok, hostile = _histogram_record(0, 30), _histogram_record(1, MAX_HISTOGRAM_BUCKETS + 1)
+    offset = path.stat().st_size + len(ok)
+    with open(path, "ab") as f:
+        f.write(ok + hostile)
+    with create_trial(str(tmp_path / "log"), trial_format="tensorboard") as trial:
+        assert trial.tensor("loss").steps() == [0, 1, 2]
+        assert trial.tensor("w").steps() == [0]
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "unreadable" and problem["offset"] == offset
+        assert f"over the limit of {MAX_HISTOGRAM_BUCKETS}" in problem["detail"]
+
+
+def test_a_file_shorter_than_its_listing_is_not_asked_again_and_again(tmp_path: Path) -> None:
+    """A listing that says more bytes than a read gives (the file was cut meanwhile, or the
+    listing is stale) ends that file's reading for this scan: no loop of reads."""
+
+    class Stale(MemoryStorage):
+        async def read_range(self, key: str, start: int, end: int) -> bytes:
+            return (await super().read_range(key, start, end))[:100]
+
+    data = _log_bytes(tmp_path, 10)
+    storage = Stale({KEY: data}, uri="memory://stale")
+    with create_trial("memory://stale", storage=storage, trial_format="tensorboard") as trial:
+        assert len(trial.steps()) < 10
+        assert storage.calls["read_range"] <= 3
