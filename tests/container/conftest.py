@@ -13,11 +13,13 @@ reachable; Docker's build cache makes later builds quick).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from tests.container.harness import (
     DockerUnavailable,
     Image,
 )
+from tests.support import run_banner
 
 REQUIRED = (
     os.environ.get("CI", "").lower() == "true"
@@ -37,8 +40,6 @@ REQUIRED = (
 )
 DEFAULT_TAG = "debugger-rule-evaluator:latest"
 BUILD_TIMEOUT = 30 * 60
-
-_summary: list[str] = []  # lines for the banner at the end of the run
 
 
 def _unavailable(reason: str) -> None:
@@ -53,8 +54,7 @@ def _unavailable(reason: str) -> None:
         f"CONTAINER TESTS SKIPPED: {reason} Start a Docker engine (docs/container.md) to "
         "run them; EVALUATOR_REQUIRE_DOCKER=1 makes this an error."
     )
-    if text not in _summary:
-        _summary.append(text)
+    run_banner.add(text)
     pytest.skip(text)
 
 
@@ -68,6 +68,40 @@ def docker() -> Docker:
         raise  # not reached
 
 
+def _build_once(name: str, factory: pytest.TempPathFactory) -> float:
+    """Build the image with ``build_image.sh`` once per run: pytest-xdist's workers share the
+    folder above their temporary folders, where the first one builds under a lock while the
+    others wait, then read its outcome (seconds, or the failure). Returns the build's seconds."""
+    shared = factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    folder = shared or factory.getbasetemp()
+    with (folder / "image-build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        outcome = folder / "image-build.outcome"
+        if not outcome.exists():
+            outcome.write_text(_build(name, factory.mktemp("image-build") / "build.log"))
+        text = outcome.read_text()
+    if not text.startswith("built "):
+        pytest.fail(text, pytrace=False)
+    return float(text.split()[1])
+
+
+def _build(name: str, log: Path) -> str:
+    """Run the build; ``built SECONDS``, or why it failed with the log's tail."""
+    start = time.monotonic()
+    with log.open("w") as out:
+        done = subprocess.run(
+            [str(ROOT / "container" / "docker" / "build_image.sh"), "--tag", name],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            timeout=BUILD_TIMEOUT,
+        )
+    if done.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-60:])
+        return f"building the image failed (exit {done.returncode}; log {log}):\n{tail}"
+    return f"built {time.monotonic() - start}"
+
+
 @pytest.fixture(scope="session")
 def image(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> Image:
     """The image under test: ``EVALUATOR_IMAGE``, or one built from this checkout."""
@@ -78,26 +112,10 @@ def image(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> Image:
             pytest.fail(f"EVALUATOR_IMAGE={name} is not an image the engine has", pytrace=False)
     else:
         name = DEFAULT_TAG
-        log = tmp_path_factory.mktemp("image-build") / "build.log"
-        start = time.monotonic()
-        with log.open("w") as out:
-            done = subprocess.run(
-                [str(ROOT / "container" / "docker" / "build_image.sh"), "--tag", name],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-                timeout=BUILD_TIMEOUT,
-            )
-        seconds = time.monotonic() - start
-        if done.returncode != 0:
-            tail = "".join(log.read_text().splitlines(keepends=True)[-60:])
-            pytest.fail(
-                f"building the image failed (exit {done.returncode}; log {log}):\n{tail}",
-                pytrace=False,
-            )
+        seconds = _build_once(name, tmp_path_factory)
     built = Image(name, docker.image_config(name), seconds)
     built_text = f", built in {seconds:.0f} s" if seconds is not None else ""
-    _summary.append(
+    run_banner.add(
         f"image {name}: {built.size_mb:.0f} MB (target under {SIZE_TARGET_MB} MB)"
         f"{built_text}; engine {docker.server_version} at {docker.where}"
     )
@@ -152,15 +170,3 @@ def bridge_s3(bridge_address: str) -> Iterator[Any]:
             patch.setenv(name, value)
         yield MotoS3(endpoint=f"http://{host}:{port}", server=server)
     server.stop()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The image's size and build time, or why the container tests did not run."""
-    if not _summary:
-        return
-    skipped = any(line.startswith("CONTAINER TESTS SKIPPED") for line in _summary)
-    terminalreporter.section(
-        "container image", sep="!" if skipped else "-", yellow=skipped, bold=skipped
-    )
-    for line in _summary:
-        terminalreporter.line(line, yellow=line.startswith("CONTAINER TESTS SKIPPED"))
