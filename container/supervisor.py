@@ -55,13 +55,10 @@ DRAIN_SECONDS = 2.0  # after the child's exit, how long its pipes may stay open 
 _TICK = 0.2
 _WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
 
-# The child: this package's ``container.child`` with the interpreter running us, started with
-# the script folder or working directory left out of the import path (a folder named like one
-# of our packages there must not replace it).
-_BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit(main())"
-
-
 _STOPS = (signal.SIGTERM, signal.SIGINT)
+# si_code POLL_IN..POLL_HUP: a signal the kernel sends to the owner of a descriptor (F_SETOWN,
+# F_SETSIG); no person or program stopping the run sends one (rule code armed it)
+_ARMED_CODES = (1, 6)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,6 +103,9 @@ class _Supervisor:
         self.message_fd: int | None = None
         self.reaped: set[int] = set()
         self.lines: OutputLines | None = None
+        self.namespaced = False  # the evaluation is pid 1 of a PID namespace of its own
+        self.filtered = False  # the child's seccomp filter (container.confine) was built
+        self.survivors = False  # a process of the run could not be ended
 
     # ---- signals -------------------------------------------------------------------------
 
@@ -128,17 +128,20 @@ class _Supervisor:
             if info is None:
                 return
             sender = info.si_pid
+            if _ARMED_CODES[0] <= info.si_code <= _ARMED_CODES[1]:
+                self._ignored(info.si_signo, sender, "sent by the kernel for a descriptor's owner")
+                continue
             if sender > 0 and self._ours(sender):
-                if self.lines is not None:
-                    self.lines.log(
-                        "signal_ignored",
-                        "warning",
-                        signal=signal.Signals(info.si_signo).name,
-                        sender_pid=sender,
-                        reason="sent by a process of the evaluation (rule code)",
-                    )
+                self._ignored(info.si_signo, sender, "sent by a process of the evaluation")
                 continue
             self._stop(info.si_signo)
+
+    def _ignored(self, signum: int, sender: int, reason: str) -> None:
+        if self.lines is not None:
+            name = signal.Signals(signum).name
+            self.lines.log(
+                "signal_ignored", "warning", signal=name, sender_pid=sender, reason=reason
+            )
 
     def _ours(self, pid: int) -> bool:
         from container.lifetime import is_descendant
@@ -165,41 +168,27 @@ class _Supervisor:
 
     def run(self, args: list[str]) -> int:
         import select
-        import subprocess
         import time
 
-        from container.lifetime import become_subreaper, kill_descendants
-        from container.link import ENV_FDS, parse_messages
+        from container.lifetime import become_subreaper, kill_descendants, none_left
+        from container.link import parse_messages
         from container.output_lines import OutputLines
+        from container.spawn import start_child
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), None) or DEFAULT_STOP_GRACE
         become_subreaper()
         self.message_fd = _open_folder(f"{opt_ml}/output")
-        control_r, control_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        env = dict(os.environ)
-        env[ENV_FDS] = f"{control_w},{out_w},{err_w}"
         try:
-            child = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, *args],
-                pass_fds=(control_w, out_w, err_w),
-                env=env,
-                process_group=0,
-                preexec_fn=_in_child(os.getpid()),
-            )
+            started = start_child(args, _STOPS)
         except OSError as e:
             from container.last_word import cannot_start
 
             return cannot_start(e, self.message_fd)
-        self.pid = child.pid
-        for fd in (control_w, out_w, err_w):
-            os.close(fd)
-
+        self.pid, self.namespaced, self.filtered = started.pid, started.namespaced, started.filtered
+        open_fds = dict(started.pipes)
         control = bytearray()
         outputs = self.lines = OutputLines()
-        open_fds = {control_r: "control", out_r: "stdout", err_r: "stderr"}
         exit_status: int | None = None
         exited_at: float | None = None
         while True:
@@ -243,6 +232,7 @@ class _Supervisor:
         outputs.flush("stdout")
         outputs.flush("stderr")
         self.reaped.update(kill_descendants())  # none may outlive the last word
+        self.survivors = not none_left()
         self.take_signals()
         # Every process of the run is dead: nothing can race the last word's writes.
         return self._conclude(exit_status or 0)
@@ -272,6 +262,7 @@ class _Supervisor:
             self.outputs_taken = True
             self.state.update(message)
             outputs.log_format = "console" if message.get("log_format") == "console" else "json"
+            self._log_confinement(outputs)
             folder = message.get("result_dir")
             self.result_fd = _open_folder(folder) if isinstance(folder, str) else None
             folder = message.get("message_dir")
@@ -281,6 +272,26 @@ class _Supervisor:
             self.untrusted = True
         elif kind == "verdict" and type(message.get("exit_code")) is int:
             self.verdict, self.verdict_at = message["exit_code"], now
+
+    def _log_confinement(self, outputs: OutputLines) -> None:
+        """The run's first line: what keeps rule code's processes from the supervisor and
+        ends them with the run, and what is missing here."""
+        from container.lifetime import ENV_PID_NAMESPACE
+
+        if self.namespaced:
+            ends = "PID namespace (the kernel ends every process in it with the evaluation)"
+        else:
+            ends = (
+                "process tree (no PID namespace here: it needs root with CAP_SYS_ADMIN, or "
+                f"{ENV_PID_NAMESPACE} is off; a process that escapes the tree is an error)"
+            )
+        outputs.log(
+            "run_confinement",
+            "info",
+            pid_namespace=self.namespaced,
+            signal_filter="seccomp" if self.filtered else "none (not Linux x86-64 or arm64)",
+            processes_end_by=ends,
+        )
 
     def _enforce_deadlines(self, now: float) -> None:
         """Kill the child's group when a rule step overran rule_step_timeout, when a stop's
@@ -328,6 +339,7 @@ class _Supervisor:
             result_fd=self.result_fd,
             message_fd=self.message_fd,
             wait_status=wait_status,
+            survivors=self.survivors,
             sinks=final_sinks(self.state, self.result_fd, self.message_fd),
             result_dir=folder if isinstance(folder, str) else None,
         )
@@ -354,19 +366,3 @@ def _open_folder(path: str) -> int | None:
 def _close(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)
-
-
-def _in_child(supervisor: int) -> Any:
-    """What the child process does between fork and exec: take SIGTERM/SIGINT again, die
-    with the supervisor, and lose the means to signal it (``container.confine``)."""
-    from container.confine import confine, filter_program
-    from container.lifetime import die_with_parent
-
-    program = filter_program(supervisor, os.getpgrp())
-
-    def prepare() -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
-        die_with_parent(supervisor)
-        confine(program)
-
-    return prepare

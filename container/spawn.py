@@ -1,0 +1,89 @@
+"""Start the evaluation process (``container.child``) for the supervisor, confined.
+
+* Its file descriptors: the write ends of the control pipe and of the pipes that become its
+  stdout and stderr (``container.link``), nothing else of the supervisor's but stdin.
+* Where the supervisor may, it is the first process of a PID namespace of its own
+  (``container.lifetime.child_in_new_pid_namespace``).
+* Between ``fork`` and ``exec``: SIGTERM/SIGINT unblocked again, the parent-death signal set,
+  and the seccomp filter of ``container.confine`` installed (the supervisor and its
+  ancestors cannot be signalled by anything the evaluation starts).
+
+Standard library only, imported by the supervisor before the evaluator.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Started", "start_child"]
+
+# The child: this package's ``container.child`` with the interpreter running us, started with
+# the script folder or working directory left out of the import path (a folder named like one
+# of our packages there must not replace it).
+_BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit(main())"
+
+
+@dataclass
+class Started:
+    """The evaluation process: its pid, the read ends of its pipes (``control``, ``stdout``,
+    ``stderr`` by fd), whether it has a PID namespace and a seccomp filter."""
+
+    pid: int
+    pipes: dict[int, str]
+    namespaced: bool
+    filtered: bool
+
+
+def start_child(args: Sequence[str], unblock: Sequence[signal.Signals]) -> Started:
+    """Start ``container.child`` with ``args``; ``unblock``: the signals the supervisor blocks,
+    which the child takes again. Raises OSError when it cannot be started."""
+    from container.confine import filter_program
+    from container.lifetime import ancestors, child_in_new_pid_namespace
+    from container.link import ENV_FDS
+
+    names = ("control", "stdout", "stderr")
+    ends = [os.pipe() for _ in names]
+    writers = tuple(w for _, w in ends)
+    env = dict(os.environ)
+    env[ENV_FDS] = ",".join(str(w) for w in writers)
+    supervisor = os.getpid()
+    program = filter_program(supervisor, os.getpgrp(), ancestors())
+    try:
+        with child_in_new_pid_namespace() as namespaced:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, *args],
+                pass_fds=writers,
+                env=env,
+                process_group=0,
+                preexec_fn=_prepare(0 if namespaced else supervisor, program, unblock),
+            )
+    except OSError:
+        for pair in ends:
+            for fd in pair:
+                os.close(fd)
+        raise
+    for fd in writers:
+        os.close(fd)
+    pipes = {r: name for (r, _), name in zip(ends, names, strict=True)}
+    return Started(child.pid, pipes, namespaced, program is not None)
+
+
+def _prepare(
+    parent: int, program: bytes | None, unblock: Sequence[signal.Signals]
+) -> Callable[[], None]:
+    """What the child does between fork and exec. ``parent``: the pid its parent has there
+    (0 for a parent outside its PID namespace)."""
+    from container.confine import confine
+    from container.lifetime import die_with_parent
+
+    def prepare() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, unblock)
+        die_with_parent(parent)
+        confine(program)
+
+    return prepare
