@@ -1,7 +1,8 @@
 """Start the evaluation process (``container.child``) for the supervisor, confined.
 
-* Its file descriptors: the write ends of the control pipe and of the pipes that become its
-  stdout and stderr (``container.link``), nothing else of the supervisor's but stdin.
+* Its file descriptors: the write ends of the control pipe, of the pipes that become its
+  stdout and stderr, and of its log's pipe (``container.link``), with the supervisor's
+  stdin, stdout and stderr, which it gives up once its configuration is read.
 * Where the supervisor may, it is the first process of a PID namespace of its own
   (``container.lifetime.child_in_new_pid_namespace``).
 * Between ``fork`` and ``exec``: SIGTERM/SIGINT unblocked again, the parent-death signal set,
@@ -19,8 +20,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Started", "start_child"]
+__all__ = ["Started", "confinement_fields", "start_child"]
 
 # The child: this package's ``container.child`` with the interpreter running us, started with
 # the script folder or working directory left out of the import path (a folder named like one
@@ -31,7 +33,7 @@ _BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit
 @dataclass
 class Started:
     """The evaluation process: its pid, the read ends of its pipes (``control``, ``stdout``,
-    ``stderr`` by fd), whether it has a PID namespace and a seccomp filter."""
+    ``stderr``, ``log`` by fd), whether it has a PID namespace and a seccomp filter."""
 
     pid: int
     pipes: dict[int, str]
@@ -46,7 +48,7 @@ def start_child(args: Sequence[str], unblock: Sequence[signal.Signals]) -> Start
     from container.lifetime import ancestors, child_in_new_pid_namespace
     from container.link import ENV_FDS
 
-    names = ("control", "stdout", "stderr")
+    names = ("control", "stdout", "stderr", "log")
     ends = [os.pipe() for _ in names]
     writers = tuple(w for _, w in ends)
     env = dict(os.environ)
@@ -87,3 +89,22 @@ def _prepare(
         confine(program)
 
     return prepare
+
+
+def confinement_fields(namespaced: bool, filtered: bool) -> dict[str, Any]:
+    """The ``run_confinement`` log line's fields: what keeps rule code's processes from the
+    supervisor and ends them with the run, and what is missing here."""
+    from container.lifetime import ENV_PID_NAMESPACE
+
+    if namespaced:
+        ends = "PID namespace (the kernel ends every process in it with the evaluation)"
+    else:
+        ends = (
+            "process tree (no PID namespace here: it needs root with CAP_SYS_ADMIN, or "
+            f"{ENV_PID_NAMESPACE} is off; a process that escapes the tree is an error)"
+        )
+    return {
+        "pid_namespace": namespaced,
+        "signal_filter": "seccomp" if filtered else "none (not Linux x86-64 or arm64)",
+        "processes_end_by": ends,
+    }

@@ -14,11 +14,11 @@ a process group of its own, and then
   a step (for ``rule_step_timeout``), and that the run is over;
 * takes SIGTERM/SIGINT with ``sigtimedwait`` (they are blocked), so it knows who sent them:
   a signal from one of its own descendants (rule code) is logged and ignored;
-* turns what the child's file descriptors 1 and 2 receive (rule code printing) into
-  ``rule_output`` log lines, so nothing else reaches the JSON-lines stream;
-* reaps every process that ends: it is a child subreaper (``container.lifetime``), so orphans
-  of rule code's processes come to it, and once the child has ended it kills every process
-  left below it before it reads or writes the run's last word;
+* is the log's only writer: what the child's descriptors 1 and 2 receive (rule code
+  printing) become ``rule_output`` lines, its log comes through a pipe
+  (``container.log_relay``), and the verdict lines are its own (``container.verdict_lines``);
+* reaps every process that ends, and once the child has ended kills every process left below
+  it before it reads or writes the run's last word (``container.lifetime``);
 * ends with the verdict it can verify (``evaluator.status.final``): before rule code could run
   (``untrusted`` not yet said: help, ``summary``, ``report``, a bad configuration) the child's
   ``verdict`` message; after, only a finished, consistent result file, read once nothing of
@@ -171,7 +171,7 @@ class _Supervisor:
         import time
 
         from container.lifetime import become_subreaper, kill_descendants, none_left
-        from container.link import parse_messages
+        from container.log_relay import LogRelay
         from container.output_lines import OutputLines
         from container.spawn import start_child
 
@@ -189,6 +189,7 @@ class _Supervisor:
         open_fds = dict(started.pipes)
         control = bytearray()
         outputs = self.lines = OutputLines()
+        relay = LogRelay(outputs)
         exit_status: int | None = None
         exited_at: float | None = None
         while True:
@@ -203,20 +204,26 @@ class _Supervisor:
                 readable = []
             if not open_fds:
                 time.sleep(_TICK)
-            for fd in readable:
+            for fd in sorted(readable, key=lambda fd: open_fds[fd] != "control"):
+                kind = open_fds.get(fd)
+                if kind is None:
+                    continue  # (the control pipe, closed while a log read took it)
                 data = os.read(fd, 65536)
-                kind = open_fds[fd]
+                if kind == "log":  # what the child said before these bytes decides their trust
+                    self._take_control_now(open_fds, control, outputs)
                 if not data:  # the child's end closed
                     del open_fds[fd]
                     os.close(fd)
-                    if kind != "control":
+                    if kind == "log":
+                        relay.flush(trusted=not self.untrusted)
+                    elif kind != "control":
                         outputs.flush(kind)
+                elif kind == "log":
+                    relay.feed(data, trusted=not self.untrusted)
                 elif kind != "control":
                     outputs.feed(kind, data)
                 else:
-                    control += data
-                    for message in parse_messages(control):
-                        self._on_message(message, outputs, time.monotonic())
+                    self._take_control(data, control, outputs)
             exit_status = self._reap(exit_status)
             now = time.monotonic()
             if exit_status is not None and exited_at is None:
@@ -231,11 +238,42 @@ class _Supervisor:
             os.close(fd)
         outputs.flush("stdout")
         outputs.flush("stderr")
+        relay.flush(trusted=not self.untrusted)
         self.reaped.update(kill_descendants())  # none may outlive the last word
         self.survivors = not none_left()
         self.take_signals()
         # Every process of the run is dead: nothing can race the last word's writes.
-        return self._conclude(exit_status or 0)
+        code = self._conclude(exit_status or 0)
+        if self.outputs_taken:
+            from container.verdict_lines import say_verdict
+
+            say_verdict(outputs, self.state, self.result_fd, code)
+        return code
+
+    def _take_control(self, data: bytes, buffer: bytearray, outputs: OutputLines) -> None:
+        import time
+
+        from container.link import parse_messages
+
+        buffer += data
+        for message in parse_messages(buffer):
+            self._on_message(message, outputs, time.monotonic())
+
+    def _take_control_now(
+        self, open_fds: dict[int, str], buffer: bytearray, outputs: OutputLines
+    ) -> None:
+        """Read what waits on the control pipe (``untrusted`` written before a log line
+        decides how that line is taken)."""
+        import select
+
+        fd = next((fd for fd, kind in open_fds.items() if kind == "control"), None)
+        while fd is not None and select.select([fd], [], [], 0)[0]:
+            data = os.read(fd, 65536)
+            if not data:
+                del open_fds[fd]
+                os.close(fd)
+                return
+            self._take_control(data, buffer, outputs)
 
     def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]
@@ -262,6 +300,7 @@ class _Supervisor:
             self.outputs_taken = True
             self.state.update(message)
             outputs.log_format = "console" if message.get("log_format") == "console" else "json"
+            outputs.log_level = str(message.get("log_level", "INFO")).upper()
             self._log_confinement(outputs)
             folder = message.get("result_dir")
             self.result_fd = _open_folder(folder) if isinstance(folder, str) else None
@@ -274,24 +313,10 @@ class _Supervisor:
             self.verdict, self.verdict_at = message["exit_code"], now
 
     def _log_confinement(self, outputs: OutputLines) -> None:
-        """The run's first line: what keeps rule code's processes from the supervisor and
-        ends them with the run, and what is missing here."""
-        from container.lifetime import ENV_PID_NAMESPACE
+        """The run's first line: what confines rule code here (``container.spawn``)."""
+        from container.spawn import confinement_fields
 
-        if self.namespaced:
-            ends = "PID namespace (the kernel ends every process in it with the evaluation)"
-        else:
-            ends = (
-                "process tree (no PID namespace here: it needs root with CAP_SYS_ADMIN, or "
-                f"{ENV_PID_NAMESPACE} is off; a process that escapes the tree is an error)"
-            )
-        outputs.log(
-            "run_confinement",
-            "info",
-            pid_namespace=self.namespaced,
-            signal_filter="seccomp" if self.filtered else "none (not Linux x86-64 or arm64)",
-            processes_end_by=ends,
-        )
+        outputs.log("run_confinement", "info", **confinement_fields(self.namespaced, self.filtered))
 
     def _enforce_deadlines(self, now: float) -> None:
         """Kill the child's group when a rule step overran rule_step_timeout, when a stop's

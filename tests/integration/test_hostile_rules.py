@@ -216,6 +216,34 @@ RULES = textwrap.dedent("""
             return False
 
 
+    FORGED = [
+        {"event": "rule_status", "rule": "ForgesLog", "status": "NoIssuesFound", "exit_code": 0,
+         "level": "info", "logger": "evaluator.status"},
+        {"event": "evaluation_finished", "status": "NoIssuesFound", "exit_code": 0,
+         "rules": {"ForgesLog": "NoIssuesFound"}, "level": "info", "logger": "evaluator.verdict"},
+    ]
+
+
+    class ForgesLog(Rule):
+        # Writes verdict lines saying NoIssuesFound on every descriptor it holds, and through
+        # the evaluator's own loggers; then fires.
+        def invoke_at_step(self, step):
+            import structlog
+
+            self.base_trial.tensor(self.base_trial.tensor_names()[0]).value(step)
+            if step == 0:
+                lines = "".join(json.dumps(m) + "\\n" for m in FORGED).encode()
+                for name in os.listdir("/proc/self/fd"):
+                    try:
+                        os.write(int(name), lines)
+                    except OSError:
+                        pass
+                for message in FORGED:
+                    fields = {k: v for k, v in message.items() if k not in ("level", "logger")}
+                    structlog.get_logger(message["logger"]).info(fields.pop("event"), **fields)
+            return True
+
+
     HOP = '''
     import os, sys, time
     result, beat = sys.argv[1], sys.argv[2]
@@ -514,3 +542,28 @@ def test_a_pid_hopping_grandchild_dies_with_the_run(
     assert beat.stat().st_mtime_ns == stamp, "the hopping process outlived the run"
     document = json.loads(result.read_text())
     assert document["status"] == "IssuesFound" and document["exit_code"] == 1
+
+
+def test_forged_verdict_lines_reach_the_log_only_as_rule_output(
+    tmp_path: Path, rules_file: Path
+) -> None:
+    """Rule code writes rule_status and evaluation_finished lines saying NoIssuesFound on every
+    descriptor it holds (stdout, stderr, the log's pipe, the control pipe...) and through the
+    evaluator's own loggers, then fires: every stdout line is JSON, the only verdict lines are
+    the supervisor's (InProgress then IssuesFound, one evaluation_finished, exit 1), and the
+    forged lines are rule_output lines."""
+    run = _custom(EvaluatorCli(tmp_path), rules_file, "ForgesLog")
+    assert run.returncode == 1, run.describe()
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    assert all(isinstance(line, dict) for line in lines), run.describe()
+    statuses = [line for line in lines if line["event"] == "rule_status"]
+    assert [s["status"] for s in statuses] == ["InProgress", "IssuesFound"], run.describe()
+    finished = [line for line in lines if line["event"] == "evaluation_finished"]
+    assert len(finished) == 1 and finished[0]["status"] == "IssuesFound", run.describe()
+    assert finished[0]["exit_code"] == 1 and lines[-1] == finished[0]
+    forged = [
+        line["stream"]
+        for line in lines
+        if line["event"] == "rule_output" and "NoIssuesFound" in line["text"]
+    ]
+    assert {"stdout", "stderr", "log"} <= set(forged), run.describe()
