@@ -22,6 +22,7 @@ import ctypes
 import os
 import signal
 import time
+from collections.abc import Mapping
 
 __all__ = [
     "ENV_PID_NAMESPACE",
@@ -82,7 +83,9 @@ class child_in_new_pid_namespace:  # noqa: N801 - used as ``with``, like a funct
     block this process's later children (and threads, which the kernel refuses while the two
     differ) are in its own namespace again."""
 
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        """``environ``: where ``EVALUATOR_PID_NAMESPACE`` is read (default: this process's
+        environment)."""
         setting = (os.environ if environ is None else environ).get(ENV_PID_NAMESPACE, "")
         self.wanted = setting.strip().lower() not in ("off", "0", "false", "no")
         self._own: int | None = None
@@ -120,8 +123,11 @@ def _libc_call(name: str, *args: int) -> bool:
 
 
 def ancestors() -> list[tuple[int, int]]:
-    """This process's parent, grandparent, ... up to init: (pid, process group) each."""
+    """This process's parent, grandparent, ... up to init: (pid, process group) each; only the
+    parent where ``/proc`` is not this namespace's."""
     found: list[tuple[int, int]] = []
+    if not _procfs_is_ours():
+        return [(os.getppid(), os.getpgid(os.getppid()))] if os.getppid() > 0 else []
     pid = os.getpid()
     while len(found) < _MAX_ANCESTORS:
         fields = _stat(pid)
@@ -144,8 +150,21 @@ def _stat(pid: int) -> list[bytes] | None:
         return None
 
 
+def _procfs_is_ours() -> bool:
+    """Whether ``/proc`` numbers processes as this process does (not so inside a PID namespace
+    whose own ``/proc`` is not mounted: there its pids name other processes)."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
 def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process, from ``/proc``; empty where ``/proc`` is not this
+    process's namespace's (nothing would be found, rather than the wrong processes)."""
     table: dict[int, int] = {}
+    if not _procfs_is_ours():
+        return table
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -227,6 +246,8 @@ def none_left() -> bool:
 def _children() -> list[int]:
     """This process's children, from ``/proc/self/task/*/children`` (else from a scan)."""
     found: list[int] = []
+    if not _procfs_is_ours():
+        return found
     try:
         for task in os.listdir("/proc/self/task"):
             with open(f"/proc/self/task/{task}/children", "rb") as f:

@@ -45,7 +45,7 @@ def start_child(args: Sequence[str], unblock: Sequence[signal.Signals]) -> Start
     """Start ``container.child`` with ``args``; ``unblock``: the signals the supervisor blocks,
     which the child takes again. Raises OSError when it cannot be started."""
     from container.confine import filter_program
-    from container.lifetime import ancestors, child_in_new_pid_namespace
+    from container.lifetime import ENV_PID_NAMESPACE, ancestors, child_in_new_pid_namespace
     from container.link import ENV_FDS
 
     names = ("control", "stdout", "stderr", "log")
@@ -55,8 +55,12 @@ def start_child(args: Sequence[str], unblock: Sequence[signal.Signals]) -> Start
     env[ENV_FDS] = ",".join(str(w) for w in writers)
     supervisor = os.getpid()
     program = filter_program(supervisor, os.getpgrp(), ancestors())
+    # batch and watch run no rule code themselves: each of their runs is a supervisor of its
+    # own, which makes its own namespace (in one of ours, /proc would not number its processes)
+    runs_rules = list(args[:1]) not in (["batch"], ["watch"])
+    namespace = child_in_new_pid_namespace(None if runs_rules else {ENV_PID_NAMESPACE: "off"})
     try:
-        with child_in_new_pid_namespace() as namespaced:
+        with namespace as namespaced:
             child = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, *args],
                 pass_fds=writers,

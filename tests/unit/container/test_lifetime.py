@@ -107,3 +107,29 @@ def test_the_namespace_can_be_switched_off() -> None:
     """EVALUATOR_PID_NAMESPACE=off: no namespace, whoever runs it."""
     with child_in_new_pid_namespace({"EVALUATOR_PID_NAMESPACE": "off"}) as made:
         assert made is False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a PID namespace needs root (CAP_SYS_ADMIN)")
+def test_inside_a_namespace_without_its_own_proc_nothing_is_found() -> None:
+    """In a PID namespace whose /proc is not mounted, /proc's pids name other processes: the
+    tree walks find nothing (never the wrong processes to kill) and only the parent is an
+    ancestor (none here: it is outside)."""
+    probe = (
+        "import subprocess, time, sys\n"
+        "from container.lifetime import ancestors, descendants, _children\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(5)'])\n"
+        "time.sleep(0.2)\n"
+        "print(descendants(), _children(), ancestors())\n"
+        "child.kill()\n"
+    )
+    with child_in_new_pid_namespace() as made:
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[3],
+        )
+    if not made:
+        pytest.skip("no PID namespace here")
+    assert done.stdout.strip() == "[] [] []", done
