@@ -13,7 +13,8 @@ with ``EPERM``:
   any of the supervisor's ancestors up to init or at their process groups;
 * ``fcntl`` ``F_SETOWN``, ``F_SETOWN_EX`` and ``F_SETSIG``, and ``ioctl`` ``FIOSETOWN`` and
   ``SIOCSPGRP``: with them the kernel itself would signal a process named by rule code when a
-  descriptor becomes ready (signal-driven I/O);
+  descriptor becomes ready (signal-driven I/O); ``ioctl`` ``TIOCSTI``, which would type a
+  ``^C`` into a terminal the run shares (SIGINT to its foreground group);
 * ``tkill`` (obsolete: its thread ids are not the pids the checks above know), ``ptrace``,
   ``process_vm_writev`` and ``pidfd_send_signal`` (no rule needs them; a pidfd can come from
   opening ``/proc/PID``; the first two would reach the supervisor's memory where the kernel's
@@ -47,7 +48,8 @@ _ARCHES = {
     "aarch64": (0xC00000B7, (129, 131, 138, 240, 434), (130, 117, 271, 424), 25, 29),
 }
 _FCNTL_OWNER = (8, 10, 15)  # F_SETOWN, F_SETSIG, F_SETOWN_EX
-_IOCTL_OWNER = (0x8901, 0x8902)  # FIOSETOWN, SIOCSPGRP
+# FIOSETOWN, SIOCSPGRP; TIOCSTI (typing ^C into a shared terminal signals its foreground group)
+_IOCTL_REFUSED = (0x8901, 0x8902, 0x5412)
 _MAX_TARGETS = 120  # a conditional jump reaches 255 instructions at most
 _X32_BIT = 0x40000000
 
@@ -83,7 +85,7 @@ def filter_program(
     for number in denied:
         code += [_insn(_JEQ_K, 0, 1, number), _insn(_RET_K, 0, 0, _DENY)]
     code += _argument_check(fcntl, 24, _FCNTL_OWNER)  # the command: the second argument
-    code += _argument_check(ioctl, 24, _IOCTL_OWNER)
+    code += _argument_check(ioctl, 24, _IOCTL_REFUSED)
     targets = [supervisor, -group, -1]
     for pid, pgid in ancestors:
         targets += [pid] if pid > 0 else []

@@ -52,7 +52,7 @@ def _in_confined_child(calls: dict[str, Callable[[int], object]]) -> dict[str, s
 
 def test_descriptors_cannot_be_armed_to_signal_another_process() -> None:
     """F_SETOWN, F_SETOWN_EX, F_SETSIG, FIOSETOWN and SIOCSPGRP are refused (the kernel would
-    send the signal); the other fcntl and ioctl commands work."""
+    send the signal), and TIOCSTI (a typed ^C); the other fcntl and ioctl commands work."""
     me = os.getpid()
     answers = _in_confined_child(
         {
@@ -61,6 +61,7 @@ def test_descriptors_cannot_be_armed_to_signal_another_process() -> None:
             "F_SETSIG": lambda fd: fcntl.fcntl(fd, 10, signal.SIGTERM),
             "FIOSETOWN": lambda fd: fcntl.ioctl(fd, 0x8901, struct.pack("i", me)),
             "SIOCSPGRP": lambda fd: fcntl.ioctl(fd, 0x8902, struct.pack("i", me)),
+            "TIOCSTI": lambda fd: fcntl.ioctl(fd, 0x5412, b"\x03"),
             "F_GETFL": lambda fd: fcntl.fcntl(fd, fcntl.F_GETFL),
             "F_SETFL": lambda fd: fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK),
             "FIONREAD": lambda fd: fcntl.ioctl(fd, 0x541B, struct.pack("i", 0)),
@@ -73,6 +74,7 @@ def test_descriptors_cannot_be_armed_to_signal_another_process() -> None:
         "F_SETSIG": "EPERM",
         "FIOSETOWN": "EPERM",
         "SIOCSPGRP": "EPERM",
+        "TIOCSTI": "EPERM",
         "F_GETFL": "ok",
         "F_SETFL": "ok",
         "FIONREAD": "ok",
