@@ -134,17 +134,7 @@ def evaluate(
         except ClientError as e:
             return _configuration_failed(e, opt_ml_root, log_format=config.log_format)
         if link is not None:  # before rule code: the only time the supervisor takes this
-            link.send(
-                "outputs",
-                result_dir=os.path.abspath(config.output_dir),
-                message_dir=None if config.message_dir is None else str(config.message_dir),
-                log_format=config.log_format,
-                log_level=config.log_level,
-                step_timeout=config.rule_step_timeout,
-                report=config.report,
-                webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
-                trial=config.base_trial,
-            )
+            _say_outputs(link, config)
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
         from container.compose import evaluation_for, reporter_for
@@ -152,7 +142,7 @@ def evaluate(
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
         reporter, sinks = reporter_for(
-            config, environ, log_stream=log_stream, supervised=link is not None
+            config, environ, log_stream=log_stream, supervised=bool(link)
         )
         if run_as is not None:
             import structlog
@@ -192,6 +182,21 @@ class _LogPipe(io.TextIOWrapper):
 
     def isatty(self) -> bool:
         return self.terminal
+
+
+def _say_outputs(link: ChildLink, config: EvaluatorConfig) -> None:
+    """Tell the supervisor where the run's files go and how it logs (``container.link``)."""
+    link.send(
+        "outputs",
+        result_dir=os.path.abspath(config.output_dir),
+        message_dir=None if config.message_dir is None else str(config.message_dir),
+        log_format=config.log_format,
+        log_level=config.log_level,
+        step_timeout=config.rule_step_timeout,
+        report=config.report,
+        webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
+        trial=config.base_trial,
+    )
 
 
 def _capture_output(link: ChildLink) -> TextIO:
