@@ -12,6 +12,7 @@ Exit codes: 0 no issues, 1 a rule fired, 2 something to fix (ClientError), 3 our
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -133,23 +134,16 @@ def evaluate(
         except ClientError as e:
             return _configuration_failed(e, opt_ml_root, log_format=config.log_format)
         if link is not None:  # before rule code: the only time the supervisor takes this
-            link.send(
-                "outputs",
-                result_dir=os.path.abspath(config.output_dir),
-                message_dir=None if config.message_dir is None else str(config.message_dir),
-                log_format=config.log_format,
-                step_timeout=config.rule_step_timeout,
-                report=config.report,
-                webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
-                trial=config.base_trial,
-            )
+            _say_outputs(link, config)
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
         from container.compose import evaluation_for, reporter_for
         from evaluator.status import configure_logging
 
         configure_logging(level=config.log_level, log_format=config.log_format, stream=log_stream)
-        reporter, sinks = reporter_for(config, environ, log_stream=log_stream)
+        reporter, sinks = reporter_for(
+            config, environ, log_stream=log_stream, supervised=bool(link)
+        )
         if run_as is not None:
             import structlog
 
@@ -180,14 +174,45 @@ def evaluate(
         return code
 
 
+class _LogPipe(io.TextIOWrapper):
+    """The log's pipe to the supervisor, which says it is a terminal when the supervisor's
+    stdout is one (the console format's colours and progress line are for it)."""
+
+    terminal = False
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+def _say_outputs(link: ChildLink, config: EvaluatorConfig) -> None:
+    """Tell the supervisor where the run's files go and how it logs (``container.link``)."""
+    link.send(
+        "outputs",
+        result_dir=os.path.abspath(config.output_dir),
+        message_dir=None if config.message_dir is None else str(config.message_dir),
+        log_format=config.log_format,
+        log_level=config.log_level,
+        step_timeout=config.rule_step_timeout,
+        report=config.report,
+        webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
+        trial=config.base_trial,
+    )
+
+
 def _capture_output(link: ChildLink) -> TextIO:
     """From here on, what anything prints on stdout/stderr goes to the supervisor as rule
-    output; the log keeps the real stdout. Returns the log's stream."""
+    output, and the log goes to the supervisor's log pipe: this process keeps no descriptor
+    of the real stdout or stderr. Returns the log's stream."""
     global _own_stderr
+    terminal = os.isatty(1)  # where the supervisor writes the log: colours, a progress line
     log_fd, err_fd = link.capture_output()
-    log_stream = open(  # noqa: SIM115 - lives as long as the process
-        log_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=True
+    log_stream = _LogPipe(
+        io.BufferedWriter(io.FileIO(log_fd, "w", closefd=True)),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
     )
+    log_stream.terminal = terminal
     _own_stderr = open(  # noqa: SIM115
         err_fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=True
     )

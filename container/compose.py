@@ -93,10 +93,15 @@ def run_sinks(context: SinkContext) -> list[NullSink]:
 
 
 def reporter_for(
-    config: EvaluatorConfig, environ: Mapping[str, str], *, log_stream: TextIO
+    config: EvaluatorConfig,
+    environ: Mapping[str, str],
+    *,
+    log_stream: TextIO,
+    supervised: bool = False,
 ) -> tuple[StatusReporter, list[NullSink]]:
     """The run's reporter, with the registered sinks; those sinks (to ``wait`` for after the
-    verdict)."""
+    verdict). ``supervised``: the supervisor logs the verdict lines (a final ``rule_status``,
+    ``evaluation_finished``) from the result file, so this process does not."""
     from evaluator.report import REPORT_FILE_NAME
     from evaluator.report.writer import DATA_SECONDS
     from evaluator.reporting import StatusReporter
@@ -116,6 +121,7 @@ def reporter_for(
         sinks=sinks,
         # rule_report.html beside the result file, named by the verdict line
         report_file=config.output_dir / REPORT_FILE_NAME if report is not None else None,
+        verdict_lines=not supervised,
     )
     if report is not None:  # a killed evaluation's report keeps its curves
         report.keep_data_current(

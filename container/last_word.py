@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evaluator.sinks.events import Sinks
 
-__all__ = ["cannot_start", "conclude", "death"]
+__all__ = ["SURVIVORS", "cannot_start", "conclude", "death"]
+
+SURVIVORS = (
+    "a process the evaluation started could not be ended (it kept escaping for 5 s); its "
+    "verdict is not taken. Run it where the evaluation can have a PID namespace of its own "
+    "(root with CAP_SYS_ADMIN), or find what in the rule code starts processes."
+)
 
 
 def conclude(
@@ -29,6 +35,7 @@ def conclude(
     wait_status: int,
     sinks: Sinks | None = None,
     result_dir: str | None = None,
+    survivors: bool = False,
 ) -> int:
     """The exit code, with the final status said here, through ``sinks`` (by default the
     message and result files in the held folders, and the registered outputs), when the
@@ -75,6 +82,11 @@ def conclude(
     if not untrusted and verdict is not None:
         return verdict  # no rule code ran: the child's own word
     why = death(wait_status)
+    if survivors:  # what such a process writes would count: take nothing of the run's
+        text = f"InternalServerError: {SURVIVORS}"
+        close("Error", ExitCode.INTERNAL_ERROR, text, force=True)
+        print(text, file=sys.stderr)
+        return ExitCode.INTERNAL_ERROR
     if untrusted:
         confirmed, problem = confirm(result_fd, message_fd)
         if confirmed is not None:

@@ -6,7 +6,7 @@ The child writes one JSON object per line on the control pipe; the parent reads 
 message     meaning
 ==========  ==================================================================================
 ready       the child handles SIGTERM/SIGINT itself: the parent may forward them
-outputs     where the run's files go (``result_dir``, ``message_dir``), the log format, and
+outputs     where the run's files go (``result_dir``, ``message_dir``), the log format and level, and
             ``step_timeout`` (seconds a rule may spend on one step; null: no limit), and
             ``report`` (``html``: the supervisor writes the report of a run it ends), and
             ``webhook_url`` (the supervisor posts its last word there too, naming ``trial``)
@@ -23,11 +23,13 @@ Rule code shares the child's process, so it can write on this pipe too. The supe
 ``verdict`` only says the child is done (the outcome comes from the result file), and ``step``
 and ``idle`` only time the steps (see docs/reliability.md for what that leaves open).
 
-The child's ends of three pipes arrive as inherited file descriptors named in the environment
-variable ``EVALUATOR_SUPERVISOR_FDS`` (``control,stdout,stderr``): the child's log goes to the
-stdout it inherited, and its own stdout and stderr (whatever rule code prints) become the other
-two pipes, which the parent turns into ``rule_output`` log lines. Standard library only: the
-parent imports this before anything else.
+The child's ends of four pipes arrive as inherited file descriptors named in the environment
+variable ``EVALUATOR_SUPERVISOR_FDS`` (``control,stdout,stderr,log``). Once the configuration
+is read, its stdout and stderr (whatever rule code prints) become the second and third, which
+the parent turns into ``rule_output`` log lines, and its log goes to the fourth: from then on
+the child holds no descriptor of the real stdout or stderr, and the parent is the log's only
+writer (``container.log_relay`` says what it takes from the log pipe). Standard library only:
+the parent imports this before anything else.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ class ChildLink:
     """The child's end of the control pipe. Sending never raises: a parent that is gone (the
     pipe closed) makes every later message a no-op."""
 
-    def __init__(self, control_fd: int, stdout_fd: int, stderr_fd: int) -> None:
+    def __init__(self, control_fd: int, stdout_fd: int, stderr_fd: int, log_fd: int) -> None:
         self.control_fd = control_fd
         self.stdout_fd = stdout_fd
         self.stderr_fd = stderr_fd
+        self.log_fd = log_fd
         self._lock = threading.Lock()
         self._closed = False
         self._verdict_sent = False
@@ -59,10 +62,10 @@ class ChildLink:
         """The link the supervisor set up for this process, or None (not supervised)."""
         value = (os.environ if environ is None else environ).get(ENV_FDS, "")
         try:
-            control, out, err = (int(part) for part in value.split(","))
+            control, out, err, log = (int(part) for part in value.split(","))
         except ValueError:
             return None
-        return cls(control, out, err)
+        return cls(control, out, err, log)
 
     def send(self, message: str, **fields: Any) -> None:
         """Send ``message``; the verdict is sent once (the command sends it before it writes
@@ -78,14 +81,15 @@ class ChildLink:
                 self._closed = True
 
     def capture_output(self) -> tuple[int, int]:
-        """Point file descriptors 1 and 2 at the output pipes; returns duplicates of the
-        stdout and stderr they had, for the log and for our own last words."""
-        log_fd, err_fd = os.dup(1), os.dup(2)
+        """Point file descriptors 1 and 2 at the output pipes, closing the real stdout and
+        stderr; returns the log pipe, and a duplicate of the stderr pipe for our own last
+        words."""
+        err_fd = os.dup(self.stderr_fd)
         os.dup2(self.stdout_fd, 1)
         os.dup2(self.stderr_fd, 2)
         for fd in (self.stdout_fd, self.stderr_fd):
             os.close(fd)
-        return log_fd, err_fd
+        return self.log_fd, err_fd
 
 
 class StepWatch:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["OutputLines"]
+__all__ = ["OutputLines", "write_all"]
 
+_QUIET_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 _LINE_LIMIT = 64 * 1024  # a longer line without a newline is passed on in pieces
 
 
@@ -17,6 +18,7 @@ class OutputLines:
 
     def __init__(self) -> None:
         self.log_format = "json"
+        self.log_level = "INFO"
         self.buffers = {"stdout": bytearray(), "stderr": bytearray()}
 
     def feed(self, stream: str, data: bytes) -> None:
@@ -26,15 +28,26 @@ class OutputLines:
             end = buffer.find(b"\n")
             if end < 0:
                 if len(buffer) >= _LINE_LIMIT:
-                    self._emit(stream, bytes(buffer))
+                    self.rule_output(stream, bytes(buffer))
                     buffer.clear()
                 return
             line = bytes(buffer[:end])
             del buffer[: end + 1]
-            self._emit(stream, line)
+            self.rule_output(stream, line)
 
-    def log(self, event: str, level: str, **fields: Any) -> None:
-        """One log line of the supervisor's own."""
+    def log(
+        self,
+        event: str,
+        level: str,
+        *,
+        logger: str = "evaluator.supervisor",
+        always: bool = False,
+        **fields: Any,
+    ) -> None:
+        """One log line of the supervisor's own; an ``info`` one is left out at
+        ``--log-level WARNING`` and above, unless ``always``."""
+        if level == "info" and self.log_level in _QUIET_LEVELS and not always:
+            return
         import json
 
         stamp = _timestamp()
@@ -42,17 +55,18 @@ class OutputLines:
             extra = " ".join(f"{k}={v!r}" for k, v in fields.items())
             line = f"{stamp} [{level:<9}] {event:<14} {extra}\n"
         else:
-            record = {"event": event, "level": level, "logger": "evaluator.supervisor"}
+            record = {"event": event, "level": level, "logger": logger}
             line = json.dumps({**record, **fields, "timestamp": stamp}) + "\n"
-        _write_all(1, line.encode("utf-8", errors="backslashreplace"))
+        write_all(1, line.encode("utf-8", errors="backslashreplace"))
 
     def flush(self, stream: str) -> None:
         buffer = self.buffers[stream]
         if buffer:
-            self._emit(stream, bytes(buffer))
+            self.rule_output(stream, bytes(buffer))
             buffer.clear()
 
-    def _emit(self, stream: str, raw: bytes) -> None:
+    def rule_output(self, stream: str, raw: bytes) -> None:
+        """One ``rule_output`` line: ``raw``, what the child wrote on ``stream``."""
         import json  # container.link loaded it; kept off the lines before the handlers
 
         text = raw.decode("utf-8", errors="backslashreplace").rstrip("\r")
@@ -70,10 +84,10 @@ class OutputLines:
                 "timestamp": stamp,
             }
             line = json.dumps(record) + "\n"
-        _write_all(1, line.encode("utf-8", errors="backslashreplace"))
+        write_all(1, line.encode("utf-8", errors="backslashreplace"))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     try:
         while data:
             data = data[os.write(fd, data) :]

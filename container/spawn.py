@@ -1,11 +1,17 @@
-"""How the supervisor (``container.supervisor``) starts its evaluation child: a new
-interpreter running ``container.child`` (the command as it always runs), or, in a process
-that has the evaluation loaded already (a run of ``container.forkserver``), a fork of itself.
+"""Start the evaluation process (``container.child``) for the supervisor, confined: a new
+interpreter, or, in a process that has the evaluation loaded already (a run of
+``container.forkserver``), a fork of itself (``fork=True``), set up the same way.
 
-Either way the child is set up the same: SIGTERM/SIGINT unblocked with their default action
-until ``container.child`` takes them, dying with the supervisor, confined (``container.confine``:
-it cannot signal the supervisor), in a process group of its own, holding no file descriptor of
-the supervisor's but its ends of the three pipes (``container.link``). Standard library only.
+* Its file descriptors: the write ends of the control pipe, of the pipes that become its
+  stdout and stderr, and of its log's pipe (``container.link``), with the supervisor's
+  stdin, stdout and stderr, which it gives up once its configuration is read.
+* Where the supervisor may, it is the first process of a PID namespace of its own
+  (``container.lifetime.child_in_new_pid_namespace``).
+* Between ``fork`` and ``exec``: SIGTERM/SIGINT unblocked again, the parent-death signal set,
+  and the seccomp filter of ``container.confine`` installed (the supervisor and its
+  ancestors cannot be signalled by anything the evaluation starts).
+
+Standard library only, imported by the supervisor before the evaluator.
 """
 
 from __future__ import annotations
@@ -14,52 +20,96 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["start_child"]
+__all__ = ["Started", "confinement_fields", "start_child"]
 
 # The child: this package's ``container.child`` with the interpreter running us, started with
 # the script folder or working directory left out of the import path (a folder named like one
 # of our packages there must not replace it).
 _BOOT = "import sys; del sys.path[0]; from container.child import main; sys.exit(main())"
-_STOPS = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass
+class Started:
+    """The evaluation process: its pid, the read ends of its pipes (``control``, ``stdout``,
+    ``stderr``, ``log`` by fd), whether it has a PID namespace and a seccomp filter."""
+
+    pid: int
+    pipes: dict[int, str]
+    namespaced: bool
+    filtered: bool
 
 
 def start_child(
-    args: Sequence[str], fds: tuple[int, int, int], env: Mapping[str, str], *, fork: bool
-) -> int:
-    """Start the evaluation child with ``args`` and the pipes' ``fds`` (named in ``env``);
-    its pid. OSError: it could not be started."""
-    if fork:
-        return _fork_child(args, fds, env)
-    return subprocess.Popen(
-        [sys.executable, "-c", _BOOT, *args],
-        pass_fds=fds,
-        env=env,
-        process_group=0,
-        preexec_fn=_in_child(os.getpid()),
-    ).pid
+    args: Sequence[str], unblock: Sequence[signal.Signals], *, fork: bool = False
+) -> Started:
+    """Start ``container.child`` with ``args``; ``unblock``: the signals the supervisor blocks,
+    which the child takes again; ``fork``: fork this process (which has the evaluation loaded)
+    instead of starting an interpreter. Raises OSError when it cannot be started."""
+    from container.confine import filter_program
+    from container.lifetime import ENV_PID_NAMESPACE, ancestors, child_in_new_pid_namespace
+    from container.link import ENV_FDS
+
+    names = ("control", "stdout", "stderr", "log")
+    ends = [os.pipe() for _ in names]
+    writers = tuple(w for _, w in ends)
+    env = dict(os.environ)
+    env[ENV_FDS] = ",".join(str(w) for w in writers)
+    supervisor = os.getpid()
+    program = filter_program(supervisor, os.getpgrp(), ancestors())
+    # batch and watch run no rule code themselves: each of their runs is a supervisor of its
+    # own, which makes its own namespace (in one of ours, /proc would not number its processes)
+    runs_rules = list(args[:1]) not in (["batch"], ["watch"])
+    namespace = child_in_new_pid_namespace(None if runs_rules else {ENV_PID_NAMESPACE: "off"})
+    try:
+        with namespace as namespaced:
+            prepare = _prepare(0 if namespaced else supervisor, program, unblock)
+            if fork:
+                pid = _fork_child(args, writers, env, prepare)
+            else:
+                pid = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, *args],
+                    pass_fds=writers,
+                    env=env,
+                    process_group=0,
+                    preexec_fn=prepare,
+                ).pid
+    except OSError:
+        for pair in ends:
+            for fd in pair:
+                os.close(fd)
+        raise
+    for fd in writers:
+        os.close(fd)
+    pipes = {r: name for (r, _), name in zip(ends, names, strict=True)}
+    return Started(pid, pipes, namespaced, program is not None)
 
 
-def _in_child(supervisor: int) -> Callable[[], None]:
-    """What the child process does between fork and exec: take SIGTERM/SIGINT again, die
-    with the supervisor, and lose the means to signal it (``container.confine``)."""
-    from container.confine import confine, filter_program
+def _prepare(
+    parent: int, program: bytes | None, unblock: Sequence[signal.Signals]
+) -> Callable[[], None]:
+    """What the child does between fork and exec. ``parent``: the pid its parent has there
+    (0 for a parent outside its PID namespace)."""
+    from container.confine import confine
     from container.lifetime import die_with_parent
 
-    program = filter_program(supervisor, os.getpgrp())
-
     def prepare() -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
-        die_with_parent(supervisor)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, unblock)
+        die_with_parent(parent)
         confine(program)
 
     return prepare
 
 
-def _fork_child(args: Sequence[str], fds: tuple[int, int, int], env: Mapping[str, str]) -> int:
-    """The evaluation child forked from this process, which has it loaded; its pid."""
-    prepare = _in_child(os.getpid())
+def _fork_child(
+    args: Sequence[str], fds: tuple[int, ...], env: dict[str, str], prepare: Callable[[], None]
+) -> int:
+    """The evaluation child forked from this process, set up as ``Popen`` sets up the
+    interpreter it starts (its own process group, only ``fds`` besides 0-2 open, ``env``);
+    its pid."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
@@ -67,7 +117,7 @@ def _fork_child(args: Sequence[str], fds: tuple[int, int, int], env: Mapping[str
         return pid
     code = 3
     try:
-        for signum in _STOPS:
+        for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)
         prepare()
         os.setpgid(0, 0)
@@ -94,3 +144,22 @@ def _open_fds() -> list[int]:
         return [int(fd) for fd in os.listdir("/proc/self/fd")]
     except OSError:
         return list(range(3, 1024))
+
+
+def confinement_fields(namespaced: bool, filtered: bool) -> dict[str, Any]:
+    """The ``run_confinement`` log line's fields: what keeps rule code's processes from the
+    supervisor and ends them with the run, and what is missing here."""
+    from container.lifetime import ENV_PID_NAMESPACE
+
+    if namespaced:
+        ends = "PID namespace (the kernel ends every process in it with the evaluation)"
+    else:
+        ends = (
+            "process tree (no PID namespace here: it needs root with CAP_SYS_ADMIN, or "
+            f"{ENV_PID_NAMESPACE} is off; a process that escapes the tree is an error)"
+        )
+    return {
+        "pid_namespace": namespaced,
+        "signal_filter": "seccomp" if filtered else "none (not Linux x86-64 or arm64)",
+        "processes_end_by": ends,
+    }

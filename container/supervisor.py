@@ -14,11 +14,11 @@ a process group of its own (``container.spawn``), and then
   a step (for ``rule_step_timeout``), and that the run is over;
 * takes SIGTERM/SIGINT with ``sigtimedwait`` (they are blocked), so it knows who sent them:
   a signal from one of its own descendants (rule code) is logged and ignored;
-* turns what the child's file descriptors 1 and 2 receive (rule code printing) into
-  ``rule_output`` log lines, so nothing else reaches the JSON-lines stream;
-* reaps every process that ends: it is a child subreaper (``container.lifetime``), so orphans
-  of rule code's processes come to it, and once the child has ended it kills every process
-  left below it before it reads or writes the run's last word;
+* is the log's only writer: what the child's descriptors 1 and 2 receive (rule code
+  printing) become ``rule_output`` lines, its log comes through a pipe
+  (``container.log_relay``), and the verdict lines are its own (``container.verdict_lines``);
+* reaps every process that ends, and once the child has ended kills every process left below
+  it before it reads or writes the run's last word (``container.lifetime``);
 * ends with the verdict it can verify (``evaluator.status.final``): before rule code could run
   (``untrusted`` not yet said: help, ``summary``, ``report``, a bad configuration) the child's
   ``verdict`` message; after, only a finished, consistent result file, read once nothing of
@@ -57,6 +57,9 @@ _WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
 
 
 _STOPS = (signal.SIGTERM, signal.SIGINT)
+# si_code POLL_IN..POLL_HUP: a signal the kernel sends to the owner of a descriptor (F_SETOWN,
+# F_SETSIG); no person or program stopping the run sends one (rule code armed it)
+_ARMED_CODES = (1, 6)
 
 
 def main(argv: Sequence[str] | None = None, *, fork: bool = False) -> int:
@@ -104,6 +107,9 @@ class _Supervisor:
         self.message_fd: int | None = None
         self.reaped: set[int] = set()
         self.lines: OutputLines | None = None
+        self.namespaced = False  # the evaluation is pid 1 of a PID namespace of its own
+        self.filtered = False  # the child's seccomp filter (container.confine) was built
+        self.survivors = False  # a process of the run could not be ended
 
     # ---- signals -------------------------------------------------------------------------
 
@@ -126,17 +132,20 @@ class _Supervisor:
             if info is None:
                 return
             sender = info.si_pid
+            if _ARMED_CODES[0] <= info.si_code <= _ARMED_CODES[1]:
+                self._ignored(info.si_signo, sender, "sent by the kernel for a descriptor's owner")
+                continue
             if sender > 0 and self._ours(sender):
-                if self.lines is not None:
-                    self.lines.log(
-                        "signal_ignored",
-                        "warning",
-                        signal=signal.Signals(info.si_signo).name,
-                        sender_pid=sender,
-                        reason="sent by a process of the evaluation (rule code)",
-                    )
+                self._ignored(info.si_signo, sender, "sent by a process of the evaluation")
                 continue
             self._stop(info.si_signo)
+
+    def _ignored(self, signum: int, sender: int, reason: str) -> None:
+        if self.lines is not None:
+            name = signal.Signals(signum).name
+            self.lines.log(
+                "signal_ignored", "warning", signal=name, sender_pid=sender, reason=reason
+            )
 
     def _ours(self, pid: int) -> bool:
         from container.lifetime import is_descendant
@@ -165,8 +174,8 @@ class _Supervisor:
         import select
         import time
 
-        from container.lifetime import become_subreaper, kill_descendants
-        from container.link import ENV_FDS, parse_messages
+        from container.lifetime import become_subreaper, kill_descendants, none_left
+        from container.log_relay import LogRelay
         from container.output_lines import OutputLines
         from container.spawn import start_child
 
@@ -174,23 +183,17 @@ class _Supervisor:
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), None) or DEFAULT_STOP_GRACE
         become_subreaper()
         self.message_fd = _open_folder(f"{opt_ml}/output")
-        control_r, control_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        env = dict(os.environ)
-        env[ENV_FDS] = f"{control_w},{out_w},{err_w}"
         try:
-            self.pid = start_child(args, (control_w, out_w, err_w), env, fork=self.fork)
+            started = start_child(args, _STOPS, fork=self.fork)
         except OSError as e:
             from container.last_word import cannot_start
 
             return cannot_start(e, self.message_fd)
-        for fd in (control_w, out_w, err_w):
-            os.close(fd)
-
+        self.pid, self.namespaced, self.filtered = started.pid, started.namespaced, started.filtered
+        open_fds = dict(started.pipes)
         control = bytearray()
         outputs = self.lines = OutputLines()
-        open_fds = {control_r: "control", out_r: "stdout", err_r: "stderr"}
+        relay = LogRelay(outputs)
         exit_status: int | None = None
         exited_at: float | None = None
         while True:
@@ -205,20 +208,26 @@ class _Supervisor:
                 readable = []
             if not open_fds:
                 time.sleep(_TICK)
-            for fd in readable:
+            for fd in sorted(readable, key=lambda fd: open_fds[fd] != "control"):
+                kind = open_fds.get(fd)
+                if kind is None:
+                    continue  # (the control pipe, closed while a log read took it)
                 data = os.read(fd, 65536)
-                kind = open_fds[fd]
+                if kind == "log":  # what the child said before these bytes decides their trust
+                    self._take_control_now(open_fds, control, outputs)
                 if not data:  # the child's end closed
                     del open_fds[fd]
                     os.close(fd)
-                    if kind != "control":
+                    if kind == "log":
+                        relay.flush(trusted=not self.untrusted)
+                    elif kind != "control":
                         outputs.flush(kind)
+                elif kind == "log":
+                    relay.feed(data, trusted=not self.untrusted)
                 elif kind != "control":
                     outputs.feed(kind, data)
                 else:
-                    control += data
-                    for message in parse_messages(control):
-                        self._on_message(message, outputs, time.monotonic())
+                    self._take_control(data, control, outputs)
             exit_status = self._reap(exit_status)
             now = time.monotonic()
             if exit_status is not None and exited_at is None:
@@ -233,10 +242,42 @@ class _Supervisor:
             os.close(fd)
         outputs.flush("stdout")
         outputs.flush("stderr")
+        relay.flush(trusted=not self.untrusted)
         self.reaped.update(kill_descendants())  # none may outlive the last word
+        self.survivors = not none_left()
         self.take_signals()
         # Every process of the run is dead: nothing can race the last word's writes.
-        return self._conclude(exit_status or 0)
+        code = self._conclude(exit_status or 0)
+        if self.outputs_taken:
+            from container.verdict_lines import say_verdict
+
+            say_verdict(outputs, self.state, self.result_fd, code)
+        return code
+
+    def _take_control(self, data: bytes, buffer: bytearray, outputs: OutputLines) -> None:
+        import time
+
+        from container.link import parse_messages
+
+        buffer += data
+        for message in parse_messages(buffer):
+            self._on_message(message, outputs, time.monotonic())
+
+    def _take_control_now(
+        self, open_fds: dict[int, str], buffer: bytearray, outputs: OutputLines
+    ) -> None:
+        """Read what waits on the control pipe (``untrusted`` written before a log line
+        decides how that line is taken)."""
+        import select
+
+        fd = next((fd for fd, kind in open_fds.items() if kind == "control"), None)
+        while fd is not None and select.select([fd], [], [], 0)[0]:
+            data = os.read(fd, 65536)
+            if not data:
+                del open_fds[fd]
+                os.close(fd)
+                return
+            self._take_control(data, buffer, outputs)
 
     def _on_message(self, message: dict[str, Any], outputs: OutputLines, now: float) -> None:
         kind = message["m"]
@@ -263,6 +304,8 @@ class _Supervisor:
             self.outputs_taken = True
             self.state.update(message)
             outputs.log_format = "console" if message.get("log_format") == "console" else "json"
+            outputs.log_level = str(message.get("log_level", "INFO")).upper()
+            self._log_confinement(outputs)
             folder = message.get("result_dir")
             self.result_fd = _open_folder(folder) if isinstance(folder, str) else None
             folder = message.get("message_dir")
@@ -272,6 +315,12 @@ class _Supervisor:
             self.untrusted = True
         elif kind == "verdict" and type(message.get("exit_code")) is int:
             self.verdict, self.verdict_at = message["exit_code"], now
+
+    def _log_confinement(self, outputs: OutputLines) -> None:
+        """The run's first line: what confines rule code here (``container.spawn``)."""
+        from container.spawn import confinement_fields
+
+        outputs.log("run_confinement", "info", **confinement_fields(self.namespaced, self.filtered))
 
     def _enforce_deadlines(self, now: float) -> None:
         """Kill the child's group when a rule step overran rule_step_timeout, when a stop's
@@ -319,6 +368,7 @@ class _Supervisor:
             result_fd=self.result_fd,
             message_fd=self.message_fd,
             wait_status=wait_status,
+            survivors=self.survivors,
             sinks=final_sinks(self.state, self.result_fd, self.message_fd),
             result_dir=folder if isinstance(folder, str) else None,
         )

@@ -73,6 +73,7 @@ class StatusReporter:
         listeners: Sequence[Listener] = (),
         sinks: Sequence[NullSink] = (),
         report_file: Path | None = None,
+        verdict_lines: bool = True,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = _utc_now,
     ) -> None:
@@ -86,6 +87,7 @@ class StatusReporter:
             progress_interval=progress_interval,
             output_dir=output_dir,
             report_file=report_file,
+            verdict_lines=verdict_lines,
         )
         self._record = ResultFileSink(output_dir, logger=logger, clock=clock)
         self._run = RunRecord(

@@ -45,7 +45,11 @@ class LogSink(NullSink):
         progress_interval: float = 10.0,
         output_dir: Path | None = None,
         report_file: Path | None = None,
+        verdict_lines: bool = True,
     ) -> None:
+        # verdict_lines False: a final rule_status and evaluation_finished are the
+        # supervisor's to log, from the result file (container.verdict_lines)
+        self._verdict_lines = verdict_lines
         self._log = logger if logger is not None else structlog.get_logger("evaluator.status")
         self._verdict_log = logger if logger is not None else structlog.get_logger(_VERDICT)
         self._start_log = (
@@ -65,6 +69,8 @@ class LogSink(NullSink):
         state, outcome, error = event.rule, event.rule.outcome, event.error
         fields = status_fields(state)
         self.clear_line()
+        if outcome is not None and not self._verdict_lines:
+            return
         log = self._log.error if outcome and outcome.status is RuleStatus.ERROR else self._log.info
         if outcome is not None and outcome.traceback:  # a rule's own bug: show where
             if error is not None:
@@ -122,6 +128,8 @@ class LogSink(NullSink):
                 message=f"{problems} event file(s) were missing, empty, torn or corrupt: their steps "
                 f"were skipped (see data_problems in {RESULT_FILE_NAME})",
             )
+        if not self._verdict_lines:
+            return
         outcomes = [s.outcome for s in run.rules.values() if s.outcome is not None]
         self._verdict_log.info(
             "evaluation_finished",

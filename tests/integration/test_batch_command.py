@@ -361,3 +361,58 @@ def test_a_killed_job_is_its_own_error_and_the_summary_is_written(tmp_path: Path
     assert (result["status"], result["exit_code"]) == ("Error", 3)
     assert [r["status"] for r in result["rules"]] == ["Error"]
     assert "killed by SIGKILL" in result["message"]
+
+
+@pytest.mark.parametrize("namespace", ["on", "off"])
+def test_rule_code_cannot_stop_the_batch(tmp_path: Path, namespace: str) -> None:
+    """A job's rule code sends SIGTERM, SIGINT and SIGSTOP to every rule-evaluator process
+    above it (its supervisor, the batch process and the batch's supervisor: by their command
+    lines, never the test's own process) and their groups: every job finishes with its
+    verdict, the summary is written, the batch exits 0."""
+    trials = write_fleet(tmp_path / "trials", 3)
+    rule = tmp_path / "rules.py"
+    rule.write_text(
+        "import os, signal\n"
+        "from smdebug.rules import Rule\n\n"
+        "def ours():\n"
+        "    found, pid = [], int(os.readlink('/proc/self'))\n"
+        "    while pid > 1:\n"
+        "        with open(f'/proc/{pid}/stat') as f:\n"
+        "            fields = f.read().rsplit(')', 1)[1].split()\n"
+        "        pid = int(fields[1])\n"
+        "        with open(f'/proc/{pid}/cmdline', 'rb') as f:\n"
+        "            words = f.read().split(b'\\0')\n"
+        "        if b'container.cli' in words or any(b'from container.' in w for w in words):\n"
+        "            with open(f'/proc/{pid}/stat') as g:\n"
+        "                group = int(g.read().rsplit(')', 1)[1].split()[2])\n"
+        "            found += [pid, -group] if group == pid else [pid]  # (not the test's group)\n"
+        "    return found\n\n"
+        "class SignalsBatch(Rule):\n"
+        "    def __init__(self, base_trial, action_str=None):\n"
+        "        super().__init__(base_trial, action_str)\n\n"
+        "    def invoke_at_step(self, step):\n"
+        "        self.base_trial.tensor('loss').value(step)\n"
+        "        if 'job-001' in self.base_trial.path and step == 0:\n"
+        "            for target in ours():\n"
+        "                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGSTOP):\n"
+        "                    try:\n"
+        "                        os.kill(target, signum)\n"
+        "                    except OSError:\n"
+        "                        pass\n"
+        "        return False\n"
+    )
+    out = tmp_path / "out"
+    env = {**os.environ, "EVALUATOR_PID_NAMESPACE": namespace}
+    done = batch(
+        str(tmp_path / "trials"),
+        "--rule",
+        "SignalsBatch",
+        "--source_s3_uri",
+        str(rule),
+        "--output-dir",
+        str(out),
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = {j["name"]: j for j in json.loads((out / "batch_summary.json").read_text())["jobs"]}
+    assert [jobs[t.name]["exit_code"] for t in trials] == [0, 0, 0]
