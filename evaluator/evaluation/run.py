@@ -190,6 +190,7 @@ class Evaluation:
         check_not_a_parent(self.config.base_trial, "base_trial")
         trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
         self.reporter.watch_data_problems(lambda: (trial.data_problem_count, trial.data_problems))
+        self.reporter.show_steps(trial.writer_step)
         trial.start_polling()
         return trial
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evaluator.report.page import badge, document, escape, key_values, table
-from evaluator.report.sections import anchor, rule_section
+from evaluator.report.sections import anchor, fired_at, rule_section
 
 __all__ = ["render_report"]
 
@@ -53,12 +53,12 @@ def _index(rules: list[Mapping[str, Any]]) -> str:
     rows = []
     for rule in rules:
         key = str(rule.get("configuration_name") or rule.get("rule"))
-        fired = rule.get("fired_steps") or []
+        fired = fired_at(rule)
         rows.append(
             [
                 f'<a href="#{anchor(key)}">{escape(key)}</a>',
                 badge(rule.get("status")),
-                escape(", ".join(str(s) for s in fired[:5]) or "—"),
+                escape(", ".join(fired[:5]) or "—"),
                 escape(_why(rule)),
             ]
         )

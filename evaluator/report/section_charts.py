@@ -29,7 +29,9 @@ def curves(rule: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str:
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for s in watched:
         groups.setdefault(str(s.get("quantity")), []).append(s)
-    fired = set(rule.get("fired_steps") or [])
+    steps = rule.get("fired_steps") or []
+    # (mode, step): a writer's step names its mode (``fired_modes``), a global step none
+    fired = set(zip(rule.get("fired_modes") or [None] * len(steps), steps, strict=False))
     parts = ["<h3>The curves behind the verdict</h3>"]
     for quantity, members in list(groups.items())[:MAX_CURVES]:
         cells = _cells(members)
@@ -38,8 +40,10 @@ def curves(rule: Mapping[str, Any], series: Sequence[Mapping[str, Any]]) -> str:
             continue
         shown = list(range(min(len(members), 8)))
         marks = []
-        for step in sorted(fired):
+        for mode, step in sorted(fired, key=lambda f: (f[1], f[0] or "")):
             for s in members[:8]:
+                if mode is not None and s.get("mode") not in (None, mode):
+                    continue
                 found = [p for p in s.get("points") or [] if p[0] == step]
                 if found:
                     marks.append(found[0])
