@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from container.batch.job import JobSpec
-from container.watch.discovery import Run
+from container.discovery import Run
 from evaluator.status.files import RESULT_FILE_NAME, ResultFileError, read_result_file
 
 __all__ = ["FINISHED_CODES", "WATCH_FOLDER", "LiveRun", "read_result"]

@@ -1,0 +1,108 @@
+"""``rule-evaluator batch`` over a folder of TensorBoard runs (issue 39): each run (tensorboardX
+with phase folders, Hugging Face Trainer idioms, Lightning's ``lightning_logs/version_0``,
+torch's ``train/`` and ``val/``) is one job named by its path under the folder, and gets the
+verdict a single run of it gives; a single run folder is a trial too."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.evaluator_cli import EvaluatorCli
+from tests.support.fleet import comparable
+from tests.support.tb_logs import torch_style
+from tests.support.tb_real_logs import ROOT as REAL_LOGS
+
+pytest.importorskip("tensorboardX")
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = "Overfit,ExplodingTensor,LossNotDecreasing"
+JOB_ARGS = ("--rule", RULES, "--poll_interval", "0.2")
+# run folder under the batch's folder -> the job's name
+RUNS = {
+    "hf_overfit": "hf_overfit",
+    "lightning_overfit/lightning_logs/version_0": "lightning_overfit_lightning_logs_version_0",
+    "torch/overfit": "torch_overfit",
+    "tbx_nan": "tbx_nan",
+}
+
+
+def _folder_of_runs(root: Path) -> Path:
+    """Real writers' runs (copied with their times: finished logs) and one tensorboardX run
+    with phase folders whose validation loss turns NaN."""
+    runs = root / "runs"
+    shutil.copytree(REAL_LOGS / "hf_overfit", runs / "hf_overfit")
+    shutil.copytree(REAL_LOGS / "lightning_overfit", runs / "lightning_overfit")
+    shutil.copytree(REAL_LOGS / "torch_overfit", runs / "torch" / "overfit")
+    train = [(s, 1.0 / (s + 1)) for s in range(30)]
+    torch_style(runs / "tbx_nan" / "train", scalars={"loss": train})
+    val = [(s, math.nan if s >= 12 else 1.1 / (s + 1)) for s in range(30)]
+    torch_style(runs / "tbx_nan" / "validation", scalars={"loss": val})
+    return runs
+
+
+def _batch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "container.cli", "batch", *args],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _single(tmp_path: Path, trial: Path) -> dict[str, Any]:
+    run = EvaluatorCli(tmp_path)("--trial-dir", str(trial), *JOB_ARGS, timeout=300)
+    assert run.result is not None, run.describe()
+    return run.result
+
+
+def test_each_tensorboard_run_of_a_folder_is_a_job_with_its_single_run_verdict(
+    tmp_path: Path,
+) -> None:
+    """Four runs of four writers' layouts: four jobs named by their paths, each with the
+    result file a single run of that run folder writes (verdicts, steps, messages)."""
+    runs = _folder_of_runs(tmp_path)
+    out = tmp_path / "out"
+    done = _batch(str(runs), "--output-dir", str(out), "--jobs", "2", *JOB_ARGS)
+    summary = json.loads((out / "batch_summary.json").read_text())
+    jobs = {j["name"]: j for j in summary["jobs"]}
+    assert sorted(jobs) == sorted(RUNS.values()), done.stdout + done.stderr
+    for sub_path, name in RUNS.items():
+        single = _single(tmp_path / "single" / name, runs / sub_path)
+        own = json.loads((out / name / "rule_evaluation_result.json").read_text())
+        assert comparable(own) == comparable(single), name
+        assert jobs[name]["trial"] == str(runs / sub_path)
+    statuses = {n: {r["rule"]: r["status"] for r in jobs[n]["rules"]} for n in jobs}
+    for name in ("hf_overfit", "lightning_overfit_lightning_logs_version_0", "torch_overfit"):
+        assert statuses[name]["Overfit"] == "IssuesFound", (name, statuses[name])
+    assert statuses["tbx_nan"]["ExplodingTensor"] == "IssuesFound"
+    assert done.returncode == 1, done.stdout + done.stderr
+
+
+def test_a_single_tensorboard_run_is_a_batch_trial(tmp_path: Path) -> None:
+    """A run folder given as a trial (phase folders inside) is one job named after it."""
+    runs = _folder_of_runs(tmp_path)
+    out = tmp_path / "out"
+    done = _batch(str(runs / "tbx_nan"), "--output-dir", str(out), *JOB_ARGS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [job] = json.loads((out / "batch_summary.json").read_text())["jobs"]
+    assert (job["name"], job["status"]) == ("tbx_nan", "IssuesFound")
+
+
+def test_a_folder_without_trials_or_runs_names_both(tmp_path: Path) -> None:
+    """A folder holding neither smdebug output nor event files is refused, and the message
+    names both kinds the batch looks for."""
+    (tmp_path / "empty" / "notes").mkdir(parents=True)
+    done = _batch(str(tmp_path / "empty"), "--output-dir", str(tmp_path / "out"), *JOB_ARGS)
+    assert done.returncode == 2
+    assert "collections/ or index/" in done.stderr and "events.out.tfevents" in done.stderr
