@@ -1,7 +1,8 @@
 """``rule-evaluator batch`` over a folder of TensorBoard runs (issue 39): each run (tensorboardX
 with phase folders, Hugging Face Trainer idioms, Lightning's ``lightning_logs/version_0``,
 torch's ``train/`` and ``val/``) is one job named by its path under the folder, and gets the
-verdict a single run of it gives; a single run folder is a trial too."""
+verdict a single run of it gives; a single run folder is a trial too; ``report`` on the
+batch's folder writes each job's report again."""
 
 from __future__ import annotations
 
@@ -87,6 +88,24 @@ def test_each_tensorboard_run_of_a_folder_is_a_job_with_its_single_run_verdict(
         assert statuses[name]["Overfit"] == "IssuesFound", (name, statuses[name])
     assert statuses["tbx_nan"]["ExplodingTensor"] == "IssuesFound"
     assert done.returncode == 1, done.stdout + done.stderr
+    _report_of_the_batch(out)
+
+
+def _report_of_the_batch(out: Path) -> None:
+    """``rule-evaluator report`` on the batch's folder writes each job's report again."""
+    for name in RUNS.values():
+        (out / name / "rule_report.html").unlink()
+    again = subprocess.run(
+        [sys.executable, "-m", "container.cli", "report", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    written = sorted(Path(line).parent.name for line in again.stdout.splitlines())
+    assert written == sorted(RUNS.values())
+    assert all((out / name / "rule_report.html").is_file() for name in RUNS.values())
 
 
 def test_a_single_tensorboard_run_is_a_batch_trial(tmp_path: Path) -> None:
