@@ -7,9 +7,7 @@ batch's folder writes each job's report again."""
 from __future__ import annotations
 
 import json
-import math
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,35 +17,14 @@ import pytest
 
 from tests.support.evaluator_cli import EvaluatorCli
 from tests.support.fleet import comparable
-from tests.support.tb_logs import torch_style
-from tests.support.tb_real_logs import ROOT as REAL_LOGS
+from tests.support.tb_real_logs import RUN_FOLDERS as RUNS
+from tests.support.tb_real_logs import folder_of_runs
 
 pytest.importorskip("tensorboardX")
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = "Overfit,ExplodingTensor,LossNotDecreasing"
 JOB_ARGS = ("--rule", RULES, "--poll_interval", "0.2")
-# run folder under the batch's folder -> the job's name
-RUNS = {
-    "hf_overfit": "hf_overfit",
-    "lightning_overfit/lightning_logs/version_0": "lightning_overfit_lightning_logs_version_0",
-    "torch/overfit": "torch_overfit",
-    "tbx_nan": "tbx_nan",
-}
-
-
-def _folder_of_runs(root: Path) -> Path:
-    """Real writers' runs (copied with their times: finished logs) and one tensorboardX run
-    with phase folders whose validation loss turns NaN."""
-    runs = root / "runs"
-    shutil.copytree(REAL_LOGS / "hf_overfit", runs / "hf_overfit")
-    shutil.copytree(REAL_LOGS / "lightning_overfit", runs / "lightning_overfit")
-    shutil.copytree(REAL_LOGS / "torch_overfit", runs / "torch" / "overfit")
-    train = [(s, 1.0 / (s + 1)) for s in range(30)]
-    torch_style(runs / "tbx_nan" / "train", scalars={"loss": train})
-    val = [(s, math.nan if s >= 12 else 1.1 / (s + 1)) for s in range(30)]
-    torch_style(runs / "tbx_nan" / "validation", scalars={"loss": val})
-    return runs
 
 
 def _batch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -72,7 +49,7 @@ def test_each_tensorboard_run_of_a_folder_is_a_job_with_its_single_run_verdict(
 ) -> None:
     """Four runs of four writers' layouts: four jobs named by their paths, each with the
     result file a single run of that run folder writes (verdicts, steps, messages)."""
-    runs = _folder_of_runs(tmp_path)
+    runs = folder_of_runs(tmp_path)
     out = tmp_path / "out"
     done = _batch(str(runs), "--output-dir", str(out), "--jobs", "2", *JOB_ARGS)
     summary = json.loads((out / "batch_summary.json").read_text())
@@ -110,7 +87,7 @@ def _report_of_the_batch(out: Path) -> None:
 
 def test_a_single_tensorboard_run_is_a_batch_trial(tmp_path: Path) -> None:
     """A run folder given as a trial (phase folders inside) is one job named after it."""
-    runs = _folder_of_runs(tmp_path)
+    runs = folder_of_runs(tmp_path)
     out = tmp_path / "out"
     done = _batch(str(runs / "tbx_nan"), "--output-dir", str(out), *JOB_ARGS)
     assert done.returncode == 1, done.stdout + done.stderr
