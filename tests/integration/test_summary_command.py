@@ -74,10 +74,12 @@ def test_summary_of_a_folder_of_tensorboard_runs_summarises_each(tmp_path: Path)
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith(f"2 trials in {runs}\n")
     assert "\n== a\n" in text.stdout and "\n== group/c\n" in text.stdout
-    assert "steps per mode  TRAIN 6, EVAL 6" in text.stdout
+    assert "steps per mode  TRAIN 6 (logged steps 0..5), EVAL 6 (logged steps 0..5)" in text.stdout
     document = json.loads(run("summary", str(runs), "--json").stdout)
     assert sorted(document["runs"]) == ["a", "group/c"]
     assert document["runs"]["group/c"]["steps_per_mode"] == {"GLOBAL": 6}
+    assert "logged_steps" not in document["runs"]["group/c"]  # its global steps are logged
+    assert document["runs"]["a"]["logged_steps"] == {"TRAIN": [0, 5], "EVAL": [0, 5]}
 
 
 def test_summary_takes_tensorboard_run_as_the_run_does(tmp_path: Path) -> None:
