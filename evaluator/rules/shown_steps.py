@@ -23,13 +23,11 @@ Shown = Callable[[int], WriterStep]
 
 
 def writer_steps(trial: Any) -> Shown | None:
-    """The trial's ``writer_step`` when its global steps are not the writer's, else None (a
-    stand-in trial without it included)."""
-    found = getattr(trial, "writer_step", None)
-    source = getattr(trial, "_source", None)
-    if found is None or getattr(source, "writer_step", None) is None:
+    """The trial's ``writer_step`` when its format may show a global step as another step
+    (``Trial.maps_writer_steps``), else None (a stand-in trial without it included)."""
+    if getattr(trial, "maps_writer_steps", False) is not True:
         return None
-    return found  # type: ignore[no-any-return]
+    return trial.writer_step  # type: ignore[no-any-return]
 
 
 def step_words(

@@ -307,6 +307,11 @@ class Trial(SmdebugAttributes, StepWaits):
             found = self._state.global_to_mode.get(global_step)
         return found if found is not None else (None, None)
 
+    @property
+    def maps_writer_steps(self) -> bool:
+        """Whether the format may show a global step as another step (``writer_step``)."""
+        return getattr(self._source, "writer_step", None) is not None
+
     def writer_step(self, global_step: int) -> WriterStep:
         """The step the writer logged for ``global_step``, as every output shows it
         (docs/compatibility.md, "Steps users see"): a format whose global steps are not its

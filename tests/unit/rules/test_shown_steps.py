@@ -16,25 +16,19 @@ from evaluator.rules.shown_steps import (
 )
 
 
-class _Source:
-    def writer_step(self, step: int) -> tuple[ModeKeys, int]:
-        return (ModeKeys.EVAL if step % 2 else ModeKeys.TRAIN), step // 2
-
-
 class _PhasesTrial:
     """A TensorBoard trial with phases, as far as showing steps goes."""
 
-    _source = _Source()
+    maps_writer_steps = True
 
     def writer_step(self, step: int) -> WriterStep:
-        mode, logged = self._source.writer_step(step)
-        return WriterStep(logged, mode)
+        return WriterStep(step // 2, ModeKeys.EVAL if step % 2 else ModeKeys.TRAIN)
 
 
 class _SmdebugTrial:
     """A trial whose format has no ``writer_step``: global steps are shown."""
 
-    _source = object()
+    maps_writer_steps = False
 
     def writer_step(self, step: int) -> WriterStep:
         return WriterStep(step)
@@ -93,3 +87,22 @@ def test_a_check_and_the_firing_line_name_the_writer_step() -> None:
         "Evaluation of the rule ExplodingTensor at step 7 (EVAL) resulted in the condition "
         "being met"
     )
+
+
+def test_real_trials_show_global_steps_where_they_are_the_writers() -> None:
+    """smdebug's output shows its global steps (no mapping at all); a TensorBoard run without
+    phases maps, but each step to itself; a run with phase folders to its event steps."""
+    from pathlib import Path
+
+    from evaluator.trial import create_trial
+
+    root = Path(__file__).resolve().parents[3]
+    logs = root / "tests" / "fixtures" / "tb_logs"
+    with create_trial(str(root / "examples" / "trials" / "vanishing_gradients")) as smdebug:
+        assert not smdebug.maps_writer_steps and writer_steps(smdebug) is None
+        assert smdebug.writer_step(5) == WriterStep(5)
+    with create_trial(str(logs / "tf_healthy"), idle_scans_to_complete=1) as plain:
+        assert plain.maps_writer_steps
+        assert [plain.writer_step(s) for s in plain.steps()[:2]] == [WriterStep(0), WriterStep(1)]
+    with create_trial(str(logs / "torch_overfit"), idle_scans_to_complete=1) as phases:
+        assert phases.writer_step(phases.steps()[1]) == WriterStep(0, ModeKeys.EVAL)
