@@ -61,8 +61,10 @@ def run(
         signals.__enter__()
     try:
         if args[:1] == ["summary"]:
+            from container.summary_command import main as summary
+
             signals.raise_in_main = True  # waits for collection files: a stop ends it
-            return _summary(args[1:])
+            return summary(args[1:])
         if args[:1] == ["batch"]:
             from container.batch import main as batch
 
@@ -297,50 +299,6 @@ def _internal_error(error: Exception, opt_ml_root: str) -> int:
     write_status_files(_message_dir(opt_ml_root), text)
     print(text.rstrip("\n"), file=stderr)
     return ExitCode.INTERNAL_ERROR
-
-
-def _summary(argv: Sequence[str]) -> int:
-    import json
-
-    from container.suggest import SuggestingParser
-    from evaluator.errors import ClientError, ExitCode, SMDebugError
-
-    parser = SuggestingParser(
-        prog="rule-evaluator summary", description="Print what a trial holds."
-    )
-    parser.add_argument(
-        "path", help="the training job's debug output: a folder or s3://bucket/prefix"
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument(
-        "--collection-wait-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="how long to wait for collection files (default 600)",
-    )
-    args = parser.parse_args(argv)
-    from evaluator.config import trial_options_from_env
-    from evaluator.sources.smdebug.parent import check_not_a_parent
-    from evaluator.storage.local import check_local_folder
-    from evaluator.summary import format_summary, summarize
-    from evaluator.trial import create_trial
-
-    wait = args.collection_wait_timeout
-    try:
-        # the trial-option variables, then the flag when given
-        check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
-        check_not_a_parent(args.path, "summary PATH")
-        options = trial_options_from_env(
-            os.environ, **({} if wait is None else {"collection_wait_timeout": wait})
-        )
-        with create_trial(args.path, options=options) as trial:
-            summary = summarize(trial)
-    except (ClientError, SMDebugError) as e:
-        print(f"ClientError: {e}", file=sys.stderr)
-        return ExitCode.CLIENT_ERROR
-    print(json.dumps(summary.to_dict(), indent=2) if args.json else format_summary(summary))
-    return 0
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # nothing more before the signal handlers are in (mypy only)
     from types import FrameType
     from typing import Any
 
+    from container.log_relay import LogRelay
     from container.output_lines import OutputLines
 
 __all__ = ["main"]
@@ -209,25 +210,7 @@ class _Supervisor:
             if not open_fds:
                 time.sleep(_TICK)
             for fd in sorted(readable, key=lambda fd: open_fds[fd] != "control"):
-                kind = open_fds.get(fd)
-                if kind is None:
-                    continue  # (the control pipe, closed while a log read took it)
-                data = os.read(fd, 65536)
-                if kind == "log":  # what the child said before these bytes decides their trust
-                    self._take_control_now(open_fds, control, outputs)
-                if not data:  # the child's end closed
-                    del open_fds[fd]
-                    os.close(fd)
-                    if kind == "log":
-                        relay.flush(trusted=not self.untrusted)
-                    elif kind != "control":
-                        outputs.flush(kind)
-                elif kind == "log":
-                    relay.feed(data, trusted=not self.untrusted)
-                elif kind != "control":
-                    outputs.feed(kind, data)
-                else:
-                    self._take_control(data, control, outputs)
+                self._read_pipe(fd, open_fds, control, outputs, relay)
             exit_status = self._reap(exit_status)
             now = time.monotonic()
             if exit_status is not None and exited_at is None:
@@ -253,6 +236,36 @@ class _Supervisor:
 
             say_verdict(outputs, self.state, self.result_fd, code)
         return code
+
+    def _read_pipe(
+        self,
+        fd: int,
+        open_fds: dict[int, str],
+        control: bytearray,
+        outputs: OutputLines,
+        relay: LogRelay,
+    ) -> None:
+        """Take what the child's pipe ``fd`` holds: control messages, its log (``relay``),
+        or what rule code printed; a pipe whose end closed is closed and dropped."""
+        kind = open_fds.get(fd)
+        if kind is None:
+            return  # (the control pipe, closed while a log read took it)
+        data = os.read(fd, 65536)
+        if kind == "log":  # what the child said before these bytes decides their trust
+            self._take_control_now(open_fds, control, outputs)
+        if not data:  # the child's end closed
+            del open_fds[fd]
+            os.close(fd)
+            if kind == "log":
+                relay.flush(trusted=not self.untrusted)
+            elif kind != "control":
+                outputs.flush(kind)
+        elif kind == "log":
+            relay.feed(data, trusted=not self.untrusted)
+        elif kind != "control":
+            outputs.feed(kind, data)
+        else:
+            self._take_control(data, control, outputs)
 
     def _take_control(self, data: bytes, buffer: bytearray, outputs: OutputLines) -> None:
         import time

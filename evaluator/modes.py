@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["ModeKeys", "StepState", "ALLOWED_MODES", "parse_mode"]
+__all__ = ["ModeKeys", "StepState", "ALLOWED_MODES", "WriterStep", "parse_mode"]
 
 
 class ModeKeys(Enum):
@@ -47,3 +48,17 @@ def parse_mode(value: object) -> ModeKeys:
             pass
     names = ", ".join(m.name for m in ModeKeys)
     raise ValueError(f"unknown mode {value!r}; expected one of {names}")
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStep:
+    """A step as the user sees it: the step the writer logged, with its mode when the trial's
+    global steps are not the writer's (a TensorBoard run with phases: ``Trial.writer_step``).
+    ``mode`` None: the global step itself, shown as SageMaker shows smdebug's steps."""
+
+    step: int
+    mode: ModeKeys | None = None
+
+    def __str__(self) -> str:
+        """``step 500``, or ``EVAL step 100``."""
+        return f"step {self.step}" if self.mode is None else f"{self.mode.name} step {self.step}"

@@ -32,9 +32,15 @@ class TrialSummary:
     kind: str = "smdebug"  # the format's name: "tensorboard", or a plug-in's
     mapping: str | None = None  # how the format mapped the location (docs/tensorboard.md)
     described: str | None = None  # the format's own sentence for its kind
+    # mode -> [first, last] step the writer logged, for a trial whose global steps are not
+    # the writer's (a TensorBoard run with phases: ``Trial.writer_step``); else None
+    logged_steps: dict[str, list[int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        found = dict(self.__dict__)
+        if found["logged_steps"] is None:  # only where the writer's steps are not global
+            del found["logged_steps"]
+        return found
 
 
 def summarize(trial: Any) -> TrialSummary:
@@ -69,7 +75,22 @@ def _summarize(trial: Any) -> TrialSummary:
         kind=getattr(trial, "kind", "smdebug"),
         mapping=None if said.get("mapping") is None else str(said["mapping"]),
         described=None if said.get("kind") is None else str(said["kind"]),
+        logged_steps=_logged_steps(trial, steps),
     )
+
+
+def _logged_steps(trial: Any, steps: list[int]) -> dict[str, list[int]] | None:
+    """Per mode, the first and last step the writer logged, when those are not the global
+    steps (``Trial.writer_step`` answers with a mode)."""
+    shown = getattr(trial, "writer_step", None)
+    if shown is None or not steps or shown(steps[0]).mode is None:
+        return None
+    found: dict[str, list[int]] = {}
+    for step in steps:
+        at = shown(step)
+        name = at.mode.name if at.mode is not None else ModeKeys.GLOBAL.name
+        found.setdefault(name, [at.step, at.step])[1] = at.step
+    return found
 
 
 def _shown(text: object) -> str:
@@ -78,7 +99,12 @@ def _shown(text: object) -> str:
 
 def format_summary(s: TrialSummary) -> str:
     step_range = f"{s.first_step}..{s.last_step}" if s.steps else "none"
-    modes = ", ".join(f"{_shown(m)} {n}" for m, n in s.steps_per_mode.items())
+    logged = s.logged_steps or {}
+    modes = ", ".join(
+        f"{_shown(m)} {n}"
+        + (f" (logged steps {logged[m][0]}..{logged[m][1]})" if m in logged else "")
+        for m, n in s.steps_per_mode.items()
+    )
     collections = ", ".join(f"{_shown(c)} ({n})" for c, n in s.collections.items())
     lines = [
         f"trial           {_shown(s.path)}",

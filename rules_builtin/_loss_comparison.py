@@ -20,6 +20,7 @@ from typing import Any
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import NOISE_K, Diagnosis
 from evaluator.rules.kit.selection import percent_of
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._cadence import RESOLUTION_PERCENT
 from rules_builtin._levels import LossView, span
 
@@ -50,7 +51,7 @@ def judge_comparison(rule: Any, c: Comparison) -> bool:
     m = c.mode.name
     (cur, *_), (prev, *_) = c.decided
     level, newest = c.mean[0], span(m, c.mean)
-    where = f"{m} step {c.at} (global step {c.step})" if c.mode != GLOBAL else f"step {c.at}"
+    where = step_words(rule.base_trial, c.step, c.mode, c.at)
     now, before = span(m, c.decided[0]), span(m, c.decided[1])
     decrease = percent_of(prev - cur, prev)
     if math.isnan(cur) or math.isnan(prev):

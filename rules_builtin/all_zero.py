@@ -12,6 +12,7 @@ from evaluator.rules.kit.params import Param, parse_float
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 # Saved reductions that are 0 exactly when every element is 0: (name, abs).
@@ -119,7 +120,7 @@ class AllZero(Rule):
                 fires_when=">=",
                 sentence=lambda: (
                     f"{self.rule_name}: {percent:.4g}% of {name} is zero "
-                    f"(>= threshold {self.threshold:g}%) at step {step}"
+                    f"(>= threshold {self.threshold:g}%) at {step_words(self.base_trial, step)}"
                 ),
             ):
                 return True

@@ -13,6 +13,7 @@ from evaluator.rules.kit.params import Param, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import FLOATS, WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 __all__ = ["DEFAULT_REGEX", "CheckInputImages"]
@@ -169,7 +170,7 @@ class CheckInputImages(Rule):
                     f"{self.rule_name}: {name} channel means "
                     f"{np.round(running.means(), 4).tolist()} over {running.images} images "
                     f"differ from 0 by more than threshold_mean {self.threshold_mean:g} "
-                    f"at step {step}"
+                    f"at {step_words(self.base_trial, step)}"
                 ),
             ):
                 fired = True

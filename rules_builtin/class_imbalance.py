@@ -11,6 +11,7 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int, parse_regex
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._labels import class_ids, natural_key, require_class_labels
 from rules_builtin.registry import register
 
@@ -222,7 +223,7 @@ class ClassImbalance(Rule):
                 sentence=lambda: (
                     f"{self.rule_name}: class {big} has {most} labels and class "
                     f"{small} {least} (ratio {ratio:.4g} > threshold_imbalance "
-                    f"{self.threshold_imbalance:g}) at step {step}"
+                    f"{self.threshold_imbalance:g}) at {step_words(self.base_trial, step)}"
                 ),
             ):
                 return True
@@ -242,7 +243,7 @@ class ClassImbalance(Rule):
                 sentence=lambda: (
                     f"{self.rule_name}: class {cls}: {share:.4g} of its samples "
                     f"mispredicted > threshold_misprediction "
-                    f"{self.threshold_misprediction:g} at step {step}"
+                    f"{self.threshold_misprediction:g} at {step_words(self.base_trial, step)}"
                 ),
             ):
                 return True

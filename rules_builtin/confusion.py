@@ -12,6 +12,7 @@ from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float, parse_int, parse_optional_float
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._labels import (
     confusion_matrix,
     labelled_names,
@@ -256,7 +257,7 @@ class Confusion(Rule):
                 fires_when="<",
                 sentence=lambda: (
                     f"{self.rule_name}: class {i}: recall {recall:.4g} < min_diag "
-                    f"{self.min_diag:g} at step {step}"
+                    f"{self.min_diag:g} at {step_words(self.base_trial, step)}"
                 ),
             ):
                 return True
@@ -273,8 +274,8 @@ class Confusion(Rule):
                 fires_when=">",
                 sentence=lambda: (
                     f"{self.rule_name}: class {i}: {shares[j]:.4g} of its samples "
-                    f"predicted as {j} > max_off_diag {self.max_off_diag:g} at step "
-                    f"{step}"
+                    f"predicted as {j} > max_off_diag {self.max_off_diag:g} at "
+                    f"{step_words(self.base_trial, step)}"
                 ),
             ):
                 return True

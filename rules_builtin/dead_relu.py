@@ -11,6 +11,7 @@ from evaluator.rules.kit.params import Param, parse_float
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._activations import ActivationFinder
 from rules_builtin.registry import register
 
@@ -148,7 +149,7 @@ class DeadRelu(Rule):
                 fires_when=">",
                 sentence=lambda: (
                     f"{self.rule_name}: {dead:.1f}% of the units of {name} are dead "
-                    f"(> threshold_layer={self.threshold_layer:g}%) at step {step}"
+                    f"(> threshold_layer={self.threshold_layer:g}%) at {step_words(self.base_trial, step)}"
                 ),
             ):
                 fired = True

@@ -13,6 +13,7 @@ from evaluator.rules.kit.params import Param, parse_bool
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import logged_step, step_words
 from rules_builtin.registry import register
 
 _XGBOOST_TREES = "trees/"  # smdebug.xgboost's tree dump: NaN marks a leaf, not a fault
@@ -119,13 +120,17 @@ class ExplodingTensor(Rule):
                 fires_when=">",
                 sentence=lambda: (
                     f"{self.rule_name}: {name} holds {nan + inf} {what} {where} "
-                    f"({detail}) at step {step}; {ALLOWED}: 0"
+                    f"({detail}) at {step_words(self.base_trial, step)}; {ALLOWED}: 0"
                 ),
                 diagnose=lambda: Diagnosis(
                     DIVERGING,
-                    f"{name} became NaN or infinite at step {step}: the run diverged; lower "
+                    f"{name} became NaN or infinite at {step_words(self.base_trial, step)}: the run diverged; lower "
                     "the learning rate, clip the gradients or look for a bad batch",
-                    {"first_non_finite_step": step, "nan": nan, "inf": inf},
+                    {
+                        "first_non_finite_step": logged_step(self.base_trial, step),
+                        "nan": nan,
+                        "inf": inf,
+                    },
                 ),
             ):
                 return True

@@ -12,6 +12,7 @@ from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 __all__ = ["FeatureImportanceOverweight"]
@@ -124,6 +125,6 @@ class FeatureImportanceOverweight(Rule):
             sentence=lambda: (
                 f"{self.rule_name}: the {len(top)} largest of {values.size} feature "
                 f"importances hold {share:.4g} > threshold {self.threshold:g} of the total "
-                f"at step {step}"
+                f"at {step_words(self.base_trial, step)}"
             ),
         )

@@ -12,6 +12,7 @@ from evaluator.rules.kit.params import Param, parse_float, parse_list
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import FLOATS, WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 __all__ = ["DEFAULT_REGEX", "NLPSequenceRatio"]
@@ -127,7 +128,7 @@ class NLPSequenceRatio(Rule):
                     fires_when=">",
                     sentence=lambda: (
                         f"{self.rule_name}: token {token:g} is {share:.1f}% of {name} "
-                        f"(> token_thresholds_percent {limit:g}%) at step {step}"
+                        f"(> token_thresholds_percent {limit:g}%) at {step_words(self.base_trial, step)}"
                     ),
                 ):
                     fired = True

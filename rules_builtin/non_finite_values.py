@@ -15,6 +15,7 @@ from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_bool, parse_list
 from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import logged_step, step_words
 from rules_builtin.registry import register
 
 __all__ = ["NonFiniteValues"]
@@ -190,16 +191,14 @@ class NonFiniteValues(Rule):
 
     def _where(self, step: int) -> str:
         mode, mode_step = self.base_trial.mode_modestep(step)
-        if mode is None or mode == ModeKeys.GLOBAL:
-            return f"step {step}"
-        return f"{mode.name} step {mode_step} (global step {step})"
+        return step_words(self.base_trial, step, mode, mode_step)
 
     def _diagnosis(self, step: int, name: str, what: str) -> Diagnosis:
         return Diagnosis(
             DIVERGING,
             f"{what} (first at {self._where(step)}): the run diverged; lower the learning "
             "rate, clip the gradients, or check the data and the mixed-precision loss scaling",
-            {"first_non_finite_step": step, "tensor": name},
+            {"first_non_finite_step": logged_step(self.base_trial, step), "tensor": name},
         )
 
 

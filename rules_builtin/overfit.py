@@ -19,6 +19,7 @@ from evaluator.rules.kit.modes import (
 from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection, percent_of
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._phase_means import PhaseMeans, gap_ratio, lowest_of
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress
 from rules_builtin._validation_rise import record_not_risen, risen_diagnosis
@@ -329,7 +330,7 @@ class Overfit(Rule):
             f"{self.rule_name}: {name} validation/training ratio {ratio:g} "
             f"(validation {val:g}, training {train:g}, {kind}) > "
             f"{self.ratio_threshold:g} for {means.streak} validation pass(es), judged "
-            f"at {mode.name} step {mode_step} (global step {step})"
+            f"at {step_words(self.base_trial, step, mode, mode_step)}"
         )
         validation = VALIDATION_PREFIX + name if means.epoch_logs else name
 

@@ -22,6 +22,7 @@ from evaluator.rules.kit.modes import (
 from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._cadence import MIN_NOISY_VALUES, RESOLUTION_PERCENT, Cadence
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress
 from rules_builtin._warmup import WarmUp
@@ -349,11 +350,7 @@ class Overtraining(Rule):
         if pass_size:
             which = f"{role} loss (means of validation passes)"
         window = f"moving mean of {len(best.window)} value{'s' if len(best.window) > 1 else ''}"
-        where = (
-            f"{mode.name} step {mode_step} (global step {step})"
-            if mode != GLOBAL
-            else f"step {step}"
-        )
+        where = step_words(self.base_trial, step, mode, mode_step)
         followed = (
             name if not (loss.epoch_logs and role == "validation") else VALIDATION_PREFIX + name
         )

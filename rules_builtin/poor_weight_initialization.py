@@ -16,6 +16,7 @@ from evaluator.rules.kit.params import Param, parse_float, parse_int, parse_rege
 from evaluator.rules.kit.selection import TensorSelection, listed, percent_of
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin._activations import ActivationFinder
 from rules_builtin._levels import smooth
 from rules_builtin._running_means import RunningMeans
@@ -212,7 +213,7 @@ class PoorWeightInitialization(Rule):
             fires_when=">",
             sentence=lambda: (
                 f"{self.rule_name}: the variances of the activation inputs differ by a "
-                f"factor {ratio:.3g} (> threshold={self.threshold:g}) at step {step}: "
+                f"factor {ratio:.3g} (> threshold={self.threshold:g}) at {step_words(self.base_trial, step)}: "
                 f"{listed(sorted(variances))}"
             ),
         )
@@ -246,7 +247,7 @@ class PoorWeightInitialization(Rule):
                 sentence=lambda: (
                     f"{self.rule_name}: the 95th - 5th percentile of {name} is "
                     f"{spread:.3g} (< distribution_range={self.distribution_range:g}) "
-                    f"at step {step}"
+                    f"at {step_words(self.base_trial, step)}"
                 ),
             ):
                 fired = True
@@ -307,7 +308,7 @@ class PoorWeightInitialization(Rule):
             sentence=lambda: (
                 f"{self.rule_name}: the mean of {name} over training steps "
                 f"{mode_step - p + 1}..{mode_step} ({now:g}) is not below its value or mean "
-                f"over training {span} ({before:g}) (patience={p}; {how}) at step {step}"
+                f"over training {span} ({before:g}) (patience={p}; {how}) at {step_words(self.base_trial, step)}"
             ),
         )
 

@@ -13,6 +13,7 @@ from evaluator.rules.kit.params import Param, parse_optional_float
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 
@@ -115,7 +116,7 @@ class TensorVariance(Rule):
             fires_when=fires_when,
             sentence=lambda: (
                 f"{self.rule_name}: variance of {name} is {variance:g} {fires_when} "
-                f"{parameter} {threshold:g} at step {step}"
+                f"{parameter} {threshold:g} at {step_words(self.base_trial, step)}"
             ),
         )
 

@@ -11,6 +11,7 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_int
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 __all__ = ["NODE_IDS", "TreeDepth"]
@@ -88,6 +89,6 @@ class TreeDepth(Rule):
             fires_when=">",
             sentence=lambda: (
                 f"{self.rule_name}: largest node id {largest} means depth {depth} > depth "
-                f"{self.depth} at step {step}"
+                f"{self.depth} at {step_words(self.base_trial, step)}"
             ),
         )

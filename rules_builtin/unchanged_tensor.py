@@ -15,6 +15,7 @@ from evaluator.rules.kit.params import Param, parse_bool, parse_float, parse_int
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 # The tensors that must change while a model trains (the default selection).
@@ -125,11 +126,7 @@ class UnchangedTensor(Rule):
         mode, mode_step = self.base_trial.mode_modestep(step)
         if mode not in TRAINING or mode_step is None:
             return False
-        where = (
-            f"{mode.name} step {mode_step} (global step {step})"
-            if mode != ModeKeys.GLOBAL
-            else f"step {step}"
-        )
+        where = step_words(self.base_trial, step, mode, mode_step)
         fired = False
         # Every tensor is visited, even after a hit, to keep its step history complete.
         names = self.selection.names(self.base_trial, step=step)

@@ -12,6 +12,7 @@ from evaluator.rules.kit.params import Param, parse_float
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 
@@ -81,7 +82,7 @@ class VanishingGradient(Rule):
                 fires_when="<",
                 sentence=lambda: (
                     f"{self.rule_name}: mean |{name}| = {mean:g} < threshold "
-                    f"{self.threshold:g} at step {step}"
+                    f"{self.threshold:g} at {step_words(self.base_trial, step)}"
                 ),
             ):
                 return True

@@ -17,6 +17,7 @@ from evaluator.rules.kit.params import Param, parse_float, parse_optional_int
 from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.kit.windows import WindowedRows
 from evaluator.rules.rule import Rule
+from evaluator.rules.shown_steps import step_words
 from rules_builtin.registry import register
 
 
@@ -109,11 +110,7 @@ class WeightUpdateRatio(Rule):
         if mode not in TRAINING or mode_step is None:
             return False
         fired = False
-        where = (
-            f"{mode.name} step {mode_step} (global step {step})"
-            if mode != ModeKeys.GLOBAL
-            else f"step {step}"
-        )
+        where = step_words(self.base_trial, step, mode, mode_step)
         # The weights of a step are mostly compared with the same earlier step: its words
         # are made once.
         said: tuple[int, str, str] | None = None

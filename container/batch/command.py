@@ -98,8 +98,8 @@ def _prepare(argv: Sequence[str]) -> tuple[BatchRequest, list[Trial], Path]:
     """The request, its trials and the output folder (made); ConfigurationError for a bad
     request."""
     request = parse_request(argv)
-    trials = find_trials(request.trials, request.trials_files)
     root = Path(request.output_dir)
+    trials = find_trials(request.trials, request.trials_files, skip=root)
     if root.exists() and not root.is_dir():
         raise ConfigurationError(f"--output-dir {root} is a file: give a folder")
     root.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,11 @@ Evaluate rules on many trials in parallel, each as a single `rule-evaluator` run
 (DIR/<trial name>/), and write one summary: a table here, DIR/batch_summary.csv,
 DIR/batch_summary.json and DIR/index.html (linking each job's rule_report.html).
 
-A TRIAL is a trial (a folder, file:// or s3://bucket/prefix holding collections/ or index/),
-or a folder or prefix whose sub-folders are trials (or hold one in debug-output/, SageMaker's
-layout). Every other flag (--rule, --config, rule parameters, --start-step, ...) is given to
-each job as it is to a single run.
+A TRIAL is a trial (a folder, file:// or s3://bucket/prefix holding smdebug's collections/ or
+index/, or a TensorBoard run's event files), or a folder or prefix that holds trials (SageMaker's
+<job>/debug-output, a folder of TensorBoard runs): each one job, named by its path there.
+Every other flag (--rule, --config, rule parameters, --start-step, ...) is given to each job as
+it is to a single run.
 
 batch flags:
   --output-dir DIR       where each job's outputs and the summary go (required)

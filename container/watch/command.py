@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from container.watch.discovery import Run, RunFinder, in_shard
+from container.discovery import Run, RunFinder, in_shard
 from container.watch.forks import ForkServer
 from container.watch.live import FINISHED_CODES, LiveRun, read_result
 from container.watch.metrics import StatusServer, WatchMetrics

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from container.batch.job import JobSpec
-from container.watch.discovery import Run
+from container.discovery import Run
 from container.watch.forks import ForkServer
 from evaluator.status.files import RESULT_FILE_NAME, ResultFileError, read_result_file
 

@@ -54,11 +54,13 @@ class ConfigurationError(ClientError):
 
 
 class StorageError(ClientError):
-    """Reading the trial's storage failed. ``uri`` names what was being read."""
+    """Reading the trial's storage failed. ``uri`` names what was being read; ``unreachable``:
+    the endpoint never answered (opening the trial again would only wait as long again)."""
 
-    def __init__(self, message: str, *, uri: str | None = None) -> None:
+    def __init__(self, message: str, *, uri: str | None = None, unreachable: bool = False) -> None:
         super().__init__(message)
         self.uri = uri
+        self.unreachable = unreachable
 
 
 class ObjectNotFound(StorageError):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evaluator.errors import RuleEvaluationConditionMet, SMDebugError
 from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import NullObserver
+from evaluator.rules.shown_steps import step_words
 
 if TYPE_CHECKING:
     from evaluator.reporting import StatusReporter
@@ -98,11 +99,15 @@ class Progress(NullObserver):
             # A step's own firing; an end-of-data judgement names a step already counted.
             self.reporter.step_evaluated(self.name, step, newest_step=self.trial.newest_step())
             self._last_step = step
-        reasons = self.evidence.firings_at(exc.step) if self.evidence is not None else []
+        reasons = (
+            self.evidence.shown(self.evidence.firings_at(exc.step))
+            if self.evidence is not None
+            else []
+        )
         self.reporter.fired(
             self.name,
             step,
-            reasons=[r.to_dict() for r in reasons],
+            reasons=reasons,
             actions=getattr(exc, "actions", None),  # the rule's, handed over (Rule.invoke)
         )
         self._new_notes(step)
@@ -116,7 +121,7 @@ class Progress(NullObserver):
         self._notes_seen = self.evidence.note_count
         self._notes_kept += len(notes)
         if notes and report:
-            self.reporter.noted(self.name, step, notes=[n.to_dict() for n in notes])
+            self.reporter.noted(self.name, step, notes=self.evidence.shown(notes))
 
     def _nothing_yet(self, step: int) -> None:
         if (
@@ -132,9 +137,9 @@ class Progress(NullObserver):
         # Not a warning: a rule that needs history (a loss window) checks nothing at first on
         # a healthy run; only a run that ends so is wrong, and that run ends in Error.
         log.info(
-            "rule %s has checked no tensor yet (%d saved step(s) visited, up to step %d)"
+            "rule %s has checked no tensor yet (%d saved step(s) visited, up to %s)"
             "; rules that need history check later: the verdict waits for the end of the data",
             self.name,
             self._visited,
-            step,
+            step_words(self.trial, step),
         )

@@ -18,6 +18,7 @@ from evaluator.errors import (
     ClientError,
     ConfigurationError,
     StopRequested,
+    StorageError,
 )
 from evaluator.evaluation.failures import rule_failure, trial_error
 from evaluator.evaluation.progress import Progress, StepWatch
@@ -30,6 +31,7 @@ from evaluator.rules.parameters import effective_parameters, route_parameters
 from evaluator.sources.smdebug.parent import check_not_a_parent
 from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
+from evaluator.storage.schemes import is_remote
 from evaluator.trial import Trial, create_trial
 from evaluator.trial.create import describe_location
 
@@ -79,7 +81,13 @@ class Evaluation:
             for spec in self.config.rules
             if not self.reporter.finished(spec.configuration_name)
         ]
-        self._say_start()
+        try:
+            self._say_start()
+        except StorageError as e:  # the endpoint never answered: say so now, not again later
+            for name in names:
+                self.reporter.start(name)
+                self.reporter.fail(name, trial_error(e, self.config.base_trial))
+            return
         for name in names:
             self.reporter.start(name)
         try:
@@ -129,7 +137,19 @@ class Evaluation:
         result file goes."""
         config = self.config
         options = config.trial_options
-        found = describe_location(config.base_trial, options)
+        if is_remote(config.base_trial):  # the first answer may take seconds: say so first
+            from evaluator.storage.s3_reach import FIRST_CONTACT_DEADLINE
+
+            structlog.get_logger("evaluator.evaluation").info(
+                "connecting",
+                trial=config.base_trial,
+                gives_up_after=f"{FIRST_CONTACT_DEADLINE:g} s if the endpoint never answers",
+            )
+        try:
+            found = describe_location(config.base_trial, options)
+        except StorageError:
+            self.reporter.started(trial=config.base_trial, trial_source=config.trial_source)
+            raise
         if config.wait_for_training_end:
             waits = "the end marker training_job_end.ts"
         else:
@@ -192,6 +212,7 @@ class Evaluation:
         check_not_a_parent(self.config.base_trial, "base_trial")
         trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
         self.reporter.watch_data_problems(lambda: (trial.data_problem_count, trial.data_problems))
+        self.reporter.show_steps(trial.writer_step)
         trial.start_polling()
         return trial
 

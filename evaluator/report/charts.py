@@ -42,8 +42,9 @@ MAX_BARS = 30
 
 def step_axis() -> str:
     """The title of every chart's step axis: the one place that says which steps a chart's x
-    values are (the global steps the rules and the data file use)."""
-    return "global step"
+    values are: the steps a user sees (docs/compatibility.md, "Steps users see"), the global
+    step of smdebug's output, the step the writer logged in a TensorBoard run."""
+    return "step"
 
 
 def _spec(spec: Mapping[str, Any]) -> str:

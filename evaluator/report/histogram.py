@@ -26,12 +26,13 @@ def firing_histogram(trial: Any, reasons: Any) -> dict[str, Any] | None:
     for reason in reasons:
         if not isinstance(reason, Mapping) or len(reason.get("tensors") or []) != 1:
             continue
-        name, step = reason["tensors"][0], reason.get("step")
+        # read at the trial's step, shown at the writer's (``global_step``: where they differ)
+        name, step = reason["tensors"][0], reason.get("global_step", reason.get("step"))
         if not isinstance(step, int):
             continue
         logged = _logged_histogram(trial, name, step)
         if logged is not None:
-            return logged
+            return {**logged, "step": reason.get("step")}
         try:
             value = np.asarray(trial.tensor(name).value(step), dtype=np.float64).ravel()
         except Exception:  # a help only: a reduction-only tensor, a step gone...
@@ -48,7 +49,7 @@ def firing_histogram(trial: Any, reasons: Any) -> dict[str, Any] | None:
             edges = [float(f"{e:.6g}") for e in bounds]
         return {
             "tensor": name,
-            "step": step,
+            "step": reason.get("step"),
             "edges": edges,
             "counts": counts,
             "nonfinite": int(value.size - finite.size),

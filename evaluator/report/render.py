@@ -9,7 +9,7 @@ from typing import Any
 from evaluator.report.charts import as_float
 from evaluator.report.page import badge, document, escape, key_values, number, table
 from evaluator.report.section_charts import chart_family
-from evaluator.report.sections import anchor, rule_section
+from evaluator.report.sections import anchor, fired_at, rule_section
 
 __all__ = ["render_report"]
 
@@ -55,14 +55,13 @@ def _index(rules: list[Mapping[str, Any]]) -> str:
     rows = []
     for rule in rules:
         key = str(rule.get("configuration_name") or rule.get("rule"))
-        fired = rule.get("fired_steps") or []
+        fired = fired_at(rule)
         rows.append(
             [
                 f'<a href="#{anchor(key)}">{escape(key)}</a>',
                 badge(rule.get("status")),
                 escape(
-                    ", ".join(str(s) for s in fired[:5])
-                    + (f" and {len(fired) - 5} more" if len(fired) > 5 else "")
+                    ", ".join(fired[:5]) + (f" and {len(fired) - 5} more" if len(fired) > 5 else "")
                     or "—"
                 ),
                 escape(_why(rule)),

@@ -21,6 +21,7 @@ import numpy as np
 from evaluator.modes import ModeKeys
 from evaluator.rules.kit.modes import VALIDATION_PREFIX, is_epoch_end_log
 from evaluator.rules.series import json_number
+from evaluator.rules.shown_steps import writer_steps
 
 __all__ = ["RUN_BUCKETS", "RUN_QUANTITIES", "downsample", "run_curves"]
 
@@ -34,13 +35,15 @@ def run_curves(
     trial: Any, series: Sequence[Mapping[str, Any]], fired: Iterable[int] = ()
 ) -> list[dict[str, Any]]:
     """The whole-run series (``{"tensors", "quantity", "mode", "count", "points"}``, points
-    ``[global step, value]`` downsampled) of each tensor a watched series of ``series``
+    ``[step, value]`` downsampled: the global step, or the step the writer logged where the
+    trial shows another, ``Trial.writer_step``) of each tensor a watched series of ``series``
     follows as its own value (``RUN_QUANTITIES``), and of its ``val_`` twin (Keras), in every
-    mode; ``fired`` steps are kept exactly. Never raises: a tensor that cannot be read is
+    mode; ``fired`` steps (as the result file shows them) are kept exactly. Never raises: a tensor that cannot be read is
     left out (the rule's own series are still drawn)."""
     if trial is None:
         return []
     keep = {int(s) for s in fired}
+    shown = writer_steps(trial)
     wanted: dict[str, str] = {}
     for s in series:
         names = s.get("tensors") or []
@@ -57,6 +60,8 @@ def run_curves(
                 twins.append(VALIDATION_PREFIX + name)
             for tensor in twins:
                 for mode, steps, values in _read(trial, tensor, keras=len(twins) > 1):
+                    if shown is not None:  # the steps the writer logged
+                        steps = np.array([shown(int(g)).step for g in steps], dtype=np.int64)
                     out.append(
                         {
                             "tensors": [tensor],

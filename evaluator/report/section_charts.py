@@ -40,7 +40,10 @@ def curves(
         groups.setdefault(str(s.get("quantity")), [])
     if not groups:
         return ""
-    fired = sorted(set(rule.get("fired_steps") or []))
+    steps = rule.get("fired_steps") or []
+    # (mode, step): a writer's step names its mode (``fired_modes``), a global step none
+    modes = rule.get("fired_modes") or [None] * len(steps)
+    fired = sorted(set(zip(modes, steps, strict=False)), key=lambda f: (f[1], f[0] or ""))
     parts = ["<h3>The curves behind the verdict</h3>"]
     for quantity, members in list(groups.items())[:MAX_CURVES]:
         cells = _cells(members)
@@ -63,11 +66,16 @@ def curves(
     return "\n".join(parts)
 
 
-def _marks(fired: Sequence[int], members: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The [step, value] of each firing step, from the first series holding it."""
+def _marks(
+    fired: Sequence[tuple[str | None, int]], members: Sequence[Mapping[str, Any]]
+) -> list[Any]:
+    """The [step, value] of each firing (mode, step), from the first series holding it in
+    that mode (a firing without a mode: in any)."""
     marks = []
-    for step in fired:
+    for mode, step in fired:
         for s in members:
+            if mode is not None and s.get("mode") not in (None, mode):
+                continue
             found = [p for p in s.get("points") or [] if p[0] == step]
             if found:
                 marks.append(found[0])

@@ -21,7 +21,8 @@ MAX_REASONS = 20
 # The fields of a reason the table shows in its own columns; any other (a rule's diagnosis,
 # say) is shown as it is.
 _CHECK_FIELDS = frozenset(
-    {"step", "mode", "mode_step", "worker", "tensors", "quantity", "value", "comparison"}
+    {"step", "mode", "mode_step", "global_step", "worker", "tensors", "quantity", "value"}
+    | {"comparison"}
     | {"parameter", "threshold", "sentence"}
     # a loss-progress rule's diagnosis, shown once below the table (``note``: a firing kept
     # as a note, which the notes list shows)
@@ -174,12 +175,22 @@ def _cell(value: Any) -> str:
     return escape(number(value) if value is not None else "")
 
 
+def fired_at(rule: Mapping[str, Any]) -> list[str]:
+    """The firing steps as shown: ``500``, or ``EVAL step 100`` for a step the writer logged
+    in a mode (``fired_modes``)."""
+    fired = rule.get("fired_steps") or []
+    modes = rule.get("fired_modes") or [None] * len(fired)
+    return [f"{m} step {s}" if m else str(s) for s, m in zip(fired, modes, strict=False)]
+
+
 def _headline(rule: Mapping[str, Any]) -> str:
     status = rule.get("status")
-    fired = rule.get("fired_steps") or []
+    fired = fired_at(rule)
     if status == "IssuesFound" and fired:
-        shown = ", ".join(str(s) for s in fired[:10])
+        shown = ", ".join(fired[:10])
         more = f" and {len(fired) - 10} more" if len(fired) > 10 else ""
+        if rule.get("fired_modes"):  # each names its mode: "EVAL step 7"
+            return f"fired at {escape(shown)}{more}."
         return f"fired at step{'s' if len(fired) > 1 else ''} {escape(shown)}{more}."
     if status == "NoIssuesFound":
         return f"did not fire in {escape(rule.get('steps_evaluated'))} evaluated steps."
@@ -211,16 +222,24 @@ def _advice(rule: Mapping[str, Any], shown: frozenset[str]) -> str:
     return f'<h3>What to try</h3><div class="advice">{lead}<ul>{items}</ul></div>'
 
 
+def _where(check: Mapping[str, Any]) -> str:
+    """``step 500``, or ``EVAL step 100`` for a step the writer logged in a mode."""
+    if "global_step" in check:
+        return f"{check.get('mode')} step {check.get('step')}"
+    return f"step {check.get('step')}"
+
+
 def _checks_table(checks: Sequence[Mapping[str, Any]]) -> str:
     extra = sorted({k for c in checks for k in c if k not in _CHECK_FIELDS})
     rows = []
     for c in checks:
         mode = c.get("mode")
-        where = (
-            f"{escape(c.get('step'))} ({escape(mode)} {escape(c.get('mode_step'))})"
-            if mode not in (None, "GLOBAL")
-            else escape(c.get("step"))
-        )
+        if "global_step" in c:  # a step the writer logged in a mode
+            where = f"{escape(mode)} {escape(c.get('step'))}"
+        elif mode not in (None, "GLOBAL"):
+            where = f"{escape(c.get('step'))} ({escape(mode)} {escape(c.get('mode_step'))})"
+        else:
+            where = escape(c.get("step"))
         rows.append(
             [
                 where,

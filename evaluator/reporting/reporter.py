@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from evaluator.config import EvaluatorConfig, RuleSpec, redact_parameters
 from evaluator.errors import SMDebugError, StorageError
+from evaluator.modes import WriterStep
 from evaluator.redaction import scrub, secret_values
 from evaluator.sinks.events import (
     EvaluationEnded,
@@ -149,6 +150,13 @@ class StatusReporter:
         with self._lock:
             self._run.data_problems = source
 
+    def show_steps(self, shown: Callable[[int], WriterStep]) -> None:
+        """How steps are shown from now on (``Trial.writer_step``): every output of the run
+        shows the step the writer logged; the reporter keeps the trial's global steps."""
+        with self._lock:
+            for state in self._rules.values():
+                state.shown = shown
+
     def started(self, **fields: Any) -> None:
         """The evaluation opens its trial: what is read, where from, what ends the run."""
         with self._lock:
@@ -257,7 +265,9 @@ class StatusReporter:
             state = self._rules[rule]
             return self._end(
                 state,
-                RuleOutcome.finished(state.name, state.fired_steps, last_step=state.last_step),
+                RuleOutcome.finished(
+                    state.name, state.fired_steps, last_step=state.last_step, shown=state.shown
+                ),
             )
 
     def fail(
@@ -278,7 +288,9 @@ class StatusReporter:
                 self._log.warn("read_failed_after_firing", rule=state.key, error=text)
                 return self._end(
                     state,
-                    RuleOutcome.finished(state.name, state.fired_steps, last_step=state.last_step),
+                    RuleOutcome.finished(
+                        state.name, state.fired_steps, last_step=state.last_step, shown=state.shown
+                    ),
                 )
             return self._end(
                 state,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluator.modes import WriterStep
 from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.series import json_number
 
@@ -66,14 +67,15 @@ class SelectionHint:
     advice: str | None = None  # what else to do, e.g. "save the gradients collection"
 
 
-def default_sentence(rule: str, check: Check) -> str:
-    """The sentence of a firing whose rule gave none: what, of which tensors, where, against
-    which parameter."""
-    where = (
-        f"{check.mode} step {check.mode_step} (global step {check.step})"
-        if check.mode not in (None, "GLOBAL") and check.mode_step is not None
-        else f"step {check.step}"
-    )
+def default_sentence(rule: str, check: Check, *, at: WriterStep | None = None) -> str:
+    """The sentence of a firing whose rule gave none: what, of which tensors, where (``at``:
+    the step the writer logged, when it is not the global step), against which parameter."""
+    if at is not None and at.mode is not None:
+        where = str(at)
+    elif check.mode not in (None, "GLOBAL") and check.mode_step is not None:
+        where = f"{check.mode} step {check.mode_step} (global step {check.step})"
+    else:
+        where = f"step {check.step}"
     return (
         f"{rule}: {check.quantity} of {_names(check.tensors)} is {check.value:g} at "
         f"{where}, {check.fires_when} {check.parameter}={check.threshold:g}"

@@ -57,6 +57,7 @@ from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.read_watch import ReadWatch
 from evaluator.rules.series import MAX_MARKS, SERIES_BUCKETS, Series, json_number
 from evaluator.rules.series_set import MAX_SERIES, SeriesSet
+from evaluator.rules.shown_steps import check_shown, series_shown, writer_steps
 
 __all__ = [
     "MAX_MARKS",
@@ -97,6 +98,7 @@ class Evidence(ReadWatch):
         self._notes: list[Check] = []  # firings the rule keeps as notes (ignore_converged)
         self._note_count = 0
         self._mode_cache: tuple[int, ModeKeys | None, int | None] | None = None
+        self._shown = writer_steps(trial)  # None: the global steps are the writer's
         self._series = SeriesSet()
         self._labels = self._series.labels  # looked up for every comparison
         self._init_reads()
@@ -247,7 +249,7 @@ class Evidence(ReadWatch):
         self, check: Check, sentence: str | Callable[[], str] | None, *, note: bool = False
     ) -> Check:
         text = (sentence() if callable(sentence) else sentence) or default_sentence(
-            self.rule_name, check
+            self.rule_name, check, at=self._shown(check.step) if self._shown else None
         )
         if check.diagnosis is not None:
             text = f"{text}: {check.diagnosis.words}"
@@ -318,6 +320,10 @@ class Evidence(ReadWatch):
         with self._lock:
             return [c for c in self._firings if c.step == step]
 
+    def shown(self, checks: Iterable[Check]) -> list[dict[str, Any]]:
+        """``checks`` as the outputs show them: at the writer's steps (``shown_steps``)."""
+        return [check_shown(c.to_dict(), self._shown) for c in checks]
+
     @property
     def note_count(self) -> int:
         """How many firings the rule kept as notes (``Diagnosis.note``)."""
@@ -338,7 +344,8 @@ class Evidence(ReadWatch):
                 charts, left_out = self._read_charts.series(limit, room)
                 found["series"].extend(charts)
                 found["points_left_out"] += left_out
-            return found
+        found["series"] = series_shown(found["series"], self._shown)
+        return found
 
     def summary(self) -> dict[str, Any]:
         """The result file's ``evidence`` object (see ``evaluator.status.files``); ``series``
@@ -352,11 +359,11 @@ class Evidence(ReadWatch):
                 "tensor_values_read": self.reads,
                 "tensors_read": self._tensors_read(),
                 "firings": self._firing_count,
-                "reasons": [c.to_dict() for c in self._firings],
-                "closest": [c.to_dict() for c in closest],
+                "reasons": self.shown(self._firings),
+                "closest": self.shown(closest),
                 "series": len(self._series) + len(self._read_charts),
                 **(
-                    {"note_count": self._note_count, "notes": [c.to_dict() for c in self._notes]}
+                    {"note_count": self._note_count, "notes": self.shown(self._notes)}
                     if self._note_count
                     else {}
                 ),

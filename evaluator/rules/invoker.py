@@ -42,6 +42,7 @@ from evaluator.errors import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
+from evaluator.rules.shown_steps import condition_words
 
 __all__ = ["InvokeResult", "NullObserver", "RuleObserver", "Termination", "invoke_rule"]
 
@@ -195,7 +196,7 @@ def _finish(
         watcher.on_condition_met(e.step, e)
         if raise_eval_cond:
             raise
-        log.info("%s", e)
+        log.info("%s", condition_words(getattr(rule_obj, "base_trial", None), e))
 
 
 def _invoke_at(
@@ -222,7 +223,7 @@ def _invoke_at(
         watcher.on_condition_met(step, e)
         if raise_eval_cond:
             raise
-        log.info("%s", e)
+        log.info("%s", condition_words(getattr(rule_obj, "base_trial", None), e))
         if e.end_of_rule:
             return Termination.END_OF_RULE
         return None if continue_after_fire else Termination.CONDITION_MET

@@ -40,7 +40,7 @@ class ListenerSink(NullSink):
             "rule_fired",
             {
                 "rule": event.rule.key,
-                "step": event.step,
+                "step": event.rule.shown(event.step).step,
                 "result_file": run.result_file(),
                 "evidence": run.evidence(),
             },

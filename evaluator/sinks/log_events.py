@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from evaluator.modes import WriterStep
 from evaluator.redaction import escape_controls
 from evaluator.sinks.events import (
     EvaluationEnded,
@@ -100,8 +101,8 @@ class LogSink(NullSink):
         self._log.info(
             "rule_fired",
             rule=state.key,
-            step=event.step,
-            message=condition_met_message(state.name, event.step).rstrip("\n"),
+            **_step_fields(state.shown(event.step)),
+            message=condition_met_message(state.name, state.shown(event.step)).rstrip("\n"),
             **extra,
         )
 
@@ -111,7 +112,7 @@ class LogSink(NullSink):
         self._log.info(
             "rule_note",
             rule=event.rule.key,
-            step=event.step,
+            **_step_fields(event.rule.shown(event.step)),
             diagnosis=[n.get("diagnosis") for n in event.notes],
             notes=[n.get("sentence") for n in event.notes],
             **more,
@@ -174,16 +175,22 @@ class LogSink(NullSink):
             self._drawn_at = None
 
 
+def _step_fields(step: WriterStep | None) -> dict[str, Any]:
+    """``step``, and ``mode`` where the writer's steps have one (a TensorBoard run with
+    phases)."""
+    if step is None or step.mode is None:
+        return {"step": None if step is None else step.step}
+    return {"step": step.step, "mode": step.mode.name}
+
+
 def progress_fields(state: RuleState, rate: float) -> dict[str, Any]:
-    lag = (
-        state.newest_step - state.last_step
-        if state.newest_step is not None and state.last_step is not None
-        else None
-    )
+    last = None if state.last_step is None else state.shown(state.last_step)
+    newest = None if state.newest_step is None else state.shown(state.newest_step)
+    lag = newest.step - last.step if newest is not None and last is not None else None
     counts = state.evidence.counts() if state.evidence is not None else {}
     return {
         "rule": state.key,
-        "step": state.last_step,
+        **_step_fields(last),
         "steps_evaluated": state.steps_evaluated,
         "steps_per_sec": round(rate, 2),
         "lag_steps": lag,
@@ -197,13 +204,19 @@ def status_fields(state: RuleState) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "rule": state.key,
         "status": state.status.value if state.status else None,
-        "step": outcome.step if outcome else state.last_step,
+        **_step_fields(state.shown_step()),
         "message": outcome.message if outcome else None,
     }
     if outcome is not None:
+        fired = state.shown_fired()
         fields.update(
             steps_evaluated=state.steps_evaluated,
-            fired_steps=list(state.fired_steps),
+            fired_steps=[f.step for f in fired],
+            **(
+                {"fired_modes": [f.mode.name if f.mode else None for f in fired]}
+                if any(f.mode is not None for f in fired)
+                else {}
+            ),
             exit_code=outcome.exit_code,
         )
     if outcome is not None and outcome.error_type:

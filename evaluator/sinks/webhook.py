@@ -102,6 +102,8 @@ class WebhookSink(NullSink):
     def status_changed(self, event: StatusChanged) -> None:
         document = rule_document(event.rule)
         payload = {key: document[key] for key in _RULE_FIELDS}
+        if document.get("step_mode"):  # a step the writer logged in a mode
+            payload["step_mode"] = document["step_mode"]
         reasons = (document.get("evidence") or {}).get("reasons") or [{}]
         payload["diagnosis"] = reasons[0].get("diagnosis")
         self._send({"event": "rule_status", **payload, **_run_fields(event.run)})
@@ -186,7 +188,8 @@ def _sentence(payload: Mapping[str, Any]) -> str:
     """One line a chat shows: the rule, its status, where, and the details."""
     rule = payload.get("rule") or "the run"
     status = payload.get("status") or "?"
-    where = f" at step {payload['step']}" if payload.get("step") is not None else ""
+    mode = f" ({payload['step_mode']})" if payload.get("step_mode") else ""
+    where = f" at step {payload['step']}{mode}" if payload.get("step") is not None else ""
     trial = f" on {payload['trial']}" if payload.get("trial") else ""
     details = payload.get("details")
     text = f"{rule}: {status}{where}{trial}"

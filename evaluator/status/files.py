@@ -29,6 +29,10 @@ every status change, so a reader never sees half a file. Schema, version 1::
         "status": "IssuesFound", "exit_code": 1,
         "step": 500,               # first firing step; otherwise the last step evaluated
         "fired_steps": [500],      # every firing step (several with continue_after_fire)
+                                   # steps are the writer's; where they are not the trial's
+                                   # global steps (a TensorBoard run with phases) also
+                                   # "step_mode": "EVAL", "fired_modes": ["EVAL"] and
+                                   # "global_steps": {"step": 201, "fired_steps": [201]}
         "steps_evaluated": 12,
         "details": "RuleEvaluationConditionMet: ...\\n",   # StatusDetails text, or null
         "error_type": null,        # exception class name for Error
@@ -67,7 +71,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -75,6 +79,7 @@ from typing import Any, Protocol
 
 from evaluator.errors import ClientError
 from evaluator.fileio import UnsafeFile, read_capped, write_atomically, write_atomically_at
+from evaluator.modes import WriterStep
 from evaluator.status.outcome import (
     RuleOutcome,
     RuleStatus,
@@ -190,6 +195,16 @@ class RuleRecord:
     outcome: RuleOutcome | None = None
     evidence: EvidenceSource | None = None
     error_after_firing: str | None = None  # a read that failed once the rule had fired
+    #: How a (global) step is shown: ``Trial.writer_step`` once the trial is open.
+    shown: Callable[[int], WriterStep] = WriterStep
+
+    def shown_step(self) -> WriterStep | None:
+        """The rule's step (its first firing, else its last evaluated step) as shown."""
+        step = self.outcome.step if self.outcome is not None else self.last_step
+        return None if step is None else self.shown(step)
+
+    def shown_fired(self) -> list[WriterStep]:
+        return [self.shown(s) for s in self.fired_steps]
 
     @property
     def status(self) -> RuleStatus | None:
@@ -206,13 +221,15 @@ def iso(moment: datetime | None) -> str | None:
 def rule_document(record: RuleRecord) -> dict[str, Any]:
     """One entry of the result file's ``rules``."""
     o = record.outcome
+    step, fired = record.shown_step(), record.shown_fired()
     return {
         "rule": record.name,
         "configuration_name": record.key,
         "status": record.status.value if record.status else None,
         "exit_code": o.exit_code if o else None,
-        "step": o.step if o else record.last_step,
-        "fired_steps": list(record.fired_steps),
+        "step": step.step if step is not None else None,
+        "fired_steps": [f.step for f in fired],
+        **_global_steps(record, step, fired),
         "steps_evaluated": record.steps_evaluated,
         "details": o.message if o else None,
         "error_type": o.error_type if o else None,
@@ -222,6 +239,21 @@ def rule_document(record: RuleRecord) -> dict[str, Any]:
         "error_after_firing": record.error_after_firing,
         "started_at": iso(record.started_at),
         "finished_at": iso(record.finished_at),
+    }
+
+
+def _global_steps(
+    record: RuleRecord, step: WriterStep | None, fired: list[WriterStep]
+) -> dict[str, Any]:
+    """For a trial whose global steps are not the writer's: the modes of ``step`` and
+    ``fired_steps``, and the global steps behind them (what a resumed run goes on from)."""
+    if all(s.mode is None for s in (step, *fired) if s is not None):
+        return {}
+    global_step = record.outcome.step if record.outcome is not None else record.last_step
+    return {
+        "step_mode": step.mode.name if step is not None and step.mode is not None else None,
+        "fired_modes": [f.mode.name if f.mode is not None else None for f in fired],
+        "global_steps": {"step": global_step, "fired_steps": list(record.fired_steps)},
     }
 
 
@@ -257,7 +289,17 @@ def result_document(
         doc.update(
             {
                 k: rules[0][k]
-                for k in ("rule", "step", "fired_steps", "details", "parameters", "evidence")
+                for k in (
+                    "rule",
+                    "step",
+                    "step_mode",
+                    "fired_steps",
+                    "fired_modes",
+                    "details",
+                    "parameters",
+                    "evidence",
+                )  # fmt: skip
+                if k in rules[0]
             }
         )
     return doc

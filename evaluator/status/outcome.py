@@ -22,11 +22,12 @@ message file then holds every non-empty rule message, most severe first, one per
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from evaluator.errors import EvaluatorError, ExitCode, SMDebugError
+from evaluator.modes import WriterStep
 
 __all__ = [
     "MESSAGE_LIMIT",
@@ -57,9 +58,13 @@ class RuleStatus(str, Enum):
     STOPPED = "Stopped"
 
 
-def condition_met_message(rule: str, step: int) -> str:
+def condition_met_message(rule: str, step: int | WriterStep) -> str:
+    """SageMaker's text; a step the writer logged in a mode (``WriterStep``) is followed by
+    its mode: ``at step 100 (EVAL)``."""
+    shown = step if isinstance(step, WriterStep) else WriterStep(step)
+    mode = f" ({shown.mode.name})" if shown.mode is not None else ""
     return (
-        f"RuleEvaluationConditionMet: Evaluation of the rule {rule} at step {step} "
+        f"RuleEvaluationConditionMet: Evaluation of the rule {rule} at step {shown.step}{mode} "
         "resulted in the condition being met\n"
     )
 
@@ -98,9 +103,15 @@ class RuleOutcome:
 
     @classmethod
     def finished(
-        cls, rule: str, fired_steps: Sequence[int], *, last_step: int | None = None
+        cls,
+        rule: str,
+        fired_steps: Sequence[int],
+        *,
+        last_step: int | None = None,
+        shown: Callable[[int], WriterStep] = WriterStep,
     ) -> RuleOutcome:
-        """IssuesFound at the first firing step if the rule fired, else NoIssuesFound."""
+        """IssuesFound at the first firing step if the rule fired, else NoIssuesFound. Steps
+        are global; the message shows the first one as ``shown`` gives it (the writer's)."""
         if not fired_steps:
             return cls(rule, RuleStatus.NO_ISSUES_FOUND, ExitCode.NO_ISSUES.value, last_step)
         return cls(
@@ -109,7 +120,7 @@ class RuleOutcome:
             ExitCode.ISSUES_FOUND.value,
             fired_steps[0],
             tuple(fired_steps),
-            condition_met_message(rule, fired_steps[0]),
+            condition_met_message(rule, shown(fired_steps[0])),
         )
 
     @classmethod

@@ -136,9 +136,12 @@ def _progress(entry: Any, shown: Path) -> RuleProgress:
             f"the result file {shown} is not one this evaluator wrote: a rule entry has no "
             "configuration_name; remove it or choose another output folder"
         )
-    fired_list = _field(entry, "fired_steps", list, shown) or []
+    # The trial's own steps: "global_steps" where they are not the writer's (files.py).
+    found = entry.get("global_steps")
+    steps: dict[str, Any] = found if isinstance(found, dict) else entry
+    fired_list = _field(steps, "fired_steps", list, shown) or []
     fired = tuple(s for s in fired_list if isinstance(s, int) and not isinstance(s, bool))
-    step = _field(entry, "step", int, shown)
+    step = _field(steps, "step", int, shown)
     status = _field(entry, "status", str, shown)
     code = _field(entry, "exit_code", int, shown)
     details = _field(entry, "details", str, shown)

@@ -16,7 +16,7 @@ Every request goes through ``S3Storage._call``, the one choke point:
   end: the storage keeps trying, with back-off, for ``outage_tolerance`` seconds (300), and logs
   one line every ``outage_log_interval`` seconds (60) while S3 stays away, so a live run rides
   out a few minutes of outage. An endpoint that never answered is not having an outage; it is
-  wrong or unreachable: its requests get ``FIRST_CONTACT_DEADLINE`` (5 s) at most, and the
+  wrong or unreachable: its requests get ``FIRST_CONTACT_DEADLINE`` (3 s) at most, and the
   error says which endpoint failed, why, and (``s3_reach``) what a loopback one means in a
   container;
 * a **body** that breaks while it is read (connection reset, fewer bytes than announced, read

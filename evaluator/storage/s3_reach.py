@@ -28,7 +28,7 @@ __all__ = [
 # Before an endpoint has answered once, a request gives up after this many seconds: an
 # endpoint that never answered is wrong or unreachable, and saying so soon is worth more than
 # retrying for the full request deadline.
-FIRST_CONTACT_DEADLINE = 5.0
+FIRST_CONTACT_DEADLINE = 3.0
 
 # docs/s3.md's read_timeout: the longest wait for a byte of an answer (reads and uploads).
 READ_TIMEOUT = 20.0
@@ -84,7 +84,8 @@ def unreachable_error(
         ". The endpoint comes from AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 when set, else "
         "from AWS_REGION"
     )
-    return type(error)(f"{error}; {budget}", uri=target)
+    answered = isinstance(failure.error, ClientError)  # 5xx or throttling: it is there
+    return type(error)(f"{error}; {budget}", uri=target, unreachable=not answered)
 
 
 def loopback_hint(endpoint: str) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from evaluator.engine.options import TrialOptions, validated_options
 from evaluator.engine.runner import get_loop
+from evaluator.errors import StorageError
 from evaluator.sources import check_kind, detect_kind, load_built_ins, make_source
 from evaluator.storage import open_storage
 from evaluator.storage.base import Storage
@@ -76,7 +77,8 @@ def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
     format's name) and what the source says of itself (``Source.describe``): where it
     applies, ``"trial_mapping"`` (for a TensorBoard log: run, folders and modes, step rule)
     and ``"end_marker"`` (the format writes none). Empty when the location cannot be listed
-    (opening the trial then says why)."""
+    (opening the trial then says why), except for an endpoint that never answered: its
+    ``StorageError`` is raised (opening the trial would wait as long again to say so)."""
     try:
         backend = open_storage(path.strip(), **_storage_options(path.strip(), options))
     except Exception:
@@ -91,6 +93,10 @@ def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
         if said.get("end_marker"):
             out["end_marker"] = str(said["end_marker"])
         return out
+    except StorageError as e:
+        if e.unreachable:
+            raise
+        return {}
     except Exception:
         return {}
     finally:

@@ -26,7 +26,7 @@ from evaluator.errors import (
     TensorUnavailable,
 )
 from evaluator.formats.collections_file import Collection
-from evaluator.modes import ModeKeys, StepState
+from evaluator.modes import ModeKeys, StepState, WriterStep
 from evaluator.storage.base import Storage, SyncRangeReader
 from evaluator.trial.names import names_at, numeric_suffix, select_names
 from evaluator.trial.smdebug_attrs import SmdebugAttributes
@@ -309,6 +309,20 @@ class Trial(SmdebugAttributes, StepWaits):
             self.maybe_refresh()
             found = self._state.global_to_mode.get(global_step)
         return found if found is not None else (None, None)
+
+    @property
+    def maps_writer_steps(self) -> bool:
+        """Whether the format may show a global step as another step (``writer_step``)."""
+        return getattr(self._source, "writer_step", None) is not None
+
+    def writer_step(self, global_step: int) -> WriterStep:
+        """The step the writer logged for ``global_step``, as every output shows it
+        (docs/compatibility.md, "Steps users see"): a format whose global steps are not its
+        writer's (a TensorBoard run with phases) answers with its mode and the logged step;
+        every other trial shows the global step itself."""
+        mapped = getattr(self._source, "writer_step", None)  # optional in ``Source``
+        found = mapped(global_step) if mapped is not None else None
+        return WriterStep(global_step) if found is None else WriterStep(found[1], found[0])
 
     def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
         if mode == ModeKeys.GLOBAL:

@@ -63,6 +63,32 @@ def test_ray_batch_equals_single_runs(cluster: str, tmp_path: Path) -> None:
     assert again.returncode == 2
 
 
+@pytest.mark.slow
+def test_ray_batch_over_a_folder_of_tensorboard_runs_equals_the_pool(
+    cluster: str, tmp_path: Path
+) -> None:
+    """A folder of TensorBoard runs (Hugging Face, Lightning, torch, tensorboardX layouts) on
+    Ray: the jobs the pool runs, named by their paths, with the pool's result files."""
+    from tests.support.tb_real_logs import RUN_FOLDERS, folder_of_runs
+
+    runs = folder_of_runs(tmp_path)
+    found = {}
+    for engine in ("pool", "ray"):
+        out = tmp_path / engine
+        command = [sys.executable, "-m", "container.cli", "batch", str(runs), "--rule"]
+        command += ["Overfit,ExplodingTensor", "--output-dir", str(out), "--engine", engine]
+        command += ["--ray-address", cluster] if engine == "ray" else []
+        done = subprocess.run(
+            command, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        found[engine] = {
+            name: comparable(json.loads((out / name / "rule_evaluation_result.json").read_text()))
+            for name in RUN_FOLDERS.values()
+        }
+    assert found["ray"] == found["pool"]
+
+
 LEAKY_RULE = '''
 import os
 from pathlib import Path

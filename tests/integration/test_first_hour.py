@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,41 @@ def test_unreachable_endpoint_names_endpoint_reason_and_first_contact_budget(
     message = run.message or ""
     assert f"cannot reach S3 at {endpoint}" in message
     assert "connection refused" in message
-    assert "5 s until the endpoint first answers" in message
+    assert "3 s until the endpoint first answers" in message
     assert "AWS_ENDPOINT_URL" in message
+
+
+def test_unreachable_endpoint_says_it_connects_first_and_is_read_once(
+    cli: EvaluatorCli, s3_server: MotoS3
+) -> None:
+    """Issue 39: before any wait on an endpoint where nothing listens, the run says it is
+    connecting; the location is read once (the trial is not opened to wait as long again), so
+    the run ends with the error right after the start line (no rule waits for the trial),
+    within a generous bound."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    run = cli(
+        "--trial-dir",
+        "s3://bucket/job",
+        "--rule",
+        "VanishingGradient",
+        aws=True,
+        env={"AWS_ENDPOINT_URL": endpoint},
+    )
+    seconds = time.monotonic() - started
+    assert run.returncode == 2, run.describe()
+    events = [e["event"] for e in _events(run.stdout)]
+    assert events[0] == "connecting", events
+    first = _events(run.stdout)[0]
+    assert first["trial"] == "s3://bucket/job" and "3 s" in first["gives_up_after"]
+    assert events[1:] == [
+        "evaluation_started",
+        "rule_status",
+        "rule_status",
+        "evaluation_finished",
+    ], events
+    assert f"cannot reach S3 at {endpoint}" in (run.message or "")
+    assert seconds < 30, seconds  # 3.4-5.4 s measured; twice the wait before (8.9 s)
 
 
 # ---- 3: the CI recipe of docs/usage.md, run as written -----------------------------------

@@ -116,7 +116,8 @@ def _judge(rule: str, trial: Any, out: Path) -> Verdict:
         return Verdict()
     step = result.fired_steps[0]
     reasons = instance.evidence.summary()["reasons"]
-    firsts = [r for r in reasons if r.get("step") == step] or reasons
+    # a reason's "step" is the writer's; "global_step" the trial's where they differ
+    firsts = [r for r in reasons if r.get("global_step", r.get("step")) == step] or reasons
     diagnosis = firsts[0].get("diagnosis") if firsts else None
     _, mode_step = trial.mode_modestep(step)
     shown = mode_step if getattr(trial, "kind", None) == "tensorboard" else step

@@ -7,6 +7,8 @@ trial reads them as."""
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +23,27 @@ from evaluator.trial import create_trial
 from rules_builtin import registry
 from tests.support.builtin_rules import build_default
 
-__all__ = ["ROOT", "RUNS", "Verdict", "labels", "run_rules", "tag_sources"]
+__all__ = [
+    "ROOT",
+    "RUNS",
+    "RUN_FOLDERS",
+    "Verdict",
+    "folder_of_runs",
+    "labels",
+    "run_rules",
+    "tag_sources",
+]
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "tb_logs"
 RUNS = sorted(p.name for p in ROOT.iterdir() if (p / "labels.json").is_file())
+
+#: ``folder_of_runs``: run folder under the folder -> its job's name in ``rule-evaluator batch``
+RUN_FOLDERS = {
+    "hf_overfit": "hf_overfit",
+    "lightning_overfit/lightning_logs/version_0": "lightning_overfit_lightning_logs_version_0",
+    "torch/overfit": "torch_overfit",
+    "tbx_nan": "tbx_nan",
+}
 
 # Rules that need a parameter no default gives (they end before reading anything).
 NEEDS_PARAMETERS = {"SimilarAcrossRuns": "needs other_trials"}
@@ -105,3 +124,20 @@ def tensor_of(
     if found is None:
         return tag, folder_phase
     return found[0], folder_phase if folder_phase is not None else found[1]
+
+
+def folder_of_runs(root: Path) -> Path:
+    """``root/runs``: real writers' runs (Hugging Face and Lightning idioms, torch's ``train/``
+    and ``val/``; copied with their times: finished logs) and a tensorboardX run with phase
+    folders whose validation loss turns NaN at step 12 (``RUN_FOLDERS``)."""
+    from tests.support.tb_logs import torch_style
+
+    runs = root / "runs"
+    shutil.copytree(ROOT / "hf_overfit", runs / "hf_overfit")
+    shutil.copytree(ROOT / "lightning_overfit", runs / "lightning_overfit")
+    shutil.copytree(ROOT / "torch_overfit", runs / "torch" / "overfit")
+    train = [(s, 1.0 / (s + 1)) for s in range(30)]
+    torch_style(runs / "tbx_nan" / "train", scalars={"loss": train})
+    val = [(s, math.nan if s >= 12 else 1.1 / (s + 1)) for s in range(30)]
+    torch_style(runs / "tbx_nan" / "validation", scalars={"loss": val})
+    return runs

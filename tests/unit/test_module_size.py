@@ -22,6 +22,9 @@ FILES = ("entrypoint.py",)
 
 #: Modules over MAX_LINES, each with why it is one job.
 LONG_MODULES = {
+    "container/supervisor.py": "one job, the supervised run's one loop: the child's pipes, "
+    "signals with their senders, deadlines, reaping, and the last word; standard library only, "
+    "imported before anything else, so its parts are not spread over modules",
     "container/help.py": "one job, the command's own help (--help, --help-env, rules NAME): "
     "the bulk is the table of flags, one entry per setting",
     "evaluator/sources/tensorboard/source.py": "one job, a TensorBoard run as a Source: "

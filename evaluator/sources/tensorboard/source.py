@@ -176,6 +176,11 @@ class TensorBoardSource:
             self._problems.note(**found)
         return self.held.open(view)
 
+    def writer_step(self, global_step: int) -> tuple[ModeKeys, int] | None:
+        """The step the writer logged for ``global_step``, and its mode (``Trial.writer_step``);
+        None when they are the same (a run without phases)."""
+        return self.held.to_writer(global_step)
+
     def describe(self) -> dict[str, Any]:
         found: dict[str, Any] = {"kind": "TensorBoard log (events.out.tfevents.* files)"}
         if self.mapping is not None:

@@ -84,6 +84,13 @@ class HeldTensors:
             return steps
         return 2 * steps + (1 if mode == ModeKeys.EVAL else 0)
 
+    def to_writer(self, global_step: int) -> tuple[ModeKeys, int] | None:
+        """The mode and logged step of a global step (``to_global``'s inverse); None when
+        the run has no phases (its global steps are the logged steps)."""
+        if not self._phases():
+            return None
+        return (ModeKeys.EVAL if global_step % 2 else ModeKeys.TRAIN), global_step // 2
+
     # ---------------------------------------------------------------- lookups
 
     def find(

@@ -1,4 +1,4 @@
-"""The runs under a watched root (container/watch/discovery.py): smdebug trials and TensorBoard
+"""The runs under a watched root (container/discovery.py): smdebug trials and TensorBoard
 runs with their phase folders, nested, the output folder and hidden folders skipped, run
 paths that would leave the output refused, and stable shards."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from container.watch.discovery import RunFinder, in_shard, safe_name
+from container.discovery import RunFinder, in_shard, safe_name
 
 
 def _event_file(folder: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from container.watch.discovery import in_shard
+from container.discovery import in_shard
 from container.watch.request import parse_request
 
 yaml = pytest.importorskip("yaml")

@@ -62,6 +62,20 @@ def test_a_checkpoint_folder_reads_as_the_callbacks_log(tmp_path: Path) -> None:
         trial.close()
 
 
+def test_a_trainer_states_steps_are_shown_as_the_trainer_logged_them(tmp_path: Path) -> None:
+    """Every global step of the loss is shown as the ``step`` of its ``log_history`` entry,
+    in its mode (``Trial.writer_step``), as the callback's TensorBoard log shows it."""
+    _state(tmp_path / "checkpoint-40", _history(range(10, 41, 10), eval_every=20))
+    trial = _open(tmp_path / "checkpoint-40")
+    try:
+        shown = [trial.writer_step(g) for g in trial.tensor("loss").steps()]
+        assert [(s.mode.name if s.mode else None, s.step) for s in shown] == [
+            ("TRAIN", 10), ("TRAIN", 20), ("EVAL", 20), ("TRAIN", 30), ("TRAIN", 40), ("EVAL", 40)
+        ]  # fmt: skip
+    finally:
+        trial.close()
+
+
 def test_the_newest_state_is_followed_and_a_new_checkpoint_is_picked_up(tmp_path: Path) -> None:
     _state(tmp_path / "checkpoint-20", _history(range(10, 21, 10)))
     _state(tmp_path / "checkpoint-40", _history(range(10, 41, 10)))

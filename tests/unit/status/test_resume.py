@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
 from evaluator.config import RuleSpec
+from evaluator.modes import ModeKeys, WriterStep
 from evaluator.reporting import StatusReporter
 from evaluator.status import RESULT_FILE_NAME, RuleStatus
 from evaluator.status.resume import previous_run, run_key
@@ -96,3 +98,39 @@ def test_a_finished_or_different_run_is_not_resumed(tmp_path: Path) -> None:
     )
     assert "another trial, rules or parameters" in str(previous_run(tmp_path, other)[1])
     assert previous_run(tmp_path / "none", other) == (None, None)
+
+
+def _phases(step: int) -> WriterStep:
+    """A TensorBoard run with phases: global 2s is TRAIN s, 2s + 1 is EVAL s."""
+    return WriterStep(step // 2, ModeKeys.EVAL if step % 2 else ModeKeys.TRAIN)
+
+
+def test_writer_steps_are_shown_and_a_resume_goes_on_from_the_global_steps(
+    tmp_path: Path,
+) -> None:
+    """With a trial whose global steps are not the writer's, the result file shows the
+    writer's steps and modes, keeps the global ones under ``global_steps``, and an attempt
+    resumed from it goes on from the global steps."""
+    reporter = StatusReporter(
+        SPECS, output_dir=tmp_path, message_dir=None, trial=TRIAL, run_key=run_key(TRIAL, SPECS)
+    )
+    reporter.show_steps(_phases)
+    reporter.start("VanishingGradient")
+    reporter.step_evaluated("VanishingGradient", 14)
+    reporter.fired("VanishingGradient", 15)
+    reporter.finish("VanishingGradient")
+    reporter.start("LossNotDecreasing")
+    reporter.step_evaluated("LossNotDecreasing", 40)
+    reporter.stop(signal.SIGTERM)
+    assert reporter.close() == 143
+    document = json.loads((tmp_path / RESULT_FILE_NAME).read_text())
+    fired, going = document["rules"]
+    assert (fired["step"], fired["step_mode"]) == (7, "EVAL")
+    assert (fired["fired_steps"], fired["fired_modes"]) == ([7], ["EVAL"])
+    assert fired["global_steps"] == {"step": 15, "fired_steps": [15]}
+    assert "at step 7 (EVAL) resulted" in fired["details"]
+    assert (going["step"], going["step_mode"], going["global_steps"]["step"]) == (20, "TRAIN", 40)
+    earlier, why_not = previous_run(tmp_path, run_key(TRIAL, SPECS))
+    assert why_not is None and earlier is not None
+    assert earlier.steps() == {"LossNotDecreasing": 40}
+    assert earlier.rules["VanishingGradient"].fired_steps == (15,)

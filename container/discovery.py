@@ -1,14 +1,18 @@
-"""The runs under a watched root, as they are now: smdebug trials and TensorBoard runs.
+"""The runs under a folder or prefix, as they are now: smdebug trials and TensorBoard runs, as
+``rule-evaluator watch`` (a watched root, looked at again and again) and ``rule-evaluator
+batch`` (each folder of trials given) find them.
 
 A folder holding ``collections/`` or ``index/`` (or ``training_job_end.ts``) is an smdebug
-trial, as ``rule-evaluator batch`` takes it, and is not looked into further. Folders holding
+trial and is not looked into further. Folders holding
 TensorBoard event files make runs as a single run reads them
 (``evaluator.sources.tensorboard.layout.find_runs``): a phase folder (``train/``, ``validation/``) belongs
-to the run above it, torch's ``add_hparams`` folders are left out. Any registered scheme's
+to the run above it, torch's ``add_hparams`` folders are left out; hidden folders are not
+looked into (but by ``batch``). Any registered scheme's
 prefix is walked (``evaluator.storage.folders``): S3's with one LIST per folder looked at.
 
 A run's name is its path under the root (``exp1/run3``), which is also where its outputs go
-under the watch's output folder; a name with a segment that could leave that folder (``..``)
+under the watch's output folder (a batch job's folder name is made of it:
+``container.batch.trials``); a name with a segment that could leave that folder (``..``)
 is refused, as is anything under the output folder itself (when it sits inside the root).
 """
 
@@ -64,11 +68,18 @@ def in_shard(name: str, shard: tuple[int, int]) -> bool:
 
 
 class RunFinder:
-    """Looks at ``root`` for runs (``find``), skipping the folder ``skip`` (the output)."""
+    """Looks at ``root`` for runs (``find``), skipping the folder ``skip`` (the output).
+    The watch skips hidden folders and refuses run paths that would leave its output folder;
+    ``rule-evaluator batch`` looks into hidden folders too (``hidden``) and keeps every path
+    (``any_name``): it makes a safe folder name of each (``container.batch.trials``)."""
 
-    def __init__(self, root: str, *, skip: Path | None = None) -> None:
-        self._root = root.rstrip("/") if is_remote(root) else str(Path(root))
-        self._skip = None if skip is None or is_remote(root) else skip.resolve()
+    def __init__(
+        self, root: str, *, skip: Path | None = None, hidden: bool = False, any_name: bool = False
+    ) -> None:
+        self._hidden, self._any_name = hidden, any_name
+        url = is_remote(root) or "://" in root  # file://... is listed as given
+        self._root = root.rstrip("/") if url else str(Path(root))
+        self._skip = None if skip is None or url else skip.resolve()
         self._lister = Folders()
 
     def find(self) -> Discovery:
@@ -81,7 +92,8 @@ class RunFinder:
             event_files += [posixpath.join(rel, f) for f in files if is_event_file(f)]
         for run in sorted(find_runs(event_files)):
             found.runs.append(self._run(run))
-        found.runs = [r for r in found.runs if _keep(r, found)]
+        if not self._any_name:
+            found.runs = [r for r in found.runs if _keep(r, found)]
         return found
 
     def _base(self) -> str:
@@ -112,7 +124,7 @@ class RunFinder:
             if _is_trial(folders, files) or depth >= MAX_DEPTH:
                 continue
             for name in sorted(folders, reverse=True):
-                if not name.startswith("."):
+                if self._hidden or not name.startswith("."):
                     stack.append((posixpath.join(rel, name), depth + 1))
 
 
