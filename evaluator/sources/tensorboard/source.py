@@ -173,6 +173,7 @@ class TensorBoardSource:
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
         self._problems = cache.problems
+        cache.at_idle_end.append(self._idle_end)
         for found in self._corrupt:  # met before the values were opened
             self._problems.note(**found)
         return self.held.open(view)
@@ -343,7 +344,9 @@ class TensorBoardSource:
         buf = np.frombuffer(blob, np.uint8)
         pos = 0
         while True:
-            frames = frame_records(blob, source=where, start=pos, limit=_CHUNK_RECORDS)
+            frames = frame_records(
+                blob, source=where, start=pos, limit=_CHUNK_RECORDS, at=state.offset
+            )
             self._apply_records(folder, blob, buf, frames, where, state.offset)
             pos = frames.end
             if frames.corrupt is not None:
@@ -405,6 +408,12 @@ class TensorBoardSource:
             f"resumed at the next valid record, at byte offset {state.offset + found}"
         )
         return found, detail
+
+    def _idle_end(self) -> None:
+        """Idle scans ended the run (TensorBoard writes no end marker): what a file left
+        unread is told, as when an end marker is seen."""
+        self._ended = True
+        self._torn_tails()
 
     def _torn_tails(self) -> None:
         """Once the run has ended, a file that still ends inside a record lost that record:

@@ -228,3 +228,38 @@ def test_a_bad_crc_tail_left_when_the_run_ends_is_a_data_problem(tmp_path: Path)
         (problem,) = trial.data_problems
         assert problem["problem"] == "corrupt" and problem["offset"] == last.offset
         assert "footer" in problem["detail"] and "run has ended" in problem["detail"]
+
+
+@pytest.mark.parametrize("tail", ["bad_crc", "torn"])
+def test_a_tail_left_when_idle_scans_end_the_run_is_a_data_problem(
+    tmp_path: Path, tail: str
+) -> None:
+    """TensorBoard writes no end marker: when idle scans end the run, a live file's tail that
+    failed its CRC (``corrupt``) or was cut short (``truncated``) is a data problem naming
+    the file and the offset before the trial is complete (before: nothing, a quiet end)."""
+    whole = _log_bytes(tmp_path, 6)
+    last = list(iter_records(whole, source="t"))[-1]
+    data = bytearray(whole)
+    if tail == "bad_crc":
+        data[last.offset + 14] ^= 0xFF
+    else:
+        data = data[:-7]
+    storage = MemoryStorage({KEY: bytes(data)}, uri="memory://idle")
+    with create_trial(
+        "memory://idle",
+        storage=storage,
+        trial_format="tensorboard",
+        idle_scans_to_complete=1,
+        poll_interval=0.01,
+    ) as trial:
+        assert trial.steps() == [0, 1, 2, 3, 4] and trial.data_problem_count == 0
+        for _ in range(20):
+            if trial.loaded_all_steps:
+                break
+            time.sleep(0.02)
+            trial.refresh_data()
+        assert trial.loaded_all_steps
+        (problem,) = trial.data_problems
+        want = "corrupt" if tail == "bad_crc" else "truncated"
+        assert problem["problem"] == want and problem["offset"] == last.offset
+        assert problem["file"].endswith(KEY) and problem["trial_complete"]
