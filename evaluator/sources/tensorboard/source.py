@@ -320,7 +320,9 @@ class TensorBoardSource:
             start = state.offset
             with gc_paused():  # many small containers, no cycles (as loading index files)
                 self._consume(obj.key, state, blob)
-            if state.broken or start + len(blob) >= obj.size or len(blob) < asked:
+            if state.broken or state.suspect is not None:
+                return  # stopped at a corrupt record, or at a live tail that may be unflushed
+            if start + len(blob) >= obj.size or len(blob) < asked:
                 return  # the end, or fewer bytes than listed: on when the listing grows
             want = _READ_BYTES
             if state.offset == start:  # one record longer than the part read

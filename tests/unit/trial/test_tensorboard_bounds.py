@@ -263,3 +263,25 @@ def test_a_tail_left_when_idle_scans_end_the_run_is_a_data_problem(
         want = "corrupt" if tail == "bad_crc" else "truncated"
         assert problem["problem"] == want and problem["offset"] == last.offset
         assert problem["file"].endswith(KEY) and problem["trial_complete"]
+
+
+def test_a_bad_crc_live_tail_longer_than_a_read_is_not_read_again_and_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live file read in parts, stopped at a record that fails its CRC with unflushed zeros
+    after it: the scan reads on to the end of what is listed once, not the same record over
+    and over (the record itself is whole, so its length fits the file)."""
+    monkeypatch.setattr("evaluator.sources.tensorboard.source._READ_BYTES", 1024)
+
+    class Counted(MemoryStorage):
+        async def read_range(self, key: str, start: int, end: int) -> bytes:
+            assert self.calls["read_range"] < 50, "the same bytes read again and again"
+            return await super().read_range(key, start, end)
+
+    data = bytearray(_log_bytes(tmp_path, 6))
+    last = list(iter_records(bytes(data), source="t"))[-1]
+    data[last.offset + 14] ^= 0xFF
+    storage = Counted({KEY: bytes(data) + bytes(8192)}, uri="memory://parts")
+    with create_trial("memory://parts", storage=storage, trial_format="tensorboard") as trial:
+        assert trial.steps() == [0, 1, 2, 3, 4] and trial.data_problem_count == 0
+        assert storage.calls["read_range"] <= 3
