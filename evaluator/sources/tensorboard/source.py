@@ -320,7 +320,7 @@ class TensorBoardSource:
             start = state.offset
             with gc_paused():  # many small containers, no cycles (as loading index files)
                 self._consume(obj.key, state, blob)
-            if state.broken or state.suspect is not None:
+            if state.broken or (state.suspect is not None and state.offset == start):
                 return  # stopped at a corrupt record, or at a live tail that may be unflushed
             if start + len(blob) >= obj.size or len(blob) < asked:
                 return  # the end, or fewer bytes than listed: on when the listing grows
@@ -376,10 +376,11 @@ class TensorBoardSource:
     ) -> tuple[int, str] | None:
         """(where reading goes on, what was wrong) for the record at ``pos`` whose CRC is
         wrong (``reason``). A valid record after it, within ``_RESYNC_BYTES``, shows it was
-        written whole: it is skipped. None follows: in a finished run the file is not read
-        past it (``state.broken``); in a live one its bytes may not all be flushed yet, so
-        nothing is skipped and None says to read it again when the file grows (if the run
-        ends first, ``_torn_tails`` tells ``reason``)."""
+        written whole: it is skipped. None follows in ``blob`` while the file holds more: None,
+        and the file is read on from ``pos`` (a part that starts there). None follows at all:
+        in a finished run the file is not read past it (``state.broken``); in a live one its
+        bytes may not all be flushed yet, so nothing is skipped and None says to read it again
+        when the file grows (if the run ends first, ``_torn_tails`` tells ``reason``)."""
         found = next_record(blob, pos + 1, window=_RESYNC_BYTES)
         if found is not None:
             state.suspect = None
@@ -388,6 +389,9 @@ class TensorBoardSource:
                 "reading resumed at the next valid record"
             )
             return found, detail
+        if pos > 0 and state.offset + len(blob) < state.seen:
+            state.suspect = None  # the part read ends inside the window: read on from it
+            return None
         if not (self._ended or self._unchanged):
             state.suspect = reason
             return None

@@ -175,14 +175,18 @@ def _finished_log(tmp_path: Path, data: bytes) -> Path:
     return log
 
 
+@pytest.mark.parametrize("part", [None, 300])
 @pytest.mark.parametrize(("field", "where"), [("data", 14), ("length", 9)])
 def test_a_bad_crc_in_a_finished_file_is_skipped_and_reading_goes_on(
-    tmp_path: Path, field: str, where: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, where: int, part: int | None
 ) -> None:
     """Step 5's record of 30 in a finished log has a wrong payload CRC (a payload byte
     flipped) or a wrong length CRC: the reader finds the next valid record, the other 29
     steps are read, and the skipped bytes are a ``corrupt`` data problem naming the file and
-    the offset. Before: steps 0-4 only, the rest of the file never read."""
+    the offset. Before: steps 0-4 only, the rest of the file never read. Read in parts of
+    300 bytes, the first part ends inside the next record: it is looked for in the next."""
+    if part is not None:
+        monkeypatch.setattr("evaluator.sources.tensorboard.source._READ_BYTES", part)
     data = bytearray(_log_bytes(tmp_path, 30))
     records = list(iter_records(bytes(data), source="t"))
     bad = records[6]  # record 0: the file version
