@@ -345,6 +345,7 @@ class TensorBoardSource:
         where = self._prefix + key
         buf = np.frombuffer(blob, np.uint8)
         pos = 0
+        state.suspect = None  # looked at again: a tail that became whole is no longer suspect
         while True:
             frames = frame_records(
                 blob, source=where, start=pos, limit=_CHUNK_RECORDS, at=state.offset
@@ -383,15 +384,13 @@ class TensorBoardSource:
         when the file grows (if the run ends first, ``_torn_tails`` tells ``reason``)."""
         found = next_record(blob, pos + 1, window=_RESYNC_BYTES)
         if found is not None:
-            state.suspect = None
             detail = (
                 f"{reason}; bytes {state.offset + pos} to {state.offset + found} skipped, "
                 "reading resumed at the next valid record"
             )
             return found, detail
         if pos > 0 and state.offset + len(blob) < state.seen:
-            state.suspect = None  # the part read ends inside the window: read on from it
-            return None
+            return None  # the part read ends inside the window: read on from it
         if not (self._ended or self._unchanged):
             state.suspect = reason
             return None

@@ -203,7 +203,8 @@ def test_a_bad_crc_in_a_finished_file_is_skipped_and_reading_goes_on(
 def test_a_bad_crc_at_the_tail_of_a_live_file_is_read_again_later(tmp_path: Path) -> None:
     """A live file whose last record fails its CRC may be one whose bytes are not all
     flushed yet: nothing is skipped, the record is read again once the file grows (here,
-    whole), and no data problem is told for it."""
+    whole), and no data problem is told for it; a record torn later, when the run ends, is
+    told as what it is (``truncated``), not as the CRC failure that came right."""
     whole = _log_bytes(tmp_path, 6)
     data = bytearray(whole)
     last = list(iter_records(whole, source="t"))[-1]
@@ -211,10 +212,16 @@ def test_a_bad_crc_at_the_tail_of_a_live_file_is_read_again_later(tmp_path: Path
     storage = MemoryStorage({KEY: bytes(data)}, uri="memory://live")
     with create_trial("memory://live", storage=storage, trial_format="tensorboard") as trial:
         assert trial.steps() == [0, 1, 2, 3, 4]
-        storage.put(KEY, whole + _log_bytes(tmp_path / "more", 8)[len(whole) :])
+        grown = whole + _log_bytes(tmp_path / "more", 9)[len(whole) :]
+        storage.put(KEY, grown[:-7])
         trial.refresh_data()
         assert trial.steps() == list(range(8))
         assert trial.data_problem_count == 0
+        storage.put(END_OF_JOB_KEY, b"")
+        assert trial.training_ended()
+        trial.refresh_data()
+        (problem,) = trial.data_problems
+        assert problem["problem"] == "truncated"
 
 
 def test_a_bad_crc_tail_left_when_the_run_ends_is_a_data_problem(tmp_path: Path) -> None:
