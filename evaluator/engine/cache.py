@@ -13,7 +13,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from evaluator.engine.gcpause import gc_paused
 from evaluator.engine.lru import SharedBytes, ValueCache, shared_bytes
@@ -57,6 +57,8 @@ class TrialCache:
         self.ended_seen = False  # the end marker (or stop signal) has been seen by a scan
         self._idle_scans = 0
         self._last_idle_at = 0.0
+        # called once idle scans end the trial (a source's last look at what it left unread)
+        self.at_idle_end: list[Callable[[], None]] = []
 
     # ---------------------------------------------------------------- the poller's side
 
@@ -125,6 +127,8 @@ class TrialCache:
                 limit,
                 self.uri,
             )
+            for hook in self.at_idle_end:  # before any waiter sees the trial complete
+                hook()
             self.state.mark_all_loaded()
 
     # ---------------------------------------------------------------- the readers' side

@@ -79,8 +79,9 @@ class DataProblems:
             self._count += 1
             if len(self._listed) < self._keep:
                 self._listed.append(entry)
-        action = _ACTIONS.get(problem, "step skipped")
-        log.warning("data_problem", **entry, action=action)
+        # a record skipped while reading goes on (a TensorBoard resynchronisation)
+        action = "record skipped" if tensor == "(that record)" else _ACTIONS.get(problem)
+        log.warning("data_problem", **entry, action=action or "step skipped")
         return True
 
     def known_size(self, file: str) -> int | None:

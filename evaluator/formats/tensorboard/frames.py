@@ -53,11 +53,14 @@ class Frames:
     corrupt: str | None = None
 
 
-def frame_records(blob: bytes, *, source: str, start: int = 0, limit: int | None = None) -> Frames:
+def frame_records(
+    blob: bytes, *, source: str, start: int = 0, limit: int | None = None, at: int = 0
+) -> Frames:
     """Frame the records of ``blob`` from ``start`` on (at most ``limit`` of them), checking
     each length CRC and payload CRC (smdebug's constant footer is accepted too, as
     ``read_record`` does). The loop only follows the lengths and takes each payload's CRC;
-    the checks run on every record at once after it."""
+    the checks run on every record at once after it. ``at``: where ``blob`` starts in
+    ``source`` (``corrupt`` names the file's offset)."""
     starts: list[int] = []
     sums: list[int] = []
     add_start, add_sum = starts.append, sums.append
@@ -97,7 +100,7 @@ def frame_records(blob: bytes, *, source: str, start: int = 0, limit: int | None
         except IncompleteRecord:
             pass
         except CorruptRecordError as e:
-            corrupt = str(e)
+            corrupt = str(CorruptRecordError(e.source, e.offset + at, e.reason))
         else:  # pragma: no cover - both paths check the same things
             raise AssertionError("a record the checked path accepts was refused")
     return Frames(first_at, lengths, pos, corrupt)

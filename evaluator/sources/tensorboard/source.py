@@ -105,6 +105,7 @@ class _File:
     offset: int = 0  # bytes consumed: every record before it is whole and parsed
     seen: int = 0  # the size listed when the file was last read
     broken: bool = False
+    suspect: str | None = None  # why the record at ``offset`` failed its CRC (a live tail)
 
 
 class TensorBoardSource:
@@ -172,6 +173,7 @@ class TensorBoardSource:
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
         self._problems = cache.problems
+        cache.at_idle_end.append(self._idle_end)
         for found in self._corrupt:  # met before the values were opened
             self._problems.note(**found)
         return self.held.open(view)
@@ -323,7 +325,9 @@ class TensorBoardSource:
             start = state.offset
             with gc_paused():  # many small containers, no cycles (as loading index files)
                 self._consume(obj.key, state, blob)
-            if state.broken or start + len(blob) >= obj.size or len(blob) < asked:
+            if state.broken or (state.suspect is not None and state.offset == start):
+                return  # stopped at a corrupt record, or at a live tail that may be unflushed
+            if start + len(blob) >= obj.size or len(blob) < asked:
                 return  # the end, or fewer bytes than listed: on when the listing grows
             want = _READ_BYTES
             if state.offset == start:  # one record longer than the part read
@@ -339,21 +343,29 @@ class TensorBoardSource:
         columns; a record cut short is left for the next read. One-scalar events are read
         all at once (``simple_scalars``); the others are decoded one by one, in order with
         them where order matters (a purge, an old file's rule). A record whose length points
-        past the file's end while a valid record follows is a data problem, and reading goes
-        on from that record (``_resynchronise``)."""
+        past the file's end, or whose CRC is wrong, while a valid record follows is a data
+        problem, and reading goes on from that record (``_resynchronise``,
+        ``_skip_corrupt``)."""
         folder = self._folders[state.folder]
         where = self._prefix + key
         buf = np.frombuffer(blob, np.uint8)
         pos = 0
+        state.suspect = None  # looked at again: a tail that became whole is no longer suspect
         while True:
-            frames = frame_records(blob, source=where, start=pos, limit=_CHUNK_RECORDS)
+            frames = frame_records(
+                blob, source=where, start=pos, limit=_CHUNK_RECORDS, at=state.offset
+            )
             self._apply_records(folder, blob, buf, frames, where, state.offset)
             pos = frames.end
             if frames.corrupt is not None:
-                state.broken = True  # as TensorBoard: nothing after a corrupt record
-                detail = f"{frames.corrupt}; the file is not read past it, as TensorBoard does"
-                self._data_problem(where, folder, detail, state.offset + pos)
-                break
+                skip = self._skip_corrupt(blob, pos, state, frames.corrupt)
+                if skip is None:
+                    break  # a live file's tail: read again when it grows
+                self._data_problem(where, folder, skip[1], state.offset + pos)
+                if state.broken:
+                    break
+                pos = skip[0]
+                continue
             if len(frames.starts) == _CHUNK_RECORDS:
                 continue
             if pos >= len(blob):
@@ -364,6 +376,31 @@ class TensorBoardSource:
             self._data_problem(where, folder, found[1], state.offset + pos)
             pos = found[0]
         state.offset += pos
+
+    def _skip_corrupt(
+        self, blob: bytes, pos: int, state: _File, reason: str
+    ) -> tuple[int, str] | None:
+        """(where reading goes on, what was wrong) for the record at ``pos`` whose CRC is
+        wrong (``reason``). A valid record after it, within ``_RESYNC_BYTES``, shows it was
+        written whole: it is skipped. None follows in ``blob`` while the file holds more: None,
+        and the file is read on from ``pos`` (a part that starts there). None follows at all:
+        in a finished run the file is not read past it (``state.broken``); in a live one its
+        bytes may not all be flushed yet, so nothing is skipped and None says to read it again
+        when the file grows (if the run ends first, ``_torn_tails`` tells ``reason``)."""
+        found = next_record(blob, pos + 1, window=_RESYNC_BYTES)
+        if found is not None:
+            detail = (
+                f"{reason}; bytes {state.offset + pos} to {state.offset + found} skipped, "
+                "reading resumed at the next valid record"
+            )
+            return found, detail
+        if pos > 0 and state.offset + len(blob) < state.seen:
+            return None  # the part read ends inside the window: read on from it
+        if not (self._ended or self._unchanged):
+            state.suspect = reason
+            return None
+        state.broken = True
+        return pos, f"{reason}; no valid record follows it, the file is not read past it"
 
     def _resynchronise(self, blob: bytes, pos: int, state: _File) -> tuple[int, str] | None:
         """(where reading goes on, what was wrong) when the record at ``pos`` claims a length
@@ -382,6 +419,12 @@ class TensorBoardSource:
         )
         return found, detail
 
+    def _idle_end(self) -> None:
+        """Idle scans ended the run (TensorBoard writes no end marker): what a file left
+        unread is told, as when an end marker is seen."""
+        self._ended = True
+        self._torn_tails()
+
     def _torn_tails(self) -> None:
         """Once the run has ended, a file that still ends inside a record lost that record:
         a data problem of the trial (``truncated``), never a quiet end."""
@@ -390,11 +433,15 @@ class TensorBoardSource:
                 continue
             self._torn.add(key)
             where = self._prefix + key
+            folder = self._folders[state.folder]
+            if state.suspect is not None:  # a tail that failed its CRC while the run was live
+                detail = f"{state.suspect}; the run has ended with no valid record after it"
+                self._data_problem(where, folder, detail, state.offset)
+                continue
             detail = (
                 f"the file ends inside the record at byte offset {state.offset} (it has "
                 f"{state.seen} bytes) and the run has ended: that record is lost"
             )
-            folder = self._folders[state.folder]
             self._data_problem(where, folder, detail, state.offset, problem="truncated")
 
     def _data_problem(

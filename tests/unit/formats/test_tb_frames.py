@@ -86,6 +86,8 @@ def test_a_corrupt_record_stops_framing_and_says_why() -> None:
     frames = frame_records(blob, source="t")
     assert len(frames.starts) == 2 and frames.end == len(records[0]) + len(records[1])
     assert frames.corrupt is not None and "CRC" in frames.corrupt
+    at = frame_records(blob, source="t", at=1000).corrupt  # blob read from byte 1000 on
+    assert at is not None and f"at byte offset {1000 + frames.end}:" in at
 
 
 def test_limit_and_start_frame_a_file_in_parts() -> None:

@@ -61,21 +61,23 @@ def test_record_torn_anywhere_is_read_again_later(tmp_path: Path, cut: int) -> N
         assert float(trial.tensor("loss").value(3)) == 7.0
 
 
-def test_corrupt_record_ends_the_file_as_tensorboard_does(tmp_path: Path) -> None:
-    """A record whose payload CRC is wrong ends the file's reading: the steps before it are
-    read, none after (TensorBoard stops there too)."""
+def test_corrupt_record_is_skipped_and_reading_goes_on(tmp_path: Path) -> None:
+    """A record whose payload CRC is wrong, followed by valid records, was written whole: it
+    is skipped and reading resumes at the next valid record (before: the file's reading
+    ended there, as TensorBoard's does). Never a quiet end: it is a data problem."""
     data = bytearray(_log_bytes(tmp_path, 5))
     last = _record_size(tmp_path)
-    data[len(data) - 3 * last + 14] ^= 0xFF  # inside the payload of step 2's record
+    offset = len(data) - 3 * last
+    data[offset + 14] ^= 0xFF  # inside the payload of step 2's record
     storage = MemoryStorage({KEY: bytes(data)}, uri="memory://live")
     with create_trial("memory://live", storage=storage, trial_format="tensorboard") as trial:
-        assert trial.steps() == [0, 1]
-        assert float(trial.tensor("loss").value(1)) == 9.0
-        # never a quiet end: the trial's data problems (the result file's) name the file
+        assert trial.steps() == [0, 1, 3, 4]
+        assert float(trial.tensor("loss").value(3)) == 7.0
+        # the trial's data problems (the result file's) name the file and the offset
         assert trial.data_problem_count == 1
         (problem,) = trial.data_problems
         assert problem["problem"] == "corrupt" and problem["file"].endswith(KEY)
-        assert problem["step"] == 1
+        assert problem["step"] == 1 and problem["offset"] == offset
 
 
 def test_each_poll_reads_each_grown_file_once_from_its_offset(tmp_path: Path) -> None:
