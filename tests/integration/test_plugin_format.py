@@ -50,7 +50,7 @@ def _run(
         env={**_installed(tmp_path), **(env or {})},
     )
     assert run.result is not None, run.describe()
-    return {r["rule"]: r["status"] for r in run.result["rules"]}, run.log_lines[0]
+    return {r["rule"]: r["status"] for r in run.result["rules"]}, run.event("evaluation_started")
 
 
 def test_a_plug_in_format_is_detected_and_a_built_in_rule_finds_a_flat_loss(

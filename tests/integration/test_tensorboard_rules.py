@@ -52,7 +52,7 @@ def _statuses(tmp_path: Path, log: Path, *rules: str) -> dict[str, str]:
     run = cli("--trial-dir", str(log), "--rule", ",".join(rules), "--poll_interval", "0.2")
     result = run.result
     assert result is not None, run.describe()
-    started = run.log_lines[0]
+    started = run.event("evaluation_started")
     assert started["event"] == "evaluation_started" and started["trial_kind"] == "tensorboard"
     assert "idle scans" in started["waits_for"]
     assert (run.output_dir / "rule_report.html").exists()

@@ -64,6 +64,13 @@ class EvaluatorRun:
                     pass
         return lines
 
+    def event(self, name: str) -> dict[str, Any]:
+        """The first log line of the event ``name`` (KeyError naming what was logged)."""
+        for line in self.log_lines:
+            if line.get("event") == name:
+                return line
+        raise KeyError(f"no {name!r} line; logged: {[e.get('event') for e in self.log_lines]}")
+
     def _read(self, path: Path) -> str | None:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
