@@ -68,6 +68,8 @@ TRIAL_OPTION_KEYS = frozenset(
         "tensorboard_run",
         "tensorboard_tag_phases",
         "trial_format",
+        "mlflow_tracking_uri",
+        "mlflow_request_deadline",
     }
 )
 KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | TRIAL_OPTION_KEYS | {"rule_config_file"}
