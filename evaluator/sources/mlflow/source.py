@@ -157,21 +157,16 @@ class MlflowSource:
             tags.add(key, "scalar")
         if not tags.decided:
             self._phases = tags.decide() or self._phases
-        series: Series = {}
+        parts: dict[tuple[ModeKeys, str], list[tuple[np.ndarray, np.ndarray]]] = {}
         for (run_id, key), history in self._histories.items():
             mode, name = self._place(run_id, key)
             steps, values = history.steps, history.values
             if range_steps is not None:
-                g = self._to_global(mode, steps)
-                inside = np.ones(len(steps), bool)
-                if range_steps[0] is not None:
-                    inside &= g >= range_steps[0]
-                if range_steps[1] is not None:
-                    inside &= g < range_steps[1]
+                inside = _inside(self._to_global(mode, steps), range_steps)
                 steps, values = steps[inside], values[inside]
             if len(steps):
-                series[(mode, name)] = (steps, values)
-        return series
+                parts.setdefault((mode, name), []).append((steps, values))
+        return {at: _merged(found) for at, found in parts.items()}
 
     def _place(self, run_id: str, key: str) -> tuple[ModeKeys, str]:
         """The (mode, tensor name) of one run's key."""
@@ -250,6 +245,31 @@ class MlflowSource:
             self._tags.add(key, "scalar")
         self._tags.decide()
         return self.describe()
+
+
+def _inside(steps: np.ndarray, range_steps: tuple[int | None, int | None]) -> np.ndarray:
+    begin, end = range_steps
+    inside = np.ones(len(steps), bool)
+    if begin is not None:
+        inside &= steps >= begin
+    if end is not None:
+        inside &= steps < end
+    return inside
+
+
+def _merged(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One series from the keys that name the same tensor (``loss`` and ``train_loss``, say):
+    the longest one, plus the steps only the others logged."""
+    parts = sorted(parts, key=lambda p: len(p[0]), reverse=True)
+    steps, values = parts[0]
+    for more_steps, more_values in parts[1:]:
+        extra = ~np.isin(more_steps, steps)
+        if extra.any():
+            steps = np.concatenate([steps, more_steps[extra]])
+            values = np.concatenate([values, more_values[extra]])
+            order = np.argsort(steps, kind="stable")
+            steps, values = steps[order], values[order]
+    return steps, values
 
 
 def _child_facts(client: Any, run_id: str) -> dict[str, tuple[int, int, float]]:
