@@ -122,6 +122,13 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "'text' included); a secret, never logged",
         "none",
     ),
+    "mlflow_write_back": (
+        "output",
+        "BOOL",
+        "write each rule's status, fired step and diagnosis as tags of the MLflow run the trial "
+        "is, and the result file and report as its artifacts (docs/mlflow.md)",
+        "false",
+    ),
     "log_format": (
         "logging",
         "json|console",

@@ -235,3 +235,69 @@ def test_the_command_reads_a_run_from_mlflows_variable(sqlite_uri: str, tmp_path
     assert code == 1 and result["rules"][0]["status"] == "IssuesFound", result["rules"][0]
     assert result["trial"] == f"runs:/{run_id}"
     assert np.isfinite(result["rules"][0]["step"])
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_write_back_tags_the_run_and_logs_the_report(
+    store: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """After a run with --mlflow-write-back, get_run(id).data.tags holds each rule's status,
+    fired step and diagnosis, and the report and result file are among its artifacts."""
+    from mlflow import MlflowClient
+
+    from container.cli import evaluate
+
+    uri = request.getfixturevalue("sqlite_uri" if store == "sqlite" else "server")
+    run_id = log_run(uri, _training())
+    argv = ["--trial-dir", f"runs:/{run_id}", "--mlflow-tracking-uri", uri,
+            "--rule", "Overfit,LossNotDecreasing", "--mlflow-write-back", "true",
+            "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    code = evaluate(argv, dict(os.environ), opt_ml_root=str(tmp_path / "opt_ml"))
+    result = json.loads((tmp_path / "out" / "rule_evaluation_result.json").read_text())
+    overfit = next(r for r in result["rules"] if r["rule"] == "Overfit")
+    client = MlflowClient(uri)
+    tags = client.get_run(run_id).data.tags
+    assert code == 1 and tags["rule_evaluator.Overfit.status"] == "IssuesFound"
+    assert tags["rule_evaluator.Overfit.fired_step"] == str(overfit["fired_steps"][0])
+    diagnosis = overfit["evidence"]["reasons"][0].get("diagnosis")
+    assert diagnosis and tags["rule_evaluator.Overfit.diagnosis"] == diagnosis
+    assert tags["rule_evaluator.LossNotDecreasing.status"] in ("NoIssuesFound", "IssuesFound")
+    listed = {f.path for f in client.list_artifacts(run_id, "rule_evaluator")}
+    assert listed == {
+        "rule_evaluator/rule_evaluation_result.json",
+        "rule_evaluator/rule_report.html",
+    }
+
+
+def test_write_back_on_a_trial_that_is_no_run_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--mlflow-write-back with a folder trial: exit 2, a ClientError naming the flag."""
+    from container.cli import evaluate
+
+    (tmp_path / "trial").mkdir()
+    argv = ["--trial-dir", str(tmp_path / "trial"), "--rule", "Overfit",
+            "--mlflow-write-back", "true", "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    code = evaluate(argv, dict(os.environ), opt_ml_root=str(tmp_path / "opt_ml"))
+    assert code == 2
+    assert "ClientError: --mlflow-write-back (mlflow_write_back)" in capsys.readouterr().err
+
+
+def test_a_failing_write_back_leaves_the_verdict(
+    sqlite_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Write-back to a deleted run (MLflow refuses its tags): the verdict and exit code stand,
+    and the failure is a warning naming the run."""
+    from mlflow import MlflowClient
+
+    from container.cli import evaluate
+
+    run_id = log_run(sqlite_uri, _training())
+    MlflowClient(sqlite_uri).delete_run(run_id)  # still read, no longer written
+    argv = ["--trial-dir", f"runs:/{run_id}", "--mlflow-tracking-uri", sqlite_uri,
+            "--rule", "Overfit", "--mlflow-write-back", "true",
+            "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    code = evaluate(argv, dict(os.environ), opt_ml_root=str(tmp_path / "opt_ml"))
+    assert code == 1
+    said = capsys.readouterr().out
+    assert "mlflow write-back failed" in said and run_id in said

@@ -29,7 +29,14 @@ import numpy as np
 from evaluator.errors import ClientError
 from evaluator.sources.mlflow.location import RunLocation, shown_uri
 
-__all__ = ["ENDED_STATUSES", "History", "RunClient", "RunFacts", "child_phase_runs"]
+__all__ = [
+    "ENDED_STATUSES",
+    "History",
+    "RunClient",
+    "RunFacts",
+    "child_phase_runs",
+    "mlflow_client",
+]
 
 PARALLEL = 8  # histories read at once
 ENDED_STATUSES = frozenset({"FINISHED", "FAILED", "KILLED"})
@@ -58,7 +65,9 @@ class History:
     values: np.ndarray
 
 
-def _mlflow_client(tracking_uri: str) -> Any:
+def mlflow_client(tracking_uri: str) -> Any:
+    """MLflow's own ``MlflowClient`` for the store ``tracking_uri`` (ClientError naming the
+    extra to install when MLflow is not installed)."""
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -93,7 +102,7 @@ class RunClient:
             try:
                 if self._client is None:
                     _check_store(self.run_location)
-                    self._client = _mlflow_client(self.run_location.tracking_uri)
+                    self._client = mlflow_client(self.run_location.tracking_uri)
                 result: Any = fn(self._client, *args)
             except BaseException as e:  # handed to the waiting coroutine
                 loop.call_soon_threadsafe(_settle, done, None, e)

@@ -25,6 +25,8 @@ __all__ = [
     "RunLocation",
     "from_run_folder",
     "from_runs_uri",
+    "is_mlflow_run",
+    "run_of_trial",
     "shown_uri",
 ]
 
@@ -70,6 +72,27 @@ def from_run_folder(folder: str) -> RunLocation:
     run_id = os.path.basename(path)
     store = os.path.dirname(os.path.dirname(path))
     return RunLocation("file://" + store, run_id)
+
+
+def is_mlflow_run(trial: str) -> bool:
+    """Whether the trial location ``trial`` is an MLflow run: ``runs:/<run_id>``, or a local
+    folder holding a file store run's ``meta.yaml``."""
+    if RUN_PATTERN.fullmatch(trial.strip()):
+        return True
+    if "://" in trial and not trial.startswith("file://"):
+        return False
+    folder = os.path.expanduser(trial.removeprefix("file://"))
+    return os.path.isfile(os.path.join(folder, RUN_META_FILE))
+
+
+def run_of_trial(trial: str, tracking_uri: str | None) -> RunLocation | None:
+    """The run the trial location ``trial`` is (its store ``tracking_uri`` for a
+    ``runs:/<run_id>``), None for any other trial."""
+    if not is_mlflow_run(trial):
+        return None
+    if RUN_PATTERN.fullmatch(trial.strip()):
+        return from_runs_uri(trial, tracking_uri)
+    return from_run_folder(trial)
 
 
 def _store_uri(uri: str) -> str:
