@@ -294,21 +294,31 @@ def _summary(argv: Sequence[str]) -> int:
         metavar="SECONDS",
         help="how long to wait for collection files (default 600)",
     )
+    parser.add_argument(
+        "--mlflow-tracking-uri",
+        default=None,
+        metavar="URI",
+        help="the MLflow tracking store of a runs:/<run_id> PATH (default: MLFLOW_TRACKING_URI)",
+    )
     args = parser.parse_args(argv)
     from evaluator.config import trial_options_from_env
+    from evaluator.sources import location_format
     from evaluator.sources.smdebug.parent import check_not_a_parent
     from evaluator.storage.local import check_local_folder
     from evaluator.summary import format_summary, summarize
     from evaluator.trial import create_trial
 
     wait = args.collection_wait_timeout
+    given: dict[str, object] = {} if wait is None else {"collection_wait_timeout": wait}
+    store = args.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if store:
+        given["mlflow_tracking_uri"] = store
     try:
-        # the trial-option variables, then the flag when given
-        check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
-        check_not_a_parent(args.path, "summary PATH")
-        options = trial_options_from_env(
-            os.environ, **({} if wait is None else {"collection_wait_timeout": wait})
-        )
+        # the trial-option variables, then the flags when given
+        if location_format(args.path) is None:  # a folder or S3, not an MLflow run
+            check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
+            check_not_a_parent(args.path, "summary PATH")
+        options = trial_options_from_env(os.environ, **given)
         with create_trial(args.path, options=options) as trial:
             summary = summarize(trial)
     except (ClientError, SMDebugError) as e:

@@ -301,3 +301,14 @@ def test_a_failing_write_back_leaves_the_verdict(
     assert code == 1
     said = capsys.readouterr().out
     assert "mlflow write-back failed" in said and run_id in said
+
+
+def test_summary_shows_how_a_run_maps(sqlite_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """rule-evaluator summary runs:/<id> --mlflow-tracking-uri URI prints the run's mapping."""
+    from container.cli import run
+
+    run_id = log_run(sqlite_uri, _training(12))
+    code = run(["summary", f"runs:/{run_id}", "--mlflow-tracking-uri", sqlite_uri])
+    out = capsys.readouterr().out
+    assert code == 0 and "train_loss -> loss (TRAIN), val_loss -> loss (EVAL)" in out
+    assert "steps per mode  TRAIN 12, EVAL 12" in out
