@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # nothing more before the supervisor's signal handlers are in (mypy only)
     from collections.abc import Mapping, Sequence
     from pathlib import Path
-    from typing import TextIO
+    from typing import Any, TextIO
 
     from container.link import ChildLink, StepWatch
     from container.signals import StopSignals
@@ -309,7 +309,7 @@ def _summary(argv: Sequence[str]) -> int:
     from evaluator.trial import create_trial
 
     wait = args.collection_wait_timeout
-    given: dict[str, object] = {} if wait is None else {"collection_wait_timeout": wait}
+    given: dict[str, Any] = {} if wait is None else {"collection_wait_timeout": wait}
     store = args.mlflow_tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if store:
         given["mlflow_tracking_uri"] = store
