@@ -74,13 +74,13 @@ def _timed(side: Any, *args: Any) -> float:
     return time.perf_counter() - started
 
 
-def run(keys: int, steps: int, repeat: int) -> dict[str, Any]:
+def run(keys: int, steps: int, repeat: int, workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mlflow-bench-") as folder:
         store = f"sqlite:///{folder}/server.db"
         started = time.perf_counter()
         run_id = log_run(store, _metrics(keys, steps), experiment="bench")
         logged = time.perf_counter() - started
-        with start_server(Path(folder)) as url:
+        with start_server(Path(folder), workers=workers) as url:
             names = [f"metric_{k:03d}" for k in range(keys)]
             if not _same(_theirs(url, run_id, names), _ours(url, run_id, names)):
                 raise SystemExit("the two sides read different values")
@@ -99,6 +99,7 @@ def run(keys: int, steps: int, repeat: int) -> dict[str, Any]:
         "mlflow_median": round(median["mlflow"], 3),
         "ours_median": round(median["ours"], 3),
         "speedup": round(median["mlflow"] / median["ours"], 2),
+        "server_workers": workers,
         "cpus": os.cpu_count(),
     }
 
@@ -111,7 +112,8 @@ def _write(found: dict[str, Any]) -> None:
         "`mlflow server` (SQLite behind it, on 127.0.0.1), every key's whole history read by "
         "`MlflowClient().get_metric_history` per key and by the evaluator's reader "
         f"(`RunClient.histories`), alternating, {found['repeat']} times each, same values "
-        f"checked first; {found['cpus']} CPUs shared.\n\n"
+        f"checked first; the server with {found['server_workers']} workers, "
+        f"{found['cpus']} CPUs shared by server and reader.\n\n"
         "| side | seconds (median) | each run |\n|---|---|---|\n"
         f"| `get_metric_history` per key | {found['mlflow_median']} | "
         f"{', '.join(map(str, found['mlflow_seconds']))} |\n"
@@ -134,9 +136,10 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100)
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4, help="the server's worker processes")
     parser.add_argument("--write", action="store_true", help="add the figures to RESULTS.md")
     args = parser.parse_args()
-    found = run(args.keys, args.steps, args.repeat)
+    found = run(args.keys, args.steps, args.repeat, args.workers)
     print(json.dumps(found))
     if args.write:
         _write(found)

@@ -150,12 +150,13 @@ class Evaluation:
         if options.stop_signal_file:
             waits += f", or the stop signal {options.stop_signal_file}"
         _, change = end_of_data(options.idle_scans_to_complete, options.stop_signal_file)
+        if not ends_when:  # (a format's own end, such as a run's status, has no marker to change)
+            found["to_change"] = change
         self.reporter.started(
             trial=config.base_trial,
             trial_source=config.trial_source,
             **found,
             waits_for=waits,
-            to_change=change,
             output_dir=str(Path(config.output_dir).absolute()),
         )
 

@@ -88,12 +88,13 @@ def _unavailable(why: str) -> None:
 
 
 @contextmanager
-def start_server(folder: Path) -> Iterator[str]:
-    """``mlflow server`` on 127.0.0.1 over a SQLite store in ``folder``; its URL."""
+def start_server(folder: Path, *, workers: int = 1) -> Iterator[str]:
+    """``mlflow server`` on 127.0.0.1 over a SQLite store in ``folder`` (``server.db``), with
+    ``workers`` worker processes; its URL."""
     port = _free_port()
     log = (folder / "server.log").open("wb")
     command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
-               "--port", str(port), "--workers", "1",
+               "--port", str(port), "--workers", str(workers),
                "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
                "--default-artifact-root", str(folder / "artifacts")]  # fmt: skip
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder)

@@ -243,7 +243,7 @@ class MlflowSource:
         facts = await self._read_facts()
         for key in facts.latest:
             self._tags.add(key, "scalar")
-        self._tags.decide()
+        self._phases = self._tags.decide() or self._phases
         return self.describe()
 
 
