@@ -84,13 +84,15 @@ class MlflowSource:
     async def load_collections(
         self, *, timeout: float, poll_interval: float, wait_log_interval: float = 30.0
     ) -> LoadedCollections:
-        """Wait until the run has logged a metric (a run that ended without any is a
-        ClientError), then find its phase child runs."""
+        """Wait until the run has logged a metric or has phase child runs (a run that ended
+        without either is a ClientError)."""
         deadline = time.monotonic() + timeout
         notice: WaitNotice | None = None
         while True:
             facts = await self._read_facts()
-            if facts.latest:
+            children = await self.client.children(facts.experiment_id)
+            self._phase_runs = child_phase_runs(children, phase_of_folder)
+            if facts.latest or self._phase_runs:
                 break
             if self._ended or time.monotonic() >= deadline:
                 state = f"ended ({facts.status})" if self._ended else "logged none"
@@ -104,8 +106,6 @@ class MlflowSource:
             )
             notice.tick()
             await asyncio.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
-        children = await self.client.children(facts.experiment_id)
-        self._phase_runs = child_phase_runs(children, phase_of_folder)
         self._phases = bool(self._phase_runs)
         manifest = CollectionsFile(dict(self._tags.collections), num_workers=1)
         return LoadedCollections(manifest, {WORKER}, [])
