@@ -47,7 +47,11 @@ def log_run(
 
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
+    experiment_id = (
+        found.experiment_id
+        if found
+        else client.create_experiment(experiment, artifact_location=_artifacts(tracking_uri))
+    )
     tags = {"mlflow.parentRunId": parent} if parent else {}
     run_id: str = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
     now = int(time.time() * 1000)
@@ -57,6 +61,14 @@ def log_run(
     if status is not None:
         client.set_terminated(run_id, status)
     return run_id
+
+
+def _artifacts(tracking_uri: str) -> str | None:
+    """A SQLite store's artifacts beside its file (MLflow's default, ./mlruns, is the working
+    folder: the checkout); None (the store's own choice) for the others."""
+    if tracking_uri.startswith("sqlite:///"):
+        return (Path(tracking_uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
+    return None
 
 
 def hf_mlflow_metrics(state: Path) -> list[tuple[str, int, float]]:
