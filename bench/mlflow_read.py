@@ -7,7 +7,9 @@ A run of ``--keys`` keys x ``--steps`` steps is logged to a SQLite store through
 every key's whole history from it, alternating, ``--repeat`` times each:
 
 * ``mlflow``: ``MlflowClient(server).get_metric_history(run_id, key)`` for each key in turn;
-* ``ours``: ``evaluator.sources.mlflow.client.RunClient.histories`` (what a trial's scans call).
+* ``ours``: ``evaluator.sources.mlflow.client.RunClient.histories`` (what a trial's scans call);
+* ``floor``: the same ``get-history`` requests, one key after another, their answers' bytes
+  read and nothing else: what the server itself costs per key, which neither side can cut.
 
 Both sides' values are compared (the same steps and values for every key) before any time is
 taken. Prints one JSON line; ``--write`` adds a section to bench/RESULTS.md. Not a test: run
@@ -24,6 +26,8 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,15 @@ def _ours(uri: str, run_id: str, keys: list[str]) -> dict[str, Any]:
         reader.close()
 
 
+def _floor(uri: str, run_id: str, keys: list[str]) -> int:
+    got = 0
+    for key in keys:
+        query = urllib.parse.urlencode({"run_id": run_id, "metric_key": key})
+        with urllib.request.urlopen(f"{uri}/api/2.0/mlflow/metrics/get-history?{query}") as r:
+            got += len(r.read())
+    return got
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a.keys() == b.keys() and all(
         np.array_equal(a[k].steps, b[k].steps) and np.array_equal(a[k].values, b[k].values)
@@ -84,10 +97,11 @@ def run(keys: int, steps: int, repeat: int, workers: int) -> dict[str, Any]:
             names = [f"metric_{k:03d}" for k in range(keys)]
             if not _same(_theirs(url, run_id, names), _ours(url, run_id, names)):
                 raise SystemExit("the two sides read different values")
-            times: dict[str, list[float]] = {"mlflow": [], "ours": []}
+            times: dict[str, list[float]] = {"mlflow": [], "ours": [], "floor": []}
             for _ in range(repeat):
                 times["mlflow"].append(_timed(_theirs, url, run_id, names))
                 times["ours"].append(_timed(_ours, url, run_id, names))
+                times["floor"].append(_timed(_floor, url, run_id, names))
     median = {side: statistics.median(t) for side, t in times.items()}
     return {
         "keys": keys,
@@ -98,6 +112,9 @@ def run(keys: int, steps: int, repeat: int, workers: int) -> dict[str, Any]:
         "ours_seconds": [round(t, 3) for t in times["ours"]],
         "mlflow_median": round(median["mlflow"], 3),
         "ours_median": round(median["ours"], 3),
+        "floor_seconds": [round(t, 3) for t in times["floor"]],
+        "floor_median": round(median["floor"], 3),
+        "load_average": round(os.getloadavg()[0], 1),
         "speedup": round(median["mlflow"] / median["ours"], 2),
         "server_workers": workers,
         "cpus": os.cpu_count(),
@@ -117,8 +134,11 @@ def _write(found: dict[str, Any]) -> None:
         "| side | seconds (median) | each run |\n|---|---|---|\n"
         f"| `get_metric_history` per key | {found['mlflow_median']} | "
         f"{', '.join(map(str, found['mlflow_seconds']))} |\n"
-        f"| ours | {found['ours_median']} | {', '.join(map(str, found['ours_seconds']))} |\n\n"
-        f"Ours is **{found['speedup']}x** faster (target: at least 5x).\n"
+        f"| ours | {found['ours_median']} | {', '.join(map(str, found['ours_seconds']))} |\n"
+        f"| floor: the server's answers, one key after another, bytes only | "
+        f"{found['floor_median']} | {', '.join(map(str, found['floor_seconds']))} |\n\n"
+        f"Ours is **{found['speedup']}x** faster (target: at least 5x); load average "
+        f"{found['load_average']} at the end (other work on the machine).\n"
     )
     if SECTION in text:
         start = text.index(SECTION)
