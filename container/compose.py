@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from evaluator.evaluation import Evaluation, StepWatch
     from evaluator.reporting import StatusReporter
     from evaluator.sinks.events import NullSink, Sinks
+    from evaluator.sources.mlflow.location import RunLocation
 
 __all__ = [
     "SINKS",
@@ -47,6 +48,7 @@ class SinkContext:
     supervisor: bool = False
     webhook_url: str | None = None  # --webhook-url (a secret)
     trial: str | None = None  # the run's trial, for what the supervisor says of it
+    mlflow_run: RunLocation | None = None  # --mlflow-write-back: the MLflow run the trial is
 
 
 SinkFactory = Callable[[SinkContext], "NullSink | None"]
@@ -79,7 +81,22 @@ def webhook_sink(context: SinkContext) -> NullSink | None:
     return WebhookSink(context.webhook_url, trial=context.trial)
 
 
-SINKS: list[SinkFactory] = [actions_sink, report_sink, webhook_sink]
+def mlflow_write_back_sink(context: SinkContext) -> NullSink | None:
+    """Each status change as tags of the MLflow run the trial is, the result file and report
+    as its artifacts (``--mlflow-write-back``: ``evaluator.sinks.mlflow_write_back``); not for
+    the supervisor's last word."""
+    if context.mlflow_run is None or context.supervisor or context.result_dir is None:
+        return None
+    from evaluator.report import REPORT_FILE_NAME
+    from evaluator.sinks.mlflow_write_back import MlflowWriteBackSink
+    from evaluator.status import RESULT_FILE_NAME
+
+    files = [context.result_dir / RESULT_FILE_NAME, context.result_dir / REPORT_FILE_NAME]
+    return MlflowWriteBackSink(context.mlflow_run, files=files)
+
+
+# The report before the write-back: its ``wait`` finishes the report the write-back uploads.
+SINKS: list[SinkFactory] = [actions_sink, report_sink, webhook_sink, mlflow_write_back_sink]
 
 
 def register_sink(factory: SinkFactory) -> None:
@@ -110,7 +127,12 @@ def reporter_for(
 
     webhook = config.webhook_url.get_secret_value() if config.webhook_url else None
     context = SinkContext(
-        config.output_dir, config.message_dir, config.report, environ, webhook_url=webhook
+        config.output_dir,
+        config.message_dir,
+        config.report,
+        environ,
+        webhook_url=webhook,
+        mlflow_run=_mlflow_run(config),
     )
     sinks = run_sinks(context)
     report = next((s for s in sinks if isinstance(s, ReportSink)), None)
@@ -130,6 +152,16 @@ def reporter_for(
             _seconds_from(environ, "EVALUATOR_REPORT_DATA_INTERVAL", DATA_SECONDS),
         )
     return reporter, sinks
+
+
+def _mlflow_run(config: EvaluatorConfig) -> RunLocation | None:
+    """The MLflow run to write the verdict to (``--mlflow-write-back``), None without it."""
+    if not config.mlflow_write_back:
+        return None
+    from evaluator.sources.mlflow.location import run_of_trial
+
+    store = config.trial_options.mlflow_tracking_uri
+    return run_of_trial(config.base_trial, store.get_secret_value() if store else None)
 
 
 def evaluation_for(

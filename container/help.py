@@ -122,6 +122,13 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "'text' included); a secret, never logged",
         "none",
     ),
+    "mlflow_write_back": (
+        "output",
+        "BOOL",
+        "write each rule's status, fired step and diagnosis as tags of the MLflow run the trial "
+        "is, and the result file and report as its artifacts (docs/mlflow.md)",
+        "false",
+    ),
     "log_format": (
         "logging",
         "json|console",
@@ -149,10 +156,18 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
         "read a phase word in a TensorBoard tag (train/loss, val_loss) as its mode",
         "auto",
     ),
+    "mlflow_tracking_uri": (
+        "trial",
+        "URI",
+        "the MLflow tracking store of a runs:/<run_id> trial: sqlite:///mlflow.db, "
+        "http://host:port or an mlruns folder (docs/mlflow.md)",
+        "none",
+    ),
     "trial_format": (
         "trial",
         "FORMAT",
-        "smdebug, tensorboard, trainer_state, a plug-in's, or auto (from what the trial holds)",
+        "smdebug, tensorboard, trainer_state, mlflow, a plug-in's, or auto (from what the trial "
+        "holds)",
         "auto",
     ),
     "rule_step_timeout": (

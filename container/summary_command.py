@@ -1,7 +1,9 @@
 """``rule-evaluator summary PATH``: print what a trial holds, for the trial kinds a run takes:
 smdebug's output, a TensorBoard run, and a folder holding several (found as ``batch`` and
 ``watch`` find them: ``container.discovery``), each summarised under its path there; with
-``--tensorboard-run NAME``, that run of the folder only, as a run reads it."""
+``--tensorboard-run NAME``, that run of the folder only, as a run reads it; an MLflow run
+(``runs:/<run_id>`` with ``--mlflow-tracking-uri`` or ``MLFLOW_TRACKING_URI``, or a file
+store's run folder)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ __all__ = ["main"]
 
 _FLAGS = {
     "collection_wait_timeout": "--collection-wait-timeout",
+    "mlflow_tracking_uri": "--mlflow-tracking-uri",
     "tensorboard_run": "--tensorboard-run",
     "trial_format": "--trial-format",
 }
@@ -53,20 +56,33 @@ def _parser() -> SuggestingParser:
     parser.add_argument(
         "--trial-format", metavar="FORMAT", help="smdebug, tensorboard or auto (the default)"
     )
+    parser.add_argument(
+        "--mlflow-tracking-uri",
+        metavar="URI",
+        help="the MLflow tracking store of a runs:/<run_id> PATH (default: MLFLOW_TRACKING_URI)",
+    )
     return parser
 
 
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     from evaluator.config import trial_options_from_env
+    from evaluator.sources import location_format
     from evaluator.storage.local import check_local_folder
     from evaluator.summary import format_summary
 
     given = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
+    labels = {k: _FLAGS[k] for k in given}
+    store = os.environ.get("MLFLOW_TRACKING_URI")
+    if store and "mlflow_tracking_uri" not in given:  # MLflow's own variable
+        given["mlflow_tracking_uri"], labels["mlflow_tracking_uri"] = store, "MLFLOW_TRACKING_URI"
     try:
-        check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
-        options = trial_options_from_env(os.environ, labels={k: _FLAGS[k] for k in given}, **given)
-        runs = [Run("", args.path)] if options.tensorboard_run else _runs(args.path)
+        options = trial_options_from_env(os.environ, labels=labels, **given)
+        if location_format(args.path) is not None:  # an MLflow run: no folder to look into
+            runs = [Run("", args.path)]
+        else:
+            check_local_folder(args.path, "summary PATH")  # a missing folder fails at once
+            runs = [Run("", args.path)] if options.tensorboard_run else _runs(args.path)
         found = {run.name: _summary(run.location, options) for run in runs}
     except (ClientError, SMDebugError) as e:
         print(f"ClientError: {e}", file=sys.stderr)

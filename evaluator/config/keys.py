@@ -39,6 +39,7 @@ TRIAL_KEYS = frozenset(
         "log_level",
         "report",
         "webhook_url",
+        "mlflow_write_back",
     }
 )
 # The trial options (evaluator.engine.options.TrialOptions; their environment variables:
@@ -68,13 +69,15 @@ TRIAL_OPTION_KEYS = frozenset(
         "tensorboard_run",
         "tensorboard_tag_phases",
         "trial_format",
+        "mlflow_tracking_uri",
+        "mlflow_request_deadline",
     }
 )
 KNOWN_KEYS = RULE_KEYS | TRIAL_KEYS | TRIAL_OPTION_KEYS | {"rule_config_file"}
 # Never rule parameters: these, other_trial_<i>, and the trial options' environment variables.
 # action_str is filled from action_json; given as a parameter, it is an unknown one.
 RESERVED_KEYS: frozenset[str] = KNOWN_KEYS | {"action_str"}
-BOOL_KEYS = frozenset({"wait_for_training_end", "continue_after_fire"})
+BOOL_KEYS = frozenset({"wait_for_training_end", "continue_after_fire", "mlflow_write_back"})
 # Other spellings, accepted in every source except the process environment (``RULE`` or
 # ``TRIAL_DIR`` there are far more likely to belong to something else).
 ALIASES = {

@@ -42,6 +42,7 @@ from evaluator.config.values import (
     webhook_url_value,
 )
 from evaluator.errors import ConfigurationError
+from evaluator.sources.mlflow.location import is_mlflow_run
 
 __all__ = ["load_config"]
 
@@ -171,10 +172,23 @@ def _build(
         log_level=choice_value(params, "log_level", _LEVELS, upper=True) or "INFO",
         report=choice_value(params, "report", ("none", "html"), upper=False) or "html",
         webhook_url=webhook_url_value(params),
+        mlflow_write_back=_write_back(params, base_trial),
         on_sagemaker=bool(processing),
         processing_job_name=job_name,
         trial_options=options,
     )
+
+
+def _write_back(params: Mapping[str, str], base_trial: str) -> bool:
+    """``mlflow_write_back``; a ConfigurationError when the trial is not an MLflow run."""
+    wanted = bool(bool_value(params, "mlflow_write_back"))
+    if wanted and not is_mlflow_run(base_trial):
+        raise ConfigurationError(
+            f"--mlflow-write-back (mlflow_write_back) writes the verdict to the MLflow run the "
+            f"trial is, and the trial {base_trial} is not one: give --trial-dir runs:/<run_id> "
+            "(or a file store's run folder), or leave write-back off"
+        )
+    return wanted
 
 
 def _output_dir(params: Mapping[str, str], root: Path) -> Path:

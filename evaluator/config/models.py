@@ -85,6 +85,12 @@ class EvaluatorConfig(BaseModel):
         description="Where every status change is POSTed as JSON (evaluator.sinks.webhook); "
         "a secret: shown masked.",
     )
+    mlflow_write_back: bool = Field(
+        False,
+        description="Write each rule's status, fired step and diagnosis as tags of the MLflow "
+        "run the trial is, and the result file and report as its artifacts "
+        "(evaluator.sinks.mlflow_write_back).",
+    )
     on_sagemaker: bool = Field(False, description="processingjobconfig.json was found.")
     processing_job_name: str | None = None
     trial_options: TrialOptions = Field(

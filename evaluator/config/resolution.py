@@ -27,7 +27,7 @@ from evaluator.config.values import bool_value, check_location, seconds_value, s
 from evaluator.engine.options import TrialOptions
 from evaluator.errors import ConfigurationError
 from evaluator.formats.trainer_state import STATE_FILE
-from evaluator.sources.registry import check_kind
+from evaluator.sources.registry import check_kind, check_location_form
 from evaluator.storage.schemes import is_remote
 
 __all__ = [
@@ -181,7 +181,8 @@ def resolve_trial_options(
         k: params[k].strip() for k in sorted(TRIAL_OPTION_KEYS) if params.get(k, "").strip()
     }
     if wait is None:
-        wait = (
+        # An MLflow run's status is its end marker (written by every run that ends).
+        wait = check_location_form("base_trial", base_trial) or (
             on_sagemaker
             and is_remote(base_trial)
             and not trial_env.get("EVALUATOR_IDLE_SCANS_TO_COMPLETE", "").strip()

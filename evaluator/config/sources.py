@@ -61,6 +61,9 @@ TRIAL_ENVIRONMENT = {
     "EVALUATOR_TENSORBOARD_RUN": "tensorboard_run",
     "EVALUATOR_TENSORBOARD_TAG_PHASES": "tensorboard_tag_phases",
     "EVALUATOR_TRIAL_FORMAT": "trial_format",
+    # MLflow's own MLFLOW_TRACKING_URI reaches the option as its key (--mlflow-tracking-uri)
+    "EVALUATOR_MLFLOW_TRACKING_URI": "mlflow_tracking_uri",
+    "EVALUATOR_MLFLOW_REQUEST_DEADLINE": "mlflow_request_deadline",
 }
 
 # smdebug's SMDEBUG_MISSING_EVENT_FILE_RETRY_LIMIT counts looks for a missing event file, 2 s

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from evaluator.errors import ConfigurationError
 from evaluator.redaction import url_origin
+from evaluator.sources import check_location_form
 from evaluator.storage.schemes import check_location as check_storage_location
 from evaluator.storage.schemes import is_remote, location_forms
 
@@ -98,7 +99,10 @@ def choice_value(
 
 def check_location(key: str, value: str, *, allow_name: bool = False) -> str:
     """A remote URI (``evaluator.storage.schemes``), a file:// URI or a path; a bare
-    training-job name is refused."""
+    training-job name is refused; a location a format opens itself (an MLflow run's
+    ``runs:/<run_id>``) when it is well formed."""
+    if not allow_name and check_location_form(key, value):
+        return value
     check_storage_location(key, value)
     if is_remote(value):
         return value

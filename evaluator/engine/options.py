@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from evaluator.errors import ConfigurationError
 
@@ -153,6 +153,18 @@ class TrialOptions(BaseModel):
         "'loss'). Unset (auto): when a tag read before the first step is handed on has one; "
         "true: always (a live run whose first tags have none, such as Lightning's hp_metric); "
         "false: never, every tag a tensor of its own.",
+    )
+    mlflow_tracking_uri: SecretStr | None = Field(
+        None,
+        description="For a trial given as runs:/<run_id>: the MLflow tracking store that holds "
+        "the run (sqlite:///path/mlflow.db, http://host:port, or an mlruns folder); MLflow's "
+        "own MLFLOW_TRACKING_URI when unset. A secret (it may hold a password): shown masked.",
+    )
+    mlflow_request_deadline: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds one request to an MLflow tracking store may take, MLflow's own "
+        "retries included: a store that cannot be reached fails the trial after this.",
     )
 
 

@@ -88,10 +88,14 @@ class LoadedCollections:
 
 
 class Source(Protocol):
-    """One trial's input, read through a ``Storage`` on the background loop."""
+    """One trial's input, read through a ``Storage`` on the background loop (or, for a
+    location that is no storage, such as an MLflow run, through the format's own client:
+    ``storage`` is None then)."""
 
     kind: str  # the name the source is registered under (``evaluator.sources``)
-    storage: Storage
+
+    @property
+    def storage(self) -> Storage | None: ...
 
     async def load_collections(
         self, *, timeout: float, poll_interval: float, wait_log_interval: float = 30.0

@@ -28,6 +28,7 @@ from evaluator.rules.evidence import Evidence
 from evaluator.rules.invoker import invoke_rule
 from evaluator.rules.loader import BuiltinRules, build_rule, load_rule_class, source_folder
 from evaluator.rules.parameters import effective_parameters, route_parameters
+from evaluator.sources import location_format
 from evaluator.sources.smdebug.parent import check_not_a_parent
 from evaluator.status.resume import previous_run, run_key
 from evaluator.storage.local import check_local_folder
@@ -155,7 +156,10 @@ class Evaluation:
         else:
             waits = f"{options.idle_scans_to_complete} idle scans (no end marker expected)"
         no_marker = found.pop("end_marker", None)  # the format says it writes none
-        if no_marker:
+        ends_when = found.pop("ends_when", None)  # the format has an end of its own
+        if ends_when:
+            waits = ends_when
+        elif no_marker:
             waits = (
                 f"the end marker training_job_end.ts ({no_marker}: set "
                 "wait_for_training_end false to end after idle scans)"
@@ -166,12 +170,13 @@ class Evaluation:
         if options.stop_signal_file:
             waits += f", or the stop signal {options.stop_signal_file}"
         _, change = end_of_data(options.idle_scans_to_complete, options.stop_signal_file)
+        if not ends_when:  # (a format's own end, such as a run's status, has no marker to change)
+            found["to_change"] = change
         self.reporter.started(
             trial=config.base_trial,
             trial_source=config.trial_source,
             **found,
             waits_for=waits,
-            to_change=change,
             output_dir=str(Path(config.output_dir).absolute()),
         )
 
@@ -208,8 +213,9 @@ class Evaluation:
     # ---------------------------------------------------------------- setup
 
     def _open_base_trial(self) -> Trial:
-        check_local_folder(self.config.base_trial, "base_trial")
-        check_not_a_parent(self.config.base_trial, "base_trial")
+        if not location_format(self.config.base_trial):  # a folder or an S3 prefix
+            check_local_folder(self.config.base_trial, "base_trial")
+            check_not_a_parent(self.config.base_trial, "base_trial")
         trial = self._trial(self.config.base_trial, range_steps=self._range_steps())
         self.reporter.watch_data_problems(lambda: (trial.data_problem_count, trial.data_problems))
         self.reporter.show_steps(trial.writer_step)
@@ -279,8 +285,9 @@ class Evaluation:
                 # Report writers (CreateXgboostReport) write into the rule's output folder.
                 parameters.setdefault("output_dir", str(self.config.output_dir))
             for path in self.config.other_trials:
-                check_local_folder(path, "other_trials")
-                check_not_a_parent(path, "other_trials")
+                if not location_format(path):
+                    check_local_folder(path, "other_trials")
+                    check_not_a_parent(path, "other_trials")
             others = [self._trial(path) for path in self.config.other_trials]
             rule = build_rule(
                 cls,

@@ -20,9 +20,11 @@ from evaluator.rules.evidence import Evidence, SelectionHint
 from evaluator.rules.invoker import InvokeResult, Termination
 
 __all__ = [
+    "MLFLOW_NEEDS",
     "TENSORBOARD_NEEDS",
     "checked_nothing",
     "closest_names",
+    "mlflow_advice",
     "nothing_checked_error",
     "suggest_regex",
     "tensorboard_advice",
@@ -55,7 +57,8 @@ def nothing_checked_error(
     name = getattr(rule, "rule_name", type(rule).__name__)
     trial = rule.base_trial
     hints = _hints(rule)
-    tensorboard = getattr(trial, "kind", None) == "tensorboard"
+    kind = getattr(trial, "kind", None)
+    tensorboard = kind == "tensorboard"
     # A rule that knows why it could not compare anything (too few logged values for its
     # windows: rules_builtin._progress.too_few_values) says so instead.
     explain = getattr(rule, "why_nothing_checked", None)
@@ -63,8 +66,8 @@ def nothing_checked_error(
     parts = [
         said if isinstance(said, str) and said else _what_happened(steps_visited, window, hints)
     ]
-    if tensorboard:  # what to log comes first; advice about smdebug's hook does not apply
-        parts.append(tensorboard_advice(name, trial))
+    if kind in ("tensorboard", "mlflow"):  # what to log first; smdebug's hook does not apply
+        parts.append(tensorboard_advice(name, trial) if tensorboard else mlflow_advice(name))
         hints = [dataclasses.replace(h, advice=None) for h in hints]
     parts.append(_holdings(trial))
     names = _all_names(trial)
@@ -74,8 +77,8 @@ def nothing_checked_error(
     advice = _advice(hints, close)
     if advice:
         parts.append(advice)
-    if tensorboard:
-        parts.append("docs/tensorboard.md")
+    if kind in ("tensorboard", "mlflow"):
+        parts.append(f"docs/{kind}.md")
     return InsufficientInformationForRuleInvocation(name, "; ".join(parts))
 
 
@@ -174,6 +177,42 @@ def tensorboard_advice(rule_name: str, trial: Any = None) -> str:
                 f"||w - w_prev|| / ||w_prev|| cannot be computed; {said}"
             )
     return said
+
+
+_VALIDATION_KEYS = (
+    "val_loss",
+    "a validation loss beside the training loss (train_loss and val_loss, or loss and eval_loss)",
+)
+#: The MLflow metric key each built-in rule reads, and what it needs of it (keys map to
+#: tensors as TensorBoard tags do: evaluator.formats.metric_names).
+MLFLOW_NEEDS: dict[str, tuple[str, str]] = {
+    "LossNotDecreasing": ("loss", "a loss metric (a key containing 'loss') at 10 or more steps"),
+    "Overfit": _VALIDATION_KEYS,
+    "Overtraining": _VALIDATION_KEYS,
+    "LossSpike": ("train_loss", "a training loss at 9 or more logged steps"),
+    "GradientNormSpike": ("grad_norm", "a total gradient norm at 7 or more logged steps"),
+    "NonFiniteValues": ("loss", "losses, gradient norms, learning rates or metrics"),
+    "LearningRateSchedule": ("learning_rate", "a learning rate"),
+    "ThroughputDrop": ("samples_per_second", "a throughput (samples, tokens or steps a second)"),
+    "ExplodingTensor": ("loss", "losses"),
+    "StalledTrainingRule": ("loss", "steps logged while training runs"),
+}
+
+
+def mlflow_advice(rule_name: str) -> str:
+    """For an MLflow run: the metric key ``rule_name`` needs, and the line that logs it; for a
+    rule that reads tensors, that MLflow holds scalars only."""
+    found = MLFLOW_NEEDS.get(rule_name)
+    if found is None:
+        return (
+            f"this MLflow run holds scalar metrics only, and {rule_name} reads tensors (weights, "
+            "gradients, activations or labels): log them to TensorBoard or with smdebug's hook"
+        )
+    key, what = found
+    return (
+        f"this MLflow run lacks {what}; log the metric key {key!r} during training, for "
+        f'example: mlflow.log_metric("{key}", value, step=step)'
+    )
 
 
 def _hints(rule: Any) -> list[SelectionHint]:

@@ -19,12 +19,16 @@ from evaluator.engine.source import (
 )
 from evaluator.sources.registry import (
     ENTRY_POINT_GROUP,
+    LocationForm,
     SourceFormat,
     check_kind,
+    check_location_form,
     detect_kind,
     known_kinds,
     load_built_ins,
+    location_format,
     make_source,
+    open_location,
     register_source,
 )
 
@@ -32,15 +36,19 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "IndexScan",
     "LoadedCollections",
+    "LocationForm",
     "ParsedIndex",
     "Source",
     "SourceFormat",
     "StepBatch",
     "ValueStore",
     "check_kind",
+    "check_location_form",
     "detect_kind",
     "known_kinds",
     "load_built_ins",
+    "location_format",
     "make_source",
+    "open_location",
     "register_source",
 ]

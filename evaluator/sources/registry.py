@@ -9,6 +9,10 @@ point names a ``SourceFormat``; docs/formats.md). ``trial_format`` is one of the
 ``auto``: the location is listed once, and the first format that one of its keys shows wins
 (smdebug, then TensorBoard, then plug-ins in name order, read only when no built-in claims
 the location); a location that shows none is smdebug's (it waits for collection files).
+
+A format may also open locations that are no storage at all (``LocationForm``: an MLflow run,
+``runs:/<run_id>``, lives in a tracking store): ``open_location`` gives its source for a
+location of that form, and such a trial has no ``Storage`` under it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import re
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -27,12 +32,16 @@ from evaluator.storage.base import ObjectInfo, Storage
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "LocationForm",
     "SourceFormat",
     "check_kind",
+    "check_location_form",
     "detect_kind",
     "known_kinds",
     "load_built_ins",
+    "location_format",
     "make_source",
+    "open_location",
     "register_source",
 ]
 
@@ -45,16 +54,31 @@ _BUILT_IN = {
     "smdebug": "evaluator.sources.smdebug",
     "tensorboard": "evaluator.sources.tensorboard",
     "trainer_state": "evaluator.sources.tensorboard.trainer_state",
+    "mlflow": "evaluator.sources.mlflow",
 }
 
 
 @dataclass(frozen=True, slots=True)
+class LocationForm:
+    """Locations a format opens without a storage: those starting with ``prefix``, spelled
+    ``form`` in messages (``runs:/<run_id>``), well formed when ``pattern`` matches them whole;
+    ``open(location, options)`` gives the source."""
+
+    prefix: str
+    form: str
+    pattern: re.Pattern[str]
+    open: Callable[[str, TrialOptions], Source]
+
+
+@dataclass(frozen=True, slots=True)
 class SourceFormat:
-    """One input format: its name, how a listed key shows it, and how to open it."""
+    """One input format: its name, how a listed key shows it, and how to open it (over a
+    storage; and, with ``location``, a location of its own form)."""
 
     kind: str
     detect: Callable[[str], bool]
     make: Callable[[Storage, TrialOptions], Source]
+    location: LocationForm | None = None
 
 
 _formats: dict[str, SourceFormat] = {}
@@ -67,11 +91,13 @@ def register_source(
     kind: str,
     detect: Callable[[str], bool],
     make: Callable[[Storage, TrialOptions], Source],
+    *,
+    location: LocationForm | None = None,
 ) -> SourceFormat:
     """Make the format ``kind`` known (a later registration of the same name replaces it)."""
     if not kind or kind == AUTO or not kind.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"a format's name is a word of letters, digits, - and _, got {kind!r}")
-    found = _formats[kind] = SourceFormat(kind, detect, make)
+    found = _formats[kind] = SourceFormat(kind, detect, make, location)
     return found
 
 
@@ -150,6 +176,44 @@ def check_kind(kind: str) -> None:
     built-in name is known without loading any format)."""
     if kind != AUTO and kind not in _BUILT_IN:
         _format(kind)
+
+
+def location_format(location: str) -> SourceFormat | None:
+    """The built-in format that opens ``location`` itself (its ``LocationForm`` prefix), None
+    for a location read through a storage (a folder, ``s3://``)."""
+    _load()
+    for fmt in _formats.values():
+        if fmt.location is not None and location.startswith(fmt.location.prefix):
+            return fmt
+    return None
+
+
+def check_location_form(key: str, location: str) -> bool:
+    """Whether ``location`` is one a format opens itself; a ``ConfigurationError`` naming
+    ``key`` when it starts like one but is not well formed."""
+    fmt = location_format(location)
+    if fmt is None or fmt.location is None:
+        return False
+    if not fmt.location.pattern.fullmatch(location):
+        raise ConfigurationError(
+            f"{key} must be {fmt.location.form} for a {fmt.kind} trial, got {location!r}"
+        )
+    return True
+
+
+def open_location(location: str, options: TrialOptions) -> Source | None:
+    """The source of a location a format opens itself, None for any other location. A
+    ``trial_format`` other than auto and that format's is a ``ConfigurationError``."""
+    fmt = location_format(location)
+    if fmt is None or fmt.location is None:
+        return None
+    check_location_form("the trial", location)
+    if options.trial_format not in (AUTO, fmt.kind):
+        raise ConfigurationError(
+            f"trial_format {options.trial_format!r} cannot read {location}: a location of the "
+            f"form {fmt.location.form} is a {fmt.kind} trial (leave trial_format auto)"
+        )
+    return fmt.location.open(location, options)
 
 
 def make_source(kind: str, storage: Storage, options: TrialOptions) -> Source:

@@ -8,7 +8,13 @@ from typing import Any
 from evaluator.engine.options import TrialOptions, validated_options
 from evaluator.engine.runner import get_loop
 from evaluator.errors import StorageError
-from evaluator.sources import check_kind, detect_kind, load_built_ins, make_source
+from evaluator.sources import (
+    check_kind,
+    detect_kind,
+    load_built_ins,
+    make_source,
+    open_location,
+)
 from evaluator.storage import open_storage
 from evaluator.storage.base import Storage
 from evaluator.storage.schemes import is_remote
@@ -36,7 +42,8 @@ def create_trial(
     **option_kwargs: Any,
 ) -> Trial:
     """Open the smdebug output, TensorBoard log or other registered format's trial at
-    ``path`` (a folder, ``file://`` URL or ``s3://bucket/prefix``): ``trial_format`` names the
+    ``path`` (a folder, ``file://`` URL or ``s3://bucket/prefix``, or a location a format opens
+    itself: an MLflow run's ``runs:/<run_id>``, docs/mlflow.md): ``trial_format`` names the
     format, ``auto`` detects it (``evaluator.sources``; docs/tensorboard.md says how a
     TensorBoard log is mapped, docs/formats.md how a format is added).
 
@@ -59,6 +66,11 @@ def create_trial(
     path = path.strip()
     if name is None:
         name = os.path.basename(path.rstrip("/")) or path
+    located = open_location(path, options) if storage is None else None
+    if located is not None:  # no storage under it: the format reads it with its own client
+        return Trial(
+            name, path, None, options=options, range_steps=range_steps, cache=cache, source=located
+        )
     backend = (
         storage if storage is not None else open_storage(path, **_storage_options(path, options))
     )
@@ -79,20 +91,24 @@ def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
     and ``"end_marker"`` (the format writes none). Empty when the location cannot be listed
     (opening the trial then says why), except for an endpoint that never answered: its
     ``StorageError`` is raised (opening the trial would wait as long again to say so)."""
-    try:
-        backend = open_storage(path.strip(), **_storage_options(path.strip(), options))
-    except Exception:
-        return {}
     loop = get_loop()
     try:
-        kind = loop.run(detect_kind(backend, options))
-        said = loop.run(make_source(kind, backend, options).preview())
-        out = {"trial_kind": kind}
-        if said.get("mapping"):
-            out["trial_mapping"] = str(said["mapping"])
-        if said.get("end_marker"):
-            out["end_marker"] = str(said["end_marker"])
-        return out
+        source = open_location(path.strip(), options)
+        if source is None:
+            backend = open_storage(path.strip(), **_storage_options(path.strip(), options))
+            try:
+                source = make_source(loop.run(detect_kind(backend, options)), backend, options)
+            except BaseException:
+                loop.run(backend.aclose(), timeout=5)
+                raise
+    except StorageError as e:
+        if e.unreachable:
+            raise
+        return {}
+    except Exception:
+        return {}
+    try:
+        said = loop.run(source.preview())
     except StorageError as e:
         if e.unreachable:
             raise
@@ -100,7 +116,15 @@ def describe_location(path: str, options: TrialOptions) -> dict[str, str]:
     except Exception:
         return {}
     finally:
-        loop.run(backend.aclose(), timeout=5)
+        loop.run(source.aclose(), timeout=5)
+    out = {"trial_kind": source.kind}
+    if said.get("mapping"):
+        out["trial_mapping"] = str(said["mapping"])
+    if said.get("end_marker"):
+        out["end_marker"] = str(said["end_marker"])
+    if said.get("ends_when"):
+        out["ends_when"] = str(said["ends_when"])
+    return out
 
 
 def _storage_options(path: str, options: TrialOptions) -> dict[str, float]:

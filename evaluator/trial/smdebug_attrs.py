@@ -90,7 +90,7 @@ class SmdebugAttributes:
         _source: Source
         kind: str
         _state: TrialState
-        _storage: Storage
+        _storage: Storage | None
         _cache: TrialCache
         path: str
         options: TrialOptions

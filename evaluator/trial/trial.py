@@ -50,7 +50,7 @@ class Trial(SmdebugAttributes, StepWaits):
         self,
         name: str,
         path: str,
-        storage: Storage,
+        storage: Storage | None,
         *,
         options: TrialOptions,
         range_steps: tuple[int | None, int | None] | None = None,

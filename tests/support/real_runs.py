@@ -79,16 +79,21 @@ def wild_labels() -> list[dict[str, Any]]:
     return sorted(json.loads(path.read_text()), key=lambda lab: lab["id"])
 
 
-def judge_log(path: Path, rules: list[str] | None = None) -> dict[str, Verdict]:
+def judge_log(
+    path: Path | str, rules: list[str] | None = None, **options: Any
+) -> dict[str, Verdict]:
     """``{rule: Verdict}`` for every built-in rule (or ``rules``) on the finished trial or
-    TensorBoard log at ``path``, with default parameters."""
+    TensorBoard log at ``path`` (or MLflow run, ``runs:/<id>`` with its ``mlflow_tracking_uri``
+    among ``options``), with default parameters."""
     quiet = logging.getLogger("evaluator")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="real-runs-") as out,
-            create_trial(str(path), idle_scans_to_complete=1, poll_interval=0.05) as trial,
+            create_trial(
+                str(path), idle_scans_to_complete=1, poll_interval=0.05, **options
+            ) as trial,
         ):
             return {
                 rule: _judge(rule, trial, Path(out) / rule)
@@ -120,5 +125,5 @@ def _judge(rule: str, trial: Any, out: Path) -> Verdict:
     firsts = [r for r in reasons if r.get("global_step", r.get("step")) == step] or reasons
     diagnosis = firsts[0].get("diagnosis") if firsts else None
     _, mode_step = trial.mode_modestep(step)
-    shown = mode_step if getattr(trial, "kind", None) == "tensorboard" else step
+    shown = mode_step if getattr(trial, "kind", None) in ("tensorboard", "mlflow") else step
     return Verdict(Firing(shown if shown is not None else step, diagnosis))

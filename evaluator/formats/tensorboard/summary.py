@@ -32,10 +32,10 @@ from google.protobuf.message import DecodeError
 
 from evaluator.errors import SMDebugValueError
 from evaluator.formats.histogram import Histogram, histogram_from_reductions
+from evaluator.formats.metric_names import phase_of_folder, phase_of_tag
 from evaluator.formats.proto import event_pb2, summary_pb2
 from evaluator.formats.tensor_codec import decode_tensor_proto
 from evaluator.formats.tfrecord import Buffer
-from evaluator.modes import ModeKeys
 
 __all__ = [
     "EVENT_FILE_PATTERN",
@@ -65,9 +65,6 @@ _SKIPPED_PLUGINS = frozenset(
     {"images", "audio", "text", "hparams", "graph", "projector", "mesh", "custom_scalars"}
 )
 
-_TRAIN_NAMES = frozenset({"train", "training"})
-_EVAL_NAMES = frozenset({"validation", "val", "valid", "eval", "evaluation", "test", "testing"})
-_TOKEN = re.compile(r"[^A-Za-z0-9]+")
 
 _Event = event_pb2.Event
 _parse = cast(Callable[[Buffer], event_pb2.Event], _Event.FromString)
@@ -77,68 +74,6 @@ _START = event_pb2.SessionLog.START
 def is_event_file(key: str) -> bool:
     """Whether ``key`` (a path or an object key) names a TensorBoard event file."""
     return EVENT_FILE_PATTERN.search(key) is not None
-
-
-def phase_of_folder(name: str) -> ModeKeys | None:
-    """TRAIN for a folder named like ``train``/``training``, EVAL for ``validation``, ``val``,
-    ``eval``, ``test`` (also as the last word of a name: ``loss_train``, ``loss_val``, the
-    folders torch's ``add_scalars`` makes); None for any other folder (a run of its own)."""
-    words = [w for w in _TOKEN.split(name.lower()) if w]
-    if not words:
-        return None
-    if words[-1] in _TRAIN_NAMES or words[0] in _TRAIN_NAMES:
-        return ModeKeys.TRAIN
-    if words[-1] in _EVAL_NAMES or words[0] in _EVAL_NAMES:
-        return ModeKeys.EVAL
-    return None
-
-
-def _phase_word(word: str) -> ModeKeys | None:
-    word = word.lower()
-    if word in _TRAIN_NAMES:
-        return ModeKeys.TRAIN
-    if word in _EVAL_NAMES:
-        return ModeKeys.EVAL
-    return None
-
-
-def phase_of_tag(tag: str) -> tuple[str, ModeKeys] | None:
-    """The tensor name and mode a tag's phase word gives, None for a tag without one.
-
-    A phase word (those of ``phase_of_folder``) is taken from, in this order: the first path
-    component (``train/loss``, ``eval/loss``: Hugging Face's Trainer), the last one
-    (``Loss/train``, ``Loss/test``: PyTorch's tutorial), or the first or last word of the last
-    component, split at ``_`` or ``-`` (``train_loss``, ``val_loss``: Lightning modules;
-    ``loss_val``). The word and its separator are removed; a tag that would be left empty
-    keeps no phase. Lightning's ``_step`` suffix (``self.log(..., on_step=True,
-    on_epoch=True)`` logs ``train_loss_step`` and ``train_loss_epoch``) is removed after a
-    phase word: the per-step series is the tensor (``loss``), the per-epoch one stays apart
-    (``loss_epoch``)."""
-    parts = tag.split("/")
-    if len(parts) > 1:
-        phase = _phase_word(parts[0])
-        if phase is not None:
-            return "/".join(parts[1:]), phase
-        phase = _phase_word(parts[-1])
-        if phase is not None:
-            return "/".join(parts[:-1]), phase
-    head, last = parts[:-1], parts[-1]
-    for pattern, word, rest in ((_FIRST_WORD, 1, 2), (_LAST_WORD, 2, 1)):
-        found = pattern.match(last)
-        phase = _phase_word(found.group(word)) if found is not None else None
-        if found is not None and phase is not None:
-            name = found.group(rest)
-            if word == 1 and name.endswith(_LIGHTNING_STEP) and len(name) > len(_LIGHTNING_STEP):
-                name = name[: -len(_LIGHTNING_STEP)]
-            return "/".join([*head, name]), phase
-    return None
-
-
-_LIGHTNING_STEP = "_step"
-
-
-_FIRST_WORD = re.compile(r"^([A-Za-z]+)[_-](.+)$")
-_LAST_WORD = re.compile(r"^(.+)[_-]([A-Za-z]+)$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,8 +66,8 @@ def test_make_source_opens_the_format_named(fresh: None) -> None:
 
 def test_an_unknown_format_names_the_known_ones(fresh: None) -> None:
     """An unknown trial_format is a ConfigurationError listing auto and every known format."""
-    with pytest.raises(ConfigurationError, match=r"unknown trial_format 'mlflow'.*auto, smdebug"):
-        registry.check_kind("mlflow")
+    with pytest.raises(ConfigurationError, match=r"unknown trial_format 'wandb'.*auto, smdebug"):
+        registry.check_kind("wandb")
     registry.check_kind("auto")
     registry.check_kind("tensorboard")
 
@@ -81,7 +81,7 @@ def test_a_plug_in_registers_through_its_entry_point(
         monkeypatch,
         EntryPoint("lines", f"{__name__}:LINES", registry.ENTRY_POINT_GROUP),
     )
-    assert registry.known_kinds() == ["smdebug", "tensorboard", "trainer_state", "lines"]
+    assert registry.known_kinds() == ["smdebug", "tensorboard", "trainer_state", "mlflow", "lines"]
     assert _detect(["a.lines"]) == "lines"
     assert _detect(["a.lines", "run/events.out.tfevents.1.host"]) == "tensorboard"
 
@@ -96,7 +96,7 @@ def test_a_broken_plug_in_leaves_the_others_and_is_named_when_asked_for(
         EntryPoint("gone", "no_such_module_here:FORMAT", registry.ENTRY_POINT_GROUP),
         EntryPoint("odd", f"{__name__}:NOT_A_FORMAT", registry.ENTRY_POINT_GROUP),
     )
-    assert registry.known_kinds() == ["smdebug", "tensorboard", "trainer_state"]
+    assert registry.known_kinds() == ["smdebug", "tensorboard", "trainer_state", "mlflow"]
     with pytest.raises(ConfigurationError, match="'gone' failed to load: ModuleNotFoundError"):
         registry.check_kind("gone")
     with pytest.raises(ConfigurationError, match="'odd' failed to load: .* not a SourceFormat"):
@@ -136,3 +136,21 @@ def test_the_entry_points_are_read_only_when_a_built_in_cannot_answer(
     assert asked == []
     assert _detect(["a.lines"]) == "lines"
     assert asked == [registry.ENTRY_POINT_GROUP]
+
+
+def test_a_location_of_a_formats_own_form_opens_without_a_storage(fresh: None) -> None:
+    """runs:/<run_id> is an MLflow run: opened by the mlflow format itself (no storage under
+    it); a malformed one, or another trial_format, is a ConfigurationError naming the form;
+    a folder or an S3 prefix is no such location."""
+    assert registry.location_format("runs:/0123abcd") is not None
+    assert registry.location_format("./runs") is None
+    assert registry.location_format("s3://b/runs:/x") is None
+    assert registry.check_location_form("base_trial", "runs:/0123abcd/")
+    assert not registry.check_location_form("base_trial", "/data/trial")
+    with pytest.raises(ConfigurationError, match=r"base_trial must be runs:/<run_id>"):
+        registry.check_location_form("base_trial", "runs:/a b")
+    with pytest.raises(ConfigurationError, match="trial_format 'tensorboard' cannot read"):
+        registry.open_location("runs:/0123abcd", TrialOptions(trial_format="tensorboard"))
+    with pytest.raises(ConfigurationError, match="--mlflow-tracking-uri"):
+        registry.open_location("runs:/0123abcd", TrialOptions())
+    assert _detect(["meta.yaml", "metrics/loss", "params/lr"]) == "mlflow"
