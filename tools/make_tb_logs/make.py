@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Build the TensorBoard-log fixtures: real writers (torch's SummaryWriter, Keras 3's TensorBoard
-callback, tf.summary) on tiny training jobs, each with a labels.json measured while training.
+callback, tf.summary, Lightning's TensorBoardLogger) on tiny training jobs, each with a
+labels.json measured while training.
 
     python3 tools/make_tb_logs/make.py                         # venvs + every run
     python3 tools/make_tb_logs/make.py --only torch_healthy keras_overfit
@@ -25,7 +26,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DEST = REPO / "tests" / "fixtures" / "tb_logs"
-VENVS = {"torch": "requirements-torch.txt", "tf": "requirements-tf.txt"}
+VENVS = {
+    "torch": "requirements-torch.txt",
+    "tf": "requirements-tf.txt",
+    "lightning": "requirements-lightning.txt",
+}
 SCRIPTS = {
     "torch": (
         "torch_runs.py",
@@ -55,6 +60,7 @@ SCRIPTS = {
             "tf_exploding",
         ],
     ),
+    "lightning": ("lightning_runs.py", ["lightning_real_overfit"]),
 }
 MAX_BYTES = 1 << 20
 
@@ -88,12 +94,14 @@ def index() -> None:
     (DEST / "README.md").write_text(
         "# TensorBoard logs written by the real writers\n\n"
         "Made by `tools/make_tb_logs/make.py` (read its README): tiny training jobs logging with\n"
-        "PyTorch's `SummaryWriter`, Keras 3's `TensorBoard` callback and `tf.summary`, and the tag\n"
-        "names of Lightning's and Hugging Face's TensorBoard loggers. Each run's `labels.json` holds\n"
-        "what the script measured and the verdicts expected with default parameters: `expected`\n"
-        "(must fire), `also` (may fire: set off by the fault, by the rule's own definition),\n"
-        '`quiet` (must find no issue), `insufficient` (must end "Insufficient information");\n'
-        "no other rule may fire. Checked by `tests/integration/test_tb_real_writers.py`.\n\n"
+        "PyTorch's `SummaryWriter`, Keras 3's `TensorBoard` callback, `tf.summary` and the real\n"
+        "Lightning `Trainer` with its `TensorBoardLogger` (`lightning_real_overfit`), and the tag\n"
+        "names of Lightning's and Hugging Face's TensorBoard loggers written with `SummaryWriter`.\n"
+        "Each run's `labels.json` holds what the script measured and the verdicts expected with\n"
+        "default parameters: `expected` (must fire), `also` (may fire: set off by the fault, by\n"
+        "the rule's own definition), `quiet` (must find no issue), `insufficient` (must end\n"
+        '"Insufficient information"); no other rule may fire. Checked by\n'
+        "`tests/integration/test_tb_real_writers.py`.\n\n"
         "| run | writer | folders with event files | must fire | may fire | what |\n"
         "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )
