@@ -102,6 +102,9 @@ def install(sx, ModeKeys, Rule, Actions) -> None:
     storage = module("evaluator.storage", package=True)
     storage.base = _load_file("evaluator.storage.base", "evaluator/storage/base.py")
     storage.schemes = _load_file("evaluator.storage.schemes", "evaluator/storage/schemes.py")
+    # config.values asks the format registry whether a location is one a format opens itself
+    # (an MLflow run); the smdebug side reads local folders only, which none does.
+    module("evaluator.sources", package=True, check_location_form=lambda key, location: False)
     config = module("evaluator.config", package=True)
     config.values = _load_file("evaluator.config.values", "evaluator/config/values.py")
     rules.loss_trend = _load_file("evaluator.rules.loss_trend", "evaluator/rules/loss_trend.py")
@@ -117,6 +120,9 @@ def install(sx, ModeKeys, Rule, Actions) -> None:
         submodule_search_locations=[os.path.join(REPO_ROOT, "evaluator", "report")],
     )
     report.page = _load_file("evaluator.report.page", "evaluator/report/page.py")
+    report.html_charts = _load_file(
+        "evaluator.report.html_charts", "evaluator/report/html_charts.py"
+    )
     report.charts = _load_file("evaluator.report.charts", "evaluator/report/charts.py")
     patterns = module("evaluator.trial.patterns", **_pattern_standins())
     trial = module("evaluator.trial", package=True, patterns=patterns)
