@@ -1,8 +1,9 @@
 """``--mlflow-write-back``: the verdict written into the MLflow run the trial is.
 
 Each rule status change sets tags of the run, ``rule_evaluator.<configuration name>.<field>``:
-``status``, ``exit_code``, ``fired_step`` (the first firing's global step; ``fired_steps`` when
-it continued after firing), ``step`` (the last step evaluated), ``diagnosis`` (the first
+``status``, ``exit_code``, ``fired_step`` (the first firing's step as the result file shows
+it: MLflow's own step, docs/compatibility.md "Steps users see"; ``fired_steps`` when it
+continued after firing), ``step`` (the last step evaluated), ``diagnosis`` (the first
 firing's) and ``details`` (the status text, cut to ``MAX_TAG`` characters); and, once the
 verdict is out, the result file and the rule report are logged as artifacts of the run under
 ``rule_evaluator/``. MLflow's client does the writing (``evaluator.sources.mlflow.client``).
