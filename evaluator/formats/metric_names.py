@@ -18,12 +18,17 @@ from evaluator.modes import ModeKeys
 
 __all__ = [
     "DEFAULT_COLLECTIONS",
+    "MAX_PHASED_STEP",
     "TagCollections",
     "phase_of_folder",
     "phase_of_tag",
 ]
 
 log = structlog.get_logger("evaluator.trial")
+
+#: The largest step a run with phases can hold: its global step is ``2 * step + 1`` (EVAL),
+#: which must fit in an int64. A value at a larger step is left out, as a data problem.
+MAX_PHASED_STEP = (1 << 62) - 1
 
 _V = TypeVar("_V")
 

@@ -98,6 +98,20 @@ def test_a_sqlite_run_reads_as_mlflows_own_history(sqlite_uri: str) -> None:
         _same_as_mlflows_history(trial, sqlite_uri, run_id)
 
 
+def test_steps_past_two_to_the_62_are_a_data_problem_not_an_overflow(sqlite_uri: str) -> None:
+    """With phases the global step is 2 x step (+1): a value at a step past 2**62 - 1 would
+    overflow it (and send the rule to step -2**63 first), so it is left out, and said."""
+    huge = 1 << 62
+    run_id = log_run(sqlite_uri, [*_training(5), ("train_loss", huge, 0.5)])
+    with _open(f"runs:/{run_id}", sqlite_uri) as trial:
+        steps = trial.steps()
+        assert steps == sorted(steps) and min(steps) >= 0 and max(steps) < 2 * 5
+        assert trial.tensor("loss").steps(mode=ModeKeys.TRAIN) == list(range(5))
+        [problem] = trial.data_problems
+        assert problem["problem"] == "step_too_large" and problem["tensor"] == "train_loss"
+        assert "1 value(s)" in problem["detail"]
+
+
 def test_a_file_store_run_reads_by_folder_and_by_run_uri(file_store: str) -> None:
     """A legacy file store's run folder (mlruns/<experiment>/<run>) opens as an MLflow trial,
     and so does runs:/<id> with the mlruns folder as the store: both read the same values."""

@@ -33,7 +33,7 @@ from evaluator.engine.state import TrialState
 from evaluator.engine.waits import WaitNotice
 from evaluator.errors import ClientError
 from evaluator.formats.collections_file import CollectionsFile
-from evaluator.formats.metric_names import TagCollections, phase_of_folder
+from evaluator.formats.metric_names import MAX_PHASED_STEP, TagCollections, phase_of_folder
 from evaluator.modes import ModeKeys
 from evaluator.sources.mlflow.client import (
     ENDED_STATUSES,
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from evaluator.engine.cache import TrialCache
+    from evaluator.engine.problems import DataProblems
     from evaluator.engine.runner import BackgroundLoop
     from evaluator.engine.view import TrialView
 
@@ -78,6 +79,7 @@ class MlflowSource:
         self._ended = False
         self._phases = False
         self._scans = 0
+        self._problems: DataProblems | None = None  # the trial's, once its values are opened
 
     # ---------------------------------------------------------------- opening
 
@@ -162,12 +164,34 @@ class MlflowSource:
         for (run_id, key), history in self._histories.items():
             mode, name = self._place(run_id, key)
             steps, values = history.steps, history.values
+            if self._phases and len(steps) and int(np.abs(steps).max()) > MAX_PHASED_STEP:
+                steps, values = self._fitting(run_id, key, mode, steps, values)
             if range_steps is not None:
                 inside = _inside(self._to_global(mode, steps), range_steps)
                 steps, values = steps[inside], values[inside]
             if len(steps):
                 parts.setdefault((mode, name), []).append((steps, values))
         return {at: _merged(found) for at, found in parts.items()}
+
+    def _fitting(
+        self, run_id: str, key: str, mode: ModeKeys, steps: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The values of a key of a run with phases at steps whose global step fits in an
+        int64; the others are left out, as a ``step_too_large`` data problem of the key."""
+        fits = np.abs(steps) <= MAX_PHASED_STEP
+        if self._problems is not None:
+            self._problems.note(
+                file=f"{self.run.shown} (run {run_id}) metric {key}",
+                step=int(steps[fits].max()) if fits.any() else -1,
+                worker=WORKER,
+                problem="step_too_large",
+                tensor=key,
+                mode=mode.name,
+                detail=f"{int((~fits).sum())} value(s) at steps past {MAX_PHASED_STEP} "
+                "(2**62 - 1), the largest whose global step fits in 64 bits; left out",
+                trial_complete=self._ended,
+            )
+        return steps[fits], values[fits]
 
     def _place(self, run_id: str, key: str) -> tuple[ModeKeys, str]:
         """The (mode, tensor name) of one run's key."""
@@ -222,6 +246,7 @@ class MlflowSource:
         )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> ScalarValues:
+        self._problems = cache.problems
         return self.values.open(view)
 
     def describe(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evaluator.formats.metric_names import MAX_PHASED_STEP
 from evaluator.formats.tensorboard.frames import Scalars
 from evaluator.formats.tensorboard.summary import ParsedEvent
 from evaluator.modes import ModeKeys
@@ -19,9 +20,9 @@ from evaluator.sources.tensorboard.layout import TagCollections
 
 __all__ = ["MAX_STEP", "Folder", "apply_event", "apply_scalars", "distinct", "in_range"]
 
-#: The largest event step read: with phases the global step is ``2 * step + 1``, which must
-#: fit in an int64. An event at a larger step is left out, and told (``Folder.refused``).
-MAX_STEP = (1 << 62) - 1
+#: The largest event step read (``MAX_PHASED_STEP``): an event at a larger step is left out,
+#: and told (``Folder.refused``).
+MAX_STEP = MAX_PHASED_STEP
 
 
 @dataclass
