@@ -259,7 +259,8 @@ class MlflowSource:
     def _mapping(self) -> str:
         children = ", ".join(f"{r} -> {m.name}" for r, m in sorted(self._phase_runs.items()))
         steps = (
-            "global step = 2 x MLflow step (+1 for EVAL), mode step = MLflow step"
+            "steps shown as MLflow holds them, with their mode (mode step = MLflow step; the "
+            "rules' global step = 2 x MLflow step, +1 for EVAL)"
             if self._phases
             else "global step = MLflow step"
         )

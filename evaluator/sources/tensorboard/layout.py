@@ -45,7 +45,8 @@ class TensorBoardMapping:
     def describe(self) -> str:
         folders = ", ".join(f"{f or '.'} -> {m}" for f, m in sorted(self.folders.items()))
         steps = (
-            "global step = 2 x event step (+1 for EVAL), mode step = event step"
+            "steps shown as logged, with their mode (mode step = event step; the rules' "
+            "global step = 2 x event step, +1 for EVAL)"
             if self.phases
             else "global step = event step"
         )
