@@ -34,6 +34,7 @@ and says ``{"ended": pid, "code": c}`` when a run's supervisor has ended (``c`` 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -101,10 +102,9 @@ def preload() -> None:
     import rules_builtin
 
     for module in pkgutil.iter_modules(rules_builtin.__path__, "rules_builtin."):
-        try:
+        # a rule whose optional library is missing loads it later, or not
+        with contextlib.suppress(ImportError):
             importlib.import_module(module.name)
-        except ImportError:  # a rule whose optional library is missing loads it later, or not
-            pass
     gc.collect()
     gc.freeze()
 
@@ -187,10 +187,8 @@ class _Server:
                 break
 
     def _send(self, **fields: Any) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the watch is gone: the next recv says so
             self.sock.sendall((json.dumps(fields) + "\n").encode())
-        except OSError:  # the watch is gone: the next recv says so
-            pass
 
 
 def _become_run(sock: socket.socket, log: int, server: int, request: dict[str, Any]) -> None:
@@ -221,29 +219,24 @@ def _become_run(sock: socket.socket, log: int, server: int, request: dict[str, A
         print(f"InternalServerError: the run could not start: {e}", file=sys.stderr)
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 
 def _drain(fd: int) -> None:
-    try:
+    """Read ``fd`` (non-blocking) until nothing waits on it."""
+    with contextlib.suppress(BlockingIOError):
         while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
+            continue
 
 
 def _signal(target: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # (gone already)
         if target < 0:
             os.killpg(-target, signum)
         else:
             os.kill(target, signum)
-    except OSError:
-        pass
 
 
 if __name__ == "__main__":

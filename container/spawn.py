@@ -16,6 +16,7 @@ Standard library only, imported by the supervisor before the evaluator.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -123,10 +124,8 @@ def _fork_child(
         os.setpgid(0, 0)
         for fd in _open_fds():
             if fd > 2 and fd not in fds:
-                try:
+                with contextlib.suppress(OSError):  # (the listing's own)
                     os.close(fd)
-                except OSError:
-                    pass  # (the listing's own)
         os.environ.clear()
         os.environ.update(env)
         sys.argv = ["-c", *args]
