@@ -139,6 +139,9 @@ class _Supervisor:
             if sender > 0 and self._ours(sender):
                 self._ignored(info.si_signo, sender, "sent by a process of the evaluation")
                 continue
+            if self.lines is not None:  # when, and who: what a user asks of a stopped run
+                name = signal.Signals(info.si_signo).name
+                self.lines.log("stop_requested", "info", signal=name, sender_pid=sender)
             self._stop(info.si_signo)
 
     def _ignored(self, signum: int, sender: int, reason: str) -> None:

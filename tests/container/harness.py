@@ -91,18 +91,20 @@ class Outcome:
         text = _read(self.layout.output / RESULT_FILE)
         return None if text is None else json.loads(text)
 
-    def statuses(self) -> list[str]:
-        """The ``status`` of every ``rule_status`` log line, in order."""
+    def lines(self) -> list[dict[str, Any]]:
+        """Every JSON log line, in order (rule code's own prints and partial lines left out)."""
         found = []
         for line in self.stdout.splitlines():
             if line.startswith("{"):
                 try:
-                    record = json.loads(line)
+                    found.append(json.loads(line))
                 except ValueError:
                     continue
-                if record.get("event") == "rule_status":
-                    found.append(record["status"])
         return found
+
+    def statuses(self) -> list[str]:
+        """The ``status`` of every ``rule_status`` log line, in order."""
+        return [line["status"] for line in self.lines() if line.get("event") == "rule_status"]
 
     def describe(self) -> str:
         return (

@@ -103,14 +103,19 @@ def test_sagemaker_style_root_owned_folders(docker: Docker, image: Image, tmp_pa
 
 def test_docker_kill_then_rerun_resumes(docker: Docker, image: Image, tmp_path: Path) -> None:
     """`docker kill` (SIGKILL to the whole container) mid-run, then the same run again on the
-    same output folder: it resumes and reaches the uninterrupted run's firings and step count."""
+    same output folder: it resumes and reaches the uninterrupted run's firings and step count.
+    The rule is held before its 9th step until the kill, so the kill lands between its two
+    firings however slow the machine is."""
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "counts.py").write_text(COUNTS_STEPS)
+    hold = rules / "hold"
+    hold.touch()
     env = {
         "rule_to_invoke": "CountsSteps",
         "source_s3_uri": "/rules/counts.py",
         "continue_after_fire": "true",
+        "hold": "/rules/hold",
     }
     layout = Layout(tmp_path / "container")
     layout.mount_tensors(EXAMPLE)
@@ -133,6 +138,7 @@ def test_docker_kill_then_rerun_resumes(docker: Docker, image: Image, tmp_path: 
         docker("rm", "--force", name, check=False)
     killed = json.loads(result.read_text())
     assert killed["status"] == "InProgress" and killed["fired_steps"] == [3]
+    hold.unlink()
     again = docker.run(image.name, layout, env=env)
     assert again.returncode == 1, again.describe()
     assert again.result is not None and again.result["fired_steps"] == [3, 11]
