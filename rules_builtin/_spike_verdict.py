@@ -10,9 +10,9 @@ from typing import Any
 
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import DIVERGING, Diagnosis
-from rules_builtin._spikes import Check, Definition
+from rules_builtin._spikes import Check, Definition, SpikeSeries
 
-__all__ = ["TRANSIENT", "aftermath", "diagnose_spike", "judge"]
+__all__ = ["TRANSIENT", "aftermath", "diagnose_spike", "judge", "judge_value"]
 
 TRANSIENT = "transient"  # the diagnosis of a spike the series came back from
 
@@ -122,6 +122,17 @@ def judge(
             diagnose=diagnose,
         )
     )
+
+
+def judge_value(rule: Any, step: int, series: str, value: float, **judged: Any) -> bool:
+    """Feed ``value`` to the rule's series named ``series`` (``rule.spike_series``: one
+    ``SpikeSeries`` of ``rule.definition`` per name, made when first fed) and ``judge`` the
+    check it gives (``judged``: judge's ``what``, ``mode``, ``mode_step`` and ``later``);
+    True when it fires."""
+    found = rule.spike_series.get(series)
+    if found is None:
+        found = rule.spike_series[series] = SpikeSeries(rule.definition)
+    return judge(rule, step, series, found.feed(value), **judged)
 
 
 def _ordinal(n: int) -> str:

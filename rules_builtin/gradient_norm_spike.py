@@ -13,11 +13,11 @@ import numpy as np
 from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
-from evaluator.rules.kit.modes import as_training
+from evaluator.rules.kit.modes import step_in_mode
 from evaluator.rules.kit.params import Param
 from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
-from rules_builtin._spike_verdict import judge
+from rules_builtin._spike_verdict import judge_value
 from rules_builtin._spikes import Definition, SpikeSeries, definition_from, spike_parameters
 from rules_builtin.registry import register
 
@@ -102,31 +102,20 @@ class GradientNormSpike(Rule):
             patience=patience,
             warmup=warmup,
         )
-        self._series: dict[str, SpikeSeries] = {}
+        self.spike_series: dict[str, SpikeSeries] = {}
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
 
     def invoke_at_step(self, step: int) -> bool:
-        raw_mode, mode_step = self.base_trial.mode_modestep(step)
-        if raw_mode is None or mode_step is None or as_training(raw_mode) != TRAIN:
+        found = step_in_mode(self.base_trial, step)
+        if found is None:
             return False
+        raw_mode, mode_step = found
         fired = False
         for series, value, later in self._norms(step, raw_mode, mode_step):
-            check = self._series.setdefault(series, SpikeSeries(self.definition)).feed(value)
-            fired = (
-                judge(
-                    self,
-                    step,
-                    series,
-                    check,
-                    what="gradient norm",
-                    mode=TRAIN,
-                    mode_step=mode_step,
-                    later=later,
-                )  # fmt: skip
-                or fired
-            )
+            at = {"mode": TRAIN, "mode_step": mode_step, "later": later}
+            fired = judge_value(self, step, series, value, what="gradient norm", **at) or fired
         return fired
 
     def _norms(

@@ -30,8 +30,8 @@ What is here, by the private module it comes from (each name documented there):
 * ``_spikes``: ``Definition``, ``DEFINITIONS``, ``SpikeSeries``, ``Check``,
   ``definition_from``, ``spike_parameters``, ``NOISE_VALUES`` (the spike detector of
   LossSpike and GradientNormSpike, with the frameworks' definitions);
-* ``_spike_verdict``: ``judge``, ``aftermath``, ``diagnose_spike``, ``TRANSIENT`` (what a
-  spike rule records and how it diagnoses a firing);
+* ``_spike_verdict``: ``judge``, ``judge_value``, ``aftermath``, ``diagnose_spike``,
+  ``TRANSIENT`` (what a spike rule records and how it diagnoses a firing);
 * ``_xgboost_report_html``: ``ReportData``, ``render_report``, ``METRIC_NAME`` (the XGBoost
   report page).
 

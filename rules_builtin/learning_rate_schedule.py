@@ -7,11 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import DIVERGING, NOT_LEARNING, Diagnosis
 from evaluator.rules.evidence import SelectionHint
-from evaluator.rules.kit.modes import as_training
+from evaluator.rules.kit.modes import step_in_mode
 from evaluator.rules.kit.params import (
     Param,
     parse_bool,
@@ -19,7 +18,7 @@ from evaluator.rules.kit.params import (
     parse_int,
     parse_optional_int,
 )
-from evaluator.rules.kit.selection import TensorSelection, percent_of, scalar
+from evaluator.rules.kit.selection import TensorSelection, percent_of
 from evaluator.rules.rule import Rule
 from rules_builtin.registry import register
 
@@ -107,17 +106,12 @@ class LearningRateSchedule(Rule):
         return [self.selection.hint()]
 
     def invoke_at_step(self, step: int) -> bool:
-        raw_mode, mode_step = self.base_trial.mode_modestep(step)
-        if raw_mode is None or mode_step is None or as_training(raw_mode) != TRAIN:
+        found = step_in_mode(self.base_trial, step)
+        if found is None:
             return False
+        mode_step = found[1]
         fired = False
-        for name in self.selection.names(self.base_trial, step=step):
-            try:
-                value = scalar(self.base_trial.tensor(name).value(step))
-            except TensorUnavailableForStep:
-                continue
-            if value is None:
-                continue
+        for name, value in self.selection.scalars_at(self.base_trial, step):
             self.evidence.record(step, name, quantity="learning rate", value=value, mode=TRAIN)
             fired = self._check(name, step, mode_step, value) or fired
         return fired

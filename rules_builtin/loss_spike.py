@@ -9,11 +9,11 @@ from evaluator.errors import TensorUnavailableForStep
 from evaluator.formats.tensorboard.summary import phase_of_tag
 from evaluator.modes import ModeKeys
 from evaluator.rules.evidence import SelectionHint
-from evaluator.rules.kit.modes import as_training, is_epoch_end_log
+from evaluator.rules.kit.modes import as_training, is_epoch_end_log, step_in_mode
 from evaluator.rules.kit.params import Param, parse_mode
 from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
-from rules_builtin._spike_verdict import judge
+from rules_builtin._spike_verdict import judge_value
 from rules_builtin._spikes import Definition, SpikeSeries, definition_from, spike_parameters
 from rules_builtin.registry import register
 
@@ -120,16 +120,17 @@ class LossSpike(Rule):
             patience=patience,
             warmup=warmup,
         )
-        self._series: dict[str, SpikeSeries] = {}
+        self.spike_series: dict[str, SpikeSeries] = {}
         self._not_scalar: set[str] = set()
 
     def selection_hints(self) -> list[SelectionHint]:
         return [self.selection.hint()]
 
     def invoke_at_step(self, step: int) -> bool:
-        raw_mode, mode_step = self.base_trial.mode_modestep(step)
-        if raw_mode is None or mode_step is None or as_training(raw_mode) != self.mode:
+        found = step_in_mode(self.base_trial, step, self.mode)
+        if found is None:
             return False
+        raw_mode, mode_step = found
         fired = False
         for name in self.selection.names(self.base_trial, step=step):
             if name in self._not_scalar:
@@ -141,22 +142,9 @@ class LossSpike(Rule):
             value = self._value(name, step)
             if value is None:
                 continue
-            series = self._series.setdefault(name, SpikeSeries(self.definition))
-            check = series.feed(value)
             later = _later(self.base_trial, name, raw_mode, mode_step)
-            fired = (
-                judge(
-                    self,
-                    step,
-                    name,
-                    check,
-                    what="loss",
-                    mode=self.mode,
-                    mode_step=mode_step,
-                    later=later,
-                )  # fmt: skip
-                or fired
-            )
+            at = {"mode": self.mode, "mode_step": mode_step, "later": later}
+            fired = judge_value(self, step, name, value, what="loss", **at) or fired
         return fired
 
     def _value(self, name: str, step: int) -> float | None:

@@ -8,12 +8,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from evaluator.errors import TensorUnavailableForStep
 from evaluator.modes import ModeKeys
 from evaluator.rules.diagnosis import Diagnosis
 from evaluator.rules.evidence import SelectionHint
 from evaluator.rules.kit.params import Param, parse_float, parse_int
-from evaluator.rules.kit.selection import TensorSelection, scalar
+from evaluator.rules.kit.selection import TensorSelection
 from evaluator.rules.rule import Rule
 from rules_builtin.registry import register
 
@@ -91,13 +90,8 @@ class ThroughputDrop(Rule):
         if mode is None or mode_step is None:
             return False
         fired = False
-        for name in self.selection.names(self.base_trial, step=step):
-            try:
-                value = scalar(self.base_trial.tensor(name).value(step))
-            except TensorUnavailableForStep:
-                continue
-            if value is not None:
-                fired = self._check(name, step, mode, mode_step, value) or fired
+        for name, value in self.selection.scalars_at(self.base_trial, step):
+            fired = self._check(name, step, mode, mode_step, value) or fired
         return fired
 
     def _check(self, name: str, step: int, mode: ModeKeys, at: int, value: float) -> bool:

@@ -38,8 +38,11 @@ __all__ = [
     "ParsedIndex",
     "Source",
     "StepBatch",
+    "StepRange",
     "ValueStore",
 ]
+
+StepRange = tuple[int | None, int | None] | None  # a trial's steps [start_step, end_step)
 
 
 @dataclass
@@ -105,7 +108,7 @@ class Source(Protocol):
         self,
         start_after: str | None,
         already_read: frozenset[str] | set[str],
-        range_steps: tuple[int | None, int | None] | None,
+        range_steps: StepRange,
         *,
         with_end_marker: bool,
         apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
@@ -123,7 +126,7 @@ class Source(Protocol):
         num_workers: int,
         workers: set[str],
         incomplete_step_window: int,
-        range_steps: tuple[int | None, int | None] | None,
+        range_steps: StepRange,
     ) -> TrialState:
         """The trial's bookkeeping: a ``TrialState`` (which records ``StepBatch`` news), or
         the format's subclass of it that records news of its own."""

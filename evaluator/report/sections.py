@@ -282,12 +282,11 @@ def trial_summary(summary: Mapping[str, Any] | None) -> str:
     per_mode = summary.get("steps_per_mode") or {}
     collections = summary.get("collections") or {}
     tensors = summary.get("tensors") or {}
-    first, last = summary.get("first_step"), summary.get("last_step")
     rows = [
         ("path", f"<code>{escape(summary.get('path'))}</code>"),
         ("training ended", "yes" if summary.get("training_ended") else "no (or no end marker)"),
         ("workers", escape(summary.get("num_workers"))),
-        ("steps", f"{escape(summary.get('steps'))} (global steps {escape(first)}..{escape(last)})"),
+        ("steps", f"{escape(summary.get('steps'))} ({escape(_step_ranges(summary))})"),
         ("steps per mode", escape(", ".join(f"{m} {n}" for m, n in per_mode.items()) or "none")),
     ]
     out = key_values(rows)
@@ -313,6 +312,16 @@ def trial_summary(summary: Mapping[str, Any] | None) -> str:
     if left:
         out += f'<p class="note">and {escape(left)} more tensors.</p>'
     return out
+
+
+def _step_ranges(summary: Mapping[str, Any]) -> str:
+    """The trial's steps as users see them: per mode, the first and last step the writer
+    logged where those are not the global steps (``logged_steps``: a run with phases), else
+    the global steps (docs/compatibility.md, "Steps users see")."""
+    logged = summary.get("logged_steps")
+    if logged:
+        return ", ".join(f"{mode} steps {first}..{last}" for mode, (first, last) in logged.items())
+    return f"global steps {summary.get('first_step')}..{summary.get('last_step')}"
 
 
 # ---------------------------------------------------------------- parameters and timings

@@ -4,7 +4,8 @@
 TensorBoard log folder; a third party's format registers itself through the entry-point group
 ``rule_evaluator.sources`` (docs/formats.md). Each implements the engine's seam,
 ``evaluator.engine.source`` (``Source``, ``ValueStore``, ``StepBatch``), re-exported here for
-format authors. The Trial API asks the registry, never a format package.
+format authors with ``SourceBase`` (the protocol's shared defaults, for a source to inherit).
+The Trial API asks the registry, never a format package.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from evaluator.engine.source import (
     ParsedIndex,
     Source,
     StepBatch,
+    StepRange,
     ValueStore,
 )
+from evaluator.engine.source_base import SourceBase
 from evaluator.sources.registry import (
     ENTRY_POINT_GROUP,
     LocationForm,
@@ -39,8 +42,10 @@ __all__ = [
     "LocationForm",
     "ParsedIndex",
     "Source",
+    "SourceBase",
     "SourceFormat",
     "StepBatch",
+    "StepRange",
     "ValueStore",
     "check_kind",
     "check_location_form",

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.fleet import RULES, comparable, live_trial, single_runs, write_fleet
+from tests.support.waits import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET = 50
@@ -176,13 +177,11 @@ def test_bad_requests_say_what_to_fix(
     assert not (tmp_path / "o" / ".batch").exists()
 
 
-def test_a_stopped_batch_stops_its_jobs_and_runs_them_next_time(tmp_path: Path) -> None:
-    """SIGTERM to the batch ends its running jobs Stopped (their result files say so), lists
-    the jobs it had not started as Stopped, exits 143, and the next run runs them all again."""
-    import signal
-    import time
-
-    for i in range(3):
+def _live_batch(tmp_path: Path, *, trials: int) -> tuple[subprocess.Popen[str], list[str]]:
+    """Start a batch of two jobs at a time over ``trials`` live trials under
+    ``tmp_path/trials`` (output in ``tmp_path/out``); return once its first two jobs have
+    started evaluating (their result files say InProgress), with its arguments."""
+    for i in range(trials):
         live_trial(tmp_path / "trials" / f"run-{i}")
     out = tmp_path / "out"
     args = [str(tmp_path / "trials"), "--rule", "VanishingGradient", "--output-dir", str(out)]
@@ -194,15 +193,23 @@ def test_a_stopped_batch_stops_its_jobs_and_runs_them_next_time(tmp_path: Path) 
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # both running jobs have started evaluating
-        states = [
-            json.loads(p.read_text()).get("status") if p.is_file() else None
-            for p in (out / f"run-{i}" / "rule_evaluation_result.json" for i in range(2))
-        ]
-        if states == ["InProgress", "InProgress"]:
-            break
-        time.sleep(0.2)
+    results = [out / f"run-{i}" / "rule_evaluation_result.json" for i in range(2)]
+
+    def started() -> bool:
+        states = [json.loads(p.read_text()).get("status") if p.is_file() else None for p in results]
+        return states == ["InProgress", "InProgress"]
+
+    wait_until(started, timeout=120, interval=0.2)
+    return process, args
+
+
+def test_a_stopped_batch_stops_its_jobs_and_runs_them_next_time(tmp_path: Path) -> None:
+    """SIGTERM to the batch ends its running jobs Stopped (their result files say so), lists
+    the jobs it had not started as Stopped, exits 143, and the next run runs them all again."""
+    import signal
+
+    process, args = _live_batch(tmp_path, trials=3)
+    out = tmp_path / "out"
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stdout + stderr
@@ -322,27 +329,10 @@ def test_a_killed_job_is_its_own_error_and_the_summary_is_written(tmp_path: Path
     was killed (not a line of its log), its result file says so (never left InProgress), the
     other job finishes, the batch exits 3 (never -9 or 247) and writes its summary."""
     import signal
-    import time
 
-    for i in range(2):
-        live_trial(tmp_path / "trials" / f"run-{i}")
+    process, _ = _live_batch(tmp_path, trials=2)
     out = tmp_path / "out"
-    args = [str(tmp_path / "trials"), "--rule", "VanishingGradient", "--output-dir", str(out)]
-    args += ["--wait_for_training_end", "true", "--jobs", "2"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "container.cli", "batch", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     results = [out / f"run-{i}" / "rule_evaluation_result.json" for i in range(2)]
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # both jobs have started evaluating
-        states = [json.loads(p.read_text()).get("status") if p.is_file() else None for p in results]
-        if states == ["InProgress", "InProgress"]:
-            break
-        time.sleep(0.2)
     pid = _job_pid(process.pid, tmp_path / "trials" / "run-0")
     assert pid is not None, "the job's process was not found"
     os.kill(pid, signal.SIGKILL)

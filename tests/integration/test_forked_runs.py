@@ -18,6 +18,7 @@ import pytest
 from container.watch.forks import LOST_CODE, ForkServer
 from tests.integration.test_hostile_rules import RULES, _alive
 from tests.support.evaluator_cli import ROOT, EvaluatorCli
+from tests.support.waits import wait_for_file, wait_until
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 RESULT = "rule_evaluation_result.json"
@@ -81,9 +82,7 @@ def test_a_forked_run_is_a_fork_of_the_server_and_gives_the_single_runs_verdict(
     pid, log = _start(server, tmp_path / "forked", "--trial-dir", EXAMPLE, "--rule", "Sleeps",
                       "--source_s3_uri", str(rules_file))  # fmt: skip
     result = tmp_path / "forked" / "out" / RESULT
-    deadline = time.monotonic() + 30
-    while not result.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_file(result)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     assert b"container.forkserver" in cmdline
     children = _children(pid)
@@ -135,15 +134,11 @@ def test_a_killed_server_ends_its_runs_and_the_next_start_begins_a_new_one(
     pid, _ = _start(server, tmp_path / "a", "--trial-dir", EXAMPLE, "--rule", "Sleeps",
                     "--source_s3_uri", str(rules_file))  # fmt: skip
     result = tmp_path / "a" / "out" / RESULT
-    deadline = time.monotonic() + 30
-    while not result.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_file(result)
     child = _children(pid)[0]
     os.kill(_parent(pid), signal.SIGKILL)
     assert _wait(server, pid) == LOST_CODE
-    deadline = time.monotonic() + 10
-    while (_alive(pid) or _alive(child)) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not (_alive(pid) or _alive(child)), timeout=10)
     assert not _alive(pid) and not _alive(child), "a run outlived its fork server"
     again, log = _start(
         server, tmp_path / "b", "--trial-dir", EXAMPLE, "--rule", "VanishingGradient"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of
+from tests.support.waits import wait_for_file, wait_until
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 
@@ -365,9 +366,7 @@ def test_a_stop_is_stopped_when_rule_code_ignores_it(
         "--flag",
         str(flag),
     ).start()
-    deadline = time.monotonic() + 30
-    while not flag.exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.05)
+    wait_until(lambda: flag.exists() or process.poll() is not None, timeout=30)
     process.send_signal(signum)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 128 + signum, (out, err)
@@ -409,15 +408,11 @@ def test_the_evaluation_dies_with_a_killed_supervisor(tmp_path: Path, rules_file
         "--trial-dir", EXAMPLE, "--rule", "Sleeps", "--source_s3_uri", str(rules_file)
     ).start()
     result = cli.output_dir / "rule_evaluation_result.json"
-    deadline = time.monotonic() + 30
-    while not result.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_file(result)
     child = child_of(process.pid)
     process.kill()
     process.communicate(timeout=30)
-    deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not _alive(child), timeout=10)
     assert not _alive(child), "the evaluation outlived its supervisor"
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of
 from tests.support.rule_code import COUNTS_STEPS
+from tests.support.waits import wait_until
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 
@@ -104,8 +104,4 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _wait_for(condition: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the run")
-        time.sleep(0.02)
+    assert wait_until(condition, timeout=timeout, interval=0.02), "timed out waiting for the run"

@@ -26,6 +26,7 @@ from tests.support.evaluator_cli import (
     copy_trial,
     wait_until_sigterm_is_handled,
 )
+from tests.support.waits import wait_for_file
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 
@@ -229,9 +230,7 @@ def test_a_killed_evaluation_is_an_internal_error(tmp_path: Path, rules_file: Pa
         "--trial-dir", EXAMPLE, "--rule", "Sleeps", "--source_s3_uri", str(rules_file)
     ).start()
     result = cli.output_dir / "rule_evaluation_result.json"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not result.exists():
-        time.sleep(0.05)
+    wait_for_file(result)
     child = child_of(process.pid)
     os.kill(child, signal.SIGKILL)
     out, err = process.communicate(timeout=30)

@@ -9,13 +9,13 @@ import json
 import os
 import signal
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from evaluator.report import DATA_FILE_NAME, REPORT_FILE_NAME
 from tests.support.evaluator_cli import ROOT, EvaluatorCli, child_of
+from tests.support.waits import wait_until
 
 EXAMPLE = str(ROOT / "examples" / "trials" / "vanishing_gradients")
 
@@ -78,9 +78,7 @@ def test_a_killed_evaluation_gets_its_report(tmp_path: Path, rules_file: Path) -
         env={"EVALUATOR_REPORT_DATA_INTERVAL": "0.2"},
     ).start()  # fmt: skip
     data = cli.output_dir / DATA_FILE_NAME
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not _holds_series(data):
-        time.sleep(0.05)
+    wait_until(lambda: _holds_series(data), timeout=30)
     os.kill(child_of(process.pid), signal.SIGKILL)
     out, err = process.communicate(timeout=30)
     assert process.returncode == 3, (out, err)

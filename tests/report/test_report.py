@@ -4,7 +4,6 @@ each verdict shows, the data file it is drawn from, and ``rule-evaluator report`
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,11 @@ import pytest
 
 from container.report_command import main as report_main
 from evaluator.report import DATA_FILE_NAME, REPORT_FILE_NAME, ReportWriter, write_report
+from evaluator.testing.tb_writer import write_scalars
 from tests.report.conftest import SHORT_VANISHES_AT
-from tests.report.harness import ReportRun
+from tests.report.harness import ReportRun, evaluate_with_report
 from tests.report.trials import VANISHING_TENSOR
+from tests.support.waits import wait_for_file
 
 RESULT = "rule_evaluation_result.json"
 
@@ -128,6 +129,25 @@ def test_error_report_shows_the_message_what_to_fix_and_the_trial(error_run: Rep
     assert "TRAIN 80" in html  # steps per mode
     summary = _data(error_run)["rules"]["AllZero"]["trial_summary"]
     assert summary["collections"] == {"gradients": 6}
+    assert "(global steps 0..79)" in html  # smdebug's output: its global steps are logged
+
+
+def test_error_report_shows_the_steps_the_writer_logged(tmp_path: Path) -> None:
+    """Error on a TensorBoard run with phases: what the trial holds is given in the steps the
+    writer logged, per mode, not the doubled global steps (docs/compatibility.md)."""
+    write_scalars(
+        tmp_path / "run",
+        {
+            "train/loss": [(s, 2.0 - s / 100) for s in range(10)],
+            "val/loss": [(s, 2.1 - s / 100) for s in range(0, 10, 5)],
+        },
+    )
+    argv = ["--trial-dir", str(tmp_path / "run"), "--rule", "AllZero", "--tensor_regex", "x.*"]
+    run = evaluate_with_report(argv, tmp_path / "out")
+    html = _html(run)
+    assert run.exit_code == 2 and "What the trial holds" in html
+    assert "12 (TRAIN steps 0..9, EVAL steps 0..5)" in html
+    assert "global steps" not in html  # global steps 0..18 stay internal
 
 
 def test_several_rules_get_one_page_with_a_summary_on_top(several_run: ReportRun) -> None:
@@ -184,10 +204,7 @@ def test_a_firing_writes_the_report_later_on_its_own_thread(
     writes: list[str] = []
     writer = ReportWriter(firing_delay=0.05, logger=_Log(writes))
     writer({"event": "rule_fired", "result_file": str(result)})
-    deadline = time.monotonic() + 30
-    while not (tmp_path / REPORT_FILE_NAME).exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert (tmp_path / REPORT_FILE_NAME).exists()
+    assert wait_for_file(tmp_path / REPORT_FILE_NAME, interval=0.02)
     writer({"event": "rule_fired", "result_file": str(result)})  # within min_interval
     writer({"event": "evaluation_finished", "result_file": str(result)})
     assert writer.wait()

@@ -16,8 +16,9 @@ come from here, from ``evaluator.rules`` (``Rule``) and, for helpers of one kind
 ``selection``: which tensors a rule looks at. ``TensorSelection(rule, collection_names,
     tensor_regex, default_collections=...)`` resolves SageMaker's ``collection_names`` and
     ``tensor_regex`` parameters against a trial (``names(trial, step=...)``), with the rule's
-    default when neither is given. ``scalar``/``scalar_at`` read one-element tensors as floats;
-    ``percent_of`` and ``listed`` help with messages.
+    default when neither is given; ``scalars_at(trial, step)`` gives the selected one-element
+    tensors saved at a step as ``(name, float)``. ``scalar``/``scalar_at`` read one-element
+    tensors as floats; ``percent_of`` and ``listed`` help with messages.
 ``windows``: numbers per step computed over a window of steps at once. ``WindowedRows(trial,
     compute)`` reads the selected tensors over the next saved steps in one batch (when the trial
     can) and applies ``compute`` to the stacked rows; ``get(name, step, names)`` gives a step's
@@ -28,7 +29,8 @@ come from here, from ``evaluator.rules`` (``Rule``) and, for helpers of one kind
     those values read alone, with the same ``compute`` (UnchangedTensor).
 ``modes``: which mode (TRAIN, EVAL, PREDICT, GLOBAL) a saved value belongs to. ``mode_of``
     gives a step's mode and mode step (GLOBAL counted as TRAIN, as ``as_training`` does),
-    ``value_in_mode`` reads a value only from a step of the given mode, and
+    ``step_in_mode`` the recorded mode and mode step of a step only when it is one of a given
+    mode (the steps a rule that follows training judges), ``value_in_mode`` reads a value only from a step of the given mode, and
     ``is_epoch_end_log``/``epoch_end_pair`` handle the epoch-end logs Keras' hook saves at EVAL
     steps; ``pass_ended`` says whether a validation pass is complete when the steps to
     evaluate run out (Overfit, Overtraining).

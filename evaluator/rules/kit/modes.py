@@ -32,6 +32,7 @@ __all__ = [
     "is_epoch_end_log",
     "mode_of",
     "pass_ended",
+    "step_in_mode",
     "value_in_mode",
 ]
 
@@ -56,6 +57,16 @@ def mode_of(trial: Any, step: int) -> tuple[ModeKeys | None, int | None]:
     if mode is None or mode_step is None:
         return None, None
     return as_training(mode), mode_step
+
+
+def step_in_mode(trial: Any, step: int, mode: ModeKeys = TRAIN) -> tuple[ModeKeys, int] | None:
+    """``(mode, mode step)`` of global ``step`` as the trial records them (GLOBAL kept), when
+    the step is one of ``mode`` (GLOBAL counting as TRAIN: ``as_training``); None for a step
+    of another mode or one the trial does not know."""
+    raw_mode, mode_step = trial.mode_modestep(step)
+    if raw_mode is None or mode_step is None or as_training(raw_mode) != mode:
+        return None
+    return raw_mode, mode_step
 
 
 def is_epoch_end_log(trial: Any, name: str, step: int) -> bool:

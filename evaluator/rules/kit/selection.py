@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -121,6 +121,18 @@ class TensorSelection:
                 self._selected.clear()
             found = self._selected[key] = (trial, self._select(trial, set(listed)))
         return list(found[1])
+
+    def scalars_at(self, trial: Any, step: int) -> Iterator[tuple[str, float]]:
+        """``(name, value)`` of each selected one-element tensor saved at global ``step``, in
+        ``names`` order, read one at a time (a name not saved there, or of more elements, is
+        passed over)."""
+        for name in self.names(trial, step=step):
+            try:
+                value = scalar(trial.tensor(name).value(step))
+            except TensorUnavailableForStep:
+                continue
+            if value is not None:
+                yield name, value
 
     def _select(self, trial: Any, available: set[str]) -> list[str]:
         if not self.given:

@@ -28,8 +28,8 @@ import numpy as np
 
 from evaluator.engine.options import TrialOptions
 from evaluator.engine.scalars import WORKER, ScalarValues, Series
-from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex
-from evaluator.engine.state import TrialState
+from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex, StepRange
+from evaluator.engine.source_base import SourceBase
 from evaluator.engine.waits import WaitNotice
 from evaluator.errors import ClientError
 from evaluator.formats.collections_file import CollectionsFile
@@ -46,8 +46,6 @@ from evaluator.sources.mlflow.location import RunLocation
 from evaluator.storage.base import Storage
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from evaluator.engine.cache import TrialCache
     from evaluator.engine.problems import DataProblems
     from evaluator.engine.runner import BackgroundLoop
@@ -58,7 +56,7 @@ __all__ = ["MlflowSource"]
 _Key = tuple[str, str]  # (run id, metric key)
 
 
-class MlflowSource:
+class MlflowSource(SourceBase):
     """Reads one MLflow run (and its phase child runs) through MLflow's client."""
 
     kind = "mlflow"
@@ -120,15 +118,7 @@ class MlflowSource:
 
     # ---------------------------------------------------------------- scans
 
-    async def scan(
-        self,
-        start_after: str | None,
-        already_read: frozenset[str] | set[str],
-        range_steps: tuple[int | None, int | None] | None,
-        *,
-        with_end_marker: bool,
-        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
-    ) -> IndexScan:
+    async def scan_new(self, range_steps: StepRange, *, with_end_marker: bool) -> IndexScan:
         """Read the histories of the keys that changed since the last scan; hand on the steps
         they brought."""
         facts = await self._read_facts()  # first: histories read after it hold all it saw
@@ -229,21 +219,6 @@ class MlflowSource:
         self.client.close()
         if self.storage is not None:
             await self.storage.aclose()
-
-    def make_state(
-        self,
-        *,
-        num_workers: int,
-        workers: set[str],
-        incomplete_step_window: int,
-        range_steps: tuple[int | None, int | None] | None,
-    ) -> TrialState:
-        return TrialState(
-            num_workers=num_workers,
-            workers=workers,
-            incomplete_step_window=incomplete_step_window,
-            range_steps=range_steps,
-        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> ScalarValues:
         self._problems = cache.problems

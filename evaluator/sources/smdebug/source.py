@@ -16,7 +16,8 @@ import structlog
 
 from evaluator.engine.gcpause import gc_paused
 from evaluator.engine.options import TrialOptions
-from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex
+from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex, StepRange
+from evaluator.engine.source_base import SourceBase
 from evaluator.engine.waits import WaitNotice
 from evaluator.errors import (
     CollectionFilesTimeout,
@@ -55,12 +56,15 @@ MiB = 1024 * 1024
 INDEX_CHUNK = 1000  # index files parsed before they are handed on (see ``scan``)
 
 
-class SmdebugSource:
+class SmdebugSource(SourceBase):
     """Reads one trial's files through a ``Storage``, refusing files over ``options``' limits
     (``max_index_file_mb``, ``max_index_entries``, ``max_collections_file_mb``,
-    ``max_regex_length``) as bad data, with errors that name the file and the limit."""
+    ``max_regex_length``) as bad data, with errors that name the file and the limit. Its
+    trial state is an ``IndexedState``; its scans list index files (``scan``)."""
 
     kind = "smdebug"
+    state_type = IndexedState
+    storage: Storage
 
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         self.storage = storage
@@ -70,36 +74,15 @@ class SmdebugSource:
         self._max_collections_bytes = int(options.max_collections_file_mb * MiB)
         self._index_parser = IndexParser()  # reuses the parse of payloads repeated step to step
 
-    async def training_ended(self) -> bool:
-        return await self.storage.exists(END_OF_JOB_KEY)
-
     async def aclose(self) -> None:
         await self.storage.aclose()
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "smdebug output (collections, index and event files)"}
 
-    async def preview(self) -> dict[str, Any]:
-        return self.describe()
-
     def index_listing(self, path: str, run: Any, *, retry_limit: int) -> IndexListing:
         """smdebug's ``trial.index_reader``: the index and event files, listed."""
         return IndexListing(path, self.storage, run, retry_limit=retry_limit)
-
-    def make_state(
-        self,
-        *,
-        num_workers: int,
-        workers: set[str],
-        incomplete_step_window: int,
-        range_steps: tuple[int | None, int | None] | None,
-    ) -> IndexedState:
-        return IndexedState(
-            num_workers=num_workers,
-            workers=workers,
-            incomplete_step_window=incomplete_step_window,
-            range_steps=range_steps,
-        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> FileValues:
         from evaluator.sources.smdebug.values import FileValues
@@ -200,7 +183,7 @@ class SmdebugSource:
         self,
         start_after: str | None,
         already_read: frozenset[str] | set[str],
-        range_steps: tuple[int | None, int | None] | None,
+        range_steps: StepRange,
         *,
         with_end_marker: bool,
         apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
@@ -282,12 +265,6 @@ class SmdebugSource:
 
     def _where(self, key: str) -> str:
         return f"{self.storage.uri.rstrip('/')}/{key}"
-
-    async def read_optional(self, key: str) -> bytes | None:
-        try:
-            return await self.storage.read(key)
-        except ObjectNotFound:
-            return None
 
     # ------------------------------------------------------------------ event files
 

@@ -39,10 +39,10 @@ import structlog
 
 from evaluator.engine.gcpause import gc_paused
 from evaluator.engine.options import TrialOptions
-from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex
-from evaluator.engine.state import TrialState
+from evaluator.engine.source import IndexScan, LoadedCollections, ParsedIndex, StepRange
+from evaluator.engine.source_base import SourceBase
 from evaluator.engine.waits import WaitNotice
-from evaluator.errors import ClientError, ObjectNotFound, SMDebugValueError
+from evaluator.errors import ClientError, SMDebugValueError
 from evaluator.formats.collections_file import CollectionsFile
 from evaluator.formats.keys import END_OF_JOB_KEY, index_key
 from evaluator.formats.tensorboard.frames import (
@@ -108,10 +108,11 @@ class _File:
     suspect: str | None = None  # why the record at ``offset`` failed its CRC (a live tail)
 
 
-class TensorBoardSource:
+class TensorBoardSource(SourceBase):
     """Reads one TensorBoard run through a ``Storage`` and serves it as smdebug-style steps."""
 
     kind = "tensorboard"
+    storage: Storage
 
     def __init__(self, storage: Storage, *, options: TrialOptions | None = None) -> None:
         self.storage = storage
@@ -155,21 +156,6 @@ class TensorBoardSource:
         except OSError:
             return False
         return time.time() - newest >= UNCHANGED_SECONDS
-
-    def make_state(
-        self,
-        *,
-        num_workers: int,
-        workers: set[str],
-        incomplete_step_window: int,
-        range_steps: tuple[int | None, int | None] | None,
-    ) -> TrialState:
-        return TrialState(
-            num_workers=num_workers,
-            workers=workers,
-            incomplete_step_window=incomplete_step_window,
-            range_steps=range_steps,
-        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> HeldTensors:
         self._problems = cache.problems
@@ -276,15 +262,7 @@ class TensorBoardSource:
 
     # ------------------------------------------------------------------ scans
 
-    async def scan(
-        self,
-        start_after: str | None,
-        already_read: frozenset[str] | set[str],
-        range_steps: tuple[int | None, int | None] | None,
-        *,
-        with_end_marker: bool,
-        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
-    ) -> IndexScan:
+    async def scan_new(self, range_steps: StepRange, *, with_end_marker: bool) -> IndexScan:
         """Read what every event file of the run gained since the last scan, and hand on
         the steps it brought. The end marker is looked up when ``with_end_marker``."""
         listed = await self._event_files()
@@ -636,11 +614,3 @@ class TensorBoardSource:
             return inside
 
         return keep
-
-    # ------------------------------------------------------------------ values
-
-    async def read_optional(self, key: str) -> bytes | None:
-        try:
-            return await self.storage.read(key)
-        except ObjectNotFound:
-            return None

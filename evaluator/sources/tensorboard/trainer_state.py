@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from evaluator.engine.gcpause import gc_paused
 from evaluator.engine.options import TrialOptions
-from evaluator.engine.source import IndexScan
+from evaluator.engine.source import IndexScan, StepRange
 from evaluator.errors import ClientError
 from evaluator.formats.keys import index_key
 from evaluator.formats.tensorboard.summary import ParsedEvent, SummaryDatum
@@ -96,15 +96,7 @@ class TrainerStateSource(TensorBoardSource):
     def _map(self, keys: list[str]) -> None:
         super()._map([_SYNTHETIC_LOG])  # one run, its own folder: the callback's layout
 
-    async def scan(
-        self,
-        start_after: str | None,
-        already_read: frozenset[str] | set[str],
-        range_steps: tuple[int | None, int | None] | None,
-        *,
-        with_end_marker: bool,
-        apply_chunk: Callable[..., None] | None = None,
-    ) -> IndexScan:
+    async def scan_new(self, range_steps: StepRange, *, with_end_marker: bool) -> IndexScan:
         """Follow the newest trainer state, apply what its history gained, hand on the
         steps it brought."""
         newest = await self._newest()

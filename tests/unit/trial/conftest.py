@@ -8,7 +8,6 @@ folder and copied into a ``MemoryStorage``, so tests can also hide, tear or dela
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from evaluator.sources.smdebug.state import IndexedState
 from evaluator.sources.smdebug.values import FileValues
 from evaluator.storage import MemoryStorage
 from evaluator.testing import TrialWriter
+from tests.support import waits
 
 NAMES = ("a", "b", "c")
 
@@ -117,12 +117,7 @@ def wait_until() -> Callable[..., bool]:
     """``wait_until(condition, timeout=5)``: poll ``condition`` every 2 ms; False on timeout."""
 
     def wait(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-        return True
+        return waits.wait_until(condition, timeout=timeout, interval=0.002)
 
     return wait
 

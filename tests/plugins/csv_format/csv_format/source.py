@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import numpy as np
@@ -19,23 +19,22 @@ from evaluator.engine.cache import TrialCache
 from evaluator.engine.options import TrialOptions
 from evaluator.engine.runner import BackgroundLoop
 from evaluator.engine.scalars import WORKER, ScalarValues, Series
-from evaluator.engine.state import TrialState
 from evaluator.engine.view import TrialView
-from evaluator.errors import ClientError, ObjectNotFound
+from evaluator.errors import ClientError
 from evaluator.formats.collections_file import Collection, CollectionsFile
 from evaluator.modes import ModeKeys
-from evaluator.sources import IndexScan, LoadedCollections, ParsedIndex
+from evaluator.sources import IndexScan, LoadedCollections, ParsedIndex, SourceBase, StepRange
 from evaluator.storage.base import ObjectInfo, Storage
 
 __all__ = ["CsvSource"]
 
-END_OF_JOB_KEY = "training_job_end.ts"
 
-
-class CsvSource:
-    """Reads the ``*.csv`` files of one folder through a ``Storage``."""
+class CsvSource(SourceBase):
+    """Reads the ``*.csv`` files of one folder through a ``Storage`` (``SourceBase`` gives the
+    trial state, the end marker, optional reads and ``preview``)."""
 
     kind = "csv"
+    storage: Storage
 
     def __init__(self, storage: Storage, options: TrialOptions) -> None:
         self.storage = storage
@@ -68,15 +67,7 @@ class CsvSource:
         )
         return LoadedCollections(manifest, {WORKER}, [])
 
-    async def scan(
-        self,
-        start_after: str | None,
-        already_read: frozenset[str] | set[str],
-        range_steps: tuple[int | None, int | None] | None,
-        *,
-        with_end_marker: bool,
-        apply_chunk: Callable[[list[ParsedIndex], str], None] | None = None,
-    ) -> IndexScan:
+    async def scan_new(self, range_steps: StepRange, *, with_end_marker: bool) -> IndexScan:
         grown = [o for o in await self._csv_files() if o.size > self._offsets.get(o.key, 0)]
         changed = False
         for obj in sorted(grown, key=lambda o: o.key):
@@ -121,33 +112,9 @@ class CsvSource:
             series[(ModeKeys.GLOBAL, tag)] = (steps, np.array([rows[s] for s in steps.tolist()]))
         return series
 
-    async def training_ended(self) -> bool:
-        return await self.storage.exists(END_OF_JOB_KEY)
-
-    async def read_optional(self, key: str) -> bytes | None:
-        try:
-            return await self.storage.read(key)
-        except ObjectNotFound:
-            return None
-
     async def aclose(self) -> None:
         self.values.close()
         await self.storage.aclose()
-
-    def make_state(
-        self,
-        *,
-        num_workers: int,
-        workers: set[str],
-        incomplete_step_window: int,
-        range_steps: tuple[int | None, int | None] | None,
-    ) -> TrialState:
-        return TrialState(
-            num_workers=num_workers,
-            workers=workers,
-            incomplete_step_window=incomplete_step_window,
-            range_steps=range_steps,
-        )
 
     def open_values(self, cache: TrialCache, view: TrialView, loop: BackgroundLoop) -> ScalarValues:
         return self.values.open(view)
@@ -157,6 +124,3 @@ class CsvSource:
             "kind": "CSV scalars (step,tag,value rows in *.csv files)",
             "end_marker": "CSV files carry no end marker",
         }
-
-    async def preview(self) -> dict[str, Any]:
-        return self.describe()
