@@ -120,6 +120,14 @@ def _parent(pid: int) -> int | None:
         return None
 
 
+def _cpu_percent(
+    pids: list[int], end: dict[int, float], start: dict[int, float], seconds: float
+) -> float:
+    """The CPU of ``pids`` in the window, % of one core (processes measured throughout only)."""
+    used = sum(end[p] - start[p] for p in pids if p in start and p in end)
+    return round(100 * used / seconds, 1)
+
+
 def _all_in_progress(out: Path, runs: int) -> bool:
     """Whether the watch's status lists every run, none queued or starting."""
     try:
@@ -196,6 +204,9 @@ def main() -> int:
         watch_pss = sum(memory(p, own=True)[1] for p in watcher)
         watch_cpu = sum(per_process.get(p, 0) - watch_cpu_start.get(p, 0) for p in watcher)
         servers = [p for p in _tree(watch.pid) if _parent(p) in watcher and _is_fork_server(p)]
+        supervisors = [p for p in per_process if _parent(p) in servers]
+        evaluations = [p for p in per_process if _parent(p) in supervisors]
+        start = watch_cpu_start  # every process's CPU when the window opened
         server_pss = sum(memory(p, own=True)[1] for p in servers)
         polls = args.runs * args.seconds / float(args.poll_interval)
         processes = len(per_process)
@@ -220,6 +231,8 @@ def main() -> int:
             "cpu_percent_of_one_core": round(100 * (cpu_end - cpu_start) / args.seconds, 1),
             "cpu_percent_per_run": round(100 * (cpu_end - cpu_start) / args.seconds / args.runs, 3),
             "cpu_seconds_per_run_poll": round((cpu_end - cpu_start) / polls, 4),
+            "supervisors_cpu_percent": _cpu_percent(supervisors, per_process, start, args.seconds),
+            "evaluations_cpu_percent": _cpu_percent(evaluations, per_process, start, args.seconds),
             "processes_measured_throughout": len(own),
             "steps_written": step,
             "stop_seconds": round(time.monotonic() - stopped, 2),

@@ -19,6 +19,12 @@ a process group of its own (``container.spawn``), and then
   (``container.log_relay``), and the verdict lines are its own (``container.verdict_lines``);
 * reaps every process that ends, and once the child has ended kills every process left below
   it before it reads or writes the run's last word (``container.lifetime``);
+* sleeps until something happens: one ``select`` on the child's pipes and on a descriptor
+  that a pending SIGTERM, SIGINT or SIGCHLD makes readable (``container.wakeup``: they stay
+  blocked, and are taken as above), with no timer unless a deadline is set (a stop's grace,
+  a rule's step under ``rule_step_timeout``, a verdict's ``VERDICT_GRACE``, the pipes' drain
+  after the child's exit), so an idle run costs no wakeups; where there is no such
+  descriptor (not Linux) it looks every ``_TICK`` seconds;
 * ends with the verdict it can verify (``evaluator.status.final``): before rule code could run
   (``untrusted`` not yet said: help, ``summary``, ``report``, a bad configuration) the child's
   ``verdict`` message; after, only a finished, consistent result file, read once nothing of
@@ -58,6 +64,7 @@ _WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
 
 
 _STOPS = (signal.SIGTERM, signal.SIGINT)
+_WAKING = (*_STOPS, signal.SIGCHLD)  # blocked: the run's wait ends when one is pending
 # si_code POLL_IN..POLL_HUP: a signal the kernel sends to the owner of a descriptor (F_SETOWN,
 # F_SETSIG); no person or program stopping the run sends one (rule code armed it)
 _ARMED_CODES = (1, 6)
@@ -69,7 +76,8 @@ def main(argv: Sequence[str] | None = None, *, fork: bool = False) -> int:
     child is forked from it rather than started as a new interpreter."""
     supervisor = _Supervisor(fork=fork)
     previous = {s: signal.signal(s, supervisor.on_signal) for s in _STOPS}
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)  # taken with their sender: sigtimedwait
+    # taken with their sender (sigtimedwait); SIGCHLD too: pending, they wake the run's wait
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WAKING)
     try:
         return supervisor.run(list(sys.argv[1:] if argv is None else argv))
     except Exception as e:  # our bug: never exit 1, which means "a rule fired"
@@ -82,7 +90,7 @@ def main(argv: Sequence[str] | None = None, *, fork: bool = False) -> int:
         return 3
     finally:
         supervisor.take_signals()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WAKING)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -175,20 +183,20 @@ class _Supervisor:
     # ---- the run -------------------------------------------------------------------------
 
     def run(self, args: list[str]) -> int:
-        import select
         import time
 
         from container.lifetime import become_subreaper, kill_descendants, none_left
         from container.log_relay import LogRelay
         from container.output_lines import OutputLines
         from container.spawn import start_child
+        from container.wakeup import SignalWakeup, drain
 
         opt_ml = os.environ.get("EVALUATOR_OPT_ML", "/opt/ml")
         grace = _seconds(os.environ.get("EVALUATOR_STOP_GRACE"), None) or DEFAULT_STOP_GRACE
         become_subreaper()
         self.message_fd = _open_folder(f"{opt_ml}/output")
         try:
-            started = start_child(args, _STOPS, fork=self.fork)
+            started = start_child(args, _WAKING, fork=self.fork)
         except OSError as e:
             from container.last_word import cannot_start
 
@@ -200,20 +208,17 @@ class _Supervisor:
         relay = LogRelay(outputs)
         exit_status: int | None = None
         exited_at: float | None = None
+        wakeup = SignalWakeup.open(_WAKING)
         while True:
             self.take_signals()
             if self.stops and self.stop_deadline is None:
                 self.stop_deadline = time.monotonic() + grace
                 if self.ready:
                     self._send(self.stops[0])
-            try:
-                readable = select.select(list(open_fds), [], [], _TICK)[0] if open_fds else []
-            except InterruptedError:
-                readable = []
-            if not open_fds:
-                time.sleep(_TICK)
+            readable = _wait(open_fds, wakeup, self._wait_seconds(time.monotonic(), exited_at))
             for fd in sorted(readable, key=lambda fd: open_fds[fd] != "control"):
                 self._read_pipe(fd, open_fds, control, outputs, relay)
+            drain((signal.SIGCHLD,))  # before the reaping: a later end wakes the next wait
             exit_status = self._reap(exit_status)
             now = time.monotonic()
             if exit_status is not None and exited_at is None:
@@ -224,6 +229,8 @@ class _Supervisor:
                 self._enforce_deadlines(now)
             elif not open_fds or now - exited_at > DRAIN_SECONDS:
                 break
+        if wakeup is not None:
+            wakeup.close()
         for fd in list(open_fds):
             os.close(fd)
         outputs.flush("stdout")
@@ -356,6 +363,22 @@ class _Supervisor:
         if self.verdict_at is not None and now - self.verdict_at > VERDICT_GRACE:
             self._kill_group()
 
+    def _wait_seconds(self, now: float, exited_at: float | None) -> float | None:
+        """How long the run's wait may last: until the next deadline (``_enforce_deadlines``,
+        the pipes' drain after the child's exit); ``_TICK`` once one has passed (its kill is
+        done: the next look is the one it always had); None (no limit) when none is set."""
+        deadlines = [self.stop_deadline]
+        if exited_at is not None:
+            deadlines.append(exited_at + DRAIN_SECONDS)
+        if self.verdict_at is not None:
+            deadlines.append(self.verdict_at + VERDICT_GRACE)
+        limit = _seconds(self.state.get("step_timeout"), None)
+        if limit is not None and self.overrun is None:
+            deadlines += [t + limit for _, t in self.busy.values()]
+            deadlines += [t + limit + _WAIT_SLACK for _, t in self.waiting.values()]
+        waits = [d - now if d > now else _TICK for d in deadlines if d is not None]
+        return min(waits, default=None)
+
     def _reap(self, exit_status: int | None) -> int | None:
         """Collect every ended child (orphans included); the evaluation child's wait status
         once it has ended."""
@@ -388,6 +411,26 @@ class _Supervisor:
             sinks=final_sinks(self.state, self.result_fd, self.message_fd),
             result_dir=folder if isinstance(folder, str) else None,
         )
+
+
+def _wait(open_fds: dict[int, str], wakeup: Any, timeout: float | None) -> list[int]:
+    """Wait for the child's pipes or a pending signal (``wakeup``, a
+    ``container.wakeup.SignalWakeup``), ``timeout`` seconds at most (None: no limit); the
+    readable pipes. Without a wakeup descriptor the wait is ``_TICK`` at most."""
+    import select
+    import time
+
+    if wakeup is None:
+        timeout = _TICK if timeout is None else min(timeout, _TICK)
+    fds = [*open_fds, wakeup.fd] if wakeup is not None else list(open_fds)
+    if not fds:
+        time.sleep(timeout or 0.0)
+        return []
+    try:
+        readable = select.select(fds, [], [], timeout)[0]
+    except InterruptedError:
+        return []
+    return [fd for fd in readable if fd in open_fds]
 
 
 def _seconds(value: Any, default: float | None) -> float | None:

@@ -157,6 +157,40 @@ def test_a_stop_from_the_first_moment_is_stopped(
         assert document["status"] == "Stopped" and document["exit_code"] == 128 + signum
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="counts the supervisor's wakeups in /proc")
+def test_a_run_waiting_for_data_leaves_its_supervisor_asleep(tmp_path: Path) -> None:
+    """While a run waits for data (training still running, nothing new), its supervisor
+    sleeps on its pipes and signals: in 3 s it wakes at most twice (it looked every 0.2 s: 15
+    times), and a SIGTERM still wakes it at once (Stopped)."""
+    cli = EvaluatorCli(tmp_path)
+    live = _live_trial(tmp_path)
+    process = cli.command(
+        "--trial-dir", str(live), "--rule", "ExplodingTensor", "--wait_for_training_end", "true"
+    ).start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (cli.output_dir / "rule_evaluation_result.json").exists():
+            assert time.monotonic() < deadline and process.poll() is None, "no result file"
+            time.sleep(0.1)
+        time.sleep(2.0)  # the rule has read every step there is
+        before = _wakeups(process.pid)
+        time.sleep(3.0)
+        assert _wakeups(process.pid) - before <= 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert (cli.opt_ml / "output" / "message").read_text() == "Stopped"
+
+
+def _wakeups(pid: int) -> int:
+    """How often process ``pid`` went to sleep and woke again (voluntary context switches)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches")
+
+
 @pytest.mark.parametrize(
     ("rule", "raised"),
     [
