@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from container.discovery import Discovery, Run, RunFinder, in_shard
-from container.watch.experiment import experiment_finder
+from container.watch.experiment import MLFLOW_PRELOAD, experiment_finder
 from container.watch.forks import ForkServer
 from container.watch.live import FINISHED_CODES, LiveRun, read_result
 from container.watch.metrics import StatusServer, WatchMetrics
@@ -91,7 +91,9 @@ class Watcher:
             if request.status_address is None
             else StatusServer(request.status_address, self.metrics)
         )
-        self.forks = ForkServer()  # every run's processes: forked, sharing its pages
+        # every run's processes: forked, sharing its pages (MLflow's client too, for its runs:
+        # about 150 MB that each run would otherwise load on its own)
+        self.forks = ForkServer(preload=MLFLOW_PRELOAD if request.root is None else ())
         self.live: dict[str, LiveRun] = {}
         self.queue: list[Run] = []  # found, not started: more than --max-live are live
         self.entries: dict[str, RunEntry] = {}

@@ -33,7 +33,17 @@ from evaluator.sources.mlflow.location import RUNS_PREFIX, store_uri
 if TYPE_CHECKING:
     from container.watch.request import WatchRequest
 
-__all__ = ["ExperimentFinder", "experiment_finder"]
+__all__ = ["MLFLOW_PRELOAD", "ExperimentFinder", "experiment_finder"]
+
+# What an MLflow run's evaluation loads beyond the fork server's own list: loaded once there,
+# shared by every run (docs/watch.md, "What it costs").
+MLFLOW_PRELOAD = (
+    "evaluator.sources.mlflow.client",
+    "evaluator.sinks.mlflow_write_back",
+    "mlflow.tracking",
+    "mlflow.store.tracking.rest_store",
+    "mlflow.store.tracking.sqlalchemy_store",
+)
 
 _STORE_VARIABLES = ("EVALUATOR_MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI")
 

@@ -21,6 +21,8 @@ import pytest
 
 pytest.importorskip("mlflow")
 
+from container.watch.experiment import MLFLOW_PRELOAD  # noqa: E402
+from container.watch.forks import ForkServer  # noqa: E402
 from evaluator.errors import ClientError  # noqa: E402
 from evaluator.sources.mlflow.experiment import (  # noqa: E402
     find_experiment,
@@ -221,6 +223,31 @@ def test_one_search_per_look_reads_every_page_oldest_first(sqlite_uri: str) -> N
     client.delete_experiment(by_name.experiment_id)
     with pytest.raises(ClientError, match="has deleted the experiment named 'paged'"):
         find_experiment(client, sqlite_uri, "paged", deadline=30)
+
+
+def test_the_fork_server_of_an_experiment_has_mlflows_client_loaded(
+    sqlite_uri: str, tmp_path: Path
+) -> None:
+    """An experiment's watch has its fork server load MLflow's client and stores before it
+    forks (their pages shared by every run, not loaded by each: SQLite's module is mapped in
+    the server), and a run forked from it gets the single command's verdict."""
+    run_id = log_run(sqlite_uri, _loss(True))
+    forks = ForkServer(preload=MLFLOW_PRELOAD)
+    env = {"PATH": os.environ["PATH"], "EVALUATOR_OPT_ML": str(tmp_path / "opt_ml"),
+           "MLFLOW_TRACKING_URI": sqlite_uri}  # fmt: skip
+    argv = ["--trial-dir", f"runs:/{run_id}", "--rule", RULE, "--output-dir", str(tmp_path / "o")]
+    try:
+        pid = forks.start(argv, env, str(tmp_path / "run.log"))
+        server = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        assert "/_sqlite3." in Path(f"/proc/{server}/maps").read_text()
+        deadline = time.monotonic() + 60
+        while (code := forks.exit_code(pid)) is None and time.monotonic() < deadline:
+            forks.poll()
+            time.sleep(0.05)
+    finally:
+        forks.close()
+    assert code == 1, (tmp_path / "run.log").read_text()
+    assert json.loads((tmp_path / "o" / RESULT).read_text())["rules"][0]["fired_steps"] == [20]
 
 
 @pytest.fixture(scope="module")
