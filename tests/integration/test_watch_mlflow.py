@@ -179,6 +179,51 @@ def test_an_experiments_runs_get_the_single_commands_verdict_and_one_post_per_ch
     assert len(posts) == 6, posts[6:]
 
 
+@pytest.mark.slow
+def test_a_run_stopped_with_the_watch_resumes_to_the_single_commands_verdict(
+    sqlite_uri: str, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """A RUNNING run watched when the watch is stopped ends Stopped with its result file;
+    once it has logged the rest and FINISHED, the restarted watch resumes it to the verdict
+    the single command gives, posting its InProgress and verdict once more."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    url, posts = webhook
+    client = MlflowClient(sqlite_uri)
+    run_id = log_run(sqlite_uri, _loss(True, range(FIRES_AT)), experiment="live", status=None)
+    folder = tmp_path / "out" / _experiment_id(sqlite_uri, "live") / run_id
+    more = (
+        "--mlflow-experiment",
+        "live",
+        "--mlflow-tracking-uri",
+        sqlite_uri,
+        "--webhook-url",
+        url,
+    )
+    watch = _watch(tmp_path / "out", tmp_path / "watch.log", *more, env={})
+    deadline = time.monotonic() + SETTLE
+    while not (folder / RESULT).is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)  # its rule evaluates the steps there are
+    assert watch.terminate()[0] == 143
+    assert json.loads((folder / RESULT).read_text())["status"] == "Stopped"
+    now = int(time.time() * 1000)
+    more_metrics = [Metric(k, v, now, s) for k, s, v in _loss(True, range(FIRES_AT, 40))]
+    client.log_batch(run_id, metrics=more_metrics)
+    client.set_terminated(run_id, "FINISHED")
+    before = len(posts)
+
+    again = _watch(tmp_path / "out", tmp_path / "again.log", *more, env={})
+    result = _final_result(folder)
+    again.wait_for(rf"{run_id} ended")
+    assert again.terminate()[0] == 143
+    assert _verdict(result) == _verdict(_single_run(run_id, sqlite_uri, tmp_path / "single"))
+    assert result["rules"][0]["fired_steps"] == [FIRES_AT] and result.get("resumed")
+    later = [(p["trial"], p["status"]) for p in posts[before:]]
+    assert later == [(f"runs:/{run_id}", "InProgress"), (f"runs:/{run_id}", "IssuesFound")]
+
+
 def _wait_posts(posts: list[dict[str, Any]], count: int) -> None:
     deadline = time.monotonic() + 15  # delivery is asynchronous
     while len(posts) < count and time.monotonic() < deadline:
