@@ -103,14 +103,15 @@ class ExperimentFinder:
             return self._idle.wait_for(lambda: not self._searching, timeout)
 
     def _search(self) -> None:
+        runs, problem = self._found, None
         try:
             runs = list_runs(self._client, self.experiment, deadline=self._deadline)
-            problem = None
         except ClientError as e:
-            runs, problem = self._found, f"MLflow experiment {self.experiment.shown}: {e}"
-        with self._idle:
-            self._found, self._problem, self._searching = runs, problem, False
-            self._idle.notify_all()
+            problem = f"MLflow experiment {self.experiment.shown}: {e}"
+        finally:  # whatever happened, the next look starts a search again
+            with self._idle:
+                self._found, self._problem, self._searching = runs, problem, False
+                self._idle.notify_all()
 
     def _run(self, run: ExperimentRun) -> Run:
         name = f"{self.experiment.experiment_id}/{run.run_id}"
