@@ -25,6 +25,7 @@ __all__ = ["Experiment", "ExperimentRun", "find_experiment", "list_runs", "store
 
 PAGE = 1000  # runs per page of a search (MLflow's own default)
 _PARENT_TAG = "mlflow.parentRunId"
+_NOT_FOUND = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")  # get_experiment's "no such id"
 _T = TypeVar("_T")
 
 
@@ -88,9 +89,6 @@ def find_experiment(client: Any, tracking_uri: str, wanted: str, *, deadline: fl
             "the store (--mlflow-tracking-uri or MLFLOW_TRACKING_URI)"
         )
     return Experiment(tracking_uri, str(found.experiment_id), str(found.name))
-
-
-_NOT_FOUND = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
 
 
 def list_runs(
