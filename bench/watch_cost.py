@@ -1,7 +1,10 @@
 """What ``rule-evaluator watch`` costs per live run: memory and CPU of the watch process, its
-fork server and every run's processes, with N TensorBoard runs growing under the watched root.
+fork server and every run's processes, with N TensorBoard runs growing under the watched root
+(or, with ``--mlflow``, N RUNNING runs of an MLflow experiment in a SQLite store, each logging
+``loss`` through MLflow's client, watched with ``--mlflow-experiment``).
 
     .venv/bin/python bench/watch_cost.py --runs 200 --poll-interval 10 --seconds 60
+    .venv/bin/python bench/watch_cost.py --mlflow --runs 10 --poll-interval 10 --seconds 60
 
 Each run gets one ``loss`` value every ``--write-interval`` seconds (one event appended to
 its event file). After a warm-up (every run started and ``InProgress`` in the watch's status,
@@ -145,7 +148,42 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--write-interval", type=float, default=0.5)
     parser.add_argument("--poll-interval", default="1")
     parser.add_argument("--warm-up-limit", type=float, default=600.0)
+    parser.add_argument("--mlflow", action="store_true", help="runs of an MLflow experiment")
     return parser.parse_args()
+
+
+class _TensorBoardRuns:
+    """``count`` TensorBoard runs under ``folder/runs``, each an event file, growing."""
+
+    def __init__(self, folder: Path, count: int) -> None:
+        self.root = folder / "runs"
+        self.files = _make_runs(self.root, count)
+
+    def watched(self) -> list[str]:
+        return [str(self.root)]
+
+    def append(self, step: int) -> None:
+        for path in self.files:
+            _append(path, step)
+
+
+class _MlflowRuns:
+    """``count`` RUNNING runs of the experiment ``bench`` in ``folder/mlflow.db``, growing."""
+
+    def __init__(self, folder: Path, count: int) -> None:
+        from mlflow import MlflowClient
+
+        self.uri = f"sqlite:///{folder / 'mlflow.db'}"
+        self.client = MlflowClient(self.uri)
+        experiment = self.client.create_experiment("bench", str(folder / "artifacts"))
+        self.ids = [self.client.create_run(experiment).info.run_id for _ in range(count)]
+
+    def watched(self) -> list[str]:
+        return ["--mlflow-experiment", "bench", "--mlflow-tracking-uri", self.uri]
+
+    def append(self, step: int) -> None:
+        for run_id in self.ids:
+            self.client.log_metric(run_id, "loss", 2.0 / (step + 1), step=step)
 
 
 def _make_runs(root: Path, count: int) -> list[Path]:
@@ -166,10 +204,10 @@ def main() -> int:
         raise SystemExit("a benchmark, not a test")
     args = _arguments()
     with tempfile.TemporaryDirectory(prefix="watch-cost-") as folder:
-        root, out = Path(folder) / "runs", Path(folder) / "out"
-        files = _make_runs(root, args.runs)
+        out = Path(folder) / "out"
+        runs = (_MlflowRuns if args.mlflow else _TensorBoardRuns)(Path(folder), args.runs)
         watch = subprocess.Popen(
-            [sys.executable, "-m", "container.cli", "watch", str(root), "--rule",
+            [sys.executable, "-m", "container.cli", "watch", *runs.watched(), "--rule",
              "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
              "--poll-interval", args.poll_interval, "--max-live", str(args.runs)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -180,8 +218,7 @@ def main() -> int:
             nonlocal step
             end = time.monotonic() + seconds
             while time.monotonic() < end:
-                for path in files:
-                    _append(path, step)
+                runs.append(step)
                 step += 1
                 time.sleep(args.write_interval)
 
@@ -217,6 +254,8 @@ def main() -> int:
         status = json.loads((out / "watch_status.json").read_text())
         print(json.dumps({
             "runs": args.runs,
+            "kind": "mlflow" if args.mlflow else "tensorboard",
+            "load_average": [round(x, 1) for x in os.getloadavg()],
             "processes": processes,
             "rss_mb": round(rss_end / 2**20, 1),
             "rss_peak_mb": round(peak / 2**20, 1),

@@ -39,10 +39,12 @@ _END_MARKER = "training_job_end.ts"
 
 @dataclass(frozen=True)
 class Run:
-    """One run: its name (its path under the root) and its location."""
+    """One run: its name (its path under the root) and its location; ``title`` what its
+    writer calls it, when that is not its name (an MLflow run's name)."""
 
     name: str
     location: str
+    title: str | None = None
 
 
 @dataclass

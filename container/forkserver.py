@@ -85,20 +85,25 @@ _TICK = 5.0  # at most this long between looks for ended runs (SIGCHLD wakes it 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the watch on the socket whose descriptor is the first argument."""
+    """Serve the watch on the socket whose descriptor is the first argument; the other
+    arguments name modules to load besides ``PRELOAD`` (what the watch's runs also need)."""
     from container.lifetime import die_with_parent
 
     args = sys.argv[1:] if argv is None else argv
     die_with_parent()
     sock = socket.socket(fileno=int(args[0]))
-    preload()
+    preload(args[1:])
     return _Server(sock).serve()
 
 
-def preload() -> None:
-    """Import what every run needs, then keep the collector off those objects' pages."""
+def preload(more: list[str] | None = None) -> None:
+    """Import what every run needs (and ``more``, when installed), then keep the collector off
+    those objects' pages."""
     for name in PRELOAD:
         importlib.import_module(name)
+    for name in more or ():
+        with contextlib.suppress(ImportError):  # the run says what to install
+            importlib.import_module(name)
     import rules_builtin
 
     for module in pkgutil.iter_modules(rules_builtin.__path__, "rules_builtin."):

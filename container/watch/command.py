@@ -21,19 +21,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from container.discovery import Run, RunFinder, in_shard
+from container.discovery import Discovery, Run, RunFinder, in_shard
+from container.watch.experiment import MLFLOW_PRELOAD, experiment_finder
 from container.watch.forks import ForkServer
 from container.watch.live import FINISHED_CODES, LiveRun, read_result
 from container.watch.metrics import StatusServer, WatchMetrics
 from container.watch.request import USAGE, WatchRequest, parse_request
 from container.watch.status import RunEntry, write_status
-from evaluator.errors import ConfigurationError, ExitCode
+from evaluator.errors import ClientError, ConfigurationError, ExitCode
 from evaluator.storage.schemes import is_remote
 
 __all__ = ["main"]
 
 IDLE_SCANS = "150"  # scans slow down to max_poll_interval (4 s) while nothing is new
 STOP_WAIT = 6.5  # seconds the runs get to stop (theirs: 5), inside the supervisor's 8
+
+
+class _Finder(Protocol):
+    """What finds the runs at each look: ``RunFinder`` (a ROOT) or ``ExperimentFinder``."""
+
+    def find(self) -> Discovery: ...
 
 
 class _Stop(Protocol):
@@ -53,7 +60,7 @@ def main(argv: Sequence[str], *, signals: _Stop | None = None, out: TextIO | Non
     try:
         request = parse_request(argv)
         watcher = Watcher(request, os.environ, out=out)
-    except ConfigurationError as e:
+    except ClientError as e:  # a bad request, an experiment the store does not hold
         print(f"ClientError: {e}", file=sys.stderr)
         return ExitCode.CLIENT_ERROR
     try:
@@ -73,17 +80,9 @@ class Watcher:
         self.dir = Path(request.output_dir)
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigurationError(f"--output-dir {self.dir} is a file: give a folder")
-        if not is_remote(request.root) and not Path(request.root).is_dir():
-            raise ConfigurationError(
-                f"ROOT {request.root} is not a folder: give the folder (or s3://bucket/prefix) "
-                "where the runs appear"
-            )
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.finder = RunFinder(request.root, skip=self.dir)
         self.env = dict(environ)
-        # A live run is quiet for minutes at times (evaluation, checkpoints): two idle scans,
-        # a single run's default for a folder, would end it early. About ten minutes here.
-        self.env.setdefault("EVALUATOR_IDLE_SCANS_TO_COMPLETE", IDLE_SCANS)
+        self.finder, watched = self._finder(request)
+        self.dir.mkdir(parents=True, exist_ok=True)
         if request.webhook_url is not None:
             self.env["WEBHOOK_URL"] = request.webhook_url
         self.metrics = WatchMetrics()
@@ -92,16 +91,34 @@ class Watcher:
             if request.status_address is None
             else StatusServer(request.status_address, self.metrics)
         )
-        self.forks = ForkServer()  # every run's processes: forked, sharing its pages
+        # every run's processes: forked, sharing its pages (MLflow's client too, for its runs:
+        # about 150 MB that each run would otherwise load on its own)
+        self.forks = ForkServer(preload=MLFLOW_PRELOAD if request.root is None else ())
         self.live: dict[str, LiveRun] = {}
         self.queue: list[Run] = []  # found, not started: more than --max-live are live
         self.entries: dict[str, RunEntry] = {}
         self._problems: set[str] = set()
         self._say(
-            f"watch: {request.root} -> {self.dir} (shard {request.shard[0]}/{request.shard[1]}, "
+            f"watch: {watched} -> {self.dir} (shard {request.shard[0]}/{request.shard[1]}, "
             f"every {request.poll_interval:g} s)"
             + ("" if self.server is None else f"; status on port {self.server.port}")
         )
+
+    def _finder(self, request: WatchRequest) -> tuple[_Finder, str]:
+        """What finds the runs, and what it looks at (for the first line)."""
+        if request.root is None:
+            finder = experiment_finder(request, self.env)
+            return finder, f"MLflow experiment {finder.experiment.shown}"
+        if not is_remote(request.root) and not Path(request.root).is_dir():
+            raise ConfigurationError(
+                f"ROOT {request.root} is not a folder: give the folder (or s3://bucket/prefix) "
+                "where the runs appear"
+            )
+        # A live run is quiet for minutes at times (evaluation, checkpoints): two idle scans,
+        # a single run's default for a folder, would end it early. About ten minutes here.
+        # (An MLflow run ends by its status, never by idle scans.)
+        self.env.setdefault("EVALUATOR_IDLE_SCANS_TO_COMPLETE", IDLE_SCANS)
+        return RunFinder(request.root, skip=self.dir), request.root
 
     def watch(self, stop: threading.Event) -> None:
         """Look and follow every poll interval until ``stop``."""
@@ -147,13 +164,13 @@ class Watcher:
         return added
 
     def _add(self, run: Run) -> None:
-        entry = self.entries[run.name] = RunEntry(run.name, run.location)
+        entry = self.entries[run.name] = RunEntry(run.name, run.location, title=run.title)
         output = self.dir / run.name
         earlier = read_result(output)
         if earlier is not None and earlier.get("exit_code") in FINISHED_CODES:
             entry.update(earlier, last_steps={}, ended=True, output=output)
             self.metrics.runs_kept.inc()
-            self._say(f"watch: {run.name} ended earlier ({earlier.get('status')}): kept")
+            self._say(f"watch: {_shown(run)} ended earlier ({earlier.get('status')}): kept")
             return
         entry.queue()
         self.queue.append(run)
@@ -168,7 +185,7 @@ class Watcher:
             self._ended(entry, live, message=f"InternalServerError: cannot start the run: {e}")
             return
         self.metrics.runs_live.inc()
-        self._say(f"watch: {run.name} started (pid {live.pid})")
+        self._say(f"watch: {_shown(run)} started (pid {live.pid})")
 
     def _follow(self) -> bool:
         """Read what every live run wrote; drop the ones that ended. Whether any changed."""
@@ -227,6 +244,11 @@ class Watcher:
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
+
+
+def _shown(run: Run) -> str:
+    """The run for the watch's lines: its name, with its title (an MLflow run's name)."""
+    return run.name if run.title is None else f"{run.name} ({run.title})"
 
 
 def _fired(entry: RunEntry) -> set[str]:

@@ -30,7 +30,8 @@ _ANSWER_SECONDS = 120.0  # the first answer waits for the server to load the eva
 class ForkServer:
     """One fork server process, started on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, preload: Sequence[str] = ()) -> None:
+        self._preload = tuple(preload)  # modules the server loads besides its own list
         self._process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = b""
@@ -108,7 +109,7 @@ class ForkServer:
         ours, theirs = socket.socketpair()
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(theirs.fileno())],
+                [sys.executable, "-c", _BOOT, str(theirs.fileno()), *self._preload],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
             )

@@ -16,12 +16,16 @@ USAGE = """\
 usage: rule-evaluator watch ROOT --rule NAME [--param value ...] --output-dir DIR
                             [--poll-interval SECONDS] [--status-address HOST:PORT]
                             [--shard I/N] [--max-live N] [--webhook-url URL]
+       rule-evaluator watch --mlflow-experiment NAME_OR_ID [--mlflow-tracking-uri URI]
+                            --rule NAME [...] --output-dir DIR [the flags above]
 
 Watch ROOT (a folder or s3://bucket/prefix) for training runs as they appear (TensorBoard runs,
-smdebug trials) and evaluate each one live, as a single `rule-evaluator` run in a process of its
-own: each run's result file and report go to DIR/<run path under ROOT>/; DIR/watch_status.json
-and DIR/index.html list every run. A run ends as a single run does (training_job_end.ts, or
-idle scans); a restart on the same DIR skips the runs that ended and resumes the others.
+smdebug trials), or an MLflow experiment for its runs, and evaluate each one live, as a single
+`rule-evaluator` run in a process of its own: each run's result file and report go to
+DIR/<run path under ROOT>/ (DIR/<experiment id>/<run id>/ for an MLflow run);
+DIR/watch_status.json and DIR/index.html list every run. A run ends as a single run does
+(training_job_end.ts, idle scans, or its MLflow status); a restart on the same DIR skips the
+runs that ended and resumes the others.
 Every other flag (--rule, --config, rule parameters, --webhook-url, ...) is given to each run.
 
 watch flags:
@@ -36,13 +40,19 @@ watch flags:
                               does); given to each run in its environment
   --shard I/N                 watch only the runs whose path hashes to I of N (0 <= I < N): one
                               shard per replica
+  --mlflow-experiment NAME_OR_ID
+                              watch this MLflow experiment's runs instead of a ROOT (its name,
+                              or its id); each run is evaluated as runs:/<run id>
+  --mlflow-tracking-uri URI   the experiment's tracking store (default: MLFLOW_TRACKING_URI);
+                              given to each run in its environment
 
 Exit code: 143 / 130 once stopped by SIGTERM / SIGINT; 2 for a bad request.
 See docs/watch.md.
 """
 
 _OWN_VALUES = (
-    "output_dir", "poll_interval", "status_address", "shard", "webhook_url", "max_live"
+    "output_dir", "poll_interval", "status_address", "shard", "webhook_url", "max_live",
+    "mlflow_experiment", "mlflow_tracking_uri",
 )  # fmt: skip
 DEFAULT_MAX_LIVE = 32  # about 0.5 GB: docs/watch.md, "What it costs"
 _FOR_EACH_RUN = ("base_trial", "trial_dir", "s3_path")
@@ -53,7 +63,7 @@ _RULE_FLAGS = ("rule", "rule_name", "rule_to_invoke", "config")
 class WatchRequest:
     """What the watch was asked to do."""
 
-    root: str
+    root: str | None  # None for an MLflow experiment
     output_dir: str
     run_args: tuple[str, ...]  # given to every run, after its --trial-dir and --output-dir
     poll_interval: float = 1.0
@@ -62,6 +72,9 @@ class WatchRequest:
     max_live: int = DEFAULT_MAX_LIVE
     # given to each run in its environment (WEBHOOK_URL), never on its command line: a secret
     webhook_url: str | None = field(default=None, repr=False)
+    experiment: str | None = None  # --mlflow-experiment: its name or id
+    # the experiment's store, when given as a flag (else MLFLOW_TRACKING_URI): may hold a password
+    tracking_uri: str | None = field(default=None, repr=False)
 
 
 def _flag_name(arg: str) -> str | None:
@@ -106,10 +119,12 @@ def _split(argv: Sequence[str]) -> tuple[list[str], dict[str, str], list[str]]:
 def parse_request(argv: Sequence[str]) -> WatchRequest:
     """The request; a ``ConfigurationError`` saying what to fix for a bad one."""
     positional, own, passed = _split(argv)
-    if len(positional) != 1:
+    experiment = _experiment(own, positional, passed)
+    if experiment is None and len(positional) != 1:
         raise ConfigurationError(
             f"watch takes one ROOT (a folder or s3://bucket/prefix holding runs), got "
-            f"{len(positional)}: rule-evaluator watch ROOT --rule NAME --output-dir DIR"
+            f"{len(positional)}: rule-evaluator watch ROOT --rule NAME --output-dir DIR "
+            "(or --mlflow-experiment NAME_OR_ID instead of ROOT)"
         )
     output = own.get("output_dir", "").strip()
     if not output:
@@ -125,9 +140,8 @@ def parse_request(argv: Sequence[str]) -> WatchRequest:
             "or A,B for several) or --config FILE"
         )
     interval = _seconds(own.get("poll_interval"))
-    root = check_location("ROOT", positional[0].strip())
     return WatchRequest(
-        root=root[len("file://") :] if root.startswith("file://") else root,
+        root=None if experiment is not None else _root(positional[0]),
         output_dir=output,
         run_args=(*passed, "--poll-interval", repr(interval)),
         poll_interval=interval,
@@ -135,7 +149,41 @@ def parse_request(argv: Sequence[str]) -> WatchRequest:
         shard=_shard(own.get("shard")),
         webhook_url=_webhook(own.get("webhook_url")),
         max_live=_max_live(own.get("max_live")),
+        experiment=experiment,
+        tracking_uri=(own.get("mlflow_tracking_uri") or "").strip() or None,
     )
+
+
+def _root(value: str) -> str:
+    root = check_location("ROOT", value.strip())
+    return root[len("file://") :] if root.startswith("file://") else root
+
+
+def _experiment(own: dict[str, str], positional: list[str], passed: list[str]) -> str | None:
+    """--mlflow-experiment's value; None without it (then a ROOT is watched)."""
+    wanted = own.get("mlflow_experiment")
+    if wanted is None:
+        if "mlflow_tracking_uri" in own:
+            raise ConfigurationError(
+                "--mlflow-tracking-uri names the store of --mlflow-experiment: add "
+                "--mlflow-experiment NAME_OR_ID, or leave it out to watch a ROOT"
+            )
+        if any(_flag_name(a) == "mlflow_write_back" for a in passed):
+            raise ConfigurationError(
+                "--mlflow-write-back writes each verdict to its MLflow run: it needs "
+                "--mlflow-experiment NAME_OR_ID (the runs under a ROOT are no MLflow runs)"
+            )
+        return None
+    if positional:
+        raise ConfigurationError(
+            f"watch takes a ROOT or --mlflow-experiment, not both (got ROOT {positional[0]!r} "
+            f"and --mlflow-experiment {wanted!r}): give one"
+        )
+    if not wanted.strip():
+        raise ConfigurationError(
+            "--mlflow-experiment needs the experiment's name or id (MLflow's UI shows both)"
+        )
+    return wanted.strip()
 
 
 def _seconds(value: str | None) -> float:

@@ -30,8 +30,8 @@ RUNNING = -1  # the index's exit code of a run still going: it has none yet
 class RunEntry:
     """One run's line in the status file and the index; ``update`` says whether it changed."""
 
-    def __init__(self, name: str, trial: str) -> None:
-        self.name, self.trial = name, trial
+    def __init__(self, name: str, trial: str, *, title: str | None = None) -> None:
+        self.name, self.trial, self.title = name, trial, title  # title: an MLflow run's name
         self.fields: dict[str, Any] = {**_fields(name, trial, None, {}, False), "report": None}
         self.updated_at = _now()
         self.outcome = JobOutcome(name=name, trial=trial, status="Starting", exit_code=RUNNING)
@@ -65,7 +65,8 @@ class RunEntry:
         self.fields["status"] = self.outcome.status = "Queued"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.fields, "updated_at": iso(self.updated_at)}
+        return {"run": self.name, "run_name": self.title, **self.fields,
+                "updated_at": iso(self.updated_at)}  # fmt: skip
 
 
 def _now() -> datetime:

@@ -40,6 +40,7 @@ __all__ = [
     "History",
     "RunClient",
     "RunFacts",
+    "check_store",
     "child_phase_runs",
     "mlflow_client",
 ]
@@ -107,7 +108,7 @@ class RunClient:
         def work() -> None:
             try:
                 if self._client is None:
-                    _check_store(self.run_location)
+                    check_store(self.run_location.tracking_uri)
                     self._client = mlflow_client(self.run_location.tracking_uri)
                 result: Any = fn(self._client, *args)
             except BaseException as e:  # handed to the waiting coroutine
@@ -246,10 +247,9 @@ def rest_history(store: Any, run_id: str, key: str, timeout: float) -> History:
     )
 
 
-def _check_store(run: RunLocation) -> None:
+def check_store(uri: str) -> None:
     """A SQLite file or file store that does not exist is a typo: said at once, before
     MLflow's client would create an empty store there."""
-    uri = run.tracking_uri
     for prefix in ("sqlite:///", "file://"):
         if uri.startswith(prefix):
             path = uri[len(prefix) :] if prefix == "file://" else uri[len("sqlite://") :]

@@ -28,6 +28,7 @@ __all__ = [
     "is_mlflow_run",
     "run_of_trial",
     "shown_uri",
+    "store_uri",
 ]
 
 RUNS_PREFIX = "runs:/"
@@ -62,7 +63,7 @@ def from_runs_uri(location: str, tracking_uri: str | None) -> RunLocation:
             f"the trial {location} is an MLflow run: say which tracking store holds it with "
             f"{_TRACKING} (sqlite:///path/mlflow.db, http://host:port, or an mlruns folder)"
         )
-    return RunLocation(_store_uri(tracking_uri.strip()), found.group(1))
+    return RunLocation(store_uri(tracking_uri.strip()), found.group(1))
 
 
 def from_run_folder(folder: str) -> RunLocation:
@@ -95,7 +96,7 @@ def run_of_trial(trial: str, tracking_uri: str | None) -> RunLocation | None:
     return from_run_folder(trial)
 
 
-def _store_uri(uri: str) -> str:
+def store_uri(uri: str) -> str:
     """A plain path (an mlruns folder) as the ``file://`` URI MLflow's client takes; any other
     URI as given."""
     if "://" in uri or uri.startswith(("databricks", "uc:")):

@@ -3,6 +3,8 @@ ClientError for each thing to fix (container/watch/request.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from container.watch.request import parse_request
@@ -76,3 +78,46 @@ def test_help_and_a_bad_request_through_the_command(
     assert capsys.readouterr().err.startswith("ClientError: --shard must be I/N")
     assert main([f"{tmp_path}/missing", "--output-dir", f"{tmp_path}/o", "--rule", "X"]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_an_mlflow_experiment_is_watched_instead_of_a_root() -> None:
+    """--mlflow-experiment takes the place of ROOT; it and --mlflow-tracking-uri are the
+    watch's own (the store never reaches a run's command line), --mlflow-write-back goes on."""
+    request = parse_request(
+        ["--mlflow-experiment", "team runs", "--mlflow-tracking-uri", "http://u:pw@host:5000",
+         "--rule", "Overfit", "--mlflow-write-back", "true", "--output-dir", "out"]
+    )  # fmt: skip
+    assert request.root is None and request.experiment == "team runs"
+    assert request.tracking_uri == "http://u:pw@host:5000" and "pw" not in repr(request)
+    assert request.run_args == ("--rule", "Overfit", "--mlflow-write-back", "true",
+                                "--poll-interval", "1.0")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["./runs", "--mlflow-experiment", "e"], "a ROOT or --mlflow-experiment, not both"),
+        (["--mlflow-experiment", " "], "needs the experiment's name or id"),
+        (["./runs", "--mlflow-tracking-uri", "sqlite:///m.db"], "add --mlflow-experiment"),
+        (["./runs", "--mlflow-write-back", "true"], "--mlflow-write-back writes each verdict"),
+    ],
+)
+def test_a_bad_mlflow_request_says_what_to_fix(argv: list[str], said: str) -> None:
+    """A ROOT with an experiment, an empty experiment, a store or write-back without an
+    experiment: a ConfigurationError saying which to give."""
+    with pytest.raises(ConfigurationError, match=re.escape(said)):
+        parse_request([*argv, "--rule", "X", "--output-dir", "o"])
+
+
+def test_an_experiment_without_a_store_is_a_client_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """--mlflow-experiment with neither --mlflow-tracking-uri nor MLFLOW_TRACKING_URI exits 2
+    naming both ways to give the store."""
+    from container.watch import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("EVALUATOR_MLFLOW_TRACKING_URI", raising=False)
+    code = main(["--mlflow-experiment", "e", "--rule", "X", "--output-dir", f"{tmp_path}/o"])
+    assert code == 2
+    assert "--mlflow-tracking-uri URI or the MLFLOW_TRACKING_URI" in capsys.readouterr().err

@@ -72,3 +72,14 @@ def test_the_status_file_and_the_index_list_every_run(tmp_path: Path) -> None:
     page = (tmp_path / "index.html").read_text()
     assert 'href="b/rule_report.html"' in page and "Starting" in page
     assert list((tmp_path / ".watch" / "tmp").iterdir()) == []
+
+
+def test_an_mlflow_run_is_listed_with_its_run_name(tmp_path: Path) -> None:
+    """A run with a title (an MLflow run's name) shows it as run_name beside its run path;
+    a folder's run has none."""
+    entry = RunEntry("3/4f1c", "runs:/4f1c", title="resnet-lr3")
+    entry.update(FIRING, last_steps={}, ended=False, output=tmp_path)
+    assert {k: entry.to_dict()[k] for k in ("run", "run_name", "trial")} == {
+        "run": "3/4f1c", "run_name": "resnet-lr3", "trial": "runs:/4f1c"
+    }  # fmt: skip
+    assert RunEntry("a", "runs/a").to_dict()["run_name"] is None
