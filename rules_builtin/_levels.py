@@ -10,8 +10,13 @@ earlier value can sit far from the level of the loss, and a healthy run would fi
 lucky batch is the comparison value; there the rules compare with the mean of the earlier
 window instead, at the price of that window's delay. ``single_decides`` lets LossNotDecreasing
 keep the single-value comparison on a noisy series too when the window means show no fall
-beyond one standard error of the noise: a noisy plateau fires as early as documented
-(bench/DETECTION.md: the numpy lr_zero run at 12, not 24; pytorch_sigmoid_flat at 10, not 22).
+beyond one standard error of the noise (``fell_beyond_noise``), over the last window nor over
+the last two: a noisy plateau fires as early as documented (bench/DETECTION.md: the numpy
+lr_zero run at 12, not 24; pytorch_sigmoid_flat at 10, not 22), while a loss whose window means
+keep falling by less than the noise per window (a mini-batch loss near its floor: Lightning's
+``train_loss_step`` in tests/fixtures/tb_logs/lightning_real_overfit falls 4.7 % or more per
+10 steps with noise 5-39 % of the level) shows its fall over two windows and is never
+called flat on two single noisy values.
 
 ``smooth`` decides between the two on the values the comparison reads (the earlier value and
 the newer window): the noise is the robust standard deviation of their second differences
@@ -31,7 +36,16 @@ from dataclasses import dataclass, field
 
 from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise
 
-__all__ = ["LossView", "lowest", "noise", "shortfalls", "single_decides", "smooth", "span"]
+__all__ = [
+    "LossView",
+    "fell_beyond_noise",
+    "lowest",
+    "noise",
+    "shortfalls",
+    "single_decides",
+    "smooth",
+    "span",
+]
 
 
 def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]:
@@ -49,24 +63,31 @@ def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]
 def single_decides(
     last: tuple[float, int, int],
     single: tuple[float, int, int],
-    current: tuple[float, int, int],
-    previous: tuple[float, int, int],
-    noise: float,
     diff_percent: float,
-    counts: tuple[int, int],
+    *,
+    windows_fell: bool,
 ) -> bool:
     """Whether, on a noisy series, the single values (the newest one and the anchor's, AWS's
-    comparison) decide: they show no ``diff_percent`` % decrease and the window means show
-    none larger than ``diff_percent`` plus one standard error of their difference (the noise
-    in % of the level, over the ``counts`` of values averaged). A real fall the noise cannot
-    hide keeps the means deciding (no alarm on one unlucky batch); a plateau fires as early
-    as the documented comparison."""
+    comparison) decide: they show no ``diff_percent`` % decrease and the window means show no
+    fall beyond the noise (``windows_fell`` false, ``fell_beyond_noise`` over the last window
+    and over the last two). A loss that keeps falling, by less than its noise per window,
+    keeps the means deciding (no alarm on one unlucky batch); a plateau fires as early as the
+    documented comparison."""
     fell = last[0] < single[0] - abs(single[0]) * diff_percent / 100
     if fell or math.isnan(last[0]) or math.isnan(single[0]):
         return False
+    return not windows_fell
+
+
+def fell_beyond_noise(
+    current: float, previous: float, noise: float, diff_percent: float, counts: tuple[int, int]
+) -> bool:
+    """Whether the window mean ``current`` is below the earlier window mean ``previous`` by
+    more than ``diff_percent`` plus one standard error of their difference (``noise`` in % of
+    the level, over the ``counts`` of values averaged); a NaN mean never fell."""
     se = noise * math.sqrt(sum(1 / max(c, 1) for c in counts))
-    decrease = 100.0 * (previous[0] - current[0]) / abs(previous[0]) if previous[0] else 0.0
-    return not decrease > diff_percent + se
+    decrease = 100.0 * (previous - current) / abs(previous) if previous else 0.0
+    return decrease > diff_percent + se
 
 
 @dataclass
@@ -110,9 +131,11 @@ class LossView:
         anchor = self.anchor(num_steps)
         if anchor is None:
             return
-        # Later anchors are never earlier: steps at or before anchor - num_steps are no
-        # longer in any window.
-        while self.saved[0][0] <= anchor[0] - num_steps:
+        # Later anchors are never earlier: steps at or before anchor - num_steps are in no
+        # window again; a series logged at every step keeps one more window (the window
+        # before the anchor's: LossNotDecreasing asks whether the loss fell over two).
+        kept = 2 * num_steps if self.needed == 1 else num_steps
+        while self.saved[0][0] <= anchor[0] - kept:
             _, gone = self.saved.popleft()
             self.values.pop(gone, None)
 
