@@ -33,6 +33,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise
 
@@ -41,6 +42,7 @@ __all__ = [
     "fell_beyond_noise",
     "lowest",
     "noise",
+    "noisy_levels",
     "shortfalls",
     "single_decides",
     "smooth",
@@ -58,6 +60,67 @@ def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]
     sigma = noise(finite)
     percent = 100.0 * sigma / level if level > 0 else (0.0 if sigma == 0 else math.inf)
     return math.sqrt(2.0) * percent <= margin_percent / 2, percent
+
+
+Level = tuple[float, int, int]  # a window's mean or median (or one value), first, last mode step
+Window = list[tuple[int, int]]  # saved (mode step, global step) pairs
+
+
+class Reader(Protocol):
+    """The level of the values saved in a window (their mean, or median), None when none of
+    them can be read: the rule's own reader, which records what it reads."""
+
+    def __call__(self, window: Window, *, median: bool = False) -> Level | None: ...
+
+
+def noisy_levels(
+    read: Reader,
+    view: LossView,
+    at: tuple[tuple[int, int], Window, int],
+    single: Level,
+    margins: tuple[float, float],
+    grown: bool,
+) -> tuple[Level, Level, tuple[Level, Level]] | None:
+    """(current, previous, the pair that decides) of LossNotDecreasing on a noisy series,
+    ``at`` the anchor, the current window and the window's mode steps, ``single`` the anchor's
+    value, ``margins`` the noise and the decrease that counts (%): the window medians on a
+    grown window (one spike never decides); else the single values (the newest and the
+    anchor's) when they and the window means show no fall (``single_decides``), or the window
+    means. None when a value cannot be read."""
+    anchor, window, steps = at
+    current = read(window, median=grown)
+    previous = read(view.window(anchor[0], steps), median=grown)
+    last = read([window[-1]])
+    if current is None or previous is None or last is None:
+        return None
+    if grown:
+        return current, previous, (current, previous)
+    fell = _windows_fell(read, view, at, (current[0], previous[0]), margins)
+    if single_decides(last, single, margins[1], windows_fell=fell):
+        return current, previous, (last, single)
+    return current, previous, (current, previous)
+
+
+def _windows_fell(
+    read: Reader,
+    view: LossView,
+    at: tuple[tuple[int, int], Window, int],
+    means: tuple[float, float],
+    margins: tuple[float, float],
+) -> bool:
+    """Whether the current window's mean fell beyond the noise (``fell_beyond_noise``) below
+    the mean of the window ending at the anchor, or below the mean of the window before that
+    one: a loss that keeps falling by less than its noise per window shows it over two
+    windows, while a plateau shows no fall over either."""
+    (anchor, window, steps), (current, previous) = at, means
+    earlier = view.window(anchor[0], steps)
+    if fell_beyond_noise(current, previous, *margins, (len(window), len(earlier))):
+        return True
+    before = view.window(anchor[0] - steps, steps)
+    back = read(before) if before else None
+    if back is None:
+        return False  # the first windows of the series: nothing earlier to compare
+    return fell_beyond_noise(current, back[0], *margins, (len(window), len(before)))
 
 
 def single_decides(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
@@ -21,14 +22,7 @@ from evaluator.rules.kit.params import (
 from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
 from rules_builtin._cadence import RESOLUTION_PERCENT
-from rules_builtin._levels import (
-    LossView,
-    fell_beyond_noise,
-    lowest,
-    shortfalls,
-    single_decides,
-    smooth,
-)
+from rules_builtin._levels import LossView, lowest, noisy_levels, shortfalls, smooth
 from rules_builtin._loss_comparison import Comparison, judge_comparison, record_clear_fall
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress, too_few_values
 from rules_builtin._running_means import RunningMeans
@@ -40,9 +34,6 @@ __all__ = ["LossNotDecreasing"]
 TRAIN, EVAL, GLOBAL = ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.GLOBAL
 _PREFERRED = (EVAL, TRAIN)  # the order tried when ``mode`` is unset
 _MIN_MARGIN = 0.1  # % of the level: the smallest decrease the noise test resolves
-
-
-_Level = tuple[float, int, int]  # (mean or median of a window, first mode step, last mode step)
 
 
 @dataclass
@@ -333,7 +324,10 @@ class LossNotDecreasing(Rule):
         previous: tuple[float, int, int] | None = single
         decided = (current, single)
         if not is_smooth:
-            noisy = self._noisy(name, view, mode, (anchor, window), single, (noise, diff), grown)
+            reader = partial(self._mean, name, view, mode=mode)
+            noisy = noisy_levels(
+                reader, view, (anchor, window, steps), single, (noise, diff), grown
+            )
             if noisy is None:
                 return False
             current, previous, decided = noisy
@@ -358,59 +352,6 @@ class LossNotDecreasing(Rule):
         )
         made = Comparison(name, step, mode, at, decided, best, current, why, diff)
         return judge_comparison(self, made)
-
-    def _noisy(
-        self,
-        name: str,
-        view: LossView,
-        mode: ModeKeys,
-        at: tuple[tuple[int, int], list[tuple[int, int]]],
-        single: tuple[float, int, int],
-        margins: tuple[float, float],
-        grown: bool,
-    ) -> tuple[_Level, _Level, tuple[_Level, _Level]] | None:
-        """(current, previous, the pair that decides) on a noisy series, ``at`` the anchor and
-        the current window, ``margins`` the noise and the decrease that counts (%): window
-        medians on a grown window (one spike never decides); else the single values when they
-        and the window means show no fall (``single_decides``), or the window means. None
-        when a value cannot be read."""
-        anchor, window = at
-        earlier = view.window(anchor[0], view.steps or self.num_steps)
-        current = self._mean(name, view, window, mode, median=grown)
-        previous = self._mean(name, view, earlier, mode, median=grown)
-        last = self._mean(name, view, [window[-1]], mode)
-        if name in self._skipped or current is None or previous is None or last is None:
-            return None
-        if grown:
-            return current, previous, (current, previous)
-        fell = self._windows_fell(name, view, mode, at, (current[0], previous[0]), margins)
-        if single_decides(last, single, margins[1], windows_fell=fell):
-            return current, previous, (last, single)
-        return current, previous, (current, previous)
-
-    def _windows_fell(
-        self,
-        name: str,
-        view: LossView,
-        mode: ModeKeys,
-        at: tuple[tuple[int, int], list[tuple[int, int]]],
-        means: tuple[float, float],
-        margins: tuple[float, float],
-    ) -> bool:
-        """Whether the current window's mean fell beyond the noise (``fell_beyond_noise``)
-        below the mean of the window ending at the anchor, or below the mean of the window
-        before that one: a loss that keeps falling by less than its noise per window shows
-        it over two windows, while a plateau shows no fall over either."""
-        (anchor, window), (current, previous) = at, means
-        steps = view.steps or self.num_steps
-        earlier = view.window(anchor[0], steps)
-        if fell_beyond_noise(current, previous, *margins, (len(window), len(earlier))):
-            return True
-        before = view.window(anchor[0] - steps, steps)
-        back = self._mean(name, view, before, mode) if before else None
-        if back is None:
-            return False  # the first windows of the series: nothing earlier to compare
-        return fell_beyond_noise(current, back[0], *margins, (len(window), len(before)))
 
     def _mean(
         self,
