@@ -16,7 +16,9 @@ lr_zero run at 12, not 24; pytorch_sigmoid_flat at 10, not 22), while a loss who
 keep falling by less than the noise per window (a mini-batch loss near its floor: Lightning's
 ``train_loss_step`` in tests/fixtures/tb_logs/lightning_real_overfit falls 4.7 % or more per
 10 steps with noise 5-39 % of the level) shows its fall over two windows and is never
-called flat on two single noisy values.
+called flat on two single noisy values. A newest value above the anchor's by more than two
+standard errors of their difference (``rose_beyond_noise``: a jump no batch noise explains,
+which one window's mean has not caught up with) keeps the single values deciding.
 
 ``smooth`` decides between the two on the values the comparison reads (the earlier value and
 the newer window): the noise is the robust standard deviation of their second differences
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from evaluator.rules.diagnosis import NOISE_K
 from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "lowest",
     "noise",
     "noisy_levels",
+    "rose_beyond_noise",
     "shortfalls",
     "single_decides",
     "smooth",
@@ -95,7 +99,8 @@ def noisy_levels(
         return None
     if grown:
         return current, previous, (current, previous)
-    fell = _windows_fell(read, view, at, (current[0], previous[0]), margins)
+    jumped = rose_beyond_noise(last[0], single[0], *margins)
+    fell = _windows_fell(read, view, at, (current[0], previous[0], jumped), margins)
     if single_decides(last, single, margins[1], windows_fell=fell):
         return current, previous, (last, single)
     return current, previous, (current, previous)
@@ -105,17 +110,21 @@ def _windows_fell(
     read: Reader,
     view: LossView,
     at: tuple[tuple[int, int], Window, int],
-    means: tuple[float, float],
+    means: tuple[float, float, bool],
     margins: tuple[float, float],
 ) -> bool:
     """Whether the current window's mean fell beyond the noise (``fell_beyond_noise``) below
-    the mean of the window ending at the anchor, or below the mean of the window before that
-    one: a loss that keeps falling by less than its noise per window shows it over two
-    windows, while a plateau shows no fall over either."""
-    (anchor, window, steps), (current, previous) = at, means
+    the mean of the window ending at the anchor, or, unless the newest value ``jumped`` above
+    the anchor's beyond the noise (``rose_beyond_noise``: a rise the window has not caught up
+    with), below the mean of the window before that one: a loss that keeps falling by less
+    than its noise per window shows it over two windows, while a plateau shows no fall over
+    either."""
+    (anchor, window, steps), (current, previous, jumped) = at, means
     earlier = view.window(anchor[0], steps)
     if fell_beyond_noise(current, previous, *margins, (len(window), len(earlier))):
         return True
+    if jumped:
+        return False
     before = view.window(anchor[0] - steps, steps)
     back = read(before) if before else None
     if back is None:
@@ -140,6 +149,14 @@ def single_decides(
     if fell or math.isnan(last[0]) or math.isnan(single[0]):
         return False
     return not windows_fell
+
+
+def rose_beyond_noise(last: float, single: float, noise: float, diff_percent: float) -> bool:
+    """Whether the newest value ``last`` is above the anchor's value ``single`` by more than
+    ``diff_percent`` plus ``NOISE_K`` standard errors of a difference of two single values
+    (``sqrt(2) * noise``, the noise in % of the level): a jump no batch noise explains."""
+    rise = 100.0 * (last - single) / abs(single) if single else 0.0
+    return rise > diff_percent + NOISE_K * math.sqrt(2.0) * noise
 
 
 def fell_beyond_noise(

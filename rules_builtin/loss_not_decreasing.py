@@ -91,10 +91,11 @@ class LossNotDecreasing(Rule):
       ``diff_percent`` % decrease and ``cur`` shows no decrease larger than ``diff_percent``
       plus one standard error of the difference (the noise over the counts averaged) below
       the mean of ``(a - num_steps, a]``, nor below the mean of the window before that,
-      ``(a - 2 num_steps, a - num_steps]``: a plateau fires as early as the documented
-      comparison, while a fall the noise cannot hide, in the last window or over the last
-      two (a loss that keeps falling by less than its noise per window), is never called
-      flat on one unlucky batch;
+      ``(a - 2 num_steps, a - num_steps]`` (unless the value at ``s`` is above the one at
+      ``a`` by more than two standard errors of their difference: a jump): a plateau or a
+      jump fires as early as the documented comparison, while a fall the noise cannot hide,
+      in the last window or over the last two (a loss that keeps falling by less than its
+      noise per window), is never called flat on one unlucky batch;
     * else the mean of the values saved in ``(a - num_steps, a]`` against ``cur``.
 
     ``best`` is the lowest ``prev`` or ``cur`` (window means) computed in that mode before.

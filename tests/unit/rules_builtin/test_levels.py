@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from rules_builtin._levels import LossView, fell_beyond_noise, single_decides
+from rules_builtin._levels import LossView, fell_beyond_noise, rose_beyond_noise, single_decides
 
 
 def test_a_fall_beyond_diff_percent_and_one_standard_error_counts() -> None:
@@ -27,6 +27,14 @@ def test_a_nan_or_rising_mean_never_fell() -> None:
     assert not fell_beyond_noise(math.nan, 100.0, 0.0, 0.1, (10, 10))
     assert not fell_beyond_noise(101.0, 100.0, 0.0, 0.1, (10, 10))
     assert not fell_beyond_noise(1.0, 0.0, 0.0, 0.1, (10, 10))
+
+
+def test_a_jump_beyond_two_standard_errors_of_two_single_values_is_a_rise() -> None:
+    """Noise 10 % of the level: a difference of two single values has an SE of 14.1 %, so with
+    diff_percent 0.1 a rise of 28.5 % is a jump (beyond 2 SE) and 28.2 % is not; a fall never."""
+    assert rose_beyond_noise(1.285, 1.0, 10.0, 0.1)
+    assert not rose_beyond_noise(1.282, 1.0, 10.0, 0.1)
+    assert not rose_beyond_noise(0.5, 1.0, 10.0, 0.1)
 
 
 def test_single_values_decide_only_when_neither_they_nor_the_windows_fell() -> None:
