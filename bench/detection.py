@@ -250,9 +250,9 @@ DOCUMENTED_WAIT = {
     "flat-loss trials TRAIN and EVAL alternate: 10 TRAIN steps = 20 saved steps); a plateau "
     "fires at the first evaluation (every 10 mode steps) whose anchor lies on it when the "
     "loss is smooth, or noisy with single values showing no fall and window means no fall "
-    "beyond one standard error of the noise; else when the window means show none, up to "
-    "one window of 10 later (rules_builtin/_levels.py); these trials save the loss at every "
-    "step, so the noise-aware windows keep num_steps (rules_builtin/_cadence.py)",
+    "beyond one standard error of the noise over one window nor two; else when the window "
+    "means show none, up to two windows of 10 later (rules_builtin/_levels.py); these trials "
+    "save the loss at every step, so the noise-aware windows keep num_steps (_cadence.py)",
     "PoorWeightInitialization": "the loss check: patience=5 TRAIN steps for a smooth loss, "
     "two windows of 5 for a noisy one; the variance and gradient checks: none",
     "Overtraining": "patience_train=5 TRAIN values / patience_validation=10 validation passes "

@@ -10,8 +10,15 @@ earlier value can sit far from the level of the loss, and a healthy run would fi
 lucky batch is the comparison value; there the rules compare with the mean of the earlier
 window instead, at the price of that window's delay. ``single_decides`` lets LossNotDecreasing
 keep the single-value comparison on a noisy series too when the window means show no fall
-beyond one standard error of the noise: a noisy plateau fires as early as documented
-(bench/DETECTION.md: the numpy lr_zero run at 12, not 24; pytorch_sigmoid_flat at 10, not 22).
+beyond one standard error of the noise (``fell_beyond_noise``), over the last window nor over
+the last two: a noisy plateau fires as early as documented (bench/DETECTION.md: the numpy
+lr_zero run at 12, not 24; pytorch_sigmoid_flat at 10, not 22), while a loss whose window means
+keep falling by less than the noise per window (a mini-batch loss near its floor: Lightning's
+``train_loss_step`` in tests/fixtures/tb_logs/lightning_real_overfit falls 4.7 % or more per
+10 steps with noise 5-39 % of the level) shows its fall over two windows and is never
+called flat on two single noisy values. A newest value above the anchor's by more than two
+standard errors of their difference (``rose_beyond_noise``: a jump no batch noise explains,
+which one window's mean has not caught up with) keeps the single values deciding.
 
 ``smooth`` decides between the two on the values the comparison reads (the earlier value and
 the newer window): the noise is the robust standard deviation of their second differences
@@ -28,10 +35,23 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from evaluator.rules.diagnosis import NOISE_K
 from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise
 
-__all__ = ["LossView", "lowest", "noise", "shortfalls", "single_decides", "smooth", "span"]
+__all__ = [
+    "LossView",
+    "fell_beyond_noise",
+    "lowest",
+    "noise",
+    "noisy_levels",
+    "rose_beyond_noise",
+    "shortfalls",
+    "single_decides",
+    "smooth",
+    "span",
+]
 
 
 def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]:
@@ -46,27 +66,108 @@ def smooth(values: Sequence[float], margin_percent: float) -> tuple[bool, float]
     return math.sqrt(2.0) * percent <= margin_percent / 2, percent
 
 
+Level = tuple[float, int, int]  # a window's mean or median (or one value), first, last mode step
+Window = list[tuple[int, int]]  # saved (mode step, global step) pairs
+
+
+class Reader(Protocol):
+    """The level of the values saved in a window (their mean, or median), None when none of
+    them can be read: the rule's own reader, which records what it reads."""
+
+    def __call__(self, window: Window, *, median: bool = False) -> Level | None: ...
+
+
+def noisy_levels(
+    read: Reader,
+    view: LossView,
+    at: tuple[tuple[int, int], Window, int],
+    single: Level,
+    margins: tuple[float, float],
+    grown: bool,
+) -> tuple[Level, Level, tuple[Level, Level]] | None:
+    """(current, previous, the pair that decides) of LossNotDecreasing on a noisy series,
+    ``at`` the anchor, the current window and the window's mode steps, ``single`` the anchor's
+    value, ``margins`` the noise and the decrease that counts (%): the window medians on a
+    grown window (one spike never decides); else the single values (the newest and the
+    anchor's) when they and the window means show no fall (``single_decides``), or the window
+    means. None when a value cannot be read."""
+    anchor, window, steps = at
+    current = read(window, median=grown)
+    previous = read(view.window(anchor[0], steps), median=grown)
+    last = read([window[-1]])
+    if current is None or previous is None or last is None:
+        return None
+    if grown:
+        return current, previous, (current, previous)
+    jumped = rose_beyond_noise(last[0], single[0], *margins)
+    fell = _windows_fell(read, view, at, (current[0], previous[0], jumped), margins)
+    if single_decides(last, single, margins[1], windows_fell=fell):
+        return current, previous, (last, single)
+    return current, previous, (current, previous)
+
+
+def _windows_fell(
+    read: Reader,
+    view: LossView,
+    at: tuple[tuple[int, int], Window, int],
+    means: tuple[float, float, bool],
+    margins: tuple[float, float],
+) -> bool:
+    """Whether the current window's mean fell beyond the noise (``fell_beyond_noise``) below
+    the mean of the window ending at the anchor, or, unless the newest value ``jumped`` above
+    the anchor's beyond the noise (``rose_beyond_noise``: a rise the window has not caught up
+    with), below the mean of the window before that one: a loss that keeps falling by less
+    than its noise per window shows it over two windows, while a plateau shows no fall over
+    either."""
+    (anchor, window, steps), (current, previous, jumped) = at, means
+    earlier = view.window(anchor[0], steps)
+    if fell_beyond_noise(current, previous, *margins, (len(window), len(earlier))):
+        return True
+    if jumped:
+        return False
+    before = view.window(anchor[0] - steps, steps)
+    back = read(before) if before else None
+    if back is None:
+        return False  # the first windows of the series: nothing earlier to compare
+    return fell_beyond_noise(current, back[0], *margins, (len(window), len(before)))
+
+
 def single_decides(
     last: tuple[float, int, int],
     single: tuple[float, int, int],
-    current: tuple[float, int, int],
-    previous: tuple[float, int, int],
-    noise: float,
     diff_percent: float,
-    counts: tuple[int, int],
+    *,
+    windows_fell: bool,
 ) -> bool:
     """Whether, on a noisy series, the single values (the newest one and the anchor's, AWS's
-    comparison) decide: they show no ``diff_percent`` % decrease and the window means show
-    none larger than ``diff_percent`` plus one standard error of their difference (the noise
-    in % of the level, over the ``counts`` of values averaged). A real fall the noise cannot
-    hide keeps the means deciding (no alarm on one unlucky batch); a plateau fires as early
-    as the documented comparison."""
+    comparison) decide: they show no ``diff_percent`` % decrease and the window means show no
+    fall beyond the noise (``windows_fell`` false, ``fell_beyond_noise`` over the last window
+    and over the last two). A loss that keeps falling, by less than its noise per window,
+    keeps the means deciding (no alarm on one unlucky batch); a plateau fires as early as the
+    documented comparison."""
     fell = last[0] < single[0] - abs(single[0]) * diff_percent / 100
     if fell or math.isnan(last[0]) or math.isnan(single[0]):
         return False
+    return not windows_fell
+
+
+def rose_beyond_noise(last: float, single: float, noise: float, diff_percent: float) -> bool:
+    """Whether the newest value ``last`` is above the anchor's value ``single`` by more than
+    ``diff_percent`` plus ``NOISE_K`` standard errors of a difference of two single values
+    (``sqrt(2) * noise``, the noise in % of the level): a jump no batch noise explains."""
+    rise = 100.0 * (last - single) / abs(single) if single else 0.0
+    return rise > diff_percent + NOISE_K * math.sqrt(2.0) * noise
+
+
+def fell_beyond_noise(
+    current: float, previous: float, noise: float, diff_percent: float, counts: tuple[int, int]
+) -> bool:
+    """Whether the window mean ``current`` is below the earlier window mean ``previous`` by
+    more than ``diff_percent`` plus one standard error of their difference (``noise`` in % of
+    the level, over the ``counts`` of values averaged); a NaN mean never fell."""
     se = noise * math.sqrt(sum(1 / max(c, 1) for c in counts))
-    decrease = 100.0 * (previous[0] - current[0]) / abs(previous[0]) if previous[0] else 0.0
-    return not decrease > diff_percent + se
+    decrease = 100.0 * (previous - current) / abs(previous) if previous else 0.0
+    return decrease > diff_percent + se
 
 
 @dataclass
@@ -110,9 +211,11 @@ class LossView:
         anchor = self.anchor(num_steps)
         if anchor is None:
             return
-        # Later anchors are never earlier: steps at or before anchor - num_steps are no
-        # longer in any window.
-        while self.saved[0][0] <= anchor[0] - num_steps:
+        # Later anchors are never earlier: steps at or before anchor - num_steps are in no
+        # window again; a series logged at every step keeps one more window (the window
+        # before the anchor's: LossNotDecreasing asks whether the loss fell over two).
+        kept = 2 * num_steps if self.needed == 1 else num_steps
+        while self.saved[0][0] <= anchor[0] - kept:
             _, gone = self.saved.popleft()
             self.values.pop(gone, None)
 

@@ -76,9 +76,10 @@ DETECTION: dict[str, Detection] = {
         "Keras: loss (its per-epoch running mean) and val_loss; PyTorch: the registered loss "
         "module's output; XGBoost: its losses collection (train-/validation- metrics).",
         "num_steps (10) mode steps between compared values; on a noisy loss the comparison "
-        "value is the mean of the num_steps mode steps ending there (the evidence says which)",
+        "value is the mean of the num_steps mode steps ending there, and the window before it "
+        "says whether a fall goes on (the evidence says which decided)",
         "mode step num_steps (10); a plateau at the first evaluation (every num_steps) whose "
-        "anchor lies on it, one window later on a noisy loss",
+        "anchor lies on it, up to two windows later on a noisy loss that fell before it",
     ),
     "LossSpike": (
         "Hugging Face: train/loss; Keras: loss (TRAIN); PyTorch: the registered loss "

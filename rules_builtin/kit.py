@@ -14,7 +14,9 @@ What is here, by the private module it comes from (each name documented there):
   logged series, and how many values a window needs to tell a trend from it);
 * ``_labels``: ``class_ids``, ``require_class_labels``, ``labelled_names``,
   ``labelled_values``, ``confusion_matrix``, ``natural_key`` (classification rules);
-* ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides`` (loss levels and noise);
+* ``_levels``: ``LossView``, ``smooth``, ``noise``, ``single_decides``, ``fell_beyond_noise``,
+  ``rose_beyond_noise``, ``noisy_levels`` (loss levels and noise; which comparison decides on
+  a noisy loss);
 * ``_loss_comparison``: ``Comparison``, ``judge_comparison`` and ``record_clear_fall``
   (LossNotDecreasing's record of one comparison);
 * ``_phase_means``: ``PhaseMeans``, ``gap_ratio``, ``lowest_of`` (Overfit's phase means);

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from evaluator.errors import ConfigurationError, TensorUnavailableForStep
@@ -21,7 +22,7 @@ from evaluator.rules.kit.params import (
 from evaluator.rules.kit.selection import TensorSelection, scalar
 from evaluator.rules.rule import Rule
 from rules_builtin._cadence import RESOLUTION_PERCENT
-from rules_builtin._levels import LossView, lowest, shortfalls, single_decides, smooth
+from rules_builtin._levels import LossView, lowest, noisy_levels, shortfalls, smooth
 from rules_builtin._loss_comparison import Comparison, judge_comparison, record_clear_fall
 from rules_builtin._progress import IGNORE_CONVERGED, NOISE_AWARE, LossProgress, too_few_values
 from rules_builtin._running_means import RunningMeans
@@ -74,7 +75,8 @@ class LossNotDecreasing(Rule):
     Earliest firing: mode step ``num_steps`` (the first saved step ``num_steps`` after the
     first saved one); a loss that stops falling at step o fires at the first evaluation
     whose anchor is at or after o (smooth series; noisy ones when the single values there
-    show no fall, below), as AWS's single-value comparison does.
+    show no fall and the window means none beyond the noise, below), as AWS's single-value
+    comparison does.
 
     Formula (the sources disagree; this is our choice): at an evaluation at mode step ``s``
     with anchor ``a``, ``cur`` is the mean of the values saved in ``(s - num_steps, s]``
@@ -86,11 +88,14 @@ class LossNotDecreasing(Rule):
       at one value: AWS's comparison, and the earliest;
     * on a noisy series (mini-batch losses, Keras' running mean), the value at ``a``
       compared with the value at ``s`` too (AWS's comparison) when those show no
-      ``diff_percent`` % decrease and the means of ``(a - num_steps, a]`` and ``cur``'s
-      window show no decrease larger than ``diff_percent`` plus one standard error of their
-      difference (the noise over the counts averaged): a plateau fires as early as the
-      documented comparison, while a real fall the noise cannot hide is never called flat
-      on one unlucky batch;
+      ``diff_percent`` % decrease and ``cur`` shows no decrease larger than ``diff_percent``
+      plus one standard error of the difference (the noise over the counts averaged) below
+      the mean of ``(a - num_steps, a]``, nor below the mean of the window before that,
+      ``(a - 2 num_steps, a - num_steps]`` (unless the value at ``s`` is above the one at
+      ``a`` by more than two standard errors of their difference: a jump): a plateau or a
+      jump fires as early as the documented comparison, while a fall the noise cannot hide,
+      in the last window or over the last two (a loss that keeps falling by less than its
+      noise per window), is never called flat on one unlucky batch;
     * else the mean of the values saved in ``(a - num_steps, a]`` against ``cur``.
 
     ``best`` is the lowest ``prev`` or ``cur`` (window means) computed in that mode before.
@@ -320,21 +325,13 @@ class LossNotDecreasing(Rule):
         previous: tuple[float, int, int] | None = single
         decided = (current, single)
         if not is_smooth:
-            earlier = view.window(anchor[0], steps)
-            previous = self._mean(name, view, earlier, mode)
-            last = self._mean(name, view, [window[-1]], mode)
-            if name in self._skipped or previous is None or last is None:
+            reader = partial(self._mean, name, view, mode=mode)
+            noisy = noisy_levels(
+                reader, view, (anchor, window, steps), single, (noise, diff), grown
+            )
+            if noisy is None:
                 return False
-            decided = (current, previous)
-            counts = (len(window), len(earlier))
-            if grown:  # window medians: one noisy value (a loss spike) never decides
-                medians = [self._mean(name, view, w, mode, median=True) for w in (window, earlier)]
-                if medians[0] is None or medians[1] is None:
-                    return False
-                current, previous = medians[0], medians[1]
-                decided = (current, previous)
-            elif single_decides(last, single, current, previous, noise, diff, counts):
-                decided = (last, single)
+            current, previous, decided = noisy
         if name in self._skipped or previous is None:
             return False
         view.last_evaluated = at
@@ -348,13 +345,14 @@ class LossNotDecreasing(Rule):
             + (
                 "the anchor's value"
                 if is_smooth
-                else "the single values, the window means showing no decrease beyond the noise"
+                else "the single values, the window means showing no decrease beyond the noise "
+                "over the last window or the last two"
                 if decided[1] is single
                 else "the window ending at the anchor"
             )
         )
-        found = Comparison(name, step, mode, at, decided, best, current, why, diff)
-        return judge_comparison(self, found)
+        made = Comparison(name, step, mode, at, decided, best, current, why, diff)
+        return judge_comparison(self, made)
 
     def _mean(
         self,

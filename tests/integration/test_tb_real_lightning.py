@@ -95,13 +95,6 @@ def test_training_loss_is_not_found_not_decreasing(tmp_path: Path) -> None:
     assert epoch["evidence"]["tensors_checked"] == 1 and epoch["evidence"]["comparisons"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known gap: on this mini-batch loss (noise 32 % of the level by the rule's "
-    "measure) the 13 % fall of the 10-step window means at TRAIN step 120 is within one "
-    "standard error (14 %), so the single values decide (0.0645 at step 110, 0.0708 at 120) "
-    "and it fires, though the 10-step window means fall by 4.7 % or more at every 10th step",
-)
 def test_training_loss_followed_alone_is_not_found_not_decreasing(tmp_path: Path) -> None:
     """``mode=TRAIN``: the per-step training loss, falling in every 10-step window (measured:
     ``train_loss_step_stalls_10_step_windows`` false), is not found not decreasing."""

@@ -411,6 +411,44 @@ def test_a_noisy_flat_loss_fires_at_the_documented_single_value_comparison(
     assert "the single values, the window means showing no decrease beyond" in reason["sentence"]
 
 
+def test_a_noisy_loss_whose_window_means_keep_falling_is_quiet(
+    make_trial: Callable[..., Any],
+) -> None:
+    """A loss falling 1 % per step with 10 % white batch noise, whose 10-step window means fall
+    by 4 % or more at every evaluation: at step 30 the single values rise (0.722 against 0.701)
+    and the last window's fall is within one standard error of the noise, but the fall over
+    the last two windows is not, so the window means decide and it never fires."""
+    batch = np.random.default_rng(20).normal(0.0, 0.1, 80)
+    noisy = {s: 0.99**s * (1 + batch[s]) for s in range(80)}
+    means = [float(np.mean([noisy[s] for s in range(end - 9, end + 1)])) for end in (10, 20, 30)]
+    assert noisy[30] > noisy[20] and means[2] < 0.96 * means[1] < 0.96**2 * means[0]
+    rule = LossNotDecreasing(make_trial(global_steps(noisy)))
+    assert _run(rule) == ()
+    (means,) = [
+        q
+        for q in rule.evidence.series()["series"]
+        if q["quantity"].startswith("decrease (%) of the loss from the mean over")
+    ]
+    assert 30 in [step for step, _ in means["points"]]  # the window means decided at 30
+
+
+def test_a_jump_beyond_the_noise_fires_before_the_window_means_catch_up(
+    make_trial: Callable[..., Any],
+) -> None:
+    """A loss falling 0.5 % per step with 4 % white batch noise that jumps by 0.3 (about 35 %)
+    at step 30 fires there on the single values: the jump is beyond the noise of two single
+    values, so the fall of the window means over the last two windows does not overrule them
+    (only one value of the window 21..30 has jumped)."""
+    batch = np.random.default_rng(0).normal(0.0, 0.04, 60)
+    jumped = {s: (0.995**s + (0.3 if s >= 30 else 0.0)) * (1 + batch[s]) for s in range(60)}
+    rule = LossNotDecreasing(make_trial(global_steps(jumped)))
+    assert _run(rule)[0] == 30
+    reason = rule.evidence.summary()["reasons"][0]
+    assert reason["quantity"].startswith(
+        "decrease (%) of the loss from the value at GLOBAL step 20 to the value at GLOBAL step 30"
+    )
+
+
 def test_a_plateau_fires_at_the_first_evaluation_whose_anchor_is_on_it(
     make_trial: Callable[..., Any],
 ) -> None:
