@@ -23,6 +23,7 @@ pytest.importorskip("mlflow")
 
 from evaluator.errors import ClientError  # noqa: E402
 from evaluator.modes import ModeKeys  # noqa: E402
+from evaluator.sources.mlflow import rest  # noqa: E402
 from evaluator.trial import create_trial  # noqa: E402
 from tests.support.mlflow_runs import hf_mlflow_metrics, log_run, start_server  # noqa: E402
 from tests.support.real_runs import WILD, judge_log  # noqa: E402
@@ -130,6 +131,32 @@ def test_a_tracking_server_run_reads_as_mlflows_own_history(server: str) -> None
     run_id = log_run(server, _training())
     with _open(f"runs:/{run_id}", server) as trial:
         _same_as_mlflows_history(trial, server, run_id)
+
+
+@pytest.mark.parametrize("bulk_most", [rest.BULK_MOST, 5])
+def test_a_real_servers_bulk_answer_equals_get_history(
+    server: str, bulk_most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real mlflow server has the bulk request, and it gives what get-history gives (NaN
+    included); a bulk answer that may be cut (BULK_MOST values) is read again whole."""
+    from mlflow import MlflowClient
+
+    monkeypatch.setattr(rest, "BULK_MOST", bulk_most)
+    run_id = log_run(server, _training(steps=8))
+    client = MlflowClient(server)
+    reader = rest.ServerReader(client._tracking_client.store, timeout=30)
+    for key in ("train_loss", "odd"):
+        bulk = reader._bulk(run_id, key)
+        paged = reader._paged(run_id, key)
+        assert bulk is not None and reader.bulk_works
+        assert len(bulk[0]) == min(len(paged[0]), bulk_most)
+        for ours, theirs in zip(bulk, paged, strict=True):
+            np.testing.assert_array_equal(ours, theirs[: len(ours)])
+        steps, _, values = reader.history(run_id, key)
+        expected = client.get_metric_history(run_id, key)
+        assert steps.tolist() == [m.step for m in expected]
+        np.testing.assert_array_equal(values, [m.value for m in expected])
+    assert len(bulk[0]) == 3 and math.isnan(bulk[2][2])
 
 
 def test_phase_child_runs_give_their_keys_a_mode(sqlite_uri: str) -> None:
