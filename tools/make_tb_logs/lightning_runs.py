@@ -2,8 +2,9 @@
 ``lightning.Trainer`` with Lightning's own ``TensorBoardLogger`` (``lightning_logs/version_0``),
 and, in ``lightning_real_mlflow_overfit``, the same training logged at once by Lightning's
 ``MLFlowLogger`` to a SQLite store beside the log (``mlflow.db``, as MLflow 3.7+ makes by
-default; the run's id in ``labels.json``). One scenario per process: ``python lightning_runs.py --scenario NAME --out DIR``; labels are
-measured here, by the module while it trains, never read back from the log."""
+default; the run's id in ``labels.json``). One scenario per process:
+``python lightning_runs.py --scenario NAME --out DIR``; labels are measured here, by the module
+while it trains, never read back from the log."""
 
 from __future__ import annotations
 
