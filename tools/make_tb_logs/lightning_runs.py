@@ -1,18 +1,23 @@
 """TensorBoard runs written by the real ``lightning`` package: a ``LightningModule`` trained by
-``lightning.Trainer`` with Lightning's own ``TensorBoardLogger`` (``lightning_logs/version_0``).
-One scenario per process: ``python lightning_runs.py --scenario NAME --out DIR``; labels are
-measured here, by the module while it trains, never read back from the log."""
+``lightning.Trainer`` with Lightning's own ``TensorBoardLogger`` (``lightning_logs/version_0``),
+and, in ``lightning_real_mlflow_overfit``, the same training logged at once by Lightning's
+``MLFlowLogger`` to a SQLite store beside the log (``mlflow.db``, as MLflow 3.7+ makes by
+default; the run's id in ``labels.json``). One scenario per process:
+``python lightning_runs.py --scenario NAME --out DIR``; labels are measured here, by the module
+while it trains, never read back from the log."""
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import Logger, MLFlowLogger, TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -29,6 +34,7 @@ from common import (  # noqa: E402
 
 VERSIONS = {"lightning": L.__version__, "torch": torch.__version__, "numpy": np.__version__}
 WRITER = "lightning.pytorch.loggers.TensorBoardLogger"
+MLFLOW_WRITER = "lightning.pytorch.loggers.TensorBoardLogger + MLFlowLogger"
 
 
 def data(n: int, seed: int, noise: float, d: int = 16) -> TensorDataset:
@@ -94,6 +100,44 @@ def _weighted_mean(values: list[tuple[float, int]]) -> float:
 def overfit(out: Path) -> dict:
     """64 noisy training samples in 4 batches of 16, 256 validation samples; 60 epochs (240
     optimizer steps), validation at every epoch end, ``train_loss`` logged each step."""
+    return train_overfit(out, [_tensorboard(out)])
+
+
+def mlflow_overfit(out: Path) -> dict:
+    """The same training logged by both of Lightning's loggers at once: TensorBoardLogger and
+    MLFlowLogger (a SQLite store, ``mlflow.db``, its artifacts in ``mlartifacts/``)."""
+    mlflow = MLFlowLogger(
+        experiment_name="lightning",
+        run_name="overfit",
+        tracking_uri=f"sqlite:///{out / 'mlflow.db'}",
+        artifact_location=(out / "mlartifacts").as_uri(),
+    )
+    labels = train_overfit(out, [_tensorboard(out), mlflow])
+    labels["mlflow_run_id"] = mlflow.run_id
+    _compact(out / "mlflow.db")
+    labels["description"] = (
+        "The real Lightning Trainer with TensorBoardLogger and MLFlowLogger at once (SQLite "
+        "store mlflow.db): the training of lightning_real_overfit; MLflow gets the keys "
+        "TensorBoard gets as tags (train_loss_step, train_loss_epoch, val_loss, epoch), no "
+        "hp_metric, the hyperparameters as run params."
+    )
+    return labels
+
+
+def _compact(db: Path) -> None:
+    """Rewrite the SQLite file with 1 KiB pages (VACUUM): the same rows in under half the
+    bytes, as MLflow's ~200 tables and indexes each take a page at least."""
+    with closing(sqlite3.connect(db)) as connection:
+        connection.execute("PRAGMA page_size=1024")
+        connection.execute("VACUUM")
+
+
+def _tensorboard(out: Path) -> TensorBoardLogger:
+    return TensorBoardLogger(str(out), name="lightning_logs", version=0)
+
+
+def train_overfit(out: Path, loggers: list[Logger]) -> dict:
+    """The overfitting training, logged by ``loggers``; its labels."""
     L.seed_everything(0, workers=True)
     train = DataLoader(
         data(64, seed=1, noise=0.2),
@@ -109,7 +153,7 @@ def overfit(out: Path) -> dict:
         devices=1,
         deterministic=True,
         log_every_n_steps=1,
-        logger=TensorBoardLogger(str(out), name="lightning_logs", version=0),
+        logger=loggers,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -142,7 +186,8 @@ def overfit(out: Path) -> dict:
     }
 
 
-SCENARIOS = {"lightning_real_overfit": overfit}
+SCENARIOS = {"lightning_real_overfit": overfit, "lightning_real_mlflow_overfit": mlflow_overfit}
+WRITERS = {"lightning_real_mlflow_overfit": MLFLOW_WRITER}
 
 
 def main() -> None:
@@ -152,8 +197,13 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     labels = SCENARIOS[args.scenario](args.out)
-    labels = {"writer": WRITER, "scenario": args.scenario, **labels}
-    write_labels(args.out, labels, VERSIONS)
+    labels = {"writer": WRITERS.get(args.scenario, WRITER), "scenario": args.scenario, **labels}
+    versions = dict(VERSIONS)
+    if args.scenario in WRITERS:
+        import mlflow
+
+        versions["mlflow"] = mlflow.__version__
+    write_labels(args.out, labels, versions)
 
 
 if __name__ == "__main__":

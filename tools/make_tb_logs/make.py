@@ -26,6 +26,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DEST = REPO / "tests" / "fixtures" / "tb_logs"
+# Runs that are MLflow runs first (a store beside the TensorBoard log of the same training): kept
+# apart, so that the TensorBoard suites and benches over DEST do not count one training twice.
+MLFLOW_DEST = REPO / "tests" / "fixtures" / "mlflow_runs"
+DESTS = {"lightning_real_mlflow_overfit": MLFLOW_DEST}
 VENVS = {
     "torch": "requirements-torch.txt",
     "tf": "requirements-tf.txt",
@@ -60,7 +64,7 @@ SCRIPTS = {
             "tf_exploding",
         ],
     ),
-    "lightning": ("lightning_runs.py", ["lightning_real_overfit"]),
+    "lightning": ("lightning_runs.py", ["lightning_real_overfit", "lightning_real_mlflow_overfit"]),
 }
 MAX_BYTES = 1 << 20
 
@@ -130,8 +134,9 @@ def main() -> None:
                     env=env,
                 )
                 assert size(out) < MAX_BYTES, f"{run} is {size(out)} bytes"
-                shutil.rmtree(DEST / run, ignore_errors=True)
-                shutil.copytree(out, DEST / run)
+                dest = DESTS.get(run, DEST)
+                shutil.rmtree(dest / run, ignore_errors=True)
+                shutil.copytree(out, dest / run)
                 print(f"{run}: {size(out)} bytes")
     index()
 

@@ -5,12 +5,11 @@ turned into ``ClientError``s that name the run and the store without credentials
 ``RunClient.run()`` reads the run's status, name and latest metrics (one request);
 ``RunClient.histories(keys)`` the whole history of each key, several keys at once (MLflow's
 client has no request for several keys of a run, so the keys of a batch go out together, on
-``PARALLEL`` threads). From a tracking server each history is one request of MLflow's
-documented REST API (``GET /api/2.0/mlflow/metrics/get-history``) sent by MLflow's own HTTP
-helper (its credentials, TLS settings and retries), whose JSON answer is read straight into
-numpy arrays: ``get_metric_history`` turns every value into a protobuf message and then a
-``Metric`` object, which costs several times the request (bench/mlflow_read.py). The other
-stores (SQLite, a file store) are read with ``get_metric_history``. A call that has not answered within ``deadline`` seconds (the trial
+``PARALLEL`` threads). From a tracking server each history is one HTTP request read straight
+into numpy arrays (``rest.ServerReader``: which request, and why); ``get_metric_history`` turns
+every value into a protobuf message and then a ``Metric`` object, which costs several times the
+request (bench/mlflow_read.py). The other stores (SQLite, a file store) are read with
+``get_metric_history``. A call that has not answered within ``deadline`` seconds (the trial
 option ``mlflow_request_deadline``) is given up: an unreachable store fails then, whatever
 retries MLflow's own client would still make.
 
@@ -30,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-import orjson
 
 from evaluator.errors import ClientError
 from evaluator.sources.mlflow.location import RunLocation, shown_uri
+from evaluator.sources.mlflow.rest import ServerReader
 
 __all__ = [
     "ENDED_STATUSES",
@@ -97,6 +96,7 @@ class RunClient:
         self.run_location = run
         self.deadline = deadline
         self._client: Any = None
+        self._server: ServerReader | None = None
         self._pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="mlflow")
 
     async def call(self, what: str, fn: Callable[..., _T], *args: Any) -> _T:
@@ -145,13 +145,22 @@ class RunClient:
         return await self.call("get_metric_history", self._read_all, run_id, keys)
 
     def _read_all(self, client: Any, run_id: str, keys: list[str]) -> dict[str, History]:
-        store = _rest_store(client)
-        if store is None:
+        server = self._server_reader(client)
+        if server is None:
             read = list(self._pool.map(lambda k: client.get_metric_history(run_id, k), keys))
             return {key: history_of(metrics) for key, metrics in zip(keys, read)}
-        timeout = self.deadline
-        found = self._pool.map(lambda k: rest_history(store, run_id, k, timeout), keys)
+        found = self._pool.map(lambda k: history_from_arrays(*server.history(run_id, k)), keys)
         return dict(zip(keys, found))
+
+    def _server_reader(self, client: Any) -> ServerReader | None:
+        """The reader of a tracking server's histories (kept: it learns which requests the
+        server has), or None for the other stores."""
+        if self._server is None:
+            store = _rest_store(client)
+            if store is None:
+                return None
+            self._server = ServerReader(store, timeout=self.deadline)
+        return self._server
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -204,9 +213,6 @@ def history_from_arrays(steps: np.ndarray, stamps: np.ndarray, values: np.ndarra
     return History(steps[last], values)
 
 
-_HISTORY_ENDPOINT = "/api/2.0/mlflow/metrics/get-history"
-
-
 def _rest_store(client: Any) -> Any:
     """The client's store when it talks to a tracking server (MLflow's ``RestStore``), else
     None."""
@@ -214,37 +220,6 @@ def _rest_store(client: Any) -> Any:
     from mlflow.store.tracking.rest_store import RestStore
 
     return store if isinstance(store, RestStore) else None
-
-
-def rest_history(store: Any, run_id: str, key: str, timeout: float) -> History:
-    """One key's history from a tracking server: ``get-history`` pages, sent by MLflow's
-    HTTP helper, read into arrays (proto3's JSON spells int64 as strings and non-finite
-    doubles as ``"NaN"``/``"Infinity"``; numpy reads both)."""
-    from mlflow.utils import rest_utils
-
-    http_request: Any = rest_utils.http_request  # untyped in MLflow
-    verify_rest_response: Any = rest_utils.verify_rest_response
-
-    steps: list[Any] = []
-    stamps: list[Any] = []
-    values: list[Any] = []
-    params: dict[str, str] = {"run_id": run_id, "metric_key": key}
-    while True:
-        answer = http_request(
-            store.get_host_creds(), _HISTORY_ENDPOINT, "GET", params=params, timeout=timeout
-        )
-        document = orjson.loads(verify_rest_response(answer, _HISTORY_ENDPOINT).content)
-        for metric in document.get("metrics", ()):
-            steps.append(metric.get("step", 0))
-            stamps.append(metric.get("timestamp", 0))
-            values.append(metric.get("value", 0.0))
-        token = document.get("next_page_token")
-        if not token:
-            break
-        params["page_token"] = token
-    return history_from_arrays(
-        np.array(steps, np.int64), np.array(stamps, np.int64), np.array(values, np.float64)
-    )
 
 
 def check_store(uri: str) -> None:
