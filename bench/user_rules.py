@@ -20,8 +20,9 @@ on every side; what answers ``import smdebug`` differs:
 Each side is a fresh process on ``bench/.work/trials/big_2000x50x256`` (bench/make_trial.py);
 the figure is the process's **wall time, imports included**, as a user runs it, measured by
 the parent around the process, and its CPU (user + system, from the parent's
-``RUSAGE_CHILDREN``). Sides alternate within each repetition; medians. Every side must fire at
-the same steps (a checksum of the fired steps and the counts of steps evaluated). Stored in
+``RUSAGE_CHILDREN``). Sides alternate within each repetition, in the reverse order every
+other one; medians. Every side must fire at the same steps (a checksum of the fired steps
+and the counts of steps evaluated). Stored in
 ``bench/results_scale.json`` under ``user_rules`` and rendered into RESULTS.md by
 ``bench/scale_report.py``. Never run from the test suite.
 """
@@ -184,8 +185,10 @@ def main() -> int:
     sides = [s for s in args.sides.split(",") if s]
     runs: dict[str, list[dict]] = {side: [] for side in sides}
     load = [os.getloadavg()]
-    for _ in range(args.repeat):
-        for side in sides:
+    for repetition in range(args.repeat):
+        # Every other repetition in the reverse order: no side always runs first after the
+        # slowest one (which leaves the caches and the clock in its own state).
+        for side in sides if repetition % 2 == 0 else sides[::-1]:
             runs[side].append(run_side(side, args.trial, args.only))
             r = runs[side][-1]
             print(side, r["process_wall_s"], r["process_cpu_s"], r["checksum"], file=sys.stderr)
