@@ -229,9 +229,9 @@ def recording_instructions_lines(ri: dict) -> list[str]:
         f"valgrind's callgrind, `PYTHONHASHSEED=0`; the load does not move a count) for "
         f"{', '.join(ri['rules'])}: read charts on {n['on']:,}, off {n['off']:,}, no rule "
         f"(imports and the trial's opening) {n['none']:,}; the rule bodies' own, on / off: "
-        f"**{ri['recording_cost_instructions']:.3f}** (target: at most 1.05). Instructions are "
-        "not time (a cache miss counts once); the side with the charts on holds the recent "
-        "step about 50 times as often as outside valgrind.",
+        f"**{ri['recording_cost_instructions']:.3f}**. Instructions are not time (a cache miss "
+        "counts once; the target, at most 1.05, is one of time); the side with the charts on "
+        "holds the recent step about 50 times as often as outside valgrind.",
         "",
     ]
 
