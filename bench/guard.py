@@ -81,6 +81,7 @@ def _user_rules(_results: dict, scale: dict) -> Figures:
         "speed-up, process CPU (higher is better)": u.get("speedup_cpu"),
         "recording on / off, CPU (lower is better)": u.get("recording_cost_cpu"),
         "recording on / off, wall (lower is better)": u.get("recording_cost_wall"),
+        "recording on / off, rule bodies' CPU (lower is better)": u.get("recording_cost_rules_cpu"),
     }
 
 

@@ -206,10 +206,34 @@ def user_rules_lines(u: dict) -> list[str]:
             f"- read charts on / off: CPU **{u['recording_cost_cpu']:.3f}**, wall "
             f"**{u['recording_cost_wall']:.3f}** (target: at most 1.05)."
         )
+    if "recording_cost_rules_cpu" in u:
+        lines.append(
+            "- read charts on / off, closer in: the median of each repetition's own ratio "
+            f"(the two processes back to back): CPU {u['recording_cost_cpu_paired']:.3f}, wall "
+            f"{u['recording_cost_wall_paired']:.3f}; the rule bodies' CPU alone "
+            "(`time.process_time()` around each `invoke_rule`, summed over the five rules): "
+            f"{u['recording_cost_rules_cpu']:.3f} (medians), "
+            f"{u['recording_cost_rules_cpu_paired']:.3f} (median of the pairs)."
+        )
     if u.get("note"):
         lines.append(f"- {u['note']}")
     lines.append("")
     return lines
+
+
+def recording_instructions_lines(ri: dict) -> list[str]:
+    """The read charts' cost in instructions (bench/recording_instructions.py)."""
+    n = ri["instructions"]
+    return [
+        f"Counted in instructions (`bench/recording_instructions.py`: one process per side under "
+        f"valgrind's callgrind, `PYTHONHASHSEED=0`; the load does not move a count) for "
+        f"{', '.join(ri['rules'])}: read charts on {n['on']:,}, off {n['off']:,}, no rule "
+        f"(imports and the trial's opening) {n['none']:,}; the rule bodies' own, on / off: "
+        f"**{ri['recording_cost_instructions']:.3f}**. Instructions are not time (a cache miss "
+        "counts once; the target, at most 1.05, is one of time); the side with the charts on "
+        "holds the recent step about 50 times as often as outside valgrind.",
+        "",
+    ]
 
 
 _USER_RULES = (
@@ -255,6 +279,8 @@ def write_section(data: dict | None = None) -> None:
         lines += many_workers_lines(data["many_workers"])
     if "user_rules" in data:
         lines += user_rules_lines(data["user_rules"])
+    if "recording_instructions" in data:
+        lines += recording_instructions_lines(data["recording_instructions"])
     if "large_tensors" in data:
         lines += large_tensors_lines(data["large_tensors"])
     if "speed_path" in data:

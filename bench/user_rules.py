@@ -20,8 +20,9 @@ on every side; what answers ``import smdebug`` differs:
 Each side is a fresh process on ``bench/.work/trials/big_2000x50x256`` (bench/make_trial.py);
 the figure is the process's **wall time, imports included**, as a user runs it, measured by
 the parent around the process, and its CPU (user + system, from the parent's
-``RUSAGE_CHILDREN``). Sides alternate within each repetition; medians. Every side must fire at
-the same steps (a checksum of the fired steps and the counts of steps evaluated). Stored in
+``RUSAGE_CHILDREN``). Sides alternate within each repetition, in the reverse order every
+other one; medians. Every side must fire at the same steps (a checksum of the fired steps
+and the counts of steps evaluated). Stored in
 ``bench/results_scale.json`` under ``user_rules`` and rendered into RESULTS.md by
 ``bench/scale_report.py``. Never run from the test suite.
 """
@@ -132,7 +133,35 @@ def summarise(runs: dict[str, list[dict]], args: argparse.Namespace, load: list)
     if "ours" in out and "ours-off" in out:
         out["recording_cost_cpu"] = round(out["ours"]["cpu_s"] / out["ours-off"]["cpu_s"], 3)
         out["recording_cost_wall"] = round(out["ours"]["wall_s"] / out["ours-off"]["wall_s"], 3)
+        out.update(recording_detail(runs["ours"], runs["ours-off"]))
     return out
+
+
+def recording_detail(on: list[dict], off: list[dict]) -> dict:
+    """The recording's cost measured closer in: the median of each repetition's own on / off
+    ratio (the two processes ran one after the other, under about the same load), and the
+    rule bodies' CPU alone (``time.process_time()`` around each ``invoke_rule`` in the child,
+    summed over the rules: no imports, no trial opening)."""
+    pairs = list(zip(on, off))
+
+    def paired(key: str) -> float:
+        return round(statistics.median(a[key] / b[key] for a, b in pairs), 3)
+
+    def rules_cpu(r: dict) -> float:
+        return float(sum(rule["cpu_s"] for rule in r["rules"].values()))
+
+    return {
+        "recording_cost_cpu_paired": paired("process_cpu_s"),
+        "recording_cost_wall_paired": paired("process_wall_s"),
+        "recording_cost_rules_cpu": round(
+            statistics.median(rules_cpu(r) for r in on)
+            / statistics.median(rules_cpu(r) for r in off),
+            3,
+        ),
+        "recording_cost_rules_cpu_paired": round(
+            statistics.median(rules_cpu(a) / rules_cpu(b) for a, b in pairs), 3
+        ),
+    }
 
 
 def main() -> int:
@@ -156,8 +185,10 @@ def main() -> int:
     sides = [s for s in args.sides.split(",") if s]
     runs: dict[str, list[dict]] = {side: [] for side in sides}
     load = [os.getloadavg()]
-    for _ in range(args.repeat):
-        for side in sides:
+    for repetition in range(args.repeat):
+        # Every other repetition in the reverse order: no side always runs first after the
+        # slowest one (which leaves the caches and the clock in its own state).
+        for side in sides if repetition % 2 == 0 else sides[::-1]:
             runs[side].append(run_side(side, args.trial, args.only))
             r = runs[side][-1]
             print(side, r["process_wall_s"], r["process_cpu_s"], r["checksum"], file=sys.stderr)

@@ -229,10 +229,12 @@ class ReadCharts:
         held: bool = True,
     ) -> None:
         """The reads of one evaluated ``step`` in ``mode``: ``names[i]`` read as ``values[i]``
-        (not ``held``: what was read was not kept, as ``plan`` said; the reads are counted)."""
+        (not ``held``: what was read was not kept, as ``plan`` said; the reads are counted).
+        The lists stay the caller's: what is kept of them is copied (a step not held, of the
+        same tensors as the step before, copies nothing)."""
         if names != self._run_names or mode != self._run_mode:  # (the same tensors, mostly)
             self._count_run()
-            self._run_names, self._run_mode = names, mode
+            self._run_names, self._run_mode = names.copy(), mode
             self._run_unique = len(set(names)) == len(names)
         self._repeats += 1
         planned, self._plan = self._plan, None
@@ -244,13 +246,15 @@ class ReadCharts:
         if not held:
             return  # a step planned not to hold its reads (``plan``): counted
         fired_slot = self._firings.take() if fired else -1  # a reservoir of their own
+        if self._run_unique:
+            names, values = names.copy(), values.copy()
+        else:  # a tensor read twice at the step: charted once
+            unique = dict(zip(names, values))
+            names, values = list(unique), list(unique.values())
         if slot < 0 and fired_slot < 0 and not first:
             self._last = (step, mode, names, values)  # held until a later step replaces it
             return
         self._last = None
-        if not self._run_unique:  # a tensor read twice at the step: charted once
-            unique = dict(zip(names, values))
-            names, values = list(unique), list(unique.values())
         kept = _Kept(step, mode, names, values)
         ndarray = np.ndarray
         kept.nbytes = sum([v.nbytes for v in values if type(v) is ndarray])

@@ -34,6 +34,9 @@ _ndarray = np.ndarray
 _NOT_CHARTED = object()  # ``_now`` while no read is charted
 _SPILL_EVERY = 64  # reads of a step noted between two checks of the bounds, at most
 _TENSORS_TOLD_APART = 10_000  # distinct tensors counted, at most
+# A mode as the charts name it (a dict: ``Enum.name`` is a Python-level property, and this
+# is looked up at every step).
+_MODE_NAMES = {mode: None if mode is ModeKeys.GLOBAL else mode.name for mode in ModeKeys}
 
 
 class ReadWatch:
@@ -101,9 +104,7 @@ class ReadWatch:
         """Offer the reads noted since the last call (at global ``step``, evaluated, the rule
         ``fired`` there or not; None: at the steps read) to the read charts
         (``evaluator.rules.read_charts``). Never raises."""
-        names, values = self._names.copy(), self._values.copy()
-        self._names.clear()
-        self._values.clear()
+        names, values = self._names, self._values
         now, held = self._now, self._holding
         self._now, self._holding = None, True
         self._checked = self._held = 0
@@ -112,14 +113,17 @@ class ReadWatch:
             self._chart_loose(step, fired)
         if not names:
             return
-        self._reads += len(names)
         if isinstance(now, int):  # (names hold reads of ``now`` only)
             mode = self._mode_name(now)
             with self._lock:
-                try:
+                try:  # (``offer`` copies what it keeps of the lists)
                     self._read_charts.offer(now, mode, names, values, fired, held)
                 except Exception:  # a chart is a help; never fail a rule over it
                     _log.debug("reads at step %s not charted", now, exc_info=True)
+        count = len(names)
+        names.clear()
+        values.clear()
+        self._reads += count  # (after the clear: ``reads`` never counts a read twice)
 
     def _chart_loose(self, step: int | None, fired: bool) -> None:
         """Offer the reads noted outside a step's evaluation (at ``step`` only, or at each
@@ -180,7 +184,7 @@ class ReadWatch:
 
     def _mode_name(self, step: int) -> str | None:
         mode = self._mode_of(step)[0]
-        return None if mode is None or mode is ModeKeys.GLOBAL else mode.name
+        return None if mode is None else _MODE_NAMES[mode]
 
     def note_read(self, name: str, step: int, value: Any = None) -> None:
         """A tensor was read, and ``value`` is what was read (``evaluator.engine.reads`` calls
