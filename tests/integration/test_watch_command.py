@@ -12,19 +12,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evaluator.testing.tb_writer import write_scalars
+from tests.support.watch_process import ROOT, WatchProcess, final_result, webhook_receiver
 
-ROOT = Path(__file__).resolve().parents[2]
 RULE = "ExplodingTensor"
 POLL = "0.3"
 FIRES_AT = 20
@@ -32,29 +29,11 @@ RESULT = "rule_evaluation_result.json"
 SETTLE = 30.0  # the issue's bound: a result within 30 s of the run's data being complete
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    posts: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).posts.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A webhook receiver on 127.0.0.1 and the bodies it was POSTed."""
-    handler = type("Receiver", (_Receiver,), {"posts": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", handler.posts
-    server.shutdown()
-    server.server_close()
+    with webhook_receiver() as found:
+        yield found
 
 
 def _loss(explodes: bool) -> list[tuple[int, float]]:
@@ -70,8 +49,9 @@ def _copy_in(stage: Path, root: Path, name: str, *, explodes: bool, phase: str =
     return target
 
 
-class Watch:
-    """A ``rule-evaluator watch`` process, its printed lines and its status port."""
+class Watch(WatchProcess):
+    """A ``rule-evaluator watch`` of ``RULE`` over ``root`` into ``out``, notifying
+    ``webhook_url``."""
 
     def __init__(
         self,
@@ -83,53 +63,9 @@ class Watch:
         idle_scans: int = 3,
         more: tuple[str, ...] = (),
     ) -> None:
-        env = {**os.environ, "EVALUATOR_IDLE_SCANS_TO_COMPLETE": str(idle_scans)}
-        self.log = log
-        with open(log, "wb") as f:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "container.cli", "watch", str(root), "--rule", RULE,
-                 "--output-dir", str(out), "--poll-interval", POLL,
-                 "--status-address", "127.0.0.1:0", "--webhook-url", webhook_url, *more],
-                cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        self.port = int(self.wait_for(r"status on port (\d+)").group(1))
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.text())
-            if found:
-                return found
-            assert self.process.poll() is None, self.text()
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in:\n{self.text()}")
-
-    def get(self, path: str) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
-            body: bytes = r.read()
-            return body.decode()
-
-    def terminate(self, signum: int = signal.SIGTERM) -> tuple[int, float]:
-        started = time.monotonic()
-        self.process.send_signal(signum)
-        code = self.process.wait(timeout=20)
-        return code, time.monotonic() - started
-
-
-def _final_result(folder: Path, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            document = json.loads((folder / "rule_evaluation_result.json").read_text())
-        except (OSError, ValueError):
-            document = {}
-        if document.get("exit_code") in (0, 1) and (folder / "rule_report.html").is_file():
-            return dict(document)
-        time.sleep(0.1)
-    raise AssertionError(f"no verdict in {folder} within {timeout} s")
+        args = [str(root), "--rule", RULE, "--output-dir", str(out), "--poll-interval", POLL,
+                "--webhook-url", webhook_url, *more]  # fmt: skip
+        super().__init__(args, log, {"EVALUATOR_IDLE_SCANS_TO_COMPLETE": str(idle_scans)})
 
 
 def _single_run(trial: Path, out: Path) -> dict[str, Any]:
@@ -172,9 +108,9 @@ def test_runs_copied_in_are_watched_notified_once_and_not_again_after_a_restart(
         "healthy": _copy_in(stage, root, "healthy", explodes=False),
         "exploding": _copy_in(stage, root, "exploding", explodes=True),
     }
-    results = {name: _final_result(out / name, SETTLE) for name in runs}
+    results = {name: final_result(out / name, SETTLE) for name in runs}
     runs["team/third"] = _copy_in(stage, root, "team/third", explodes=True, phase="train")
-    results["team/third"] = _final_result(out / "team/third", SETTLE)
+    results["team/third"] = final_result(out / "team/third", SETTLE)
     watch.wait_for(r"team/third ended")
 
     for name, trial in runs.items():
@@ -280,7 +216,7 @@ def test_a_hostile_run_is_its_own_error_and_a_stopped_run_resumes_after_a_restar
     write_scalars(live, {"loss": _loss(explodes=True)[FIRES_AT:]}, start_time=1_700_000_100)
     again = Watch(root, out, url, tmp_path / "watch-again.log")
     again.wait_for(r"broken ended earlier")
-    result = _final_result(out / "live", SETTLE)
+    result = final_result(out / "live", SETTLE)
     single = _single_run(live, tmp_path / "single")
     assert _verdict(result) == _verdict(single)
     assert result["rules"][0]["fired_steps"] == [FIRES_AT] and result.get("resumed")

@@ -30,7 +30,12 @@ from evaluator.sources.mlflow.experiment import (  # noqa: E402
     store_client,
 )
 from tests.support.mlflow_runs import log_run, start_server  # noqa: E402
-from tests.support.watch_process import ROOT, WatchProcess, webhook_receiver  # noqa: E402
+from tests.support.watch_process import (  # noqa: E402
+    ROOT,
+    WatchProcess,
+    final_result,
+    webhook_receiver,
+)
 
 RULE = "ExplodingTensor"
 POLL = "0.3"
@@ -60,19 +65,6 @@ def _experiment_id(uri: str, name: str) -> str:
     from mlflow import MlflowClient
 
     return str(MlflowClient(uri).get_experiment_by_name(name).experiment_id)
-
-
-def _final_result(folder: Path, timeout: float = SETTLE) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            document = json.loads((folder / RESULT).read_text())
-        except (OSError, ValueError):
-            document = {}
-        if document.get("exit_code") in (0, 1) and (folder / "rule_report.html").is_file():
-            return dict(document)
-        time.sleep(0.1)
-    raise AssertionError(f"no verdict in {folder} within {timeout} s")
 
 
 def _single_run(run_id: str, uri: str, out: Path) -> dict[str, Any]:
@@ -144,10 +136,10 @@ def test_an_experiments_runs_get_the_single_commands_verdict_and_one_post_per_ch
     out, env = tmp_path / "out", {"MLFLOW_TRACKING_URI": sqlite_uri}
     more = ("--mlflow-experiment", "team", "--webhook-url", url, "--mlflow-write-back", "true")
     watch = _watch(out, tmp_path / "watch.log", *more, env=env)
-    results = {name: _final_result(out / exp / rid) for name, rid in runs.items()}
+    results = {name: final_result(out / exp / rid, SETTLE) for name, rid in runs.items()}
     runs["exploding"], writer = _log_live(sqlite_uri, "team")
     writer.join()
-    results["exploding"] = _final_result(out / exp / runs["exploding"])
+    results["exploding"] = final_result(out / exp / runs["exploding"], SETTLE)
     watch.wait_for(rf"{exp}/{runs['exploding']} ended")
 
     for name, run_id in runs.items():
@@ -215,7 +207,7 @@ def test_a_run_stopped_with_the_watch_resumes_to_the_single_commands_verdict(
     before = len(posts)
 
     again = _watch(tmp_path / "out", tmp_path / "again.log", *more, env={})
-    result = _final_result(folder)
+    result = final_result(folder, SETTLE)
     again.wait_for(rf"{run_id} ended")
     assert again.terminate()[0] == 143
     assert _verdict(result) == _verdict(_single_run(run_id, sqlite_uri, tmp_path / "single"))

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "WatchProcess", "webhook_receiver"]
+__all__ = ["ROOT", "WatchProcess", "final_result", "webhook_receiver"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,3 +88,18 @@ class WatchProcess:
         self.process.send_signal(signum)
         code = self.process.wait(timeout=20)
         return code, time.monotonic() - started
+
+
+def final_result(folder: Path, timeout: float) -> dict[str, Any]:
+    """The result file a watched run wrote in ``folder``, once it holds a verdict (exit code 0
+    or 1) and the report is there too; an AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            document = json.loads((folder / "rule_evaluation_result.json").read_text())
+        except (OSError, ValueError):
+            document = {}
+        if document.get("exit_code") in (0, 1) and (folder / "rule_report.html").is_file():
+            return dict(document)
+        time.sleep(0.1)
+    raise AssertionError(f"no verdict in {folder} within {timeout} s")
