@@ -7,6 +7,7 @@ diagnosis; a live run is followed until its status ends it; bad input is a clear
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -209,14 +210,70 @@ def test_an_unknown_run_is_a_client_error_naming_it(sqlite_uri: str) -> None:
 
 
 def test_an_unreachable_store_fails_within_its_deadline_without_credentials() -> None:
-    """A tracking server that never answers fails after mlflow_request_deadline, naming the
-    store without its user name and password."""
+    """A tracking server that refuses connections fails within mlflow_request_deadline,
+    saying so and naming the store without its user name and password."""
     started = time.monotonic()
-    with pytest.raises(ClientError, match="did not answer") as caught:
+    with pytest.raises(ClientError, match="could not be reached .*Connection refused") as caught:
         _open("runs:/0123abcd", "http://bob:hunter2@127.0.0.1:9", mlflow_request_deadline=2)
     assert time.monotonic() - started < 10
     assert "hunter2" not in str(caught.value) and "bob" not in str(caught.value)
     assert "http://127.0.0.1:9" in str(caught.value)
+
+
+def test_a_silent_store_fails_at_its_deadline_without_credentials() -> None:
+    """A tracking server that accepts and never answers fails at mlflow_request_deadline,
+    naming the store without its user name and password."""
+    from tests.support.stalling_endpoints import BlackHole
+
+    with BlackHole() as hole:
+        uri = hole.endpoint.replace("http://", "http://bob:hunter2@")
+        started = time.monotonic()
+        with pytest.raises(ClientError, match="did not answer") as caught:
+            _open("runs:/0123abcd", uri, mlflow_request_deadline=2)
+    assert time.monotonic() - started < 10
+    assert "hunter2" not in str(caught.value) and hole.endpoint in str(caught.value)
+
+
+class _ClosedAfter(logging.Handler):
+    """A log handler whose stream is closed once the call under test is over: what it is
+    still given after that would be written to a closed stream."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.closed = False
+        self.late: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.closed:
+            self.late.append(f"{record.threadName}: {record.getMessage()[:120]}")
+
+
+def _mlflow_threads(besides: frozenset[threading.Thread] = frozenset()) -> list[str]:
+    """The names of MLflow calls' threads alive now, but those of ``besides``."""
+    alive = set(threading.enumerate()) - besides
+    return [t.name for t in alive if t.name.startswith("mlflow")]
+
+
+def test_a_request_given_up_at_its_deadline_leaves_no_thread_retrying() -> None:
+    """A tracking server that accepts and never answers: the call fails at its deadline, and
+    no thread of it is left retrying (nor logging its retries) a few seconds after."""
+    from tests.support.stalling_endpoints import BlackHole
+
+    handler = _ClosedAfter()
+    before = frozenset(threading.enumerate())
+    logging.getLogger().addHandler(handler)
+    try:
+        with BlackHole() as hole, pytest.raises(ClientError, match="did not answer"):
+            _open("runs:/0123abcd", hole.endpoint, mlflow_request_deadline=2)
+        handler.closed = True
+        bound = time.monotonic() + 3
+        while _mlflow_threads(before) and time.monotonic() < bound:
+            time.sleep(0.1)
+        assert _mlflow_threads(before) == []
+        time.sleep(0.5)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert handler.late == []
 
 
 def test_a_missing_metric_names_the_key_to_log(sqlite_uri: str, tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ into numpy arrays (``rest.ServerReader``: which request, and why); ``get_metric_
 every value into a protobuf message and then a ``Metric`` object, which costs several times the
 request (bench/mlflow_read.py). The other stores (SQLite, a file store) are read with
 ``get_metric_history``. A call that has not answered within ``deadline`` seconds (the trial
-option ``mlflow_request_deadline``) is given up: an unreachable store fails then, whatever
-retries MLflow's own client would still make.
+option ``mlflow_request_deadline``) is given up: an unreachable store fails then. MLflow's own
+retries are fitted inside that deadline (``http_budget``), so the thread of a call given up on
+ends by itself soon after, instead of retrying into later work.
 
 MLflow writes +/-inf as +/-1.797e308 (the largest double): such values are read as
 infinities; NaN is kept.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -31,6 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from evaluator.errors import ClientError
+from evaluator.sources.mlflow.http_budget import HttpBudget, fit_mlflow_retries
 from evaluator.sources.mlflow.location import RunLocation, shown_uri
 from evaluator.sources.mlflow.rest import ServerReader
 
@@ -41,7 +44,9 @@ __all__ = [
     "RunFacts",
     "check_store",
     "child_phase_runs",
+    "did_not_answer",
     "mlflow_client",
+    "unreachable",
 ]
 
 PARALLEL = 8  # histories read at once
@@ -49,6 +54,7 @@ ENDED_STATUSES = frozenset({"FINISHED", "FAILED", "KILLED"})
 _INFINITE = sys.float_info.max  # what MLflow stores for an infinite value
 _T = TypeVar("_T")
 _ALLOW_FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")  # "[Errno 111] Connection refused"
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,9 @@ class RunClient:
 
     async def call(self, what: str, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(client, *args)`` in a daemon thread; ClientError on failure or after the
-        deadline (the thread is left to MLflow's own timeouts, never waited for)."""
+        deadline (the thread is not waited for: MLflow's retries, fitted to the deadline, end
+        it)."""
+        fit_mlflow_retries(self.deadline)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[_T] = loop.create_future()
 
@@ -120,15 +128,11 @@ class RunClient:
         try:
             return await asyncio.wait_for(done, self.deadline)
         except TimeoutError:
-            raise ClientError(
-                f"MLflow tracking store {shown_uri(self.run_location.tracking_uri)} did not "
-                f"answer ({what}) within {self.deadline:g} s (mlflow_request_deadline): check "
-                "that it is up and reachable from here"
-            ) from None
+            raise did_not_answer(self.run_location.tracking_uri, what, self.deadline) from None
         except ClientError:
             raise
         except Exception as e:
-            raise _translated(e, what, self.run_location) from None
+            raise _translated(e, what, self.run_location, self.deadline) from None
 
     async def run(self) -> RunFacts:
         """The run's status, name and latest metrics."""
@@ -159,7 +163,7 @@ class RunClient:
             store = _rest_store(client)
             if store is None:
                 return None
-            self._server = ServerReader(store, timeout=self.deadline)
+            self._server = ServerReader(store, budget=HttpBudget.within(self.deadline))
         return self._server
 
     def close(self) -> None:
@@ -238,8 +242,39 @@ def check_store(uri: str) -> None:
                 )
 
 
-def _translated(error: Exception, what: str, run: RunLocation) -> ClientError:
+def did_not_answer(tracking_uri: str, what: str, deadline: float) -> ClientError:
+    """The ClientError of a store that did not answer a call within its deadline."""
+    return ClientError(
+        f"MLflow tracking store {shown_uri(tracking_uri)} did not answer ({what}) within "
+        f"{deadline:g} s (mlflow_request_deadline): check that it is up and reachable from here"
+    )
+
+
+def unreachable(
+    error: BaseException, what: str, tracking_uri: str, deadline: float
+) -> ClientError | None:
+    """When ``error`` (MLflow's, or one it was raised from) is a request that timed out or a
+    connection that failed: the ClientError saying so, else None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        name = type(seen).__name__
+        if isinstance(seen, TimeoutError) or name in ("ReadTimeout", "ConnectTimeout"):
+            return did_not_answer(tracking_uri, what, deadline)
+        if isinstance(seen, ConnectionError) or name == "ConnectionError":  # or requests'
+            reason = _ERRNO.search(str(seen))
+            return ClientError(
+                f"MLflow tracking store {shown_uri(tracking_uri)} could not be reached ({what}: "
+                f"{reason.group(1) if reason else name}): check that it is up and reachable "
+                "from here"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _translated(error: Exception, what: str, run: RunLocation, deadline: float) -> ClientError:
     """MLflow's exception as a ClientError naming the run and the store (no credentials)."""
+    if (cut := unreachable(error, what, run.tracking_uri, deadline)) is not None:
+        return cut
     code = getattr(error, "error_code", None)
     text = str(error).replace(run.tracking_uri, shown_uri(run.tracking_uri))
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__

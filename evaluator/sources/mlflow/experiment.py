@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 
 from evaluator.errors import ClientError
 from evaluator.formats.metric_names import phase_of_folder
-from evaluator.sources.mlflow.client import check_store, mlflow_client
+from evaluator.sources.mlflow.client import (
+    check_store,
+    did_not_answer,
+    mlflow_client,
+    unreachable,
+)
+from evaluator.sources.mlflow.http_budget import fit_mlflow_retries
 from evaluator.sources.mlflow.location import shown_uri
 
 __all__ = ["Experiment", "ExperimentRun", "find_experiment", "list_runs", "store_client"]
@@ -126,8 +132,10 @@ def _run(run: Any) -> ExperimentRun:
 
 
 def with_deadline(fn: Callable[[], _T], deadline: float, what: str, tracking_uri: str) -> _T:
-    """``fn()`` in a daemon thread (never waited for past ``deadline``: MLflow's own retries
-    can take minutes); its failure as a ClientError naming the store without credentials."""
+    """``fn()`` in a daemon thread (never waited for past ``deadline``; MLflow's own retries,
+    fitted to it, end the thread soon after); its failure as a ClientError naming the store
+    without credentials."""
+    fit_mlflow_retries(deadline)
     done = threading.Event()
     outcome: list[Any] = []
 
@@ -139,17 +147,16 @@ def with_deadline(fn: Callable[[], _T], deadline: float, what: str, tracking_uri
         done.set()
 
     threading.Thread(target=work, name=f"mlflow-{what}", daemon=True).start()
-    store = shown_uri(tracking_uri)
     if not done.wait(deadline):
-        raise ClientError(
-            f"MLflow tracking store {store} did not answer ({what}) within {deadline:g} s "
-            "(mlflow_request_deadline): check that it is up and reachable from here"
-        )
+        raise did_not_answer(tracking_uri, what, deadline)
     result, error = outcome[0]
     if error is None:
         return result  # type: ignore[no-any-return]
     if isinstance(error, ClientError):
         raise error
+    if (cut := unreachable(error, what, tracking_uri, deadline)) is not None:
+        raise cut
+    store = shown_uri(tracking_uri)
     text = str(error).replace(tracking_uri, store).strip()
     first = text.splitlines()[0][:300] if text else type(error).__name__
     raise ClientError(f"MLflow {what} on {store} failed: {type(error).__name__}: {first}")

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from evaluator.sources.mlflow.http_budget import HttpBudget
+
 __all__ = ["HISTORY_ENDPOINT", "ServerReader"]
 
 HISTORY_ENDPOINT = "/api/2.0/mlflow/metrics/get-history"
@@ -30,9 +32,9 @@ class ServerReader:
     """Reads histories from the tracking server behind MLflow's ``RestStore`` ``store``; safe
     to call from several threads at once."""
 
-    def __init__(self, store: Any, *, timeout: float) -> None:
+    def __init__(self, store: Any, *, budget: HttpBudget) -> None:
         self.store = store
-        self.timeout = timeout
+        self.budget = budget
 
     def history(self, run_id: str, key: str) -> Columns:
         """Every (step, timestamp, value) MLflow holds for ``key`` of the run ``run_id``:
@@ -56,7 +58,8 @@ class ServerReader:
 
         http_request: Any = rest_utils.http_request  # untyped in MLflow
         creds = self.store.get_host_creds()
-        return http_request(creds, endpoint, "GET", params=params, timeout=self.timeout)
+        options = self.budget.request_options()
+        return http_request(creds, endpoint, "GET", params=params, **options)
 
 
 def _columns(metrics: list[Any]) -> Columns:

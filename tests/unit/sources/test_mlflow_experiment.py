@@ -51,3 +51,30 @@ def test_a_failing_call_is_a_client_error_without_credentials() -> None:
     with pytest.raises(ClientError, match=r"search_runs on http://host:5000 failed") as e:
         with_deadline(fail, 5, "search_runs", "http://bob:pw@host:5000")
     assert "pw" not in str(e.value) and "more" not in str(e.value)
+
+
+def test_a_refused_connection_says_the_store_could_not_be_reached() -> None:
+    """MLflow's exception raised from a refused connection: the store could not be reached,
+    and why, without credentials."""
+
+    def refuse() -> None:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except OSError as e:
+            raise RuntimeError("API request to http://bob:pw@host:5000/api failed") from e
+
+    with pytest.raises(ClientError, match=r"host:5000 could not be reached \(search_runs: Conn"):
+        with_deadline(refuse, 5, "search_runs", "http://bob:pw@host:5000")
+
+
+def test_a_request_that_timed_out_is_a_store_that_did_not_answer() -> None:
+    """MLflow's exception raised from a timeout reads as the deadline's own message."""
+
+    def time_out() -> None:
+        try:
+            raise TimeoutError("read timed out")
+        except OSError as e:
+            raise RuntimeError("API request failed with timeout exception") from e
+
+    with pytest.raises(ClientError, match=r"did not answer \(get_experiment\) within 5 s"):
+        with_deadline(time_out, 5, "get_experiment", "http://host:5000")
