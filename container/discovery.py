@@ -30,7 +30,7 @@ from evaluator.sources.tensorboard.layout import find_runs
 from evaluator.storage.folders import Folders
 from evaluator.storage.schemes import is_remote
 
-__all__ = ["MAX_DEPTH", "Discovery", "Run", "RunFinder", "in_shard", "safe_name"]
+__all__ = ["MAX_DEPTH", "Discovery", "Held", "Run", "RunFinder", "in_shard", "safe_name"]
 
 MAX_DEPTH = 8  # folders below the root looked into
 _SMDEBUG_FOLDERS = ("collections", "index")
@@ -38,13 +38,24 @@ _END_MARKER = "training_job_end.ts"
 
 
 @dataclass(frozen=True)
+class Held:
+    """Why a run that was found is listed but not evaluated (yet): the status and message
+    the watch shows for it."""
+
+    status: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Run:
     """One run: its name (its path under the root) and its location; ``title`` what its
-    writer calls it, when that is not its name (an MLflow run's name)."""
+    writer calls it, when that is not its name (an MLflow run's name); ``held`` set while it
+    is not to be evaluated (an MLflow run with no metrics yet, a sweep's parent run)."""
 
     name: str
     location: str
     title: str | None = None
+    held: Held | None = None
 
 
 @dataclass

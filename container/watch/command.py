@@ -8,6 +8,8 @@ A run whose result file in the output folder holds a verdict or a client error (
 other run (no result file, ``InProgress``, ``Stopped``, a killed process) is started, and a
 single run resumes from its result file where it can (``evaluator.status.resume``). A run
 that ends is dropped (its process and what was read of it); its line in the status stays.
+A run found ``held`` (an MLflow run with no metric yet, a sweep's parent run) is listed with
+why, and not started until a later look finds it no longer held.
 """
 
 from __future__ import annotations
@@ -154,16 +156,17 @@ class Watcher:
                 self._say(f"watch: cannot look at {problem}")
         added = False
         for run in found.runs:
-            if run.name in self.entries or not in_shard(run.name, self.request.shard):
+            entry = self.entries.get(run.name)
+            if (entry is not None and not entry.held) or not in_shard(run.name, self.request.shard):
                 continue
-            self._add(run)
-            added = True
+            added |= self._hold(run) if run.held is not None else self._add(run)
         while self.queue and len(self.live) < self.request.max_live:
             self._start(self.queue.pop(0))
         self.metrics.runs_queued.set(len(self.queue))
         return added
 
-    def _add(self, run: Run) -> None:
+    def _add(self, run: Run) -> bool:
+        """A run to evaluate: queued, or listed as it ended before this watch started."""
         entry = self.entries[run.name] = RunEntry(run.name, run.location, title=run.title)
         output = self.dir / run.name
         earlier = read_result(output)
@@ -171,9 +174,21 @@ class Watcher:
             entry.update(earlier, last_steps={}, ended=True, output=output)
             self.metrics.runs_kept.inc()
             self._say(f"watch: {_shown(run)} ended earlier ({earlier.get('status')}): kept")
-            return
+            return True
         entry.queue()
         self.queue.append(run)
+        return True
+
+    def _hold(self, run: Run) -> bool:
+        """A run listed, not evaluated (yet): ``run.held`` says why. Whether that changed."""
+        assert run.held is not None
+        entry = self.entries.get(run.name)
+        if entry is None:
+            entry = self.entries[run.name] = RunEntry(run.name, run.location, title=run.title)
+        if not entry.hold(run.held):
+            return False
+        self._say(f"watch: {_shown(run)} {run.held.status}: {run.held.message}")
+        return True
 
     def _start(self, run: Run) -> None:
         entry = self.entries[run.name]

@@ -17,6 +17,7 @@ from typing import Any
 
 from container.batch.job import REPORT_FILE_NAME, JobOutcome, outcome_from_result
 from container.batch.summary import write_summary
+from container.discovery import Held
 from container.watch.live import WATCH_FOLDER
 from evaluator.fileio import write_atomically
 from evaluator.status.files import RESULT_FILE_NAME, iso
@@ -35,6 +36,7 @@ class RunEntry:
         self.fields: dict[str, Any] = {**_fields(name, trial, None, {}, False), "report": None}
         self.updated_at = _now()
         self.outcome = JobOutcome(name=name, trial=trial, status="Starting", exit_code=RUNNING)
+        self.held = False  # listed, not evaluated (yet): see ``hold``
 
     def update(
         self,
@@ -58,6 +60,24 @@ class RunEntry:
             return False
         self.fields, self.updated_at = fields, _now()
         self.outcome = _outcome(self.name, self.trial, document, fields)
+        return True
+
+    def hold(self, held: Held) -> bool:
+        """Listed with ``held``'s status and message, never evaluated until it is not held;
+        whether the entry changed."""
+        fields = {**_fields(self.name, self.trial, None, {}, False), "report": None}
+        fields.update(status=held.status, message=held.message)
+        self.held = True
+        if fields == self.fields:
+            return False
+        self.fields, self.updated_at = fields, _now()
+        self.outcome = JobOutcome(
+            name=self.name,
+            trial=self.trial,
+            status=held.status,
+            exit_code=RUNNING,
+            message=held.message,
+        )
         return True
 
     def queue(self) -> None:

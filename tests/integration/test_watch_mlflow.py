@@ -216,6 +216,77 @@ def test_a_run_stopped_with_the_watch_resumes_to_the_single_commands_verdict(
     assert later == [(f"runs:/{run_id}", "InProgress"), (f"runs:/{run_id}", "IssuesFound")]
 
 
+@pytest.mark.slow
+def test_a_sweeps_parent_is_listed_its_trials_evaluated_and_a_quiet_run_waits(
+    sqlite_uri: str, tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+) -> None:
+    """A RUNNING sweep parent with no metrics of its own and two trial child runs: the
+    trials get their verdicts, the parent is listed ParentRun (its message naming its child
+    runs), never Error, never fired, never posted; a RUNNING run with no metric yet is listed
+    Waiting with no process, then evaluated once it logs its values and ends."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    url, posts = webhook
+    parent = log_run(sqlite_uri, [], experiment="sweep", run_name="sweep", status=None)
+    trials = {
+        name: log_run(sqlite_uri, _loss(e), experiment="sweep", run_name=name, parent=parent)
+        for name, e in (("trial-a", False), ("trial-b", True))
+    }
+    quiet = log_run(sqlite_uri, [], experiment="sweep", run_name="quiet", status=None)
+    exp, out = _experiment_id(sqlite_uri, "sweep"), tmp_path / "out"
+    more = ("--mlflow-experiment", "sweep", "--webhook-url", url)
+    watch = _watch(out, tmp_path / "watch.log", *more, env={"MLFLOW_TRACKING_URI": sqlite_uri})
+    for run_id in trials.values():
+        final_result(out / exp / run_id, SETTLE)
+    watch.wait_for(rf"{exp}/{quiet} \(quiet\) Waiting")
+    status = {r["run_name"]: r for r in _status_runs(out)}
+    assert status["quiet"]["status"] == "Waiting" and not (out / exp / quiet).exists()
+    now = int(time.time() * 1000)
+    client = MlflowClient(sqlite_uri)
+    client.log_batch(quiet, metrics=[Metric(k, v, now, s) for k, s, v in _loss(True)])
+    client.set_terminated(quiet, "FINISHED")
+    final_result(out / exp / quiet, SETTLE)
+    client.set_terminated(parent, "FINISHED")
+    time.sleep(1)  # a look or two at the ended parent
+    assert watch.terminate()[0] == 143
+
+    status = {r["run_name"]: r for r in _status_runs(out)}
+    assert {n: status[n]["status"] for n in status} == {
+        "sweep": "ParentRun", "trial-a": "NoIssuesFound", "trial-b": "IssuesFound",
+        "quiet": "IssuesFound",
+    }  # fmt: skip
+    sweep = status["sweep"]
+    assert sweep["fired_step"] is None and sweep["exit_code"] is None and sweep["rules"] == []
+    assert "child run(s) (trial-a, trial-b) are evaluated" in sweep["message"]
+    assert not (out / exp / parent).exists()
+    assert f"runs:/{parent}" not in {p["trial"] for p in posts}
+    index = (out / "index.html").read_text()
+    assert "class='ParentRun'" in index and "class='Error'" not in index
+
+
+def test_a_single_run_on_a_sweeps_parent_names_the_child_runs_to_evaluate(
+    sqlite_uri: str, tmp_path: Path
+) -> None:
+    """--trial-dir runs:/<parent> on a parent with no metrics of its own whose child runs
+    are runs of their own: at once, exit 2, a ClientError naming those child runs."""
+    from container.cli import evaluate
+
+    parent = log_run(sqlite_uri, [], experiment="sweep", run_name="sweep", status=None)
+    trials = [
+        log_run(sqlite_uri, _loss(False), experiment="sweep", run_name=f"t{i}", parent=parent)
+        for i in range(2)
+    ]
+    argv = ["--trial-dir", f"runs:/{parent}", "--mlflow-tracking-uri", sqlite_uri,
+            "--rule", RULE, "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    started = time.monotonic()
+    code = evaluate(argv, dict(os.environ), opt_ml_root=str(tmp_path / "opt_ml"))
+    assert code == 2 and time.monotonic() - started < 20
+    message = json.loads((tmp_path / "out" / RESULT).read_text())["message"]
+    assert "logs no metrics of its own and is the parent of 2 child run(s)" in message
+    assert all(f"runs:/{t} (t{i})" in message for i, t in enumerate(trials)), message
+
+
 def _wait_posts(posts: list[dict[str, Any]], count: int) -> None:
     deadline = time.monotonic() + 15  # delivery is asynchronous
     while len(posts) < count and time.monotonic() < deadline:

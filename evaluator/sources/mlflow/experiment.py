@@ -6,7 +6,8 @@ ClientError naming it and the store when the store holds no such live experiment
 ``list_runs`` is one search of the experiment's live runs (``search_runs``, page after page,
 oldest first): the watch's one request per look, never one per run. A run's phase child runs
 (``train`` / ``val`` runs logged with ``nested=True``, which ``MlflowSource`` reads as its
-modes) are marked, so that they are not taken as runs of their own.
+modes) are marked, so that they are not taken as runs of their own; each run says whether
+it has logged a metric of its own (the search gives every run's latest metrics).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class ExperimentRun:
     name: str
     status: str
     parent_id: str | None
+    has_metrics: bool = False  # whether it has logged a metric of its own
 
     @property
     def is_phase_child(self) -> bool:
@@ -128,6 +130,7 @@ def _run(run: Any) -> ExperimentRun:
         str(info.run_name or ""),
         str(info.status),
         str(parent) if parent else None,
+        has_metrics=bool(run.data.metrics),
     )
 
 

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["MlflowSource"]
 
 _Key = tuple[str, str]  # (run id, metric key)
+_NAMED_CHILDREN = 5  # child runs a parent run's ClientError names
 
 
 class MlflowSource(SourceBase):
@@ -85,7 +86,8 @@ class MlflowSource(SourceBase):
         self, *, timeout: float, poll_interval: float, wait_log_interval: float = 30.0
     ) -> LoadedCollections:
         """Wait until the run has logged a metric or has phase child runs (a run that ended
-        without either is a ClientError)."""
+        without either is a ClientError, and so is a sweep's parent run: no metrics of its
+        own, child runs of their own)."""
         deadline = time.monotonic() + timeout
         notice: WaitNotice | None = None
         while True:
@@ -94,6 +96,8 @@ class MlflowSource(SourceBase):
             self._phase_runs = child_phase_runs(children, phase_of_folder)
             if facts.latest or self._phase_runs:
                 break
+            if children:
+                raise ClientError(_parent_run_message(self.run.shown, children))
             if self._ended or time.monotonic() >= deadline:
                 state = f"ended ({facts.status})" if self._ended else "logged none"
                 raise ClientError(
@@ -285,3 +289,15 @@ def _merged(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.
 def _child_facts(client: Any, run_id: str) -> dict[str, tuple[int, int, float]]:
     run = client.get_run(run_id)
     return {m.key: (int(m.step), int(m.timestamp), float(m.value)) for m in run.data._metric_objs}
+
+
+def _parent_run_message(shown: str, children: dict[str, str]) -> str:
+    """What to do with a sweep's parent run: evaluate its child runs, named."""
+    named = [f"runs:/{rid}" + (f" ({name})" if name else "") for rid, name in children.items()]
+    more = f" and {len(named) - _NAMED_CHILDREN} more" if len(named) > _NAMED_CHILDREN else ""
+    return (
+        f"MLflow run {shown} logs no metrics of its own and is the parent of "
+        f"{len(children)} child run(s), each a run of its own (a sweep's trials): evaluate "
+        f"those instead: {', '.join(named[:_NAMED_CHILDREN])}{more} (rule-evaluator watch "
+        "--mlflow-experiment evaluates every run of the experiment: docs/mlflow.md)"
+    )

@@ -101,3 +101,49 @@ def test_a_failed_search_is_one_problem_and_the_runs_found_before_stay(store: _S
         "MLflow search_runs on http://host:5000 failed: boom"
     ]
     assert finder.wait(5) and finder.find().problems == []
+
+
+def _held(run: ExperimentRun, *children: ExperimentRun) -> str | None:
+    found = module.held(run, list(children))
+    return None if found is None else found.status
+
+
+def test_a_run_without_metrics_is_held_until_it_has_some_or_ends() -> None:
+    """No metrics and no child runs: Waiting while RUNNING, evaluated once it has a metric
+    or has ended (the single run then says it ended without any)."""
+    assert _held(ExperimentRun("a", "x", "RUNNING", None)) == "Waiting"
+    assert _held(ExperimentRun("a", "x", "RUNNING", None, has_metrics=True)) is None
+    assert _held(ExperimentRun("a", "x", "FINISHED", None)) is None
+
+
+def test_a_sweeps_parent_is_held_as_a_parent_run_naming_its_children() -> None:
+    """No metrics of its own and child runs of their own: ParentRun, whether running or
+    ended, its message naming the children; phase children or metrics of its own make it a
+    run to evaluate."""
+    parent = ExperimentRun("p", "sweep", "RUNNING", None)
+    trials = [ExperimentRun(f"t{i}", f"trial-{i}", "RUNNING", "p") for i in range(5)]
+    found = module.held(parent, trials)
+    assert found is not None and found.status == "ParentRun"
+    assert "its 5 child run(s) (trial-0, trial-1, trial-2 and 2 more)" in found.message
+    ended = ExperimentRun("p", "sweep", "FINISHED", None)
+    assert _held(ended, *trials) == "ParentRun"
+    val = ExperimentRun("c", "val", "RUNNING", "p")
+    assert _held(parent, val, *trials) == "Waiting"  # its val run has logged nothing yet
+    val = ExperimentRun("c", "val", "RUNNING", "p", has_metrics=True)
+    assert _held(parent, val, *trials) is None
+    assert _held(ExperimentRun("p", "s", "RUNNING", None, has_metrics=True), *trials) is None
+
+
+def test_a_held_run_is_found_with_why(store: _Store) -> None:
+    """The finder gives a sweep's parent and a quiet run with what holds them, the trials
+    without."""
+    store.answer = [
+        ExperimentRun("p", "sweep", "RUNNING", None),
+        ExperimentRun("t1", "trial-1", "RUNNING", "p", has_metrics=True),
+        ExperimentRun("q", "quiet", "RUNNING", None),
+    ]
+    finder = _finder()
+    finder.find()
+    assert finder.wait(5)
+    found = {r.name: r.held.status if r.held else None for r in finder.find().runs}
+    assert found == {"7/p": "ParentRun", "7/t1": None, "7/q": "Waiting"}

@@ -83,3 +83,21 @@ def test_an_mlflow_run_is_listed_with_its_run_name(tmp_path: Path) -> None:
         "run": "3/4f1c", "run_name": "resnet-lr3", "trial": "runs:/4f1c"
     }  # fmt: skip
     assert RunEntry("a", "runs/a").to_dict()["run_name"] is None
+
+
+def test_a_held_run_is_listed_with_its_status_and_message_and_no_exit_code() -> None:
+    """A held run (a sweep's parent): its status and message, no exit code, no rules, not
+    ended; the index row says the same; holding it again with the same reason changes
+    nothing."""
+    from container.discovery import Held
+
+    entry = RunEntry("7/p", "runs:/p", title="sweep")
+    held = Held("ParentRun", "its 2 child run(s) are evaluated")
+    assert entry.hold(held) and entry.held
+    fields = entry.to_dict()
+    assert (fields["status"], fields["message"], fields["exit_code"]) == (
+        "ParentRun", "its 2 child run(s) are evaluated", None
+    )  # fmt: skip
+    assert fields["rules"] == [] and fields["fired_step"] is None and not fields["ended"]
+    assert entry.outcome.status == "ParentRun" and entry.outcome.message == held.message
+    assert not entry.hold(held)
