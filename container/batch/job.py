@@ -89,6 +89,7 @@ class JobOutcome:
     kept: bool = False  # finished in an earlier batch run, not run again
     report: str | None = None  # the rule report, relative to the batch's output folder
     result_file: str | None = None
+    title: str | None = None  # what the run's writer calls it, when not its name (MLflow's)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -103,7 +103,20 @@ table{border-collapse:collapse}th,td{padding:4px 10px;border-bottom:1px solid #d
 text-align:left;vertical-align:top}th{background:#f4f4f4}
 .IssuesFound{color:#b35900;font-weight:600}.Error{color:#b00020;font-weight:600}
 .NoIssuesFound{color:#1b7a2f}.Stopped{color:#555}td.msg{max-width:40em;font-size:12px}
+small.id{color:#666;font-family:monospace}
 """
+
+
+def _job_cell(outcome: JobOutcome) -> str:
+    """The job, linking its report: by its title (an MLflow run's name) over its name (the
+    run's id path), when it has one; else by its name."""
+    e = escape_html
+    shown = e(outcome.title or outcome.name)
+    hint = f' title="{e(outcome.name)}"' if outcome.title else ""
+    label = f'<a href="{e(outcome.report)}"{hint}>{shown}</a>' if outcome.report else shown
+    if outcome.title:
+        label += f"<br><small class='id'>{e(outcome.name)}</small>"
+    return label
 
 
 def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
@@ -113,11 +126,9 @@ def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
     rows = []
     for o in outcomes:
         r = _row(o)
-        job = e(o.name)
-        link = f'<a href="{e(o.report)}">{job}</a>' if o.report else job
         rows.append(
             "<tr>"
-            f"<td>{link}</td><td class='{e(o.status)}'>{e(o.status)}</td>"
+            f"<td>{_job_cell(o)}</td><td class='{e(o.status)}'>{e(o.status)}</td>"
             f"<td>{o.exit_code}</td><td>{e(str(r['step']))}</td><td>{e(r['rules'])}</td>"
             f"<td>{e(r['seconds'])}</td><td>{e(r['kept'])}</td><td>{e(o.trial)}</td>"
             f"<td class='msg'>{e(r['message'])}</td></tr>"

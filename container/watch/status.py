@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -186,4 +187,4 @@ def write_status(root: Path, entries: Iterable[RunEntry], *, shard: tuple[int, i
         json.dumps(document, indent=1).encode(),
         tmp_dir=root / WATCH_FOLDER / "tmp",
     )
-    write_summary(root, [e.outcome for e in ordered], engine="watch")
+    write_summary(root, [replace(e.outcome, title=e.title) for e in ordered], engine="watch")

@@ -29,6 +29,7 @@ from evaluator.sources.mlflow.experiment import (  # noqa: E402
     list_runs,
     store_client,
 )
+from tests.support.html_check import index_rows  # noqa: E402
 from tests.support.mlflow_runs import log_run, start_server  # noqa: E402
 from tests.support.watch_process import (  # noqa: E402
     ROOT,
@@ -223,7 +224,8 @@ def test_a_sweeps_parent_is_listed_its_trials_evaluated_and_a_quiet_run_waits(
     """A RUNNING sweep parent with no metrics of its own and two trial child runs: the
     trials get their verdicts, the parent is listed ParentRun (its message naming its child
     runs), never Error, never fired, never posted; a RUNNING run with no metric yet is listed
-    Waiting with no process, then evaluated once it logs its values and ends."""
+    Waiting with no process, then evaluated once it logs its values and ends; index.html
+    shows each run by its MLflow name, its id beside."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric
 
@@ -261,8 +263,12 @@ def test_a_sweeps_parent_is_listed_its_trials_evaluated_and_a_quiet_run_waits(
     assert "child run(s) (trial-a, trial-b) are evaluated" in sweep["message"]
     assert not (out / exp / parent).exists()
     assert f"runs:/{parent}" not in {p["trial"] for p in posts}
-    index = (out / "index.html").read_text()
-    assert "class='ParentRun'" in index and "class='Error'" not in index
+    rows = {row.label: row for row in index_rows(out / "index.html")}
+    assert {n: rows[n].status for n in rows} == {n: status[n]["status"] for n in status}
+    for name, run_id in trials.items():  # by the run's name, its id beside, its report linked
+        assert rows[name].href == f"{exp}/{run_id}/rule_report.html"
+        assert rows[name].secondary == f"{exp}/{run_id}"
+    assert rows["sweep"].href is None and rows["sweep"].secondary == f"{exp}/{parent}"
 
 
 def test_a_single_run_on_a_sweeps_parent_names_the_child_runs_to_evaluate(

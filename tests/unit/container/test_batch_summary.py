@@ -69,3 +69,24 @@ def test_control_characters_never_reach_the_page_or_the_table(tmp_path: Path) ->
     for text in (page, format_table([job])):
         assert not any(ch in text for ch in "\x1b\x07\x00"), text
     assert "loss\\x1b[2J\\x07\\x00 is bad" in page and "/d/\\x1b]0;owned\\x07" in page
+
+
+def test_a_titled_job_is_shown_by_its_title_with_its_name_beside(tmp_path: Path) -> None:
+    """A job with a title (an MLflow run's name) is shown by it, linking its report, its
+    name (the run's id path) as the link's title and a second line; a job without one is
+    shown by its name alone."""
+    from tests.support.html_check import index_rows
+
+    titled = outcome("7/4f1c0e2b", "NoIssuesFound", 0)
+    titled.title, titled.report = "resnet <lr=3e-4>", "7/4f1c0e2b/rule_report.html"
+    plain = outcome("team/a", "IssuesFound", 1)
+    plain.report = "team/a/rule_report.html"
+    write_summary(tmp_path, [titled, plain], engine="watch")
+    rows = index_rows(tmp_path / "index.html")
+    assert [(r.label, r.href, r.hint, r.secondary) for r in rows] == [
+        ("resnet <lr=3e-4>", "7/4f1c0e2b/rule_report.html", "7/4f1c0e2b", "7/4f1c0e2b"),
+        ("team/a", "team/a/rule_report.html", None, ""),
+    ]
+    assert [r.status for r in rows] == ["NoIssuesFound", "IssuesFound"]
+    summary = json.loads((tmp_path / "batch_summary.json").read_text())
+    assert [j["title"] for j in summary["jobs"]] == ["resnet <lr=3e-4>", None]

@@ -101,3 +101,23 @@ def test_a_held_run_is_listed_with_its_status_and_message_and_no_exit_code() -> 
     assert fields["rules"] == [] and fields["fired_step"] is None and not fields["ended"]
     assert entry.outcome.status == "ParentRun" and entry.outcome.message == held.message
     assert not entry.hold(held)
+
+
+def test_the_index_shows_an_mlflow_runs_name_over_its_id(tmp_path: Path) -> None:
+    """An entry with a title (an MLflow run's name) is shown by that name in index.html,
+    its id path beside, still linking its report; a held one without a report by name too."""
+    from container.discovery import Held
+    from tests.support.html_check import index_rows
+
+    ran = RunEntry("7/a1", "runs:/a1", title="resnet-3")
+    (tmp_path / "7" / "a1").mkdir(parents=True)
+    (tmp_path / "7" / "a1" / "rule_report.html").write_text("<html></html>")
+    ran.update(FIRING, last_steps={}, ended=True, output=tmp_path / "7" / "a1")
+    parent = RunEntry("7/p", "runs:/p", title="sweep")
+    parent.hold(Held("ParentRun", "its child runs are evaluated"))
+    write_status(tmp_path, [ran, parent], shard=(0, 1))
+    rows = index_rows(tmp_path / "index.html")
+    assert [(r.label, r.href, r.secondary, r.status) for r in rows] == [
+        ("resnet-3", "7/a1/rule_report.html", "7/a1", "IssuesFound"),
+        ("sweep", None, "7/p", "ParentRun"),
+    ]
