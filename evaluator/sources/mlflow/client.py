@@ -120,9 +120,9 @@ class RunClient:
                     self._client = mlflow_client(self.run_location.tracking_uri)
                 result: Any = fn(self._client, *args)
             except BaseException as e:  # handed to the waiting coroutine
-                loop.call_soon_threadsafe(_settle, done, None, e)
+                _hand_over(loop, done, None, e)
             else:
-                loop.call_soon_threadsafe(_settle, done, result, None)
+                _hand_over(loop, done, result, None)
 
         threading.Thread(target=work, name=f"mlflow-{what}", daemon=True).start()
         try:
@@ -168,6 +168,20 @@ class RunClient:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop,
+    done: asyncio.Future[Any],
+    result: Any,
+    error: BaseException | None,
+) -> None:
+    """Give a call's outcome to the loop that waits for it; nothing when that loop has
+    closed (the call was given up on at its deadline, and the trial closed since)."""
+    try:
+        loop.call_soon_threadsafe(_settle, done, result, error)
+    except RuntimeError:  # the loop is closed
+        pass
 
 
 def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
