@@ -39,6 +39,7 @@ __all__ = [
     "BATCH_FOLDER",
     "DOCUMENTED_CODES",
     "JobOutcome",
+    "STILL_GOING",
     "JobSpec",
     "finished_outcome",
     "outcome_from_result",
@@ -48,6 +49,7 @@ __all__ = [
 REPORT_FILE_NAME = "rule_report.html"
 _FINISHED = (0, 1, 2)
 DOCUMENTED_CODES = (0, 1, 2, 3, 130, 143)  # docs/container.md; anything else is reported as 3
+STILL_GOING = -1  # the exit code of a job that has none yet (a watch's live run): not counted
 _BOOT = "import sys; del sys.path[0]; from container.cli import main; sys.exit(main())"
 _JOB_STOP_GRACE = "5"  # inside the batch's own supervisor's 8 s
 
@@ -76,7 +78,8 @@ class JobSpec:
 
 @dataclass
 class JobOutcome:
-    """How one job ended, from its result file (or from its process, when it wrote none)."""
+    """How one job ended, from its result file (or from its process, when it wrote none);
+    ``exit_code`` is ``STILL_GOING`` for a job that has not ended (a watch's live run)."""
 
     name: str
     trial: str

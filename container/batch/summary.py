@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from container.batch.job import DOCUMENTED_CODES, JobOutcome
+from container.batch.job import DOCUMENTED_CODES, STILL_GOING, JobOutcome
 from evaluator.config.output_paths import BATCH_FOLDER, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_PAGE
 from evaluator.fileio import write_atomically
 from evaluator.redaction import escape_controls, escape_html
@@ -29,9 +29,20 @@ def _rank(code: int) -> int:
 
 def worst_exit_code(outcomes: Sequence[JobOutcome]) -> int:
     """The exit code of the most severe outcome, always a documented one (an unknown code
-    counts as an internal error, 3); 0 for none."""
-    codes = (o.exit_code if o.exit_code in DOCUMENTED_CODES else 3 for o in outcomes)
+    counts as an internal error, 3); 0 for none. A job still going (``STILL_GOING``) has no
+    outcome yet and does not count."""
+    codes = (
+        o.exit_code if o.exit_code in DOCUMENTED_CODES else 3
+        for o in outcomes
+        if o.exit_code != STILL_GOING
+    )
     return max(codes, key=_rank, default=0)
+
+
+def _code_text(outcomes: Sequence[JobOutcome], code: int) -> str:
+    """``exit code N``, with how many jobs are still going when some are (a watch's page)."""
+    going = sum(1 for o in outcomes if o.exit_code == STILL_GOING)
+    return f"exit code {code}" if not going else f"exit code {code} so far, {going} still going"
 
 
 def _rules_cell(outcome: JobOutcome) -> str:
@@ -70,7 +81,7 @@ def format_table(outcomes: Sequence[JobOutcome], *, width: int = 120) -> str:
     lines.append(
         f"{len(outcomes)} job(s): "
         + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        + f"; exit code {worst_exit_code(outcomes)}"
+        + f"; {_code_text(outcomes, worst_exit_code(outcomes))}"
     )
     return "\n".join(line[:width] if i else line for i, line in enumerate(lines)) + "\n"
 
@@ -138,7 +149,7 @@ def _page(outcomes: Sequence[JobOutcome], code: int) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Rule evaluation batch</title>"
         f"<style>{_STYLE}</style></head><body><h1>Rule evaluation batch</h1>"
-        f"<p>{len(outcomes)} job(s): {tally}; exit code {code}. "
+        f"<p>{len(outcomes)} job(s): {tally}; {_code_text(outcomes, code)}. "
         f"<a href='{SUMMARY_CSV}'>CSV</a> · <a href='{SUMMARY_JSON}'>JSON</a></p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         "</body></html>\n"

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from container.batch.job import REPORT_FILE_NAME, JobOutcome, outcome_from_result
+from container.batch.job import REPORT_FILE_NAME, STILL_GOING, JobOutcome, outcome_from_result
 from container.batch.summary import write_summary
 from container.discovery import Held
 from container.watch.live import WATCH_FOLDER
@@ -26,7 +26,7 @@ from evaluator.status.files import RESULT_FILE_NAME, iso
 __all__ = ["STATUS_FILE", "RunEntry", "write_status"]
 
 STATUS_FILE = "watch_status.json"
-RUNNING = -1  # the index's exit code of a run still going: it has none yet
+RUNNING = STILL_GOING  # the index's exit code of a run still going: it has none yet
 
 
 class RunEntry:

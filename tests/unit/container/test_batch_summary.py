@@ -90,3 +90,18 @@ def test_a_titled_job_is_shown_by_its_title_with_its_name_beside(tmp_path: Path)
     assert [r.status for r in rows] == ["NoIssuesFound", "IssuesFound"]
     summary = json.loads((tmp_path / "batch_summary.json").read_text())
     assert [j["title"] for j in summary["jobs"]] == ["resnet <lr=3e-4>", None]
+
+
+def test_a_job_still_going_is_not_counted_as_an_error(tmp_path) -> None:
+    """A watch's live run (exit code -1, none yet) is no internal error: the index's exit code
+    is the ended runs' worst, and the page says how many are still going."""
+    from container.batch.job import STILL_GOING
+
+    outcomes = [outcome("a", "IssuesFound", 1), outcome("b", "InProgress", STILL_GOING)]
+    assert worst_exit_code(outcomes) == 1
+    assert worst_exit_code([outcome("b", "Starting", STILL_GOING)]) == 0
+    write_summary(tmp_path, outcomes, engine="watch")
+    page = (tmp_path / "index.html").read_text()
+    assert "exit code 1 so far, 1 still going" in page
+    assert "exit code 1 so far, 1 still going" in format_table(outcomes)
+    assert json.loads((tmp_path / "batch_summary.json").read_text())["exit_code"] == 1
