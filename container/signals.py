@@ -1,8 +1,8 @@
 """SIGTERM / SIGINT: ask the evaluation to stop, and end it within seconds.
 
 SageMaker stops a processing job with SIGINT then SIGKILL; ``docker stop`` sends SIGTERM. The
-handler sets ``stop`` (rule loops end at the next step boundary, and waits for data wake within
-half a second) and remembers the signal for the exit code (128 + signal number). During setup
+handler sets ``stop`` (rule loops end at the next step boundary, and waits for data wake at
+once: it is a ``StopEvent``) and remembers the signal for the exit code (128 + signal number). During setup
 (reading the configuration, opening the trial) nothing polls ``stop``, so the handler raises
 ``StopRequested`` in the main thread instead.
 """
@@ -14,6 +14,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from evaluator.engine.stop import StopEvent
 from evaluator.errors import StopRequested
 
 __all__ = ["StopRequested", "StopSignals"]
@@ -23,7 +24,7 @@ class StopSignals:
     """Context manager installing the handlers; ``stop`` is set when a signal arrives."""
 
     def __init__(self, *, raise_in_main: bool = True) -> None:
-        self.stop = threading.Event()
+        self.stop: threading.Event = StopEvent()
         self.signum: int | None = None
         self.raise_in_main = raise_in_main
         self._previous: dict[int, Any] = {}
