@@ -14,8 +14,10 @@ time, and the processes' CPU seconds; then it stops the run with SIGTERM and tim
 
 The threads are named by what started them: a ``sitecustomize`` module on the measured
 process's import path gives each Python thread its ``threading`` name as its Linux name
-(``/proc/.../comm``, 15 characters), which Python 3.11 does not do. Threads that ended inside
-the window are counted under ``(ended threads)``.
+(``/proc/.../comm``, 15 characters), which Python 3.11 does not do; ``(main)`` is the main
+thread. The threads are sampled every second: one that ended inside the window counts under
+``(ended threads)`` as last sampled, one born and ended between two samples is missed (its
+CPU is in the process's).
 
 ``--tree DIR`` measures another checkout (its ``.venv`` and code: an older commit in a second
 worktree); several trees and ``--sides N`` alternate them in one session, one line of JSON per
