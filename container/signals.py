@@ -39,9 +39,12 @@ class StopSignals:
             signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        first = self.signum is None
-        if first:
-            self.signum = signum
+        if self.signum is not None:
+            # The stop is under way. This handler may run inside the first one's ``set``
+            # (Python runs handlers between any two bytecodes), which holds the event's own
+            # lock: setting it again there would wait for that lock forever.
+            return
+        self.signum = signum
         self.stop.set()
-        if self.raise_in_main and first:
+        if self.raise_in_main:
             raise StopRequested(signum)
