@@ -234,7 +234,7 @@ def _step_watch(link: ChildLink | None, config: EvaluatorConfig) -> StepWatch | 
         return None
     from container.link import StepWatch
 
-    return StepWatch(link)
+    return StepWatch(link, config.rule_step_timeout)
 
 
 def _message_dir(opt_ml_root: str) -> Path:

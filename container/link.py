@@ -13,7 +13,8 @@ outputs     where the run's files go (``result_dir``, ``message_dir``), the log 
 untrusted   from here on rule code may run in the child (sent before any is loaded)
 step        rule ``rule`` started its work at ``step`` (sent only when a limit is set)
 idle        rule ``rule`` finished its work at ``step``
-wait        no rule code of the ``rules`` listed runs (every half second while so)
+wait        no rule code of the ``rules`` listed runs (while so, every half ``step_timeout``,
+            at least 0.5 s apart)
 verdict     the run is over and its status files are written; ``exit_code`` is the run's
             (sent once: before the report is written, so the report never delays it)
 ==========  ==================================================================================
@@ -95,17 +96,20 @@ class ChildLink:
 class StepWatch:
     """Tells the supervisor when a rule starts and ends its work on a step, so it can end a run
     whose rule overran ``rule_step_timeout`` (the evaluation's ``watch``). While no rule code
-    of a rule runs (between steps, waiting for data, or done), a thread says so every
-    ``HEARTBEAT`` seconds (``wait``): the supervisor counts a rule whose ``idle`` is not followed
-    by these as still in its step, so one forged ``idle`` cannot stop the clock."""
+    of a rule runs (between steps, waiting for data, or done), a thread says so (``wait``)
+    every half ``step_timeout`` (at least ``HEARTBEAT`` seconds apart): the supervisor counts a
+    rule whose ``idle`` is not followed by these within the limit (and a slack) as still in its
+    step, so one forged ``idle`` cannot stop the clock. While every rule works, the thread
+    sleeps."""
 
     HEARTBEAT = 0.5
 
-    def __init__(self, link: ChildLink) -> None:
+    def __init__(self, link: ChildLink, step_timeout: float | None = None) -> None:
         self.link = link
+        self.every = max(self.HEARTBEAT, (step_timeout or 0.0) / 2)
         self._steps: dict[str, int | None] = {}
         self._idle: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition(threading.Lock())  # notified as a rule goes idle
         self._thread = threading.Thread(target=self._beat, name="step-watch", daemon=True)
         self._thread.start()
 
@@ -119,13 +123,16 @@ class StepWatch:
         with self._lock:
             step = self._steps.get(rule)
             self._idle.add(rule)
+            self._lock.notify_all()
         self.link.send("idle", rule=rule, step=step)
 
     def _beat(self) -> None:
         import time
 
         while True:
-            time.sleep(self.HEARTBEAT)
+            with self._lock:
+                self._lock.wait_for(lambda: bool(self._idle))
+            time.sleep(self.every)
             with self._lock:
                 idle = sorted(self._idle)
             if idle:

@@ -60,7 +60,7 @@ DEFAULT_STOP_GRACE = 8.0
 VERDICT_GRACE = 5.0  # after the verdict, how long the child may take to exit
 DRAIN_SECONDS = 2.0  # after the child's exit, how long its pipes may stay open (grandchildren)
 _TICK = 0.2
-_WAIT_SLACK = 2.0  # an idle rule's heartbeats (every 0.5 s) may be this late
+_WAIT_SLACK = 2.0  # an idle rule's heartbeats (every half the step limit) may be this late
 
 
 _STOPS = (signal.SIGTERM, signal.SIGINT)

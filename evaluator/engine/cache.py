@@ -4,7 +4,8 @@ It holds the bookkeeping (``TrialState``: steps, modes, workers, tensor location
 index files already read, and the byte-bounded caches of event-file bytes and decoded values.
 Two threads use it: the poller (on the background loop) applies new index files; the Trial
 facade (the rule's thread) reads. Every change happens under ``lock`` and is announced on
-``changed``, so a caller waiting for a step sleeps on a condition, not in a polling loop.
+``changed`` (a scan that found nothing announces nothing), so a caller waiting for a step
+sleeps on a condition, not in a polling loop, and an idle trial wakes none of its waiters.
 """
 
 from __future__ import annotations
@@ -92,14 +93,17 @@ class TrialCache:
                     self.read_keys.add(parsed.key)
                     new += 1
             if part:
-                self.changed.notify_all()  # waiters see the first steps early
+                if new:
+                    self.changed.notify_all()  # waiters see the first steps early
                 return new > 0
+            complete = self.state.loaded_all_steps
             self.state.update_index_token(last_key or self.state.last_index_token)
             self._forget_read_keys_below_token()
             if ended and not self.state.loaded_all_steps:
                 self.state.mark_all_loaded()
             self._note_idle(new)
-            self.changed.notify_all()
+            if new or self.state.loaded_all_steps != complete:
+                self.changed.notify_all()  # an idle scan wakes nobody: nothing changed
             return new > 0
 
     def _forget_read_keys_below_token(self) -> None:
@@ -133,8 +137,11 @@ class TrialCache:
 
     # ---------------------------------------------------------------- the readers' side
 
-    def wait_for_change(self, timeout: float) -> None:
-        """Sleep until the next applied scan, or ``timeout`` seconds."""
+    def wait_for_change(self, timeout: float | None) -> None:
+        """Sleep until a scan applies something new (new steps, the trial complete, a failed
+        poll) or ``changed`` is notified otherwise (a stop), at most ``timeout`` seconds (None:
+        no limit). A caller that checked the state first holds ``lock`` across both, so no
+        change slips in between."""
         with self.changed:
             self.changed.wait(timeout)
 

@@ -4,7 +4,8 @@ One poll is one listing that starts after the listing token (the last complete s
 so files of incomplete steps are listed again until every worker has written them) and also
 reveals the end marker; the new index files it names are fetched concurrently, parsed, and
 applied to the cache, which wakes every waiting caller. While nothing changes the interval
-grows from ``poll_interval`` to ``max_poll_interval``; new data resets it.
+grows from ``poll_interval`` to ``max_poll_interval`` (never below ``poll_interval``: a poll
+interval longer than that stays as given); new data resets it.
 
 A poll can also be run on demand (``poll_once``), which is what smdebug-style access-triggered
 refreshes do when no background polling is running.
@@ -132,14 +133,11 @@ class Poller:
 
     async def _run(self) -> None:
         interval = self.options.poll_interval
+        slowest = max(interval, self.options.max_poll_interval)
         try:
             while not self.cache.state.loaded_all_steps:
                 new = await self.poll_once()
-                interval = (
-                    self.options.poll_interval
-                    if new
-                    else min(interval * 1.5, self.options.max_poll_interval)
-                )
+                interval = self.options.poll_interval if new else min(interval * 1.5, slowest)
                 if self.cache.state.loaded_all_steps:
                     break
                 await self._sleep(interval)

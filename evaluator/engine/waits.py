@@ -1,6 +1,6 @@
 """``WaitNotice``: a wait that says what it awaits, for how long so far, what would end it and
 which setting changes that, at most every ``interval`` seconds. Cheap enough to tick on every
-wake-up (one clock read)."""
+wake-up (one clock read); it knows when its next line is due, so a waiter sleeps until then."""
 
 from __future__ import annotations
 
@@ -52,6 +52,10 @@ class WaitNotice:
             waited_seconds=round(now - self.started),
             **{k: v for k, v in said.items() if v},
         )
+
+    def due_in(self) -> float:
+        """Seconds until the next line is due (0 when it is): how long a waiter may sleep."""
+        return max(0.0, self._said + self.interval - self._clock())
 
 
 def end_of_data(

@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from evaluator.config import EvaluatorConfig, RuleSpec
+from evaluator.engine.stop import woken_by
 from evaluator.engine.waits import end_of_data
 from evaluator.errors import (
     ClientError,
@@ -64,7 +65,10 @@ class Evaluation:
         self.stop = stop
         self.watch = watch
         self._trials: dict[str, Trial] = {}
-        self._threads: list[threading.Thread] = []
+        # rule threads not done yet, and the condition notified as one is done (reentrant: a
+        # stop set by a signal handler notifies it)
+        self._running = 0
+        self._ended = threading.Condition(threading.RLock())
 
     # ---------------------------------------------------------------- the run
 
@@ -182,16 +186,21 @@ class Evaluation:
 
     def wait(self) -> None:
         """Wait for every rule thread; after a stop request, give them a few seconds at most.
-        A rule thread that ends wakes the wait at once; a stop is seen within a second (rules
-        end on it themselves: this only times the ones that do not)."""
-        stop_seen: float | None = None
-        for thread in self._threads:
-            while thread.is_alive():
+        The wait wakes when a rule thread ends or the stop is set (a ``StopEvent``; a plain
+        ``threading.Event`` is looked at every second), and for nothing else: rules end on the
+        stop themselves, this only times the ones that do not."""
+        with woken_by(self.stop, self._ended) as heard, self._ended:
+            stop_seen: float | None = None
+            while self._running:
                 if self.stop.is_set() and stop_seen is None:
                     stop_seen = time.monotonic()
-                if stop_seen is not None and time.monotonic() - stop_seen > STOP_GRACE_SECONDS:
+                if stop_seen is None:
+                    self._ended.wait(None if heard else 1.0)
+                    continue
+                left = stop_seen + STOP_GRACE_SECONDS - time.monotonic()
+                if left <= 0:
                     return  # the process ends anyway; rule threads are daemons
-                thread.join(timeout=1.0)
+                self._ended.wait(left)
 
     def _scratch(self) -> str | None:
         """Where downloaded rule code goes: ``<output>/.sagemaker-ignore`` (SageMaker does not
@@ -314,13 +323,22 @@ class Evaluation:
 
     def _start_thread(self, spec: RuleSpec, rule: Any) -> None:
         thread = threading.Thread(
-            target=self._run_rule,
+            target=self._rule_thread,
             args=(spec, rule),
             name=f"rule-{spec.configuration_name}",
             daemon=True,
         )
-        self._threads.append(thread)
+        with self._ended:
+            self._running += 1
         thread.start()
+
+    def _rule_thread(self, spec: RuleSpec, rule: Any) -> None:
+        try:
+            self._run_rule(spec, rule)
+        finally:  # the rule is done, its outcome reported: the evaluation's wait hears it
+            with self._ended:
+                self._running -= 1
+                self._ended.notify_all()
 
     def _run_rule(self, spec: RuleSpec, rule: Any) -> None:
         name = spec.configuration_name

@@ -80,6 +80,7 @@ class ReportWriter:
         self._final: threading.Thread | None = None
         self._ended = False
         self._over = threading.Event()  # the run ended: the data file keeper stops
+        self._news = threading.Event()  # a rule judged a step since the data file was written
         self.path: Path | None = None
         self.seconds: float | None = None  # how long the last write took
 
@@ -95,6 +96,7 @@ class ReportWriter:
             if kind == "evaluation_finished":
                 self._ended = True
                 self._over.set()
+                self._news.set()  # (wakes the data file keeper, which ends)
                 if self._timer is not None:
                     self._timer.cancel()
                 self._final = threading.Thread(
@@ -115,6 +117,10 @@ class ReportWriter:
             self._timer.daemon = True
             self._timer.start()
 
+    def note_news(self) -> None:
+        """A rule judged a step: what the data file holds may be out of date."""
+        self._news.set()
+
     def keep_data_current(
         self,
         result_file: Path,
@@ -122,23 +128,25 @@ class ReportWriter:
         every: float = DATA_SECONDS,
     ) -> None:
         """While the run goes on, bring the data file beside ``result_file`` up to date from
-        ``evidence`` (each rule's, by configuration name) every ``every`` seconds, on a thread
-        of its own: the report of a run whose evaluation is killed, which the supervisor draws
-        from the files, then still has its curves."""
+        ``evidence`` (each rule's, by configuration name) at most every ``every`` seconds and
+        only after a rule judged a step (``note_news``), on a thread of its own: the report
+        of a run whose evaluation is killed, which the supervisor draws from the files, then
+        still has its curves. A run waiting for data costs it no wake-up."""
 
         def keep() -> None:
-            while not self._over.wait(every):
+            while self._news.wait() and not self._over.wait(every):
                 with self._lock:
                     if self._over.is_set():
                         return
+                    self._news.clear()  # news from here on brings another turn
                     try:
                         result = json.loads(result_file.read_text(encoding="utf-8"))
                         output_dir = result_file.parent
                         # the whole run is read for a report only, never on this timer
                         data = collect(result, read_data(output_dir), evidence(), read_run=False)
                         write_data(output_dir, data)
-                    except Exception:  # not there yet, or being replaced: the next turn
-                        continue
+                    except Exception:  # not there yet, or being replaced: the next news
+                        self._news.set()
 
         threading.Thread(target=keep, name="rule-report-data", daemon=True).start()
 

@@ -16,7 +16,8 @@ Four differences, all additive:
 * the end of the data is a normal return, not ``NoMoreData`` escaping (a ``NoMoreData`` the
   rule itself raises ends the run the same way);
 * the call returns an ``InvokeResult``, reports each step to an optional ``RuleObserver``,
-  ends within a poll interval of ``stop`` being set, and can end at the first firing
+  ends as ``stop`` is set (a ``StopEvent`` wakes a wait for data at once; a plain
+  ``threading.Event`` is seen within a second), and can end at the first firing
   (``continue_after_fire=False``);
 * when the data ends (or ``end_step`` is reached), a rule's ``finish()`` (``Rule.finish``:
   ``invoke_at_end``, for rules that judge the final state of training) runs once; a firing

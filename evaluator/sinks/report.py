@@ -15,7 +15,7 @@ from typing import Any
 
 from evaluator.report import ReportWriter, report_unfinished
 from evaluator.report.writer import DATA_SECONDS, REPORT_SECONDS
-from evaluator.sinks.events import RunClosed
+from evaluator.sinks.events import RunClosed, StepJudged
 from evaluator.sinks.listeners import ListenerSink
 
 __all__ = ["ReportSink"]
@@ -47,6 +47,9 @@ class ReportSink(ListenerSink):
         """Keep the data file current while the run goes on (``ReportWriter``), so the report
         of an evaluation that is killed still has its curves."""
         self.writer.keep_data_current(result_file, evidence, every)
+
+    def step_judged(self, event: StepJudged) -> None:
+        self.writer.note_news()  # the data file keeper has something to write
 
     def wait(self, timeout: float = REPORT_SECONDS) -> None:
         """Wait at most ``timeout`` seconds for the final report."""

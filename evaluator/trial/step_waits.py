@@ -1,7 +1,8 @@
 """Waiting for steps to be saved: ``StepWaits`` (a base of ``Trial``) blocks a rule until the
 steps it needs are readable (``wait_for_steps``) or finds the next saved step
-(``next_step``), sleeping until the background poller applies a scan and logging what it
-awaits (``WaitNotice``) while training runs."""
+(``next_step``), sleeping until the background poller applies something new (or the run's
+``StopEvent`` is set) and logging what it awaits (``WaitNotice``) while training runs. A
+waiting rule wakes for nothing else: only to say it still waits, every ``wait_log_interval``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from evaluator.engine.stop import woken_by
 from evaluator.engine.waits import WaitNotice, end_of_data
 from evaluator.errors import NoMoreData, StepUnavailable
 from evaluator.modes import ModeKeys, StepState
@@ -46,14 +48,14 @@ class StepWaits:
                 continue  # the common case, without the lock
             notice: WaitNotice | None = None
             while True:
-                with self._cache.lock:
+                with self._cache.lock:  # checked and waited for under one hold of the lock
                     state = self._state.has_passed_step(step, mode)
-                if state == StepState.AVAILABLE:
-                    break
-                if state == StepState.UNAVAILABLE:
-                    raise self._unavailable(step, mode)
-                notice = notice or self._notice(f"step {step} ({mode.name})")
-                self._wait_for_news()
+                    if state == StepState.AVAILABLE:
+                        break
+                    if state == StepState.UNAVAILABLE:
+                        raise self._unavailable(step, mode)
+                    notice = notice or self._notice(f"step {step} ({mode.name})")
+                    self._wait(notice.due_in())
                 notice.tick()
 
     def next_step(
@@ -64,31 +66,38 @@ class StepWaits:
         (training ended, or ``end_step``, exclusive, is reached) or when ``stop`` is set.
 
         This is how the evaluator visits saved steps directly, instead of trying every integer
-        as smdebug's ``invoke_rule`` does."""
+        as smdebug's ``invoke_rule`` does. A ``StopEvent`` ends the wait as it is set; a plain
+        ``threading.Event`` is looked at every second."""
         awaited = "the first step" if after is None else f"a step after {after}"
         notice: WaitNotice | None = None
-        while stop is None or not stop.is_set():
-            if notice is not None:
-                notice.tick()
-            with self._cache.lock:
-                steps = self._state.all_steps(ModeKeys.GLOBAL)
-                i = 0 if after is None else bisect.bisect_right(steps, after)
-                candidate = steps[i] if i < len(steps) else None
-                if candidate is not None and end_step is not None and candidate >= end_step:
-                    return None
-                if candidate is not None:
-                    if self._state.readable_now(candidate):
+        with woken_by(stop, self._cache.changed) as heard:
+            while True:
+                if notice is not None:
+                    notice.tick()
+                with self._cache.lock:  # checked and waited for under one hold of the lock
+                    if stop is not None and stop.is_set():
+                        return None
+                    found, candidate = self._next_candidate(after, end_step)
+                    if found:
                         return candidate
-                    state = self._state.has_passed_step(candidate, ModeKeys.GLOBAL)
-                    if state != StepState.NOT_YET_AVAILABLE:
-                        return candidate
-                elif self._state.loaded_all_steps:
-                    return None
-            notice = notice or self._notice(awaited)
-            # With a stop event, wake often enough to end within a second of it (well inside
-            # the 4 s a stop gives the rules; more often costs CPU in every idle run).
-            self._wait_for_news(1.0 if stop is not None else None)
-        return None
+                    notice = notice or self._notice(awaited)
+                    timeout = notice.due_in()
+                    self._wait(timeout if heard or stop is None else min(timeout, 1.0))
+
+    def _next_candidate(self, after: int | None, end_step: int | None) -> tuple[bool, int | None]:
+        """(whether ``next_step`` is answered, its answer): the step after ``after`` when it
+        is readable or decided, None when the data ends first. Under the trial's lock."""
+        steps = self._state.all_steps(ModeKeys.GLOBAL)
+        i = 0 if after is None else bisect.bisect_right(steps, after)
+        candidate = steps[i] if i < len(steps) else None
+        if candidate is not None and end_step is not None and candidate >= end_step:
+            return True, None
+        if candidate is not None:
+            if self._state.readable_now(candidate):
+                return True, candidate
+            state = self._state.has_passed_step(candidate, ModeKeys.GLOBAL)
+            return state != StepState.NOT_YET_AVAILABLE, candidate
+        return self._state.loaded_all_steps, None
 
     def _notice(self, awaited: str) -> WaitNotice:
         options = self.options
@@ -101,12 +110,13 @@ class StepWaits:
             to_change=change,
         )
 
-    def _wait_for_news(self, timeout: float | None = None) -> None:
-        """Sleep until the background poller applies a scan (starting it if needed)."""
+    def _wait(self, timeout: float) -> None:
+        """Sleep on the trial's condition (under its lock) until the background poller, which
+        this starts if needed, applies something new, or ``timeout``; its failure is raised."""
         self.start_polling()
         if self._poller.error is not None:
             raise self._poller.error
-        self._cache.wait_for_change(timeout or self.options.max_poll_interval + 1)
+        self._cache.wait_for_change(timeout)
         if self._poller.error is not None:
             raise self._poller.error
 

@@ -4,6 +4,7 @@ each verdict shows, the data file it is drawn from, and ``rule-evaluator report`
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,23 @@ def test_the_end_cancels_a_pending_firing_write(firing_run: ReportRun, tmp_path:
     writer({"event": "evaluation_finished", "result_file": str(result)})
     assert writer.wait() and (tmp_path / REPORT_FILE_NAME).exists()
     assert writes == ["rule_report_written"]
+
+
+def test_the_data_file_is_kept_current_only_after_news(
+    firing_run: ReportRun, tmp_path: Path
+) -> None:
+    """While no rule judges a step the data file keeper writes nothing (and wakes for
+    nothing); a judged step brings one write at most ``every`` seconds later."""
+    result = tmp_path / RESULT
+    result.write_bytes((firing_run.output_dir / RESULT).read_bytes())
+    writer = ReportWriter()
+    writer.keep_data_current(result, lambda: {}, every=0.05)
+    time.sleep(0.5)  # ten turns of the old timer
+    assert not (tmp_path / DATA_FILE_NAME).exists()
+    writer.note_news()
+    assert wait_for_file(tmp_path / DATA_FILE_NAME, interval=0.02)
+    writer({"event": "evaluation_finished", "result_file": str(result)})
+    assert writer.wait()
 
 
 class _Log:
