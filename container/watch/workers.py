@@ -146,6 +146,15 @@ class WorkerPool:
             worker.runs.discard(str(message["refused"]))
             self._news[str(message["refused"])] = {"refused": str(message.get("why"))}
             self.enabled = False  # every run of the watch has the same rules
+            self._retire_idle()
+
+    def _retire_idle(self) -> None:
+        """Close the workers that hold no run (a worker whose socket closes exits); their
+        ends are taken by ``poll`` as any worker's."""
+        for worker in self._workers:
+            if not worker.runs:
+                with contextlib.suppress(OSError):
+                    worker.sock.shutdown(socket.SHUT_WR)
 
     def _lose(self, worker: _Worker) -> None:
         """The worker is gone: each run it still had is lost (its last word, then a process of
