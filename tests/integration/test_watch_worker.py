@@ -145,7 +145,8 @@ def test_runs_in_one_worker_give_single_runs_verdicts_and_hostile_data_is_its_ow
     """Five runs in one worker (a healthy one, two exploding at different steps, one in a
     train/ phase folder, one whose event file is garbage): each run's status, rules'
     statuses, firing steps, last steps, steps evaluated and messages are the single run's;
-    the garbage run is Error (exit 2) while the others finish right, the worker alive."""
+    the garbage run is Error (exit 2) while the others finish right, the worker alive with
+    none of their threads left."""
     root, out = tmp_path / "runs", tmp_path / "out"
     write_scalars(root / "healthy", _scalars(range(40)))
     write_scalars(root / "explodes-20", _scalars(range(40), nan_loss_at=20))
@@ -161,6 +162,9 @@ def test_runs_in_one_worker_give_single_runs_verdicts_and_hostile_data_is_its_ow
     assert watch.text().count("started (in a shared worker)") == 5, watch.text()
     workers = _workers(out)
     assert list(workers) == ["worker-1.log"] and _alive(workers["worker-1.log"]), workers
+    tasks = Path(f"/proc/{workers['worker-1.log']}/task")
+    # the ended runs are dropped: their threads gone, the worker's loop and event loop left
+    assert wait_until(lambda: len(os.listdir(tasks)) == 2, timeout=15), os.listdir(tasks)
 
     for name in names:
         trial = root / name
