@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -206,6 +207,21 @@ def _make_runs(root: Path, count: int) -> list[Path]:
     return files
 
 
+def _results_written(out: Path, status: dict[str, Any]) -> int:
+    """How many of the runs in ``status`` have their result file."""
+    return sum((out / r["run"] / "rule_evaluation_result.json").is_file() for r in status["runs"])
+
+
+def _watch_command(args: argparse.Namespace, watched: list[str], out: Path) -> list[str]:
+    """The watch of the runs, every run live (``--max-live``), with ``--runs-per-worker``."""
+    command = [sys.executable, "-m", "container.cli", "watch", *watched, "--rule",
+               "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
+               "--poll-interval", args.poll_interval, "--max-live", str(args.runs)]  # fmt: skip
+    if args.runs_per_worker is not None:
+        command += ["--runs-per-worker", args.runs_per_worker]
+    return command
+
+
 def main() -> int:
     if "pytest" in sys.modules:
         raise SystemExit("a benchmark, not a test")
@@ -214,10 +230,7 @@ def main() -> int:
         out = Path(folder) / "out"
         runs = (_MlflowRuns if args.mlflow else _TensorBoardRuns)(Path(folder), args.runs)
         watch = subprocess.Popen(
-            [sys.executable, "-m", "container.cli", "watch", *runs.watched(), "--rule",
-             "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
-             "--poll-interval", args.poll_interval, "--max-live", str(args.runs),
-             *(() if args.runs_per_worker is None else ("--runs-per-worker", args.runs_per_worker))],
+            _watch_command(args, runs.watched(), out),
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         step = 0
@@ -264,8 +277,7 @@ def main() -> int:
             "runs": args.runs,
             "kind": "mlflow" if args.mlflow else "tensorboard",
             "runs_per_worker": args.runs_per_worker or "default",
-            "results_written": sum((out / r["run"] / "rule_evaluation_result.json").is_file()
-                                   for r in status["runs"]),
+            "results_written": _results_written(out, status),
             "load_average": [round(x, 1) for x in os.getloadavg()],
             "processes": processes,
             "rss_mb": round(rss_end / 2**20, 1),

@@ -1,8 +1,10 @@
 """The watch's end of the fork server (``container.forkserver``, started as a process of its
 own: this module never imports it, the watch holds no rule code).
 
-``ForkServer.start`` asks the server for one run's processes and returns the pid of the run's
-supervisor; ``poll`` takes what the server said since (which runs ended, with their exit
+``ForkServer.start`` asks the server for one run's processes (or a shared worker's, its control
+socket handed over as the worker's stdin) and returns the pid of the supervisor;
+``last_word`` forks the last word of a run whose worker died; ``poll`` takes what the server
+said since (which runs ended, with their exit
 codes). A server that is gone (killed, crashed) ends every run it had, each with
 ``LOST_CODE`` (that run's ``Error``, its result file resumed by the next watch); the next
 ``start`` starts a new server.

@@ -125,20 +125,24 @@ class LiveRun:
     def _ended_code(self) -> int | None:
         """The run's exit code once it has ended; a run its worker hands back is started
         again here (its last word, then a process of its own)."""
-        if self.pooled:
-            news = self._pool.take(self.run.name) if self._pool is not None else None
-            if news is None or "ended" in news:
-                return None if news is None else int(news["ended"])
-            try:
-                if "refused" in news:
-                    self.notes.append(f"needs a process of its own ({news['refused']})")
-                    self._start_own()
-                else:
-                    self._say_last_word(Path(news["lost"]))
-            except OSError as e:
-                self.notes.append(f"cannot be started again: {e}")
-                return LOST_CODE
-            return None
+        try:
+            return self._worker_news() if self.pooled else self._own_end()
+        except OSError as e:  # the fork server could not start it again
+            self.notes.append(f"cannot be started again: {e}")
+            return LOST_CODE
+
+    def _worker_news(self) -> int | None:
+        news = self._pool.take(self.run.name) if self._pool is not None else None
+        if news is None or "ended" in news:
+            return None if news is None else int(news["ended"])
+        if "refused" in news:
+            self.notes.append(f"needs a process of its own ({news['refused']})")
+            self._start_own()
+        else:
+            self._say_last_word(Path(news["lost"]))
+        return None
+
+    def _own_end(self) -> int | None:
         if self._server is None or self.pid is None:
             return None
         code = self._server.exit_code(self.pid)
@@ -147,11 +151,7 @@ class LiveRun:
         if code in FINISHED_CODES or self.stopping is not None:
             return code  # its last word stands
         self.notes.append("restarted in a process of its own")
-        try:
-            self._start_own()
-        except OSError as e:
-            self.notes.append(f"cannot be started again: {e}")
-            return LOST_CODE
+        self._start_own()
         return None
 
     def _say_last_word(self, worker_log: Path) -> None:

@@ -8,7 +8,8 @@ and its log, opened here and sent as a descriptor); ``poll`` takes what the work
 per run, ``{"ended": code}``, ``{"refused": why}`` (the run needs a process of its own),
 or, when a worker died before the run ended, ``{"lost": <the worker's log>}``; ``take`` hands
 that news to the run, once. A worker that refuses a run refuses every run of this watch
-(they share their rules), so the pool then stops adding runs.
+(they share their rules), and one that dies before it said anything cannot start here: the
+pool then stops adding runs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class _Worker:
         self.pid, self.sock, self.log = pid, sock, log
         self.runs: set[str] = set()  # handed to it, not ended
         self.buffer = b""
+        self.said = False  # it answered once: it could start here
 
 
 class WorkerPool:
@@ -136,6 +138,7 @@ class WorkerPool:
                 self._said(worker, json.loads(line))
 
     def _said(self, worker: _Worker, message: dict[str, Any]) -> None:
+        worker.said = True
         if "outputs" in message and isinstance(message.get("state"), dict):
             self.states[str(message["outputs"])] = message["state"]
         elif "ended" in message:
@@ -162,6 +165,8 @@ class WorkerPool:
         self._workers.remove(worker)
         with contextlib.suppress(OSError):
             worker.sock.close()
+        if not worker.said and worker.runs:  # it died before a word: it cannot start here
+            self.enabled = False
         for name in worker.runs:
             self._news[name] = {"lost": str(worker.log)}
         worker.runs.clear()
