@@ -32,8 +32,8 @@ watch flags:
   --output-dir DIR            where each run's outputs and the status go (required)
   --poll-interval SECONDS     seconds between looks at ROOT, and each run's poll interval
                               (default 1)
-  --max-live N                runs evaluated at once (default 32, about 0.5 GB); the others
-                              wait, listed as Queued
+  --max-live N                runs evaluated at once (default 32); the others wait, listed
+                              as Queued
   --runs-per-worker N         runs whose rules are all built-in share one evaluation process,
                               N runs each (default 50; 0: a process for each run)
   --status-address HOST:PORT  serve /healthz and /metrics (Prometheus) there, e.g.
@@ -56,7 +56,7 @@ _OWN_VALUES = (
     "output_dir", "poll_interval", "status_address", "shard", "webhook_url", "max_live",
     "mlflow_experiment", "mlflow_tracking_uri", "runs_per_worker",
 )  # fmt: skip
-DEFAULT_MAX_LIVE = 32  # about 0.5 GB: docs/watch.md, "What it costs"
+DEFAULT_MAX_LIVE = 32  # 0.5 GB in processes of their own, 50 MB shared: docs/watch.md
 DEFAULT_RUNS_PER_WORKER = 50  # runs of built-in rules sharing one evaluation process
 _FOR_EACH_RUN = ("base_trial", "trial_dir", "s3_path")
 _RULE_FLAGS = ("rule", "rule_name", "rule_to_invoke", "config")
