@@ -4,7 +4,13 @@ fork server and every run's processes, with N TensorBoard runs growing under the
 ``loss`` through MLflow's client, watched with ``--mlflow-experiment``).
 
     .venv/bin/python bench/watch_cost.py --runs 200 --poll-interval 10 --seconds 60
+    .venv/bin/python bench/watch_cost.py --runs 200 --poll-interval 10 --runs-per-worker 0
     .venv/bin/python bench/watch_cost.py --mlflow --runs 10 --poll-interval 10 --seconds 60
+
+``--runs-per-worker`` is the watch's flag (default: the watch's own, 50 runs sharing one
+evaluation process; 0: two processes of its own for each run). In the output, the
+``supervisors`` are the fork server's children (one per run, or one per shared worker) and
+the ``evaluations`` their children (each run's, or the workers').
 
 Each run gets one ``loss`` value every ``--write-interval`` seconds (one event appended to
 its event file). After a warm-up (every run started and ``InProgress`` in the watch's status,
@@ -27,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -149,6 +156,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--poll-interval", default="1")
     parser.add_argument("--warm-up-limit", type=float, default=600.0)
     parser.add_argument("--mlflow", action="store_true", help="runs of an MLflow experiment")
+    parser.add_argument("--runs-per-worker", default=None, help="the watch's flag")
     return parser.parse_args()
 
 
@@ -199,6 +207,21 @@ def _make_runs(root: Path, count: int) -> list[Path]:
     return files
 
 
+def _results_written(out: Path, status: dict[str, Any]) -> int:
+    """How many of the runs in ``status`` have their result file."""
+    return sum((out / r["run"] / "rule_evaluation_result.json").is_file() for r in status["runs"])
+
+
+def _watch_command(args: argparse.Namespace, watched: list[str], out: Path) -> list[str]:
+    """The watch of the runs, every run live (``--max-live``), with ``--runs-per-worker``."""
+    command = [sys.executable, "-m", "container.cli", "watch", *watched, "--rule",
+               "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
+               "--poll-interval", args.poll_interval, "--max-live", str(args.runs)]  # fmt: skip
+    if args.runs_per_worker is not None:
+        command += ["--runs-per-worker", args.runs_per_worker]
+    return command
+
+
 def main() -> int:
     if "pytest" in sys.modules:
         raise SystemExit("a benchmark, not a test")
@@ -207,9 +230,7 @@ def main() -> int:
         out = Path(folder) / "out"
         runs = (_MlflowRuns if args.mlflow else _TensorBoardRuns)(Path(folder), args.runs)
         watch = subprocess.Popen(
-            [sys.executable, "-m", "container.cli", "watch", *runs.watched(), "--rule",
-             "ExplodingTensor,LossNotDecreasing", "--output-dir", str(out),
-             "--poll-interval", args.poll_interval, "--max-live", str(args.runs)],
+            _watch_command(args, runs.watched(), out),
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         step = 0
@@ -255,6 +276,8 @@ def main() -> int:
         print(json.dumps({
             "runs": args.runs,
             "kind": "mlflow" if args.mlflow else "tensorboard",
+            "runs_per_worker": args.runs_per_worker or "default",
+            "results_written": _results_written(out, status),
             "load_average": [round(x, 1) for x in os.getloadavg()],
             "processes": processes,
             "rss_mb": round(rss_end / 2**20, 1),

@@ -18,16 +18,16 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # nothing more before the supervisor's signal handlers are in (mypy only)
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
-    from typing import TextIO
+    from typing import Any, TextIO
 
     from container.link import ChildLink, StepWatch
     from container.signals import StopSignals
     from evaluator.config import EvaluatorConfig
     from evaluator.errors import ClientError
 
-__all__ = ["evaluate", "main", "run"]
+__all__ = ["evaluate", "main", "outputs_fields", "run"]
 
 OPT_ML = "/opt/ml"
 
@@ -47,14 +47,19 @@ def run(
     *,
     signals: StopSignals | None = None,
     link: ChildLink | None = None,
+    environ: Mapping[str, str] | None = None,
+    on_config: Callable[[EvaluatorConfig], None] | None = None,
 ) -> int:
     """The command in this process: ``summary``, the answers of ``container.help``, or an
     evaluation. ``signals`` are the stop handlers already installed (the child's); ``link``
-    the pipe to the supervisor, when there is one."""
+    the pipe to the supervisor, when there is one; ``environ`` the run's environment (the
+    process's by default: a shared worker's runs each have their own); ``on_config`` is
+    told the evaluation's configuration once it is read (``evaluate``)."""
     from container.signals import StopRequested, StopSignals
 
     args = list(argv)
-    opt_ml = os.environ.get("EVALUATOR_OPT_ML", OPT_ML)
+    environ = os.environ if environ is None else environ
+    opt_ml = environ.get("EVALUATOR_OPT_ML", OPT_ML)
     own = signals is None
     signals = StopSignals() if signals is None else signals
     if own:
@@ -75,6 +80,10 @@ def run(
 
             signals.raise_in_main = False  # the watch polls the stop and stops its runs
             return watch(args[1:], signals=signals)
+        if args[:1] == ["watch-worker"]:
+            from container.worker import main as worker
+
+            return worker(args[1:], signals=signals, link=link)
         if args[:1] == ["report"]:
             from container.report_command import main as report
 
@@ -88,7 +97,9 @@ def run(
         answered = answer(args)  # --help, --version, rules [NAME], --rule NAME --help
         if answered is not None:
             return answered
-        return evaluate(args, os.environ, opt_ml_root=opt_ml, signals=signals, link=link)
+        return evaluate(
+            args, environ, opt_ml_root=opt_ml, signals=signals, link=link, on_config=on_config
+        )
     except StopRequested as stop:
         return 128 + stop.signum
     except SystemExit as e:  # a subcommand's argparse said what was wrong (usage, exit 2)
@@ -110,9 +121,12 @@ def evaluate(
     opt_ml_root: str = OPT_ML,
     signals: StopSignals | None = None,
     link: ChildLink | None = None,
+    on_config: Callable[[EvaluatorConfig], None] | None = None,
 ) -> int:
     """Run the configured rules; the exit code of the most severe outcome. A stop signal
-    while the configuration is read is answered once it is read, with every rule Stopped."""
+    while the configuration is read is answered once it is read, with every rule Stopped.
+    ``on_config``: told the configuration once it is read and the output folder checked,
+    before any rule is loaded (what it raises ends the evaluation there)."""
     from contextlib import nullcontext
 
     from container.signals import StopRequested, StopSignals
@@ -135,8 +149,10 @@ def evaluate(
             check_output_folder(config.output_dir)  # before any evaluation: exit 2, not 0
         except ClientError as e:
             return _configuration_failed(e, opt_ml_root, log_format=config.log_format)
+        if on_config is not None:
+            on_config(config)
         if link is not None:  # before rule code: the only time the supervisor takes this
-            _say_outputs(link, config)
+            link.send("outputs", **outputs_fields(config))
         log_stream = _capture_output(link) if link is not None else sys.stdout
         # Imported once the configuration is known good: a bad one fails without loading numpy.
         from container.compose import evaluation_for, reporter_for
@@ -186,19 +202,19 @@ class _LogPipe(io.TextIOWrapper):
         return self.terminal
 
 
-def _say_outputs(link: ChildLink, config: EvaluatorConfig) -> None:
-    """Tell the supervisor where the run's files go and how it logs (``container.link``)."""
-    link.send(
-        "outputs",
-        result_dir=os.path.abspath(config.output_dir),
-        message_dir=None if config.message_dir is None else str(config.message_dir),
-        log_format=config.log_format,
-        log_level=config.log_level,
-        step_timeout=config.rule_step_timeout,
-        report=config.report,
-        webhook_url=config.webhook_url.get_secret_value() if config.webhook_url else None,
-        trial=config.base_trial,
-    )
+def outputs_fields(config: EvaluatorConfig) -> dict[str, Any]:
+    """Where the run's files go and how it logs: the ``outputs`` message the supervisor takes
+    (``container.link``), and what a shared worker tells the watch of each run."""
+    return {
+        "result_dir": os.path.abspath(config.output_dir),
+        "message_dir": None if config.message_dir is None else str(config.message_dir),
+        "log_format": config.log_format,
+        "log_level": config.log_level,
+        "step_timeout": config.rule_step_timeout,
+        "report": config.report,
+        "webhook_url": config.webhook_url.get_secret_value() if config.webhook_url else None,
+        "trial": config.base_trial,
+    }
 
 
 def _capture_output(link: ChildLink) -> TextIO:

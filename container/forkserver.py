@@ -20,7 +20,14 @@ from the watch                              the server
 ==========================================  ===================================================
 ``{"start": id, "argv", "env", "log"}``     forks a run: its own session, stdout and stderr
                                             appended to ``log``; answers ``{"started": id,
-                                            "pid"}`` or ``{"failed": id, "error"}``
+                                            "pid"}`` or ``{"failed": id, "error"}``. With
+                                            ``"channel": true``, the socket that came with the
+                                            line (``SCM_RIGHTS``) is the run's stdin: a shared
+                                            worker's control channel (``container.worker``)
+``{"last_word": id, "state", "env",         forks the last word of a run whose shared worker
+"why", "stops", "log"}``                    died before its verdict (``container.last_word``,
+                                            as a dead child's supervisor says it); answered
+                                            and ended as a run is
 ``{"signal": pid, "signum": n}``            sends ``n`` to that run's supervisor (a run it
                                             has not reaped yet: never a reused pid)
 ``{"kill": [pid, ...]}``                    SIGKILL to those runs' whole process groups
@@ -82,6 +89,7 @@ PRELOAD = (
     "rules_builtin.registry",
 )
 _TICK = 5.0  # at most this long between looks for ended runs (SIGCHLD wakes it sooner)
+_MAX_FDS = 16  # descriptors taken with one read (one per channel request)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +127,7 @@ class _Server:
         self.sock = sock
         self.runs: set[int] = set()  # started, not reaped
         self._buffer = b""
+        self._fds: list[int] = []  # descriptors that came with requests, in their order
         # A run that ends wakes the loop at once: SIGCHLD writes to this pipe.
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
@@ -130,7 +139,8 @@ class _Server:
             if self._wake_r in readable:
                 _drain(self._wake_r)
             if self.sock.fileno() in readable:
-                data = self.sock.recv(1 << 20)
+                data, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, _MAX_FDS)
+                self._fds += fds
                 if not data:
                     self._kill_all()
                     return 0
@@ -141,21 +151,26 @@ class _Server:
             self._reap()
 
     def _take(self, request: dict[str, Any]) -> None:
-        if "start" in request:
+        ident = request.get("start", request.get("last_word"))
+        if ident is not None:
+            channel = self._fds.pop(0) if request.get("channel") and self._fds else None
             try:
-                pid = self._fork(request)
+                pid = self._fork(request, channel)
             except OSError as e:
-                self._send(failed=request["start"], error=str(e))
+                self._send(failed=ident, error=str(e))
             else:
                 self.runs.add(pid)
-                self._send(started=request["start"], pid=pid)
+                self._send(started=ident, pid=pid)
+            finally:
+                if channel is not None:
+                    os.close(channel)
         elif request.get("signal") in self.runs:
             _signal(request["signal"], int(request["signum"]))
         elif "kill" in request:
             for pid in set(request["kill"]) & self.runs:
                 _signal(-pid, signal.SIGKILL)
 
-    def _fork(self, request: dict[str, Any]) -> int:
+    def _fork(self, request: dict[str, Any], channel: int | None) -> int:
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         server = os.getpid()
         try:
@@ -165,7 +180,11 @@ class _Server:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.close(self._wake_r)
                 os.close(self._wake_w)
-                _become_run(self.sock, log, server, request)
+                for fd in self._fds:
+                    os.close(fd)
+                if "last_word" in request:
+                    _become_last_word(self.sock, log, server, request)
+                _become_run(self.sock, log, server, request, channel)
         finally:
             os.close(log)
         return pid
@@ -196,26 +215,16 @@ class _Server:
             self.sock.sendall((json.dumps(fields) + "\n").encode())
 
 
-def _become_run(sock: socket.socket, log: int, server: int, request: dict[str, Any]) -> None:
+def _become_run(
+    sock: socket.socket, log: int, server: int, request: dict[str, Any], channel: int | None
+) -> None:
     """In the fork: become the run's supervisor, as ``rule-evaluator ARGV`` started in its own
-    session with the request's environment and its output appended to ``log``. Never
-    returns."""
+    session with the request's environment, ``channel`` (else nothing) as its stdin and its
+    output appended to ``log``. Never returns."""
     code = 3
     try:
-        from container.lifetime import die_with_parent
-
-        argv, env = list(request["argv"]), dict(request["env"])
-        sock.close()
-        os.setsid()
-        die_with_parent(server)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(null)
-        os.close(log)
-        os.environ.clear()
-        os.environ.update(env)
+        argv = list(request["argv"])
+        _set_up_fork(sock, log, server, request, channel)
         sys.argv = ["rule-evaluator", *argv]
         from container.supervisor import main as supervise
 
@@ -227,6 +236,71 @@ def _become_run(sock: socket.socket, log: int, server: int, request: dict[str, A
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
+
+
+def _become_last_word(sock: socket.socket, log: int, server: int, request: dict[str, Any]) -> None:
+    """In the fork: say the last word of a run whose shared worker died before the run's
+    verdict (``container.last_word.conclude``, as the supervisor of a dead child says it:
+    a finished result file stands, else ``Stopped`` after a stop, else an ``Error``), and
+    exit with the run's code. Never returns."""
+    code = 3
+    try:
+        _set_up_fork(sock, log, server, request, None)
+        code = _last_word(request)
+    except BaseException as e:  # never back into the server's loop
+        print(f"InternalServerError: the run's last word failed: {e}", file=sys.stderr)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+
+
+def _last_word(request: dict[str, Any]) -> int:
+    from container.compose import final_sinks
+    from container.last_word import conclude
+    from evaluator.fileio import open_folder
+
+    state = dict(request["state"])
+    folder = state.get("result_dir")
+    result_fd = None
+    if isinstance(folder, str):
+        with contextlib.suppress(OSError, ValueError):
+            result_fd = open_folder(folder)
+    return conclude(
+        stops=[int(s) for s in request.get("stops", [])],
+        overrun=None,
+        untrusted=True,
+        verdict=None,
+        said_done=False,
+        result_fd=result_fd,
+        message_fd=None,
+        wait_status=0,
+        sinks=final_sinks(state, result_fd, None),
+        result_dir=folder if isinstance(folder, str) else None,
+        why=str(request.get("why") or "the shared evaluation process ended"),
+    )
+
+
+def _set_up_fork(
+    sock: socket.socket, log: int, server: int, request: dict[str, Any], channel: int | None
+) -> None:
+    """The fork's own session, dying with the server; ``channel`` (else nothing) as stdin,
+    ``log`` as stdout and stderr, the request's environment."""
+    from container.lifetime import die_with_parent
+
+    env = dict(request["env"])
+    sock.close()
+    os.setsid()
+    die_with_parent(server)
+    stdin = os.open(os.devnull, os.O_RDONLY) if channel is None else channel
+    os.dup2(stdin, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(stdin)
+    os.close(log)
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def _drain(fd: int) -> None:

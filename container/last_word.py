@@ -36,10 +36,13 @@ def conclude(
     sinks: Sinks | None = None,
     result_dir: str | None = None,
     survivors: bool = False,
+    why: str | None = None,
 ) -> int:
     """The exit code, with the final status said here, through ``sinks`` (by default the
     message and result files in the held folders, and the registered outputs), when the
-    child's cannot be taken (see ``container.supervisor``)."""
+    child's cannot be taken (see ``container.supervisor``). ``why``: how the evaluation
+    ended, when ``wait_status`` does not say it (a shared worker's death, told by the
+    watch)."""
     from evaluator.errors import ExitCode
     from evaluator.sinks.events import RunClosed
     from evaluator.status.final import confirm
@@ -81,7 +84,7 @@ def conclude(
         return ExitCode.CLIENT_ERROR
     if not untrusted and verdict is not None:
         return verdict  # no rule code ran: the child's own word
-    why = death(wait_status)
+    why = death(wait_status) if why is None else why
     if survivors:  # what such a process writes would count: take nothing of the run's
         text = f"InternalServerError: {SURVIVORS}"
         close("Error", ExitCode.INTERNAL_ERROR, text, force=True)

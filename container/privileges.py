@@ -25,7 +25,7 @@ from container.preflight import output_folder_error
 from evaluator.errors import ClientError
 from evaluator.fileio import open_folder
 
-__all__ = ["ENV_RUN_AS", "drop_privileges"]
+__all__ = ["ENV_RUN_AS", "drop_privileges", "give_output_folder"]
 
 ENV_RUN_AS = "EVALUATOR_RUN_AS"
 _IGNORED = ".sagemaker-ignore"
@@ -36,7 +36,25 @@ def drop_privileges(config: Any, environ: Mapping[str, str]) -> str | None:
     """Make the output folder, then switch to ``EVALUATOR_RUN_AS`` (``uid[:gid]``) when running
     as root; the ``uid:gid`` switched to, or None when nothing changed. A folder that cannot be
     made, or made writable for that user, is a ClientError naming it."""
-    output = Path(config.output_dir)
+    ids = give_output_folder(Path(config.output_dir), environ)
+    if ids is None:
+        return None
+    uid, gid = ids
+    try:
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    except PermissionError:  # (as below: no privilege to give up)
+        return None
+    rearm()  # the kernel forgets the parent-death signal when the user changes
+    return f"{uid}:{gid}"
+
+
+def give_output_folder(output: Path, environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """Make the output folder; running as root with ``EVALUATOR_RUN_AS``, give it (with its
+    ``.sagemaker-ignore`` and an earlier run's files) to that user: its ``(uid, gid)``, or
+    None when nothing was given. The watch gives each run's folder so before the run joins
+    a shared worker that runs as that user already."""
     try:  # made here in every case: the supervisor holds it open from now on
         output.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -60,17 +78,13 @@ def drop_privileges(config: Any, environ: Mapping[str, str]) -> str | None:
                 _chown_file(folder, name, uid, gid)
         finally:
             os.close(ignored)
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
     except PermissionError:
         # Root without CAP_CHOWN/CAP_SETUID (--cap-drop ALL): uid 0 holds no privilege
         # beyond what the folders' modes grant, so the run goes on as it is.
         return None
     finally:
         os.close(folder)
-    rearm()  # the kernel forgets the parent-death signal when the user changes
-    return f"{uid}:{gid}"
+    return uid, gid
 
 
 def _own_folder(parent: int, name: str, shown: Path) -> int:

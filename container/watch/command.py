@@ -26,10 +26,11 @@ from typing import Protocol, TextIO
 from container.discovery import Discovery, Run, RunFinder, in_shard
 from container.watch.experiment import MLFLOW_PRELOAD, experiment_finder
 from container.watch.forks import ForkServer
-from container.watch.live import FINISHED_CODES, LiveRun, read_result
+from container.watch.live import FINISHED_CODES, WATCH_FOLDER, LiveRun, read_result
 from container.watch.metrics import StatusServer, WatchMetrics
 from container.watch.request import USAGE, WatchRequest, parse_request
 from container.watch.status import RunEntry, write_status
+from container.watch.workers import WorkerPool
 from evaluator.errors import ClientError, ConfigurationError, ExitCode
 from evaluator.storage.schemes import is_remote
 
@@ -96,6 +97,10 @@ class Watcher:
         # every run's processes: forked, sharing its pages (MLflow's client too, for its runs:
         # about 150 MB that each run would otherwise load on its own)
         self.forks = ForkServer(preload=MLFLOW_PRELOAD if request.root is None else ())
+        # runs whose rules are all built-in share evaluation processes (--runs-per-worker)
+        self.pool = WorkerPool(
+            self.forks, self.dir / WATCH_FOLDER / "workers", per_worker=request.runs_per_worker
+        )
         self.live: dict[str, LiveRun] = {}
         self.queue: list[Run] = []  # found, not started: more than --max-live are live
         self.entries: dict[str, RunEntry] = {}
@@ -140,6 +145,7 @@ class Watcher:
         self._write()
 
     def close(self) -> None:
+        self.pool.close()  # a worker whose socket closes stops its runs
         self.forks.close()  # the server kills every run it still has
         if self.server is not None:
             self.server.close()
@@ -194,22 +200,27 @@ class Watcher:
         entry = self.entries[run.name]
         live = self.live[run.name] = LiveRun(run, self.dir, self.request.run_args)
         try:
-            live.start(self.env, self.forks)
+            live.start(self.env, self.forks, self.pool)
         except OSError as e:  # a folder of the output that cannot be made: this run's Error
             del self.live[run.name]
             self._ended(entry, live, message=f"InternalServerError: cannot start the run: {e}")
             return
         self.metrics.runs_live.inc()
-        self._say(f"watch: {_shown(run)} started (pid {live.pid})")
+        where = "in a shared worker" if live.pooled else f"pid {live.pid}"
+        self._say(f"watch: {_shown(run)} started ({where})")
 
     def _follow(self) -> bool:
         """Read what every live run wrote; drop the ones that ended. Whether any changed."""
         changed = False
         self.forks.poll()
+        self.pool.poll()
         for name, live in list(self.live.items()):
             entry = self.entries[name]
             before = _fired(entry)
             ended = live.poll()
+            for note in live.notes:
+                self._say(f"watch: {name} {note}")
+            live.notes.clear()
             if ended:
                 del self.live[name]
                 self.metrics.runs_live.dec()
@@ -255,7 +266,8 @@ class Watcher:
         while self.live and time.monotonic() < deadline:
             self._follow()
             time.sleep(0.1)
-        self.forks.kill(live.pid for live in self.live.values() if live.pid is not None)
+        own = [live.pid for live in self.live.values() if live.pid is not None]
+        self.forks.kill([*own, *self.pool.pids()])
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)

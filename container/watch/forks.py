@@ -1,8 +1,10 @@
 """The watch's end of the fork server (``container.forkserver``, started as a process of its
 own: this module never imports it, the watch holds no rule code).
 
-``ForkServer.start`` asks the server for one run's processes and returns the pid of the run's
-supervisor; ``poll`` takes what the server said since (which runs ended, with their exit
+``ForkServer.start`` asks the server for one run's processes (or a shared worker's, its control
+socket handed over as the worker's stdin) and returns the pid of the supervisor;
+``last_word`` forks the last word of a run whose worker died; ``poll`` takes what the server
+said since (which runs ended, with their exit
 codes). A server that is gone (killed, crashed) ends every run it had, each with
 ``LOST_CODE`` (that run's ``Error``, its result file resumed by the next watch); the next
 ``start`` starts a new server.
@@ -39,12 +41,41 @@ class ForkServer:
         self.live: set[int] = set()  # runs started and not ended
         self.ended: dict[int, int] = {}  # pid -> exit code, until taken by ``exit_code``
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str], log: str) -> int:
-        """Fork one run (``rule-evaluator ARGV``); its supervisor's pid. OSError: it could not."""
+    def start(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log: str,
+        *,
+        channel: socket.socket | None = None,
+    ) -> int:
+        """Fork one run (``rule-evaluator ARGV``); its supervisor's pid. ``channel``: the
+        run's stdin (a shared worker's control socket). OSError: it could not."""
+        fds = () if channel is None else (channel.fileno(),)
+        fields = {"argv": list(argv), "env": dict(env), "log": log, "channel": bool(fds)}
+        return self._fork("start", fields, fds)
+
+    def last_word(
+        self,
+        state: Mapping[str, Any],
+        env: Mapping[str, str],
+        log: str,
+        *,
+        why: str,
+        stops: Sequence[int] = (),
+    ) -> int:
+        """Fork the last word of a run whose shared worker died before the run's verdict
+        (``state``: the run's ``outputs``, ``container.link``); the pid, ended as a run's
+        supervisor is, with the run's exit code. OSError: it could not."""
+        fields = {"state": dict(state), "env": dict(env), "log": log, "why": why,
+                  "stops": list(stops)}  # fmt: skip
+        return self._fork("last_word", fields, ())
+
+    def _fork(self, kind: str, fields: dict[str, Any], fds: Sequence[int]) -> int:
         if self._sock is None or not self._running():
             self._begin()
         self._count += 1
-        self._send(start=self._count, argv=list(argv), env=dict(env), log=log)
+        self._send({kind: self._count, **fields}, fds)
         deadline = time.monotonic() + _ANSWER_SECONDS
         while time.monotonic() < deadline:
             for answer in self._read(deadline - time.monotonic()):
@@ -74,7 +105,7 @@ class ForkServer:
 
     def signal(self, pid: int, signum: int) -> None:
         if pid in self.live:
-            self._send(signal=pid, signum=int(signum))
+            self._send({"signal": pid, "signum": int(signum)})
 
     def kill(self, pids: Iterable[int], timeout: float = 5.0) -> None:
         """SIGKILL to those runs' process groups at once; wait (``timeout`` at most) until the
@@ -82,7 +113,7 @@ class ForkServer:
         pids = set(pids) & self.live
         if not pids:
             return
-        self._send(kill=sorted(pids))
+        self._send({"kill": sorted(pids)})
         deadline = time.monotonic() + timeout
         while pids & self.live and time.monotonic() < deadline:
             self._read(0.1)
@@ -120,11 +151,15 @@ class ForkServer:
     def _running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def _send(self, **fields: Any) -> None:
+    def _send(self, fields: dict[str, Any], fds: Sequence[int] = ()) -> None:
         if self._sock is None:
             return
+        data = (json.dumps(fields) + "\n").encode()
         try:
-            self._sock.sendall((json.dumps(fields) + "\n").encode())
+            if fds:  # the descriptors come with the line's first byte
+                sent = socket.send_fds(self._sock, [data], list(fds))
+                data = data[sent:]
+            self._sock.sendall(data)
         except OSError:
             pass  # the server is gone: poll says so
 

@@ -3,6 +3,13 @@ the command line of a batch job: ``container.batch.job.JobSpec``) on the run's l
 ``<output>/<run name>/``, with what it has said so far. Its processes are forked by the
 watch's fork server (``container.watch.forks``), so they share the evaluator's pages.
 
+A run whose rules are all built-in joins a shared worker instead (``container.watch.workers``:
+one evaluation process for many runs, each run there exactly a single run's evaluation); a
+worker that refuses it (not all built-in) or dies before the run's verdict hands it back: a
+run lost so gets its last word first (said by a fork of the server as a dead child's
+supervisor says it), then, unless that word is a verdict or the watch is stopping, a process
+of its own, which resumes from the result file.
+
 The run's process writes exactly what a single run writes there; its log lines go to
 ``<output>/.watch/logs/<run name>.log``. What the watch shows of it comes from two files the
 process writes anyway: the result file (statuses, firing steps, diagnosis; rewritten at every
@@ -21,7 +28,10 @@ from typing import Any
 
 from container.batch.job import JobSpec
 from container.discovery import Run
-from container.watch.forks import ForkServer
+from container.privileges import give_output_folder
+from container.watch.forks import LOST_CODE, ForkServer
+from container.watch.workers import WorkerPool
+from evaluator.errors import ClientError
 from evaluator.status.files import RESULT_FILE_NAME, ResultFileError, read_result_file
 
 __all__ = ["FINISHED_CODES", "WATCH_FOLDER", "LiveRun", "read_result"]
@@ -51,7 +61,13 @@ class LiveRun:
         self._opt_ml = root / WATCH_FOLDER / "opt_ml" / run.name  # never made: no message files
         self._spec = JobSpec(run.name, run.location, args)
         self._server: ForkServer | None = None
-        self.pid: int | None = None  # the run's supervisor
+        self._pool: WorkerPool | None = None
+        self._env: dict[str, str] = {}
+        self.pid: int | None = None  # the run's supervisor (its last word's, once lost)
+        self.pooled = False  # in a shared worker (then no pid of its own)
+        self._last_word = False  # the pid is the last word's, after its worker died
+        self.stopping: int | None = None  # the signal the watch stopped it with
+        self.notes: list[str] = []  # what the watch says of it (taken by the watch)
         self._offset = 0
         self._partial = b""
         self._result_stamp: tuple[int, int] | None = None
@@ -60,9 +76,12 @@ class LiveRun:
         self.exit_code: int | None = None
         self.message: str | None = None  # the run's last error line, when it wrote no result
 
-    def start(self, environ: Mapping[str, str], server: ForkServer) -> None:
-        """Start the run's processes (their own session: a stop reaches them from the watch
-        only). OSError: they could not be."""
+    def start(
+        self, environ: Mapping[str, str], server: ForkServer, pool: WorkerPool | None = None
+    ) -> None:
+        """Start the run: in a shared worker of ``pool`` when it takes runs, else in processes
+        of its own (their own session: a stop reaches them from the watch only). OSError: it
+        could not be."""
         self.output.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(environ)
@@ -70,16 +89,30 @@ class LiveRun:
         env.setdefault("EVALUATOR_STOP_GRACE", _RUN_STOP_GRACE)
         self.log_path.touch()
         self._offset = self.log_path.stat().st_size
-        self._server = server
-        self.pid = server.start(self._spec.arguments(str(self.output)), env, str(self.log_path))
+        self._server, self._pool, self._env = server, pool, env
+        if pool is None or not pool.enabled:
+            self._start_own()
+            return
+        try:  # the worker runs as EVALUATOR_RUN_AS already: the folder must be that user's
+            give_output_folder(self.output, env)
+        except ClientError:
+            pass  # the run itself says what is wrong with its folder
+        pool.add(self.run.name, self._arguments(), env, self.log_path)
+        self.pooled = True
+
+    def _start_own(self) -> None:
+        assert self._server is not None
+        self.pooled, self._last_word = False, False
+        self.pid = self._server.start(self._arguments(), self._env, str(self.log_path))
+
+    def _arguments(self) -> list[str]:
+        return list(self._spec.arguments(str(self.output)))
 
     def poll(self) -> bool:
-        """Read what the run wrote since the last look; True once its process has ended (then
-        everything it wrote has been read). The server's news is taken by the caller
-        (``ForkServer.poll``) before."""
-        code = None
-        if self._server is not None and self.pid is not None:
-            code = self._server.exit_code(self.pid)
+        """Read what the run wrote since the last look; True once it has ended (then
+        everything it wrote has been read). The server's and the workers' news is taken by
+        the caller (``ForkServer.poll``, ``WorkerPool.poll``) before."""
+        code = self._ended_code()
         self._read_log()
         self._read_result()
         if code is None:
@@ -89,9 +122,59 @@ class LiveRun:
             self.message = _last_error(self.log_path)
         return True
 
+    def _ended_code(self) -> int | None:
+        """The run's exit code once it has ended; a run its worker hands back is started
+        again here (its last word, then a process of its own)."""
+        try:
+            return self._worker_news() if self.pooled else self._own_end()
+        except OSError as e:  # the fork server could not start it again
+            self.notes.append(f"cannot be started again: {e}")
+            return LOST_CODE
+
+    def _worker_news(self) -> int | None:
+        news = self._pool.take(self.run.name) if self._pool is not None else None
+        if news is None or "ended" in news:
+            return None if news is None else int(news["ended"])
+        if "refused" in news:
+            self.notes.append(f"needs a process of its own ({news['refused']})")
+            self._start_own()
+        else:
+            self._say_last_word(Path(news["lost"]))
+        return None
+
+    def _own_end(self) -> int | None:
+        if self._server is None or self.pid is None:
+            return None
+        code = self._server.exit_code(self.pid)
+        if code is None or not self._last_word:
+            return code
+        if code in FINISHED_CODES or self.stopping is not None:
+            return code  # its last word stands
+        self.notes.append("restarted in a process of its own")
+        self._start_own()
+        return None
+
+    def _say_last_word(self, worker_log: Path) -> None:
+        """Its worker died before the run's verdict: its last word, as a dead child's
+        supervisor says it (a finished result file stands; else Stopped or an Error)."""
+        assert self._server is not None and self._pool is not None
+        state = self._pool.states.pop(self.run.name, {"result_dir": str(self.output.absolute())})
+        died = _last_error(worker_log) or "InternalServerError: its shared worker ended"
+        why = died.removeprefix("InternalServerError: ")
+        stops = [] if self.stopping is None else [self.stopping]
+        self.notes.append(f"lost with its worker: {why}")
+        self.pooled, self._last_word = False, True
+        self.pid = self._server.last_word(
+            state, self._env, str(self.log_path), why=why, stops=stops
+        )
+
     def signal(self, signum: int) -> None:
-        """Ask the run to stop (its supervisor ends it ``Stopped`` within its grace)."""
-        if self._server is not None and self.pid is not None:
+        """Ask the run to stop (its supervisor, or its worker, ends it ``Stopped`` within its
+        grace)."""
+        self.stopping = signum
+        if self.pooled and self._pool is not None:
+            self._pool.stop(self.run.name, signum)
+        elif self._server is not None and self.pid is not None and not self._last_word:
             self._server.signal(self.pid, signum)
 
     # ---- what the run wrote -------------------------------------------------------------

@@ -32,8 +32,10 @@ watch flags:
   --output-dir DIR            where each run's outputs and the status go (required)
   --poll-interval SECONDS     seconds between looks at ROOT, and each run's poll interval
                               (default 1)
-  --max-live N                runs evaluated at once (default 32, about 0.5 GB); the others
-                              wait, listed as Queued
+  --max-live N                runs evaluated at once (default 32); the others wait, listed
+                              as Queued
+  --runs-per-worker N         runs whose rules are all built-in share one evaluation process,
+                              N runs each (default 50; 0: a process for each run)
   --status-address HOST:PORT  serve /healthz and /metrics (Prometheus) there, e.g.
                               127.0.0.1:9100 (default: no server)
   --webhook-url URL           POST every status change of every run there (as a single run
@@ -52,9 +54,10 @@ See docs/watch.md.
 
 _OWN_VALUES = (
     "output_dir", "poll_interval", "status_address", "shard", "webhook_url", "max_live",
-    "mlflow_experiment", "mlflow_tracking_uri",
+    "mlflow_experiment", "mlflow_tracking_uri", "runs_per_worker",
 )  # fmt: skip
-DEFAULT_MAX_LIVE = 32  # about 0.5 GB: docs/watch.md, "What it costs"
+DEFAULT_MAX_LIVE = 32  # 0.5 GB in processes of their own, 50 MB shared: docs/watch.md
+DEFAULT_RUNS_PER_WORKER = 50  # runs of built-in rules sharing one evaluation process
 _FOR_EACH_RUN = ("base_trial", "trial_dir", "s3_path")
 _RULE_FLAGS = ("rule", "rule_name", "rule_to_invoke", "config")
 
@@ -75,6 +78,7 @@ class WatchRequest:
     experiment: str | None = None  # --mlflow-experiment: its name or id
     # the experiment's store, when given as a flag (else MLFLOW_TRACKING_URI): may hold a password
     tracking_uri: str | None = field(default=None, repr=False)
+    runs_per_worker: int = DEFAULT_RUNS_PER_WORKER  # 0: every run in a process of its own
 
 
 def _flag_name(arg: str) -> str | None:
@@ -151,6 +155,7 @@ def parse_request(argv: Sequence[str]) -> WatchRequest:
         max_live=_max_live(own.get("max_live")),
         experiment=experiment,
         tracking_uri=(own.get("mlflow_tracking_uri") or "").strip() or None,
+        runs_per_worker=_runs_per_worker(own.get("runs_per_worker")),
     )
 
 
@@ -232,6 +237,17 @@ def _max_live(value: str | None) -> int:
         raise ConfigurationError(
             f"--max-live must be a whole number of 1 or more (runs evaluated at once), "
             f"got {value!r}"
+        )
+    return int(value)
+
+
+def _runs_per_worker(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_RUNS_PER_WORKER
+    if not value.strip().isdigit():
+        raise ConfigurationError(
+            f"--runs-per-worker must be a whole number (runs sharing one evaluation process; "
+            f"0: a process for each run), got {value!r}"
         )
     return int(value)
 

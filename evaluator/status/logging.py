@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from typing import Any, TextIO
 
 import structlog
@@ -53,6 +54,24 @@ def _escape_controls(logger: Any, name: str, event: dict[str, Any]) -> dict[str,
     return clean
 
 
+_SETTINGS: weakref.WeakKeyDictionary[logging.Handler, tuple[int, str, int]] = (
+    weakref.WeakKeyDictionary()
+)  # what each handler installed here was made for
+
+
+def _installed(numeric: int, log_format: str, stream: TextIO) -> logging.Handler | None:
+    """The handler installed for exactly these settings, when it is still the root's."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if handler.get_name() == "evaluator" and _SETTINGS.get(handler) == (
+            numeric,
+            log_format,
+            id(stream),
+        ):
+            return handler if root.level == numeric else None
+    return None
+
+
 def configure_logging(
     *, level: str | int = "INFO", log_format: str = "json", stream: TextIO | None = None
 ) -> logging.Handler:
@@ -60,10 +79,16 @@ def configure_logging(
     object per line, or structlog's console rendering. Replaces the handler an earlier call
     installed. botocore, aiobotocore, boto3, urllib3 and s3transfer never log below
     INFO, and below WARNING only at DEBUG ("Found credentials in environment variables" is not news).
-    ``VERDICT_LOGGER`` logs at INFO whatever ``level`` is."""
+    ``VERDICT_LOGGER`` logs at INFO whatever ``level`` is. Asked again for the same level,
+    format and stream, the installed handler stays (the runs of a shared worker each ask,
+    and a record logged meanwhile by another run must not fall between two handlers)."""
     numeric = level if isinstance(level, int) else logging.getLevelName(str(level).upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
+    stream = stream if stream is not None else sys.stdout
+    same = _installed(numeric, log_format, stream)
+    if same is not None:
+        return same
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -81,7 +106,6 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    stream = stream if stream is not None else sys.stdout
     if hasattr(stream, "reconfigure"):  # never die printing a value that is not valid UTF-8
         stream.reconfigure(errors="backslashreplace")
     renderer: list[Any] = (
@@ -102,6 +126,7 @@ def configure_logging(
     )
     handler.addFilter(_ClampFilter())
     handler.set_name("evaluator")
+    _SETTINGS[handler] = (numeric, log_format, id(stream))
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "evaluator"]:
         root.removeHandler(old)

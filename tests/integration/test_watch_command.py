@@ -92,17 +92,20 @@ def _metric(text: str, name: str) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("runs_per_worker", ["50", "0"], ids=["shared-worker", "own-processes"])
 def test_runs_copied_in_are_watched_notified_once_and_not_again_after_a_restart(
-    tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]]
+    tmp_path: Path, webhook: tuple[str, list[dict[str, Any]]], runs_per_worker: str
 ) -> None:
     """On an empty root, a healthy and an exploding TensorBoard run copied in, then a third
     (nested, in a train/ phase folder: global steps are twice its steps), each get the verdict a single run gives within 30 s;
     watch_status.json and /metrics list them; the webhook gets one POST per status change;
-    SIGTERM ends the watch within 10 s with every file in place; a restart posts nothing."""
+    SIGTERM ends the watch within 10 s with every file in place; a restart posts nothing.
+    The same in a shared worker (the default) and with each run in processes of its own."""
     url, posts = webhook
     root, out, stage = tmp_path / "runs", tmp_path / "out", tmp_path / "stage"
     root.mkdir()
-    watch = Watch(root, out, url, tmp_path / "watch.log")
+    more = ("--runs-per-worker", runs_per_worker)
+    watch = Watch(root, out, url, tmp_path / "watch.log", more=more)
     assert watch.get("/healthz") == "ok\n"
     runs = {
         "healthy": _copy_in(stage, root, "healthy", explodes=False),
@@ -112,6 +115,8 @@ def test_runs_copied_in_are_watched_notified_once_and_not_again_after_a_restart(
     runs["team/third"] = _copy_in(stage, root, "team/third", explodes=True, phase="train")
     results["team/third"] = final_result(out / "team/third", SETTLE)
     watch.wait_for(r"team/third ended")
+    where = "in a shared worker" if runs_per_worker != "0" else "pid "
+    assert watch.text().count(f"started ({where}") == 3, watch.text()
 
     for name, trial in runs.items():
         single = _single_run(trial, tmp_path / "single" / name)

@@ -45,6 +45,14 @@ def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) ->
         (["./runs", "--rule", "X", "--output-dir", "o", "--output-dir", "p"], "given twice"),
         (["./runs", "--rule", "X", "--output-dir", "o", "--max-live", "0"], "--max-live must"),
         (["./runs", "--rule", "X", "--output-dir"], "needs a value"),
+        (
+            ["./runs", "--rule", "X", "--output-dir", "o", "--runs-per-worker", "-1"],
+            "--runs-per-worker must",
+        ),
+        (
+            ["./runs", "--rule", "X", "--output-dir", "o", "--runs-per-worker", "many"],
+            "--runs-per-worker must",
+        ),
     ],
 )
 def test_a_bad_request_says_what_to_fix(
@@ -55,6 +63,16 @@ def test_a_bad_request_says_what_to_fix(
     monkeypatch.delenv("RULE_TO_INVOKE", raising=False)
     with pytest.raises(ConfigurationError, match=said.replace("/", ".")):
         parse_request(argv)
+
+
+def test_runs_share_a_worker_of_50_unless_told_otherwise() -> None:
+    """--runs-per-worker is the watch's own (never given to a run): 50 by default, 0 for a
+    process per run."""
+    assert parse_request(["./runs", "--rule", "X", "--output-dir", "o"]).runs_per_worker == 50
+    request = parse_request(
+        ["./runs", "--rule", "X", "--output-dir", "o", "--runs-per-worker", "0"]
+    )
+    assert request.runs_per_worker == 0 and "--runs-per-worker" not in request.run_args
 
 
 def test_a_file_uri_root_is_its_folder() -> None:

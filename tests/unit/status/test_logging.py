@@ -138,3 +138,17 @@ def test_unknown_level_is_refused() -> None:
     """A level name logging does not know is an error, not a silent default."""
     with pytest.raises(ValueError, match="unknown log level 'LOUD'"):
         configure_logging(level="LOUD", stream=io.StringIO())
+
+
+def test_asked_again_for_the_same_settings_the_handler_stays() -> None:
+    """The runs of a shared worker each configure logging: the same level, format and
+    stream keep the installed handler (no moment without one); another stream or level
+    replaces it, once."""
+    stream = io.StringIO()
+    first = configure_logging(level="INFO", stream=stream)
+    assert configure_logging(level="INFO", stream=stream) is first
+    other = configure_logging(level="WARNING", stream=stream)
+    assert other is not first
+    handlers = [h for h in logging.getLogger().handlers if h.get_name() == "evaluator"]
+    assert handlers == [other]
+    assert configure_logging(level="WARNING", stream=io.StringIO()) is not other
