@@ -49,6 +49,7 @@ def _defaults() -> dict[str, str]:
         "start_step": str(rule["start_step"].default),
         "continue_after_fire": str(run["continue_after_fire"].default).lower(),
         "progress_interval": f"{run['progress_interval'].default:g} s",
+        "checkpoint_interval": f"{run['checkpoint_interval'].default:g} s",
         "log_level": str(run["log_level"].default),
         "report": str(run["report"].default),
         "poll_interval": f"{trial['poll_interval'].default:g} s",
@@ -137,6 +138,12 @@ _KEY_HELP: dict[str, tuple[str, str, str, str | None]] = {
     ),
     "log_level": ("logging", "LEVEL", "DEBUG, INFO, WARNING, ERROR or CRITICAL", None),
     "progress_interval": ("logging", "SECONDS", "seconds between progress lines", None),
+    "checkpoint_interval": (
+        "logging",
+        "SECONDS",
+        "seconds between rewrites of the result file while steps are evaluated",
+        None,
+    ),
     "wait_for_training_end": (
         "waiting",
         "BOOL",

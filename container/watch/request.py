@@ -144,6 +144,11 @@ def parse_request(argv: Sequence[str]) -> WatchRequest:
             "or A,B for several) or --config FILE"
         )
     interval = _seconds(own.get("poll_interval"))
+    if not any(_flag_name(a) == "checkpoint_interval" for a in passed):
+        # Each run's result file is its resume point, rewritten (and synced) at most every
+        # checkpoint_interval while steps come: once a second per run costs hundreds of
+        # writes a second over a root of live runs. As often as the watch looks is enough.
+        passed += ["--checkpoint-interval", repr(max(1.0, interval))]
     return WatchRequest(
         root=None if experiment is not None else _root(positional[0]),
         output_dir=output,

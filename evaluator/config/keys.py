@@ -34,6 +34,7 @@ TRIAL_KEYS = frozenset(
         "continue_after_fire",
         "poll_interval",
         "progress_interval",
+        "checkpoint_interval",
         "rule_step_timeout",
         "log_format",
         "log_level",

@@ -167,6 +167,7 @@ def _build(
         continue_after_fire=bool(bool_value(params, "continue_after_fire")),
         poll_interval=options.poll_interval,
         progress_interval=seconds_value(params, "progress_interval") or 10.0,
+        checkpoint_interval=seconds_value(params, "checkpoint_interval") or 1.0,
         rule_step_timeout=seconds_value(params, "rule_step_timeout"),
         log_format=_log_format(params, stdout_is_tty),
         log_level=choice_value(params, "log_level", _LEVELS, upper=True) or "INFO",

@@ -70,6 +70,12 @@ class EvaluatorConfig(BaseModel):
     continue_after_fire: bool = False
     poll_interval: float
     progress_interval: float = Field(10.0, gt=0, description="Seconds between progress lines.")
+    checkpoint_interval: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds between rewrites of the result file (the resume point) while "
+        "steps are evaluated.",
+    )
     rule_step_timeout: float | None = Field(
         None,
         gt=0,

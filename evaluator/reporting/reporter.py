@@ -68,6 +68,7 @@ class StatusReporter:
         trial: str | None = None,
         run_key: str | None = None,
         progress_interval: float = 10.0,
+        checkpoint_interval: float = CHECKPOINT_SECONDS,
         console: bool = False,
         stream: TextIO | None = None,
         logger: Any = None,
@@ -90,7 +91,9 @@ class StatusReporter:
             report_file=report_file,
             verdict_lines=verdict_lines,
         )
-        self._record = ResultFileSink(output_dir, logger=logger, clock=clock)
+        self._record = ResultFileSink(
+            output_dir, logger=logger, clock=clock, every=checkpoint_interval
+        )
         self._run = RunRecord(
             {state.key: state for state in map(self._state, rules)},
             trial=trial,
@@ -124,6 +127,7 @@ class StatusReporter:
             trial=config.base_trial,
             run_key=run_key(config.base_trial, config.rules),
             progress_interval=config.progress_interval,
+            checkpoint_interval=config.checkpoint_interval,
             **kwargs,
         )
 

@@ -1,6 +1,6 @@
 """The result file sink: ``rule_evaluation_result.json`` (``evaluator.status.files``), the
 run's progress record, rewritten at every status change, firing and note, as steps are judged
-at most every ``CHECKPOINT_SECONDS``, and once more with the verdict. It is ``essential``: a
+at most every ``CHECKPOINT_SECONDS`` (the run's ``checkpoint_interval``), and once more with the verdict. It is ``essential``: a
 verdict it cannot record is none (the run becomes an internal error, exit 3). For the
 supervisor's last word it closes the file the evaluation left (``evaluator.status.final``)."""
 
@@ -31,7 +31,8 @@ from evaluator.status.outcome import internal_error_message
 __all__ = ["CHECKPOINT_SECONDS", "ResultFileSink"]
 
 # The result file is the run's progress record (a restarted run resumes from it): rewritten
-# at every status change and firing, and as steps are evaluated at most this often.
+# at every status change and firing, and as steps are evaluated at most this often (by
+# default: ``checkpoint_interval`` sets it).
 CHECKPOINT_SECONDS = 1.0
 
 
@@ -48,8 +49,10 @@ class ResultFileSink(NullSink):
         dir_fd: int | None = None,
         logger: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        every: float = CHECKPOINT_SECONDS,
     ) -> None:
         self._output_dir = output_dir
+        self._every = every  # seconds between rewrites while steps are judged
         self._dir_fd = dir_fd
         self._log = logger if logger is not None else structlog.get_logger("evaluator.status")
         self._clock = clock
@@ -92,7 +95,7 @@ class ResultFileSink(NullSink):
         self.write(event.run)
 
     def step_judged(self, event: StepJudged) -> None:
-        if event.clock - self._written_at >= CHECKPOINT_SECONDS:
+        if event.clock - self._written_at >= self._every:
             self.write(event.run)
 
     def rule_fired(self, event: RuleFired) -> None:

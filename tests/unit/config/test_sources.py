@@ -312,6 +312,7 @@ def test_options_and_defaults(load: Load, opt_ml: Path) -> None:
         False,
     )
     assert config.progress_interval == 10.0
+    assert config.checkpoint_interval == 1.0
     assert not config.on_sagemaker and config.processing_job_name is None
     config = load(
         [
@@ -321,6 +322,8 @@ def test_options_and_defaults(load: Load, opt_ml: Path) -> None:
             "--log-level=warn",
             "--progress-interval",
             "2.5",
+            "--checkpoint-interval",
+            "7",
         ],
         env=BASE,
     )
@@ -330,6 +333,7 @@ def test_options_and_defaults(load: Load, opt_ml: Path) -> None:
         "WARNING",
     )
     assert config.progress_interval == 2.5
+    assert config.checkpoint_interval == 7.0
 
 
 def test_report_is_html_unless_none_is_asked(load: Load, tmp_path: Path) -> None:

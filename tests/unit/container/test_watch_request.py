@@ -21,7 +21,7 @@ def test_own_flags_are_taken_and_the_rest_goes_to_every_run(tmp_path: object) ->
     )  # fmt: skip
     assert request.root == "./runs" and request.output_dir == "out"
     assert request.run_args == ("--rule", "ExplodingTensor", "--only_nan", "true",
-                                "--poll-interval", "2.5")  # fmt: skip
+                                "--checkpoint-interval", "2.5", "--poll-interval", "2.5")  # fmt: skip
     assert request.poll_interval == 2.5
     assert request.status_address == ("127.0.0.1", 9100)
     assert request.shard == (1, 3) and request.max_live == 4
@@ -108,7 +108,7 @@ def test_an_mlflow_experiment_is_watched_instead_of_a_root() -> None:
     assert request.root is None and request.experiment == "team runs"
     assert request.tracking_uri == "http://u:pw@host:5000" and "pw" not in repr(request)
     assert request.run_args == ("--rule", "Overfit", "--mlflow-write-back", "true",
-                                "--poll-interval", "1.0")  # fmt: skip
+                                "--checkpoint-interval", "1.0", "--poll-interval", "1.0")  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -139,3 +139,25 @@ def test_an_experiment_without_a_store_is_a_client_error(
     code = main(["--mlflow-experiment", "e", "--rule", "X", "--output-dir", f"{tmp_path}/o"])
     assert code == 2
     assert "--mlflow-tracking-uri URI or the MLFLOW_TRACKING_URI" in capsys.readouterr().err
+
+
+def test_runs_rewrite_their_result_file_as_often_as_the_watch_looks() -> None:
+    """Each run's result file (its resume point) is rewritten at most every poll interval
+    while steps come (a second at the least), unless --checkpoint-interval is given."""
+    request = parse_request(
+        ["./runs", "--rule", "Overfit", "--output-dir", "o", "--poll-interval", "10"]
+    )
+    assert request.run_args[-4:] == ("--checkpoint-interval", "10.0", "--poll-interval", "10.0")
+    request = parse_request(
+        ["./runs", "--rule", "Overfit", "--output-dir", "o", "--poll-interval", "0.5"]
+    )
+    assert ("--checkpoint-interval", "1.0") == request.run_args[-4:-2]
+    given = ["./runs", "--rule", "Overfit", "--output-dir", "o", "--checkpoint_interval=3"]
+    request = parse_request(given)
+    assert request.run_args == (
+        "--rule",
+        "Overfit",
+        "--checkpoint_interval=3",
+        "--poll-interval",
+        "1.0",
+    )

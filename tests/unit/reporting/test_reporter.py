@@ -377,3 +377,25 @@ def test_from_config(tmp_path: Path) -> None:
     doc = json.loads((config.output_dir / RESULT_FILE_NAME).read_text())
     assert [r["rule"] for r in doc["rules"]] == ["A", "B"]
     assert doc["trial"] == str(tmp_path / "t")
+
+
+def test_the_result_file_is_rewritten_every_checkpoint_interval_while_steps_come(
+    dirs: tuple[Path, Path],
+) -> None:
+    """While steps are judged the result file (the resume point) is rewritten at most every
+    ``checkpoint_interval`` seconds (1 s by default)."""
+    for interval, expected in ((1.0, 12), (5.0, 2)):
+        clock = FakeClock()
+        reporter = _reporter(dirs, clock=clock, checkpoint_interval=interval)
+        reporter.start("VanishingGradient")
+        result = dirs[0] / "rule_evaluation_result.json"
+        writes = 0
+        stamp = result.stat().st_mtime_ns, _result(dirs)["rules"][0].get("step")
+        for step in range(25):  # two steps per second for 12.5 s
+            clock.t += 0.5
+            reporter.step_evaluated("VanishingGradient", step)
+            now = result.stat().st_mtime_ns, _result(dirs)["rules"][0].get("step")
+            writes += now != stamp
+            stamp = now
+        assert writes == expected, interval
+        reporter.close()
