@@ -232,10 +232,7 @@ def _become_run(
     except BaseException as e:  # never back into the server's loop
         print(f"InternalServerError: the run could not start: {e}", file=sys.stderr)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(code)
+        _exit_flushed(code)
 
 
 def _become_last_word(sock: socket.socket, log: int, server: int, request: dict[str, Any]) -> None:
@@ -250,10 +247,15 @@ def _become_last_word(sock: socket.socket, log: int, server: int, request: dict[
     except BaseException as e:  # never back into the server's loop
         print(f"InternalServerError: the run's last word failed: {e}", file=sys.stderr)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(code)
+        _exit_flushed(code)
+
+
+def _exit_flushed(code: int) -> None:
+    """End the fork with ``code``, its output flushed (never the server's exit handlers)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def _last_word(request: dict[str, Any]) -> int:

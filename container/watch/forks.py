@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["LOST_CODE", "ForkServer"]
+__all__ = ["LOST_CODE", "ForkServer", "read_json_lines"]
 
 LOST_CODE = -int(signal.SIGKILL)  # a run whose server went away: as if it were killed
 _BOOT = "import sys; del sys.path[0]; from container.forkserver import main; sys.exit(main())"
@@ -167,23 +167,11 @@ class ForkServer:
         """What the server said within ``timeout`` seconds (the ended runs recorded)."""
         if self._sock is None:
             return []
-        answers: list[dict[str, Any]] = []
-        while select.select([self._sock], [], [], max(0.0, timeout))[0]:
-            try:
-                data = self._sock.recv(1 << 20)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            self._buffer += data
-            timeout = 0.0
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            answer = json.loads(line)
+        answers, self._buffer = read_json_lines(self._sock, self._buffer, timeout)
+        for answer in answers:
             if "ended" in answer:
                 self.live.discard(int(answer["ended"]))
                 self.ended[int(answer["ended"])] = int(answer["code"])
-            answers.append(answer)
         return answers
 
     def _lose(self) -> None:
@@ -198,3 +186,30 @@ class ForkServer:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def read_json_lines(
+    sock: socket.socket, buffer: bytes, timeout: float = 0.0
+) -> tuple[list[dict[str, Any]], bytes]:
+    """The JSON lines ``sock`` sent within ``timeout`` seconds (and what followed at once),
+    after ``buffer``, the start of a line read before; and the start of the next line. A line
+    that is not a JSON object is left out."""
+    while select.select([sock], [], [], max(0.0, timeout))[0]:
+        try:
+            data = sock.recv(1 << 20)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        buffer += data
+        timeout = 0.0
+    *lines, rest = buffer.split(b"\n")
+    found: list[dict[str, Any]] = []
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found, rest

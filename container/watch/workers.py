@@ -17,13 +17,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from container.watch.forks import ForkServer
+from container.watch.forks import ForkServer, read_json_lines
 
 __all__ = ["WorkerPool"]
 
@@ -124,18 +123,9 @@ class WorkerPool:
             worker.sock.sendall((json.dumps(fields) + "\n").encode())
 
     def _read(self, worker: _Worker) -> None:
-        while select.select([worker.sock], [], [], 0)[0]:
-            try:
-                data = worker.sock.recv(1 << 20)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            worker.buffer += data
-        *lines, worker.buffer = worker.buffer.split(b"\n")
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                self._said(worker, json.loads(line))
+        messages, worker.buffer = read_json_lines(worker.sock, worker.buffer)
+        for message in messages:
+            self._said(worker, message)
 
     def _said(self, worker: _Worker, message: dict[str, Any]) -> None:
         worker.said = True
