@@ -26,7 +26,6 @@ from evaluator.status.files import RESULT_FILE_NAME, iso
 __all__ = ["STATUS_FILE", "RunEntry", "write_status"]
 
 STATUS_FILE = "watch_status.json"
-RUNNING = STILL_GOING  # the index's exit code of a run still going: it has none yet
 
 
 class RunEntry:
@@ -36,7 +35,7 @@ class RunEntry:
         self.name, self.trial, self.title = name, trial, title  # title: an MLflow run's name
         self.fields: dict[str, Any] = {**_fields(name, trial, None, {}, False), "report": None}
         self.updated_at = _now()
-        self.outcome = JobOutcome(name=name, trial=trial, status="Starting", exit_code=RUNNING)
+        self.outcome = JobOutcome(name=name, trial=trial, status="Starting", exit_code=STILL_GOING)
         self.held = False  # listed, not evaluated (yet): see ``hold``
 
     def update(
@@ -76,7 +75,7 @@ class RunEntry:
             name=self.name,
             trial=self.trial,
             status=held.status,
-            exit_code=RUNNING,
+            exit_code=STILL_GOING,
             message=held.message,
         )
         return True
@@ -163,7 +162,7 @@ def _outcome(
             name=name,
             trial=trial,
             status=str(fields["status"]),
-            exit_code=code if isinstance(code, int) else RUNNING,
+            exit_code=code if isinstance(code, int) else STILL_GOING,
             message=fields.get("message"),
             step=fields.get("fired_step"),
         )

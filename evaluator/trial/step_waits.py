@@ -68,6 +68,18 @@ class StepWaits:
         This is how the evaluator visits saved steps directly, instead of trying every integer
         as smdebug's ``invoke_rule`` does. A ``StopEvent`` ends the wait as it is set; a plain
         ``threading.Event`` is looked at every second."""
+        with self._cache.lock:  # the common case: the step is there, nothing to wait for
+            if stop is not None and stop.is_set():
+                return None
+            found, candidate = self._next_candidate(after, end_step)
+            if found:
+                return candidate
+        return self._wait_for_next(after, end_step, stop)
+
+    def _wait_for_next(
+        self, after: int | None, end_step: int | None, stop: threading.Event | None
+    ) -> int | None:
+        """``next_step``'s wait, the stop heard as it is set (a ``StopEvent``)."""
         awaited = "the first step" if after is None else f"a step after {after}"
         notice: WaitNotice | None = None
         with woken_by(stop, self._cache.changed) as heard:
