@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from itertools import islice
 
 import numpy as np
 
@@ -97,6 +98,7 @@ class Cadence:
         self.steps: deque[int] = deque(maxlen=NOISE_MEMORY)
         self.count = 0  # values seen in all
         self._noise: float | None = None
+        self._interval: float | None = None
         self._first: list[float] = []  # the first finite magnitudes, for ``scale``
         self._scale: float | None = None
 
@@ -106,7 +108,7 @@ class Cadence:
         self.values.append(value)
         self.steps.append(step)
         self.count += 1
-        self._noise = None
+        self._noise = self._interval = None
 
     def noise_percent(self) -> float:
         """The noise of the latest values in % of the series' scale (``scale``)."""
@@ -136,10 +138,15 @@ class Cadence:
 
     def interval(self) -> float:
         """The median interval between logged values, in the rule's steps (1 until two)."""
-        if len(self.steps) < 2:
-            return 1.0
-        gaps = np.diff(np.asarray(self.steps, dtype=np.float64))
-        return max(1.0, float(np.median(gaps)))
+        if self._interval is None:  # (at most NOISE_MEMORY steps: sorted in Python, once)
+            steps = self.steps
+            if len(steps) < 2:
+                return 1.0
+            gaps = sorted(b - a for a, b in zip(steps, islice(steps, 1, None)))
+            half = len(gaps) // 2
+            middle = gaps[half] if len(gaps) % 2 else (gaps[half - 1] + gaps[half]) / 2
+            self._interval = max(1.0, float(middle))
+        return self._interval
 
     def span(self, values: int) -> int:
         """The steps ``values`` logged values take at this series' interval."""

@@ -17,7 +17,7 @@ from evaluator.rules import invoke_rule
 from evaluator.rules.coverage import checked_nothing, nothing_checked_error
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
-from rules_builtin._cadence import MIN_NOISY_VALUES, Cadence, noise, values_needed
+from rules_builtin._cadence import MIN_NOISY_VALUES, NOISE_MEMORY, Cadence, noise, values_needed
 from rules_builtin.loss_not_decreasing import LossNotDecreasing
 from rules_builtin.overfit import Overfit
 from rules_builtin.overtraining import Overtraining
@@ -89,6 +89,24 @@ def test_a_cadence_knows_its_interval_and_scale() -> None:
     assert cadence.interval() == 10.0
     assert cadence.span(5) == 50
     assert cadence.scale() == 2.0
+
+
+def test_a_cadence_interval_is_the_median_gap_of_its_latest_steps() -> None:
+    """An odd count of gaps takes the middle one, an even count the mean of the two middle
+    ones (as numpy's median); a gap of 500 among gaps of 10 moves nothing; the interval
+    follows each value added, over the latest NOISE_MEMORY steps only."""
+    cadence = Cadence()
+    assert cadence.interval() == 1.0  # fewer than two steps
+    for step in (0, 1, 4):  # gaps 1, 3
+        cadence.add(step, 1.0)
+    assert cadence.interval() == 2.0
+    cadence.add(504, 1.0)  # gaps 1, 3, 500
+    assert cadence.interval() == 3.0
+    step = 504
+    for _ in range(NOISE_MEMORY):
+        step += 10
+        cadence.add(step, 1.0)
+    assert cadence.interval() == 10.0  # the first gaps are out of memory
 
 
 def test_a_noisy_healthy_sparse_log_stays_quiet(tmp_path: Path) -> None:
