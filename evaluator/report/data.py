@@ -39,6 +39,7 @@ rule) has a report with its verdict and reason only.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,16 @@ def read_data(output_dir: Path) -> dict[str, Any]:
             "rules": {},
         }
     )
+
+
+def data_stamp(output_dir: Path) -> tuple[int, int, int] | None:
+    """What tells one data file of ``output_dir`` from another (inode, modification time, size:
+    every write replaces the file), None when there is none."""
+    try:
+        found = os.stat(output_dir / DATA_FILE_NAME, follow_symlinks=False)
+    except OSError:
+        return None
+    return (found.st_ino, found.st_mtime_ns, found.st_size)
 
 
 def write_data(output_dir: Path, data: Mapping[str, Any]) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from evaluator.fileio import read_capped, write_atomically
-from evaluator.report.data import IGNORED_DIR, collect, read_data, write_data
+from evaluator.report.data import IGNORED_DIR, collect, data_stamp, read_data, write_data
 from evaluator.report.render import render_report
 
 __all__ = ["REPORT_FILE_NAME", "REPORT_SECONDS", "ReportWriter", "write_report"]
@@ -133,7 +133,13 @@ class ReportWriter:
         of a run whose evaluation is killed, which the supervisor draws from the files, then
         still has its curves. A run waiting for data costs it no wake-up."""
 
+        output_dir = result_file.parent
+        # What this thread last wrote, and the file it made: read back only when another
+        # writer (a firing's report, which adds the run's curves) replaced it since.
+        written: tuple[tuple[int, int, int] | None, dict[str, Any]] = (None, {})
+
         def keep() -> None:
+            nonlocal written
             while self._news.wait() and not self._over.wait(every):
                 with self._lock:
                     if self._over.is_set():
@@ -141,10 +147,13 @@ class ReportWriter:
                     self._news.clear()  # news from here on brings another turn
                     try:
                         result = json.loads(result_file.read_text(encoding="utf-8"))
-                        output_dir = result_file.parent
+                        stamp, previous = written
+                        if stamp is None or stamp != data_stamp(output_dir):
+                            previous = read_data(output_dir)
                         # the whole run is read for a report only, never on this timer
-                        data = collect(result, read_data(output_dir), evidence(), read_run=False)
+                        data = collect(result, previous, evidence(), read_run=False)
                         write_data(output_dir, data)
+                        written = (data_stamp(output_dir), data)
                     except Exception:  # not there yet, or being replaced: the next news
                         self._news.set()
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+import evaluator.report.writer as report_writer_module
 from container.report_command import main as report_main
 from evaluator.report import DATA_FILE_NAME, REPORT_FILE_NAME, ReportWriter, write_report
+from evaluator.report.data import data_stamp, read_data, write_data
 from evaluator.testing.tb_writer import write_scalars
 from tests.report.conftest import SHORT_VANISHES_AT
 from tests.report.harness import ReportRun, evaluate_with_report
@@ -238,6 +240,45 @@ def test_the_data_file_is_kept_current_only_after_news(
     assert not (tmp_path / DATA_FILE_NAME).exists()
     writer.note_news()
     assert wait_for_file(tmp_path / DATA_FILE_NAME, interval=0.02)
+    writer({"event": "evaluation_finished", "result_file": str(result)})
+    assert writer.wait()
+
+
+def test_the_data_file_keeper_reads_back_only_what_another_writer_replaced(
+    firing_run: ReportRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keeper starts from what it last wrote; a data file another writer put in its
+    place since (a firing's report, with the run's curves) is read back and kept."""
+    result = tmp_path / RESULT
+    result.write_bytes((firing_run.output_dir / RESULT).read_bytes())
+    rule = json.loads(result.read_text())["rules"][0]
+    key = rule.get("configuration_name") or rule["rule"]
+    reads: list[Path] = []
+
+    def counted(output_dir: Path) -> dict[str, Any]:
+        reads.append(output_dir)
+        return read_data(output_dir)
+
+    monkeypatch.setattr(report_writer_module, "read_data", counted)
+    writer = ReportWriter()
+    writer.keep_data_current(result, lambda: {}, every=0.02)
+
+    def turn() -> dict[str, Any]:
+        before = data_stamp(tmp_path)
+        writer.note_news()
+        deadline = time.monotonic() + 10
+        while data_stamp(tmp_path) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert data_stamp(tmp_path) != before
+        return json.loads((tmp_path / DATA_FILE_NAME).read_text())
+
+    turn()
+    turn()
+    turn()
+    assert len(reads) == 1  # the first turn only: the file was the keeper's own since
+    write_data(tmp_path, {"version": 1, "rules": {key: {"run": {"curves": []}}}})
+    assert turn()["rules"][key]["run"] == {"curves": []}
+    assert len(reads) == 2
     writer({"event": "evaluation_finished", "result_file": str(result)})
     assert writer.wait()
 
