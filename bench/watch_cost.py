@@ -18,7 +18,8 @@ then two more poll intervals), the script samples the resident memory (RSS, summ
 process tree) and the CPU time of the tree during ``--seconds``, takes the tree's PSS, then
 stops the watch with SIGTERM and prints one JSON line. ``cpu_seconds_per_run_poll`` is the
 tree's CPU time divided by the runs' polls in the window (runs x seconds / poll interval):
-less noisy than a percentage on a shared machine. Not a test: the suite never runs it (it
+less noisy than a percentage on a shared machine. ``system_cpu_percent`` is the kernel's
+part of the tree's CPU (writes, syncs, renames, reads). Not a test: the suite never runs it (it
 refuses to run under pytest). Linux only (/proc).
 """
 
@@ -114,6 +115,17 @@ def _sample(pid: int) -> tuple[int, float, dict[int, float]]:
         rss += int(statm[1]) * PAGE
         cpu[p] = (int(fields[11]) + int(fields[12])) / TICKS
     return rss, sum(cpu.values()), cpu
+
+
+def _system_seconds(pid: int) -> float:
+    """The system (kernel) CPU seconds of the tree: writes, syncs, renames, reads."""
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            total += int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[12])
+        except OSError:
+            continue
+    return total / TICKS
 
 
 def _is_fork_server(pid: int) -> bool:
@@ -250,12 +262,14 @@ def main() -> int:
         write_for(2 * float(args.poll_interval))
         rss_start, cpu_start, _ = _sample(watch.pid)
         watch_cpu_start = _sample(watch.pid)[2]
+        system_start = _system_seconds(watch.pid)
         peak = rss_start
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:
             write_for(min(2.0, end - time.monotonic()))
             peak = max(peak, _sample(watch.pid)[0])
         rss_end, cpu_end, per_process = _sample(watch.pid)
+        system_end = _system_seconds(watch.pid)
         _, pss_end = memory(watch.pid)
         watcher = [p for p in _tree(watch.pid) if p == watch.pid or _parent(p) == watch.pid]
         watch_rss = sum(memory(p, own=True)[0] for p in watcher)
@@ -291,6 +305,7 @@ def main() -> int:
             "pss_per_run_with_server_mb": round((pss_end - watch_pss) / 2**20 / args.runs, 2),
             "watch_itself_cpu_percent": round(100 * watch_cpu / args.seconds, 2),
             "cpu_percent_of_one_core": round(100 * (cpu_end - cpu_start) / args.seconds, 1),
+            "system_cpu_percent": round(100 * (system_end - system_start) / args.seconds, 1),
             "cpu_percent_per_run": round(100 * (cpu_end - cpu_start) / args.seconds / args.runs, 3),
             "cpu_seconds_per_run_poll": round((cpu_end - cpu_start) / polls, 4),
             "supervisors_cpu_percent": _cpu_percent(supervisors, per_process, start, args.seconds),
