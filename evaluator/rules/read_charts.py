@@ -20,12 +20,7 @@ ever read again for a chart:
 * the steps kept hold their references until ``KEPT_BYTES`` of arrays are held or the report
   asks (``series``); then their figures are computed, alike arrays of all of them in one
   numpy call (a step replaced in the reservoir before that is never computed): a scalar as
-  ``value``, an array as ``mean |value|``, a reduction as itself. ``KEPT_BYTES`` is small (a
-  few steps' arrays) so that what the charts hold never makes the process take fresh memory:
-  the memory of the arrays a rule reads and lets go is reused as it would be without charts.
-  Holding 16 MB instead cost a fresh process about 5,000 more page faults (the held arrays
-  scatter the heap, so later reads land on new pages), which timed as 3 to 8 % of the rule's
-  time; computing the figures of every step kept, a few at a time, costs less.
+  ``value``, an array as ``mean |value|``, a reduction as itself.
 
 An array the rule changes in place after reading it is charted as changed (the reference is
 the rule's own array: a copy would cost every read what the chart saves).
@@ -41,7 +36,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
@@ -54,7 +49,7 @@ __all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts", "figures"]
 MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
 SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
 HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
-KEPT_BYTES = 256 * 1024  # arrays held by the steps kept before their figures are computed
+KEPT_BYTES = 16 * 1024 * 1024  # arrays held by the steps kept before their figures are computed
 RECENT_SECONDS = 1.0  # a step's reads are held at least this often (the recent step)
 
 Figure = tuple[str, str, float]  # tensor, quantity, value
@@ -102,12 +97,6 @@ def figures(names: list[str], values: list[Any]) -> list[Figure]:
 def figures_alike(values: list[Any]) -> list[float] | None:
     """mean |value| of each of ``values`` when they are numeric arrays of one shape (of more
     than one element), in one numpy call; None otherwise."""
-    means = _means_alike(values)
-    return None if means is None else list(means.tolist())
-
-
-def _means_alike(values: list[Any]) -> np.ndarray | None:
-    """``figures_alike`` as one float64 array."""
     first = values[0] if values else None
     if type(first) is not np.ndarray or first.size < 2:
         return None
@@ -117,25 +106,8 @@ def _means_alike(values: list[Any]) -> np.ndarray | None:
         return None
     if stacked.shape[1:] != first.shape or stacked.dtype.kind not in "biuf":
         return None
-    means: np.ndarray = _sums(stacked.reshape(len(values), -1)) / first.size
+    means: list[float] = (_sums(stacked.reshape(len(values), -1)) / first.size).tolist()
     return means
-
-
-class _Means:
-    """The figures of a step whose reads were alike arrays, held as the names read and one
-    array of their means (not a tuple and a float object per read: a rule's kept steps hold
-    thousands of figures)."""
-
-    __slots__ = ("means", "names")
-
-    def __init__(self, names: list[str], means: np.ndarray) -> None:
-        self.names, self.means = names, means
-
-    def __iter__(self) -> Iterator[Figure]:
-        return zip(self.names, repeat("mean |value|"), self.means.tolist())
-
-    def __len__(self) -> int:
-        return len(self.names)
 
 
 def _sums(rows: np.ndarray) -> np.ndarray:
@@ -157,7 +129,7 @@ class _Kept:
     def __init__(self, step: int, mode: str | None, names: list[str], values: list[Any]) -> None:
         self.step, self.mode, self.names, self.values = step, mode, names, values
         self.nbytes = 0  # counted when kept
-        self.figures: list[Figure] | _Means | None = None
+        self.figures: list[Figure] | None = None
         self.holders = 0  # the reservoirs (and the first step's place) holding it
 
     def compute(self) -> None:
@@ -306,7 +278,7 @@ class ReadCharts:
         if not pending:
             return
         values = [v for e in pending for v in e.values]
-        found = _means_alike(values)
+        found = figures_alike(values)
         if found is None:
             for entry in pending:
                 entry.compute()
@@ -314,7 +286,7 @@ class ReadCharts:
         at = 0
         for entry in pending:
             n = len(entry.names)
-            entry.figures = _Means(entry.names, found[at : at + n])
+            entry.figures = list(zip(entry.names, repeat("mean |value|"), found[at : at + n]))
             entry.names, entry.values = [], []
             at += n
 

@@ -61,30 +61,6 @@ def test_steps_are_sampled_keeping_first_last_and_firings() -> None:
     assert again.series()[0][0]["points"] == series["points"]  # seeded: the same steps
 
 
-def test_the_steps_kept_hold_at_most_kept_bytes_of_arrays() -> None:
-    """What the kept steps hold is computed a few steps at a time, never past KEPT_BYTES
-    (held arrays make a fresh process take fresh memory), and the figures are each step's own
-    mean |value|, whether computed early or when the series are asked."""
-    charts = ReadCharts()
-    names = [f"t{i}" for i in range(50)]
-    rng = np.random.default_rng(3)
-    steps = 4 * SAMPLED_STEPS
-    means: dict[tuple[str, int], float] = {}
-    for step in range(steps):
-        values = [rng.normal(size=256).astype(np.float32) for _ in names]
-        for name, value in zip(names, values):
-            means[name, step] = float(np.abs(value.astype(np.float64)).mean())
-        charts.offer(step, None, names, values, fired=step % 7 == 0)
-        assert charts._kept_bytes <= read_charts.KEPT_BYTES <= 1024 * 1024  # a few steps
-    found, _ = charts.series()
-    assert len(found) == len(names)
-    for series in found:
-        (name,) = series["tensors"]
-        assert series["points"]
-        for step, value in series["points"]:
-            assert math.isclose(value, means[name, step], rel_tol=1e-12)
-
-
 class _ReadsTwice(Rule):
     def invoke_at_step(self, step: int) -> bool:
         w = self.base_trial.tensor("w")
