@@ -103,9 +103,10 @@ def _sample_one(pid: int) -> tuple[int, float]:
     return int(statm[1]) * PAGE, (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def _sample(pid: int) -> tuple[int, float, dict[int, float]]:
-    """(RSS bytes of the tree, and CPU seconds per process of the tree)."""
-    rss, cpu = 0, {}
+def _sample(pid: int) -> tuple[int, float, dict[int, float], float]:
+    """(RSS bytes of the tree, its CPU seconds, CPU seconds per process of the tree, and the
+    tree's system (kernel) CPU seconds: writes, syncs, renames, reads)."""
+    rss, cpu, system = 0, {}, 0
     for p in _tree(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
@@ -114,18 +115,8 @@ def _sample(pid: int) -> tuple[int, float, dict[int, float]]:
             continue
         rss += int(statm[1]) * PAGE
         cpu[p] = (int(fields[11]) + int(fields[12])) / TICKS
-    return rss, sum(cpu.values()), cpu
-
-
-def _system_seconds(pid: int) -> float:
-    """The system (kernel) CPU seconds of the tree: writes, syncs, renames, reads."""
-    total = 0.0
-    for p in _tree(pid):
-        try:
-            total += int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[12])
-        except OSError:
-            continue
-    return total / TICKS
+        system += int(fields[12])
+    return rss, sum(cpu.values()), cpu, system / TICKS
 
 
 def _is_fork_server(pid: int) -> bool:
@@ -260,16 +251,13 @@ def main() -> int:
         while not _all_in_progress(out, args.runs) and time.monotonic() < warm_up_end:
             write_for(2.0)
         write_for(2 * float(args.poll_interval))
-        rss_start, cpu_start, _ = _sample(watch.pid)
-        watch_cpu_start = _sample(watch.pid)[2]
-        system_start = _system_seconds(watch.pid)
+        rss_start, cpu_start, watch_cpu_start, system_start = _sample(watch.pid)
         peak = rss_start
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:
             write_for(min(2.0, end - time.monotonic()))
             peak = max(peak, _sample(watch.pid)[0])
-        rss_end, cpu_end, per_process = _sample(watch.pid)
-        system_end = _system_seconds(watch.pid)
+        rss_end, cpu_end, per_process, system_end = _sample(watch.pid)
         _, pss_end = memory(watch.pid)
         watcher = [p for p in _tree(watch.pid) if p == watch.pid or _parent(p) == watch.pid]
         watch_rss = sum(memory(p, own=True)[0] for p in watcher)
