@@ -134,6 +134,21 @@ def collect(
     return {"version": 1, "rules": out}
 
 
+def carried_over(data: Mapping[str, Any], evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``collect`` takes from ``data`` (a data file it made from ``evidence``) when it
+    runs again with the same rules alive: the entries of rules with no ``Evidence`` whole, and
+    of the others only what is not drawn again from their evidence (the run's curves and the
+    firing histogram): the series, up to ``POINT_BUDGET`` points, are never held twice."""
+    rules = data.get("rules", {})
+    out: dict[str, Any] = {}
+    for key, entry in rules.items():
+        if _live(evidence.get(key)) is None:
+            out[key] = entry
+        else:
+            out[key] = {k: entry[k] for k in ("run", "histogram") if k in entry}
+    return {"version": 1, "rules": out}
+
+
 def _key(rule: Mapping[str, Any]) -> str:
     return str(rule.get("configuration_name") or rule.get("rule"))
 

@@ -20,7 +20,14 @@ from typing import Any
 import structlog
 
 from evaluator.fileio import read_capped, write_atomically
-from evaluator.report.data import IGNORED_DIR, collect, data_stamp, read_data, write_data
+from evaluator.report.data import (
+    IGNORED_DIR,
+    carried_over,
+    collect,
+    data_stamp,
+    read_data,
+    write_data,
+)
 from evaluator.report.render import render_report
 
 __all__ = ["REPORT_FILE_NAME", "REPORT_SECONDS", "ReportWriter", "write_report"]
@@ -134,8 +141,9 @@ class ReportWriter:
         still has its curves. A run waiting for data costs it no wake-up."""
 
         output_dir = result_file.parent
-        # What this thread last wrote, and the file it made: read back only when another
-        # writer (a firing's report, which adds the run's curves) replaced it since.
+        # The file this thread last wrote, and what of it the next turn takes (``carried_over``):
+        # the file is read back only when another writer (a firing's report, which adds the
+        # run's curves) replaced it since.
         written: tuple[tuple[int, int, int] | None, dict[str, Any]] = (None, {})
 
         def keep() -> None:
@@ -151,9 +159,10 @@ class ReportWriter:
                         if stamp is None or stamp != data_stamp(output_dir):
                             previous = read_data(output_dir)
                         # the whole run is read for a report only, never on this timer
-                        data = collect(result, previous, evidence(), read_run=False)
+                        alive = evidence()
+                        data = collect(result, previous, alive, read_run=False)
                         write_data(output_dir, data)
-                        written = (data_stamp(output_dir), data)
+                        written = (data_stamp(output_dir), carried_over(data, alive))
                     except Exception:  # not there yet, or being replaced: the next news
                         self._news.set()
 

@@ -14,7 +14,7 @@ import pytest
 
 from evaluator.report import DATA_FILE_NAME, data
 from evaluator.report.advice import CURVES, VALIDATION, advice_for
-from evaluator.report.data import collect
+from evaluator.report.data import carried_over, collect
 from evaluator.report.html_charts import bar_chart, bars
 from evaluator.report.run_curves import RUN_BUCKETS, downsample, run_curves
 from evaluator.report.section_charts import chart_family, window_free
@@ -90,6 +90,41 @@ def test_the_data_file_keeper_never_reads_the_run(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(data, "_live", lambda e: e)
     out = collect({"rules": [rule]}, previous, {"R": Live()}, read_run=False)
     assert out["rules"]["R"]["run"] == previous["rules"]["R"]["run"]
+
+
+def test_what_the_keeper_carries_over_gives_the_same_data_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The keeper holds ``carried_over`` of what it wrote, not the file: a live rule's entry
+    without its series (drawn again from its evidence), a rule with no evidence whole; the
+    next turn's data file is the one the whole previous file gives."""
+    rules = [
+        {"configuration_name": "Live", "rule": "Live", "status": "InProgress", "fired_steps": [3]},
+        {"configuration_name": "Old", "rule": "Old", "status": "NoIssuesFound"},
+    ]
+    run = [{"mode": "TRAIN", "points": [[0, 1.0]]}]
+    previous = {
+        "version": 1,
+        "rules": {
+            "Live": {"series": LOSS_SERIES, "run": run, "histogram": {"bins": [1]}},
+            "Old": {"series": LOSS_SERIES, "run": run, "points_left_out": 2},
+        },
+    }
+
+    class Live:
+        trial = None
+
+        def series(self, limit: int) -> dict[str, object]:
+            return {"series": LOSS_SERIES, "points_left_out": 0}
+
+    monkeypatch.setattr(data, "_live", lambda e: e)
+    evidence = {"Live": Live()}
+    carried = carried_over(previous, evidence)
+    assert carried["rules"]["Live"] == {"run": run, "histogram": {"bins": [1]}}
+    assert carried["rules"]["Old"] == previous["rules"]["Old"]
+    result = {"rules": rules}
+    want = collect(result, previous, evidence, read_run=False)
+    assert collect(result, carried, evidence, read_run=False) == want
 
 
 def test_the_data_file_holds_the_run(tmp_path: Path) -> None:
