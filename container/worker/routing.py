@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import io
 import threading
+from contextlib import suppress
 from typing import TextIO
 
 __all__ = ["RoutedStream", "inherit_context_in_threads", "run_context"]
@@ -53,10 +54,8 @@ class RoutedStream(io.TextIOBase):
             return self._fallback.write(text)
 
     def flush(self) -> None:
-        try:
+        with suppress(OSError, ValueError):  # a stream closed under us: nothing to flush
             self._target().flush()
-        except (OSError, ValueError):
-            pass
 
     def writable(self) -> bool:
         return True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 from container.signals import StopSignals
@@ -67,10 +68,8 @@ class PooledRun:
             code = None
             self._tell({"refused": self.name, "why": str(why)})
         finally:
-            try:
+            with suppress(OSError):  # the log file is this run's; closing it is all we do
                 self.stream.close()
-            except OSError:
-                pass
             if code is not None:
                 self._tell({"ended": self.name, "code": code})
 

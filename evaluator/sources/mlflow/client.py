@@ -27,6 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -178,10 +179,8 @@ def _hand_over(
 ) -> None:
     """Give a call's outcome to the loop that waits for it; nothing when that loop has
     closed (the call was given up on at its deadline, and the trial closed since)."""
-    try:
+    with suppress(RuntimeError):  # the loop is closed
         loop.call_soon_threadsafe(_settle, done, result, error)
-    except RuntimeError:  # the loop is closed
-        pass
 
 
 def _settle(done: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
