@@ -12,18 +12,19 @@ ever read again for a chart:
   while the rule evaluates it: its reads are only counted;
 * a read of a sampled step is noted with a reference to what was read (``Evidence.note_read``:
   the array the rule got, or the reductions it read), at most ``MAX_READS_CHARTED`` per step;
-* after the step (``ReadCharts.offer``) a sampled step the rule fired at also joins a
-  reservoir of firing steps as large; a step the reservoir lets go is dropped at once (the
-  recent one when a later one replaces it). A firing at a step not sampled is not charted
-  (the report names the firing steps; holding every step's reads to chart them cost the rule
-  about 7 % of its time, bench/RESULTS.md);
-* the steps kept hold their references until ``KEPT_BYTES`` of arrays are held or the report
-  asks (``series``); then their figures are computed, alike arrays of all of them in one
-  numpy call (a step replaced in the reservoir before that is never computed): a scalar as
-  ``value``, an array as ``mean |value|``, a reduction as itself.
+* after the step (``ReadCharts.offer``) a sampled step's figures are computed at once (alike
+  arrays in one numpy call) and the references are let go: nothing a rule read is held from
+  one step to the next, so the memory its values took is used again at the next step (held
+  until the report asked, the kept steps' arrays cost the rule more in fresh memory than
+  their figures cost, bench/RESULTS.md). A scalar is charted as ``value``, an array as
+  ``mean |value|``, a reduction as itself. A sampled step the rule fired at also joins a
+  reservoir of firing steps as large; a step a reservoir lets go is dropped (the recent one
+  when a later one replaces it). A firing at a step not sampled is not charted (the report
+  names the firing steps; holding every step's reads to chart them cost the rule about 7 %
+  of its time, bench/RESULTS.md).
 
-An array the rule changes in place after reading it is charted as changed (the reference is
-the rule's own array: a copy would cost every read what the chart saves).
+An array the rule changes in place during the step it read it at is charted as changed (the
+reference is the rule's own array: a copy would cost every read what the chart saves).
 
 A series counts the steps at which its tensor was read. Reads of another step than the one
 evaluated (a window, the step before) are counted as reads but not charted: the observer does
@@ -49,21 +50,30 @@ __all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts", "figures"]
 MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
 SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
 HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
-KEPT_BYTES = 16 * 1024 * 1024  # arrays held by the steps kept before their figures are computed
 RECENT_SECONDS = 1.0  # a step's reads are held at least this often (the recent step)
+STACKED_MAX = 1 << 20  # elements of alike arrays stacked into one numpy call, at most
+_SLICE_BYTES = 64 * 1024  # a large array's |x| is summed this much at a time
+_SUM_DTYPE = {2: np.float32, 4: np.float32}  # by a float's size; float64 otherwise
+MEAN_ABS = "mean |value|"
 
 Figure = tuple[str, str, float]  # tensor, quantity, value
 
 
-def figures(names: list[str], values: list[Any]) -> list[Figure]:
-    """The chart figures of one step's reads (``names[i]`` read as ``values[i]``): a scalar
-    as ``value``, an array as ``mean |value|`` (arrays of one shape in one numpy call: a rule
-    reads alike tensors at a step), reductions (a dict) as ``[abs ]<reduction>``; what is
-    neither is left out, and a tensor read twice is charted once."""
-    unique = dict(zip(names, values))  # a tensor read twice: the same array twice
-    means = figures_alike(list(unique.values()))
-    if means is not None:
-        return list(zip(unique, repeat("mean |value|"), means))
+def figures(names: list[str], values: list[Any], *, unique: bool = False) -> list[Figure]:
+    """The chart figures of one step's reads (``names[i]`` read as ``values[i]``; ``unique``:
+    no name is there twice): a scalar as ``value``, an array as ``mean |value|`` (alike
+    arrays in one numpy call: a rule reads alike tensors at a step), reductions (a dict) as
+    ``[abs ]<reduction>``; what is neither is left out, and a tensor read twice is charted
+    once."""
+    if unique:
+        means = figures_alike(values)
+        if means is not None:
+            return list(zip(names, repeat(MEAN_ABS), means))
+    else:
+        distinct = dict(zip(names, values))  # a tensor read twice: the same array twice
+        means = figures_alike(list(distinct.values()))
+        if means is not None:
+            return list(zip(distinct, repeat(MEAN_ABS), means))
     out: list[Figure] = []
     groups: dict[tuple[Any, ...], list[tuple[str, np.ndarray]]] = {}
     arrays: set[str] = set()
@@ -88,9 +98,8 @@ def figures(names: list[str], values: list[Any]) -> list[Figure]:
         else:
             groups.setdefault((array.shape, array.dtype), []).append((name, array))
     for group in groups.values():
-        stacked = np.stack([a for _, a in group]).reshape(len(group), -1)
-        means = (_sums(stacked) / stacked.shape[1]).tolist()
-        out.extend((name, "mean |value|", mean) for (name, _), mean in zip(group, means))
+        means = mean_abs([a for _, a in group])
+        out.extend((name, MEAN_ABS, mean) for (name, _), mean in zip(group, means))
     return out
 
 
@@ -98,45 +107,66 @@ def figures_alike(values: list[Any]) -> list[float] | None:
     """mean |value| of each of ``values`` when they are numeric arrays of one shape (of more
     than one element), in one numpy call; None otherwise."""
     first = values[0] if values else None
-    if type(first) is not np.ndarray or first.size < 2:
+    if type(first) is not np.ndarray or first.size < 2 or first.dtype.kind not in "biuf":
         return None
+    if first.size * len(values) > STACKED_MAX:
+        same = all(type(v) is np.ndarray and v.shape == first.shape for v in values)
+        alike = same and all(v.dtype == first.dtype for v in values)
+        return mean_abs(values) if alike else None
     try:  # every value an array of first's shape, or it raises
         stacked = np.array(values)
     except (ValueError, TypeError):
         return None
     if stacked.shape[1:] != first.shape or stacked.dtype.kind not in "biuf":
         return None
-    means: list[float] = (_sums(stacked.reshape(len(values), -1)) / first.size).tolist()
+    return _row_means(stacked.reshape(len(values), -1))
+
+
+def mean_abs(arrays: list[np.ndarray]) -> list[float]:
+    """mean |value| of each of ``arrays`` (numeric, of one shape and dtype, more than one
+    element each): small ones stacked into one numpy call, large ones a slice at a time
+    (no copy of the array, and no temporary as large as it: a scratch of ``_SLICE_BYTES``)."""
+    first = arrays[0]
+    if first.size * len(arrays) <= STACKED_MAX:
+        return _row_means(np.array(arrays).reshape(len(arrays), -1))
+    return [_mean_abs_sliced(array.reshape(-1)) for array in arrays]
+
+
+def _row_means(rows: np.ndarray) -> list[float]:
+    """mean |x| of each row of ``rows`` (a copy made for this, changed in place), summed in
+    float32 for float16 and float32 rows (pairwise summation, in numpy), else float64
+    (integers are converted first: ``abs`` of the most negative one overflows)."""
+    if rows.dtype.kind != "f":
+        rows = rows.astype(np.float64)
+    np.abs(rows, out=rows)
+    sums = np.add.reduce(rows, axis=1, dtype=_SUM_DTYPE.get(rows.dtype.itemsize, np.float64))
+    means: list[float] = (sums / rows.shape[1]).tolist()
     return means
 
 
-def _sums(rows: np.ndarray) -> np.ndarray:
-    """The sum of |x| of each row, in float64 (``abs`` of a float is exact in its own dtype;
-    integers are converted first: ``abs`` of the most negative one overflows)."""
-    if rows.dtype.kind != "f":
-        rows = rows.astype(np.float64)
-    np.abs(rows, out=rows)  # rows are a copy made for this
-    sums: np.ndarray = np.add.reduce(rows, axis=1, dtype=np.float64)
-    return sums
+def _mean_abs_sliced(flat: np.ndarray) -> float:
+    """mean |x| of a flat array, ``_SLICE_BYTES`` at a time through one scratch array."""
+    if flat.dtype.kind != "f":
+        flat = flat.astype(np.float64)
+    step = max(1, _SLICE_BYTES // flat.itemsize)
+    scratch = np.empty(min(step, flat.size), flat.dtype)
+    total_dtype = _SUM_DTYPE.get(flat.itemsize, np.float64)
+    total = 0.0
+    for at in range(0, flat.size, step):
+        part = flat[at : at + step]
+        held = scratch[: part.size]
+        np.abs(part, out=held)
+        total += float(np.add.reduce(held, dtype=total_dtype))
+    return total / flat.size
 
 
 class _Kept:
-    """A step kept: its reads by reference (``names``, ``values``) until ``figures`` are
-    computed."""
+    """A step kept: its figures, computed when it was offered."""
 
-    __slots__ = ("figures", "holders", "mode", "names", "nbytes", "step", "values")
+    __slots__ = ("figures", "mode", "step")
 
-    def __init__(self, step: int, mode: str | None, names: list[str], values: list[Any]) -> None:
-        self.step, self.mode, self.names, self.values = step, mode, names, values
-        self.nbytes = 0  # counted when kept
-        self.figures: list[Figure] | None = None
-        self.holders = 0  # the reservoirs (and the first step's place) holding it
-
-    def compute(self) -> None:
-        """Compute the figures (once) and drop the references."""
-        if self.figures is None:
-            self.figures = figures(self.names, self.values) if self.names else []
-            self.names, self.values = [], []
+    def __init__(self, step: int, mode: str | None, found: list[Figure]) -> None:
+        self.step, self.mode, self.figures = step, mode, found
 
 
 class _Reservoir:
@@ -165,19 +195,12 @@ class _Reservoir:
         return self._rng.randrange(self.size)
 
 
-def _put(sample: list[_Kept], slot: int, kept: _Kept) -> int:
-    """Put ``kept`` in ``slot`` of a reservoir; an entry it replaces that no other reservoir
-    holds is dropped (never computed, if it was not yet). Returns the bytes let go."""
+def _put(sample: list[_Kept], slot: int, kept: _Kept) -> None:
+    """Put ``kept`` in ``slot`` of a reservoir (an entry it replaces is let go)."""
     if slot < len(sample):
-        replaced = sample[slot]
         sample[slot] = kept
-        replaced.holders -= 1
-        if replaced.holders <= 0 and replaced.figures is None:
-            replaced.figures, replaced.names, replaced.values = [], [], []
-            return replaced.nbytes
-        return 0
-    sample.append(kept)
-    return 0
+    else:
+        sample.append(kept)
 
 
 class ReadCharts:
@@ -192,9 +215,7 @@ class ReadCharts:
         self._reservoir: list[_Kept] = []
         self._first: _Kept | None = None
         self._fired_sample: list[_Kept] = []  # a reservoir of the firing steps
-        self._pending: list[_Kept] = []  # kept, figures not computed yet
-        self._kept_bytes = 0  # of the arrays they hold
-        self._last: tuple[int, str | None, list[str], list[Any]] | None = None
+        self._last: _Kept | None = None  # the recent step, until a later one replaces it
         self._counts: dict[str | None, Counter[str]] = {}
         self._run_names: list[str] = []  # the tensors of the run of steps that read the same
         self._run_mode: str | None = None
@@ -230,8 +251,9 @@ class ReadCharts:
     ) -> None:
         """The reads of one evaluated ``step`` in ``mode``: ``names[i]`` read as ``values[i]``
         (not ``held``: what was read was not kept, as ``plan`` said; the reads are counted).
-        The lists stay the caller's: what is kept of them is copied (a step not held, of the
-        same tensors as the step before, copies nothing)."""
+        The lists stay the caller's: a step kept keeps its figures, computed here, and
+        nothing of the lists (a step not held, of the same tensors as the step before,
+        copies nothing)."""
         if names != self._run_names or mode != self._run_mode:  # (the same tensors, mostly)
             self._count_run()
             self._run_names, self._run_mode = names.copy(), mode
@@ -246,49 +268,17 @@ class ReadCharts:
         if not held:
             return  # a step planned not to hold its reads (``plan``): counted
         fired_slot = self._firings.take() if fired else -1  # a reservoir of their own
-        if self._run_unique:
-            names, values = names.copy(), values.copy()
-        else:  # a tensor read twice at the step: charted once
-            unique = dict(zip(names, values))
-            names, values = list(unique), list(unique.values())
+        kept = _Kept(step, mode, figures(names, values, unique=self._run_unique))
         if slot < 0 and fired_slot < 0 and not first:
-            self._last = (step, mode, names, values)  # held until a later step replaces it
+            self._last = kept  # held until a later step replaces it
             return
         self._last = None
-        kept = _Kept(step, mode, names, values)
-        ndarray = np.ndarray
-        kept.nbytes = sum([v.nbytes for v in values if type(v) is ndarray])
-        self._pending.append(kept)
-        self._kept_bytes += kept.nbytes
-        kept.holders = first + (slot >= 0) + (fired_slot >= 0)
         if first:
             self._first = kept
         if fired_slot >= 0:
-            self._kept_bytes -= _put(self._fired_sample, fired_slot, kept)
+            _put(self._fired_sample, fired_slot, kept)
         if slot >= 0:
-            self._kept_bytes -= _put(self._reservoir, slot, kept)
-        if self._kept_bytes > KEPT_BYTES:  # the arrays the steps kept hold: figures now
-            self._compute()
-
-    def _compute(self) -> None:
-        """Compute the figures of the steps kept since the last call, in one numpy call when
-        their arrays are alike (a rule reads the same tensors at every step)."""
-        pending = [e for e in self._pending if e.figures is None]
-        self._pending, self._kept_bytes = [], 0
-        if not pending:
-            return
-        values = [v for e in pending for v in e.values]
-        found = figures_alike(values)
-        if found is None:
-            for entry in pending:
-                entry.compute()
-            return
-        at = 0
-        for entry in pending:
-            n = len(entry.names)
-            entry.figures = list(zip(entry.names, repeat("mean |value|"), found[at : at + n]))
-            entry.names, entry.values = [], []
-            at += n
+            _put(self._reservoir, slot, kept)
 
     def _count_run(self) -> None:
         """Count the steps of the run of steps that read the same tensors."""
@@ -341,18 +331,16 @@ class ReadCharts:
         ``limit`` points besides the first, last and firing steps; and how many reads the
         series left out held."""
         self._count_run()
-        self._compute()
         marks = [e for e in (self._first, *self._fired_sample) if e is not None]
         kept = list({id(e): e for e in (*marks, *self._reservoir)}.values())
         if self._last is not None:
-            kept.append(_Kept(*self._last))
-            kept[-1].compute()
+            kept.append(self._last)
         marked = {entry.step for entry in marks}
         if kept:
             marked.add(max(entry.step for entry in kept))
         by_key: dict[tuple[str, str, str | None], dict[int, float]] = {}
         for entry in kept:
-            for name, quantity, value in entry.figures or ():
+            for name, quantity, value in entry.figures:
                 by_key.setdefault((name, quantity, entry.mode), {}).setdefault(entry.step, value)
         out: list[dict[str, Any]] = []
         left_out = 0

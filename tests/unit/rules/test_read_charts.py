@@ -4,6 +4,7 @@ steps, the first and the last kept, figures from what was read, nothing read aga
 from __future__ import annotations
 
 import math
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,14 @@ from evaluator.engine.reads import observe_reads
 from evaluator.modes import ModeKeys
 from evaluator.rules import Rule, invoke_rule, read_charts, read_watch
 from evaluator.rules.evidence import Evidence
-from evaluator.rules.read_charts import MAX_READS_CHARTED, SAMPLED_STEPS, ReadCharts, figures
+from evaluator.rules.read_charts import (
+    MAX_READS_CHARTED,
+    SAMPLED_STEPS,
+    STACKED_MAX,
+    ReadCharts,
+    figures,
+    mean_abs,
+)
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from evaluator.trial.tensor import Tensor
@@ -39,6 +47,43 @@ def test_figures_of_arrays_scalars_and_reductions() -> None:
     assert alike == [("x", "mean |value|", 2.0), ("y", "mean |value|", 4.0)]
     extreme = figures(["i"], [np.array([-128, 0], np.int8)])  # abs of int8 -128 overflows
     assert extreme == [("i", "mean |value|", 64.0)]
+
+
+def test_mean_abs_of_large_arrays_a_slice_at_a_time() -> None:
+    """Arrays too large to stack are summed a slice at a time: the same mean |value| as
+    numpy's over the whole array (float16 summed without overflow, integers without the
+    overflow of abs), for sizes that are no multiple of a slice."""
+    rng = np.random.default_rng(3)
+    size = STACKED_MAX // 2 + 12_345  # two of them are past the stacking bound
+    for dtype in (np.float16, np.float32, np.float64):
+        arrays = [(rng.standard_normal(size) * 300).astype(dtype) for _ in range(2)]
+        found = mean_abs(arrays)
+        expected = [float(np.abs(a.astype(np.float64)).mean()) for a in arrays]
+        assert np.allclose(found, expected, rtol=1e-5), dtype
+    ints = [np.full(size, -128, np.int8), np.arange(size, dtype=np.int64) - size // 2]
+    assert np.allclose(mean_abs(ints), [128.0, np.abs(ints[1]).mean()], rtol=1e-12)
+    large = rng.standard_normal((2, size - size % 5)).astype(np.float32)
+    alike = figures(["a", "b"], [large[0].reshape(-1, 5), large[1].reshape(-1, 5)])
+    assert [name for name, _, _ in alike] == ["a", "b"]
+    assert np.allclose([v for _, _, v in alike], np.abs(large).mean(axis=1), rtol=1e-5)
+
+
+def test_a_kept_step_holds_no_array_after_it() -> None:
+    """A sampled step's figures are computed when it is offered: no array it read is held
+    once the step is charted (the memory is used again at the next step)."""
+    evidence = Evidence("Mine", _NoModes())
+    evidence.watch_reads()
+    evidence.evaluating(0)  # the first step: always sampled
+    arrays = [np.full(8, float(i)) for i in range(3)]
+    for i, array in enumerate(arrays):
+        evidence.note_read(f"t{i}", 0, array)
+    assert evidence._values  # held while the step is evaluated
+    watched = [weakref.ref(array) for array in arrays]
+    evidence.chart_reads(0)
+    del arrays, array
+    assert all(ref() is None for ref in watched)
+    series = {s["tensors"][0]: s["points"] for s in evidence.series()["series"]}
+    assert series == {"t0": [[0, 0.0]], "t1": [[0, 1.0]], "t2": [[0, 2.0]]}
 
 
 def test_steps_are_sampled_keeping_first_last_and_firings() -> None:
