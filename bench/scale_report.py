@@ -166,7 +166,12 @@ def large_tensors_lines(lt: dict) -> list[str]:
 
 def user_rules_lines(u: dict) -> list[str]:
     """Issue 42's user-rule workload (bench/user_rules.py)."""
-    names = {"smdebug": "smdebug 1.0.34", "ours": "ours", "ours-off": "ours, read charts off"}
+    names = {
+        "smdebug": "smdebug 1.0.34",
+        "ours": "ours",
+        "ours-on": "ours, read charts on (beside off)",
+        "ours-off": "ours, read charts off",
+    }
     lines = [
         "## User-style rules through `smdebug.rules.invoke_rule` (issue 42)",
         "",

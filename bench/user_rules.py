@@ -20,10 +20,22 @@ on every side; what answers ``import smdebug`` differs:
 Each side is a fresh process on ``bench/.work/trials/big_2000x50x256`` (bench/make_trial.py);
 the figure is the process's **wall time, imports included**, as a user runs it, measured by
 the parent around the process, and its CPU (user + system, from the parent's
-``RUSAGE_CHILDREN``). Sides alternate within each repetition, in the reverse order every
-other one; medians. Every side must fire at the same steps (a checksum of the fired steps
-and the counts of steps evaluated). Stored in
-``bench/results_scale.json`` under ``user_rules`` and rendered into RESULTS.md by
+``RUSAGE_CHILDREN``); medians. Every side must fire at the same steps (a checksum of the fired
+steps and the counts of steps evaluated).
+
+Two phases, so that a side's figure does not depend on the process that ran before it (on
+this VM a process that follows smdebug's minute of CPU runs 10 to 25 % slower than one that
+follows a 4-second process. With the three sides in one alternation, the middle side ran
+after smdebug two times in three: the same tree gave on / off 1.14 with ``ours`` in the
+middle and 0.98 with ``ours-off`` there):
+
+* the speed-up: smdebug and ``ours`` alternate, in the reverse order every other repetition;
+* the read charts' cost (when ``ours-off`` is a side): after one run that is not counted (the
+  machine settles after smdebug's), ``ours-on`` and ``ours-off`` (the same process with the
+  charts on and off) alternate A B B A, as many repetitions, one process right after the
+  other; on / off is of these two.
+
+Stored in ``bench/results_scale.json`` under ``user_rules`` and rendered into RESULTS.md by
 ``bench/scale_report.py``. Never run from the test suite.
 """
 
@@ -44,6 +56,7 @@ SMDEBUG_PY = os.path.join(HERE, ".work", "venv-smdebug", "bin", "python")
 OURS_PY = os.path.join(os.path.dirname(HERE), ".venv", "bin", "python")
 TRIAL = os.path.join(HERE, ".work", "trials", "big_2000x50x256")
 SIDES = ("smdebug", "ours", "ours-off")
+PAIRED = ("ours-on", "ours-off")  # the read charts on and off, in a phase of their own
 
 
 def child(trial_path: str, recording: bool, only: list[str] | None) -> dict:
@@ -92,6 +105,7 @@ def child(trial_path: str, recording: bool, only: list[str] | None) -> dict:
 
 def run_side(side: str, trial: str, only: str | None) -> dict:
     python = SMDEBUG_PY if side == "smdebug" else OURS_PY
+    side = "ours" if side == "ours-on" else side
     command = [python, __file__, "--child", "--trial", trial]
     if side == "ours-off":
         command += ["--recording", "off"]
@@ -130,10 +144,11 @@ def summarise(runs: dict[str, list[dict]], args: argparse.Namespace, load: list)
     if "smdebug" in out and "ours" in out:
         out["speedup_wall"] = round(out["smdebug"]["wall_s"] / out["ours"]["wall_s"], 2)
         out["speedup_cpu"] = round(out["smdebug"]["cpu_s"] / out["ours"]["cpu_s"], 2)
-    if "ours" in out and "ours-off" in out:
-        out["recording_cost_cpu"] = round(out["ours"]["cpu_s"] / out["ours-off"]["cpu_s"], 3)
-        out["recording_cost_wall"] = round(out["ours"]["wall_s"] / out["ours-off"]["wall_s"], 3)
-        out.update(recording_detail(runs["ours"], runs["ours-off"]))
+    if "ours-on" in out and "ours-off" in out:
+        on, off = out["ours-on"], out["ours-off"]
+        out["recording_cost_cpu"] = round(on["cpu_s"] / off["cpu_s"], 3)
+        out["recording_cost_wall"] = round(on["wall_s"] / off["wall_s"], 3)
+        out.update(recording_detail(runs["ours-on"], runs["ours-off"]))
     return out
 
 
@@ -164,6 +179,18 @@ def recording_detail(on: list[dict], off: list[dict]) -> dict:
     }
 
 
+def alternate(sides: list[str], args: argparse.Namespace) -> dict[str, list[dict]]:
+    """``args.repeat`` runs of each side, alternating, in the reverse order every other
+    repetition (A B, B A, ...: a drift of the machine's speed weighs on every side alike)."""
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for repetition in range(args.repeat):
+        for side in sides if repetition % 2 == 0 else sides[::-1]:
+            runs[side].append(run_side(side, args.trial, args.only))
+            r = runs[side][-1]
+            print(side, r["process_wall_s"], r["process_cpu_s"], r["checksum"], file=sys.stderr)
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -183,15 +210,11 @@ def main() -> int:
     if not os.path.isdir(args.trial):
         raise SystemExit(f"no trial at {args.trial}: bench/run.py --workloads rules writes it")
     sides = [s for s in args.sides.split(",") if s]
-    runs: dict[str, list[dict]] = {side: [] for side in sides}
     load = [os.getloadavg()]
-    for repetition in range(args.repeat):
-        # Every other repetition in the reverse order: no side always runs first after the
-        # slowest one (which leaves the caches and the clock in its own state).
-        for side in sides if repetition % 2 == 0 else sides[::-1]:
-            runs[side].append(run_side(side, args.trial, args.only))
-            r = runs[side][-1]
-            print(side, r["process_wall_s"], r["process_cpu_s"], r["checksum"], file=sys.stderr)
+    runs = alternate([s for s in sides if s != "ours-off"], args)
+    if "ours-off" in sides:
+        run_side("ours", args.trial, args.only)  # not counted: the machine settles first
+        runs.update(alternate(list(PAIRED), args))
     load.append(os.getloadavg())
     out = summarise(runs, args, load)
     print(json.dumps(out, indent=1))

@@ -30,9 +30,9 @@ mode, a tensor's norm) with ``record``::
     self.evidence.record(step, name, quantity="loss", value=loss, mode=ModeKeys.EVAL)
 
 A rule that records no comparisons (one written for smdebug) has what it reads charted
-(``watch_reads``; ``Rule.invoke`` calls ``chart_reads`` after each step): the reads are kept
-by reference, steps are sampled, and figures are computed for the steps kept only
-(``evaluator.rules.read_charts``), never by reading a value again.
+(``watch_reads``; ``Rule.invoke`` calls ``chart_reads`` after each step): steps are sampled,
+a sampled step's reads are held by reference while it is evaluated and its figures computed
+when it ends (``evaluator.rules.read_charts``), never by reading a value again.
 
 A series is bounded whatever the run's length: it keeps the lowest and the highest value of
 each of at most ``SERIES_BUCKETS`` runs of consecutive steps (so a spike survives), and its

@@ -105,7 +105,8 @@ def figures(names: list[str], values: list[Any], *, unique: bool = False) -> lis
 
 def figures_alike(values: list[Any]) -> list[float] | None:
     """mean |value| of each of ``values`` when they are numeric arrays of one shape (of more
-    than one element), in one numpy call; None otherwise."""
+    than one element), in one numpy call (``mean_abs``: large ones of one dtype a slice at a
+    time); None otherwise."""
     first = values[0] if values else None
     if type(first) is not np.ndarray or first.size < 2 or first.dtype.kind not in "biuf":
         return None

@@ -10,8 +10,8 @@ step is counted at once. Every ``_SPILL_EVERY`` reads of a step (fewer when the 
 large: the arrays read between two checks hold at most about 1/64 of ``HELD_BYTES``),
 ``_spill`` keeps the bounds: at most ``MAX_READS_CHARTED`` reads and ``HELD_BYTES`` of arrays
 are held. When the step ends (``chart_reads``), ``evaluator.rules.read_charts`` counts the
-step's reads and keeps the step if it planned to; figures are computed later, for the steps
-still kept.
+step's reads and, at a step it planned to keep, computes its figures; the references are
+then let go.
 """
 
 from __future__ import annotations
