@@ -144,6 +144,7 @@ def invoke_rule(
     starts: Callable[[int | None], None] = found if callable(found) else _no_start
     tally = _Tally()
     start = start_step or 0
+    _expect_steps(rule_obj, trial, start, end_step)
     step = trial.next_step(start - 1 if start > 0 else None, end_step=end_step, stop=stop)
     while step is not None:
         if stop is not None and stop.is_set():
@@ -175,6 +176,21 @@ def invoke_rule(
                 raise RuleFailed(tally.last_step, e) from e
             raise
     return tally.result(ended_by)
+
+
+def _expect_steps(rule_obj: Any, trial: Any, start: int, end_step: int | None) -> None:
+    """Tell the rule's evidence (ours; a rule without one is left alone) how many of the
+    trial's steps it is about to evaluate, as far as the trial knows them now: its read
+    charts then sample a finished run's steps without holding the reads of steps they would
+    let go. Never raises: the charts are a help."""
+    expect = getattr(getattr(rule_obj, "evidence", None), "expect_steps", None)
+    if not callable(expect):
+        return
+    try:
+        steps = trial.steps()
+        expect(sum(1 for s in steps if s >= start and (end_step is None or s < end_step)))
+    except Exception:  # a stand-in trial, or one that cannot say yet
+        log.debug("rule %s: no step count for its read charts", _name(rule_obj), exc_info=True)
 
 
 def _finish(

@@ -4,24 +4,25 @@ written for smdebug): each tensor read becomes a series of its own (``Evidence.w
 This sits on the rule's hot path, so it is paid by the step, not by the read, and no value is
 ever read again for a chart:
 
-* the steps are sampled as TensorBoard downsamples its scalars: a reservoir of
-  ``SAMPLED_STEPS`` steps (Algorithm L, seeded, so a run charts the same steps every time),
-  the first step, and the recent step (at least every ``RECENT_SECONDS``: a live report's
-  chart trails the rule by about that much). Which steps is drawn *before* each step
-  (``plan``: the draw never depends on what is read), so a step not sampled holds nothing
-  while the rule evaluates it: its reads are only counted;
+* the steps are sampled as TensorBoard downsamples its scalars: a uniform sample of
+  ``SAMPLED_STEPS`` steps (seeded, so a run charts the same steps every time), the first
+  step, and the recent step (at least every ``RECENT_SECONDS``: a live report's chart trails
+  the rule by about that much). Which steps is drawn *before* each step (``plan``: the draw
+  never depends on what is read), so a step not sampled holds nothing while the rule
+  evaluates it: its reads are only counted. When ``invoke_rule`` says how many steps the
+  trial has (``expect``), the steps kept are selected among them as they come, and no step
+  is held only to be replaced later (``_Reservoir``: 129 steps held of 2,000, against about
+  460 for a reservoir that does not know the count); a run that grows past them goes on in
+  a reservoir;
 * a read of a sampled step is noted with a reference to what was read (``Evidence.note_read``:
   the array the rule got, or the reductions it read), at most ``MAX_READS_CHARTED`` per step;
-* after the step (``ReadCharts.offer``) a sampled step's figures are computed at once (alike
-  arrays in one numpy call) and the references are let go: nothing a rule read is held from
-  one step to the next, so the memory its values took is used again at the next step (held
-  until the report asked, the kept steps' arrays cost the rule more in fresh memory than
-  their figures cost, bench/RESULTS.md). A scalar is charted as ``value``, an array as
-  ``mean |value|``, a reduction as itself. A sampled step the rule fired at also joins a
-  reservoir of firing steps as large; a step a reservoir lets go is dropped (the recent one
-  when a later one replaces it). A firing at a step not sampled is not charted (the report
-  names the firing steps; holding every step's reads to chart them cost the rule about 7 %
-  of its time, bench/RESULTS.md).
+* after the step (``ReadCharts.offer``) a sampled step's figures are computed at once
+  (``evaluator.rules.read_figures``) and the references are let go: nothing a rule read is
+  held from one step to the next, so the memory its values took is used again at the next
+  step. A sampled step the rule fired at also joins a reservoir of firing steps as large; a
+  step a reservoir lets go is dropped (the recent one when a later one replaces it). A
+  firing at a step not sampled is not charted (the report names the firing steps; holding
+  every step's reads to chart them cost the rule about 7 % of its time, bench/RESULTS.md).
 
 An array the rule changes in place during the step it read it at is charted as changed (the
 reference is the rule's own array: a copy would cost every read what the chart saves).
@@ -38,127 +39,17 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any
 
-import numpy as np
-
+from evaluator.rules.read_figures import Scratch, StepFigures, figures
 from evaluator.rules.series import Point, _decimate, json_number
 
-__all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts", "figures"]
+__all__ = ["MAX_READS_CHARTED", "SAMPLED_STEPS", "ReadCharts"]
 
 MAX_READS_CHARTED = 200  # reads kept per step of a rule that watches its reads
 SAMPLED_STEPS = 128  # steps of the reservoir (besides the first, the last and the firings)
 HELD_BYTES = 256 * 1024 * 1024  # bytes of arrays held for one step's charts, at most
 RECENT_SECONDS = 1.0  # a step's reads are held at least this often (the recent step)
-STACKED_MAX = 1 << 20  # elements of alike arrays stacked into one numpy call, at most
-_SLICE_BYTES = 64 * 1024  # a large array's |x| is summed this much at a time
-_SUM_DTYPE = {2: np.float32, 4: np.float32}  # by a float's size; float64 otherwise
-MEAN_ABS = "mean |value|"
-
-Figure = tuple[str, str, float]  # tensor, quantity, value
-
-
-def figures(names: list[str], values: list[Any], *, unique: bool = False) -> list[Figure]:
-    """The chart figures of one step's reads (``names[i]`` read as ``values[i]``; ``unique``:
-    no name is there twice): a scalar as ``value``, an array as ``mean |value|`` (alike
-    arrays in one numpy call: a rule reads alike tensors at a step), reductions (a dict) as
-    ``[abs ]<reduction>``; what is neither is left out, and a tensor read twice is charted
-    once."""
-    if unique:
-        means = figures_alike(values)
-        if means is not None:
-            return list(zip(names, repeat(MEAN_ABS), means))
-    else:
-        distinct = dict(zip(names, values))  # a tensor read twice: the same array twice
-        means = figures_alike(list(distinct.values()))
-        if means is not None:
-            return list(zip(distinct, repeat(MEAN_ABS), means))
-    out: list[Figure] = []
-    groups: dict[tuple[Any, ...], list[tuple[str, np.ndarray]]] = {}
-    arrays: set[str] = set()
-    for name, what in zip(names, values):
-        if isinstance(what, dict):
-            for key, saved in what.items():
-                try:
-                    reduction, absolute = key
-                    out.append((name, f"{'abs ' if absolute else ''}{reduction}", float(saved)))
-                except (TypeError, ValueError):
-                    continue
-            continue
-        try:
-            array = what if type(what) is np.ndarray else np.asarray(what)
-        except Exception:  # something that is no array: nothing to chart
-            continue
-        if array.dtype.kind not in "biuf" or not array.size or name in arrays:
-            continue
-        arrays.add(name)
-        if array.size == 1:
-            out.append((name, "value", float(array.reshape(-1)[0])))
-        else:
-            groups.setdefault((array.shape, array.dtype), []).append((name, array))
-    for group in groups.values():
-        means = mean_abs([a for _, a in group])
-        out.extend((name, MEAN_ABS, mean) for (name, _), mean in zip(group, means))
-    return out
-
-
-def figures_alike(values: list[Any]) -> list[float] | None:
-    """mean |value| of each of ``values`` when they are numeric arrays of one shape (of more
-    than one element), in one numpy call (``mean_abs``: large ones of one dtype a slice at a
-    time); None otherwise."""
-    first = values[0] if values else None
-    if type(first) is not np.ndarray or first.size < 2 or first.dtype.kind not in "biuf":
-        return None
-    if first.size * len(values) > STACKED_MAX:
-        same = all(type(v) is np.ndarray and v.shape == first.shape for v in values)
-        alike = same and all(v.dtype == first.dtype for v in values)
-        return mean_abs(values) if alike else None
-    try:  # every value an array of first's shape, or it raises
-        stacked = np.array(values)
-    except (ValueError, TypeError):
-        return None
-    if stacked.shape[1:] != first.shape or stacked.dtype.kind not in "biuf":
-        return None
-    return _row_means(stacked.reshape(len(values), -1))
-
-
-def mean_abs(arrays: list[np.ndarray]) -> list[float]:
-    """mean |value| of each of ``arrays`` (numeric, of one shape and dtype, more than one
-    element each): small ones stacked into one numpy call, large ones a slice at a time
-    (no copy of the array, and no temporary as large as it: a scratch of ``_SLICE_BYTES``)."""
-    first = arrays[0]
-    if first.size * len(arrays) <= STACKED_MAX:
-        return _row_means(np.array(arrays).reshape(len(arrays), -1))
-    return [_mean_abs_sliced(array.reshape(-1)) for array in arrays]
-
-
-def _row_means(rows: np.ndarray) -> list[float]:
-    """mean |x| of each row of ``rows`` (a copy made for this, changed in place), summed in
-    float32 for float16 and float32 rows (pairwise summation, in numpy), else float64
-    (integers are converted first: ``abs`` of the most negative one overflows)."""
-    if rows.dtype.kind != "f":
-        rows = rows.astype(np.float64)
-    np.abs(rows, out=rows)
-    sums = np.add.reduce(rows, axis=1, dtype=_SUM_DTYPE.get(rows.dtype.itemsize, np.float64))
-    means: list[float] = (sums / rows.shape[1]).tolist()
-    return means
-
-
-def _mean_abs_sliced(flat: np.ndarray) -> float:
-    """mean |x| of a flat array, ``_SLICE_BYTES`` at a time through one scratch array."""
-    if flat.dtype.kind != "f":
-        flat = flat.astype(np.float64)
-    step = max(1, _SLICE_BYTES // flat.itemsize)
-    scratch = np.empty(min(step, flat.size), flat.dtype)
-    total_dtype = _SUM_DTYPE.get(flat.itemsize, np.float64)
-    total = 0.0
-    for at in range(0, flat.size, step):
-        part = flat[at : at + step]
-        held = scratch[: part.size]
-        np.abs(part, out=held)
-        total += float(np.add.reduce(held, dtype=total_dtype))
-    return total / flat.size
 
 
 class _Kept:
@@ -166,34 +57,70 @@ class _Kept:
 
     __slots__ = ("figures", "mode", "step")
 
-    def __init__(self, step: int, mode: str | None, found: list[Figure]) -> None:
+    def __init__(self, step: int, mode: str | None, found: StepFigures) -> None:
         self.step, self.mode, self.figures = step, mode, found
 
 
 class _Reservoir:
-    """Which items a reservoir of ``size`` takes (Algorithm L: the items skipped cost one
-    comparison each; the same sample as Algorithm R's, seeded by ``rng``)."""
+    """Which items a reservoir of ``size`` takes, drawn by ``rng``: after each item, a uniform
+    sample of the items seen so far (the sample of Algorithm R, TensorBoard's).
 
-    __slots__ = ("_next", "_rng", "_w", "seen", "size")
+    When ``expect(n)`` said, before the first item, that ``n`` items are known to come (more
+    than ``size``), the first ``n`` are selected as Knuth's Algorithm S selects: each item is
+    taken or not as it comes, ``size`` of them in all, and an item taken stays. A reservoir
+    that does not know ``n`` takes about ``size * (1 + ln(n / size))`` of them, most to be
+    replaced. Past the known items (or without them), it goes on as Algorithm L does: the
+    items skipped cost one comparison each."""
+
+    __slots__ = ("_filled", "_known", "_next", "_rng", "_w", "seen", "size")
 
     def __init__(self, size: int, rng: random.Random) -> None:
         self.size, self._rng, self.seen = size, rng, 0
-        self._w = math.exp(math.log(rng.random() or 1e-300) / size) if size else 1.0
-        self._next = size + self._skip() if size else -1
+        self._known = 0  # the items known to come (``expect``)
+        self._filled = 0  # slots taken
+        self._w, self._next = 1.0, -1  # Algorithm L: the largest key kept, the next item taken
 
-    def _skip(self) -> int:
-        return int(math.log(self._rng.random() or 1e-300) / math.log1p(-self._w)) + 1
+    def expect(self, known: int) -> None:
+        """``known`` items will come (said before the first one; ignored after it)."""
+        if self.seen == 0 and known > self.size > 0:
+            self._known = known
 
     def take(self) -> int:
         """The slot the next item takes, -1 for none."""
         self.seen += 1
-        if self.seen <= self.size:
-            return self.seen - 1
+        if not self.size:
+            return -1
+        if self.seen <= self._known:
+            return self._select()
+        if self._filled < self.size:
+            self._filled += 1
+            if self._filled == self.size:  # the largest of ``size`` uniform keys
+                self._begin(math.exp(math.log(self._rng.random() or 1e-300) / self.size))
+            return self._filled - 1
         if self.seen != self._next:
             return -1
         self._w *= math.exp(math.log(self._rng.random() or 1e-300) / self.size)
         self._next = self.seen + self._skip()
         return self._rng.randrange(self.size)
+
+    def _select(self) -> int:
+        """Algorithm S: the item is taken with the chance (slots left) / (items left)."""
+        left = self._known - self.seen + 1
+        slot = -1
+        if self._rng.random() * left < self.size - self._filled:
+            slot = self._filled
+            self._filled += 1
+        if self.seen == self._known:  # full: the size-th smallest of ``known`` uniform keys
+            self._begin(self._rng.betavariate(self.size, self._known - self.size + 1))
+        return slot
+
+    def _begin(self, largest: float) -> None:
+        """Go on as Algorithm L, the reservoir full and ``largest`` its largest key."""
+        self._w = largest or 1e-300
+        self._next = self.seen + self._skip()
+
+    def _skip(self) -> int:
+        return int(math.log(self._rng.random() or 1e-300) / math.log1p(-self._w)) + 1
 
 
 def _put(sample: list[_Kept], slot: int, kept: _Kept) -> None:
@@ -217,6 +144,7 @@ class ReadCharts:
         self._first: _Kept | None = None
         self._fired_sample: list[_Kept] = []  # a reservoir of the firing steps
         self._last: _Kept | None = None  # the recent step, until a later one replaces it
+        self._scratch = Scratch()  # where the figures are computed, step after step
         self._counts: dict[str | None, Counter[str]] = {}
         self._run_names: list[str] = []  # the tensors of the run of steps that read the same
         self._run_mode: str | None = None
@@ -224,6 +152,14 @@ class ReadCharts:
         self._repeats = 0
         self._plan: tuple[int, int, bool] | None = None  # a step planned: its slot, first
         self._held_at = -math.inf  # when the last step planned to hold its reads began
+
+    def expect(self, steps: int) -> None:
+        """Before the first step: ``steps`` steps are about to be evaluated (those the trial
+        already has). The steps to keep are then selected among them as they come, without
+        holding the reads of steps that would be replaced (``_Reservoir``); fewer steps
+        evaluated than said (steps skipped) keep fewer, more (a run still growing) go on in
+        the reservoir."""
+        self._steps.expect(steps)
 
     def plan(self, step: int, now: float) -> bool:
         """Before ``step`` is evaluated (``now``: a monotonic clock, in seconds): whether
@@ -269,7 +205,8 @@ class ReadCharts:
         if not held:
             return  # a step planned not to hold its reads (``plan``): counted
         fired_slot = self._firings.take() if fired else -1  # a reservoir of their own
-        kept = _Kept(step, mode, figures(names, values, unique=self._run_unique))
+        found = figures(names, values, unique=self._run_unique, scratch=self._scratch)
+        kept = _Kept(step, mode, found)
         if slot < 0 and fired_slot < 0 and not first:
             self._last = kept  # held until a later step replaces it
             return
@@ -341,7 +278,7 @@ class ReadCharts:
             marked.add(max(entry.step for entry in kept))
         by_key: dict[tuple[str, str, str | None], dict[int, float]] = {}
         for entry in kept:
-            for name, quantity, value in entry.figures:
+            for name, quantity, value in entry.figures.rows():
                 by_key.setdefault((name, quantity, entry.mode), {}).setdefault(entry.step, value)
         out: list[dict[str, Any]] = []
         left_out = 0

@@ -4,7 +4,9 @@ steps, the first and the last kept, figures from what was read, nothing read aga
 from __future__ import annotations
 
 import math
+import random
 import weakref
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +16,8 @@ from evaluator.engine.reads import observe_reads
 from evaluator.modes import ModeKeys
 from evaluator.rules import Rule, invoke_rule, read_charts, read_watch
 from evaluator.rules.evidence import Evidence
-from evaluator.rules.read_charts import (
-    MAX_READS_CHARTED,
-    SAMPLED_STEPS,
-    STACKED_MAX,
-    ReadCharts,
-    figures,
-    mean_abs,
-)
+from evaluator.rules.read_charts import MAX_READS_CHARTED, SAMPLED_STEPS, ReadCharts
+from evaluator.rules.read_figures import STACK_BYTES, figures, mean_abs
 from evaluator.testing import TrialWriter
 from evaluator.trial import create_trial
 from evaluator.trial.tensor import Tensor
@@ -36,7 +32,7 @@ def test_figures_of_arrays_scalars_and_reductions() -> None:
         ["a", "b", "a", "s", "r", "t", "n"],
         [a, b, a, np.float32(7), {("mean", True): 0.5, ("max", False): 2.0}, np.array(["x"]), None],
     )
-    assert sorted(found) == [
+    assert sorted(found.rows()) == [
         ("a", "mean |value|", 2.0),
         ("b", "mean |value|", 3.0),
         ("r", "abs mean", 0.5),
@@ -44,9 +40,9 @@ def test_figures_of_arrays_scalars_and_reductions() -> None:
         ("s", "value", 7.0),
     ]
     alike = figures(["x", "y", "x"], [a, -2 * a, a])
-    assert alike == [("x", "mean |value|", 2.0), ("y", "mean |value|", 4.0)]
+    assert list(alike.rows()) == [("x", "mean |value|", 2.0), ("y", "mean |value|", 4.0)]
     extreme = figures(["i"], [np.array([-128, 0], np.int8)])  # abs of int8 -128 overflows
-    assert extreme == [("i", "mean |value|", 64.0)]
+    assert list(extreme.rows()) == [("i", "mean |value|", 64.0)]
 
 
 def test_mean_abs_of_large_arrays_a_slice_at_a_time() -> None:
@@ -54,7 +50,7 @@ def test_mean_abs_of_large_arrays_a_slice_at_a_time() -> None:
     numpy's over the whole array (float16 summed without overflow, integers without the
     overflow of abs), for sizes that are no multiple of a slice."""
     rng = np.random.default_rng(3)
-    size = STACKED_MAX // 2 + 12_345  # two of them are past the stacking bound
+    size = STACK_BYTES // 4 + 12_345  # two of them are past the stacking bound (float16: 2 B)
     for dtype in (np.float16, np.float32, np.float64):
         arrays = [(rng.standard_normal(size) * 300).astype(dtype) for _ in range(2)]
         found = mean_abs(arrays)
@@ -64,8 +60,8 @@ def test_mean_abs_of_large_arrays_a_slice_at_a_time() -> None:
     assert np.allclose(mean_abs(ints), [128.0, np.abs(ints[1]).mean()], rtol=1e-12)
     large = rng.standard_normal((2, size - size % 5)).astype(np.float32)
     alike = figures(["a", "b"], [large[0].reshape(-1, 5), large[1].reshape(-1, 5)])
-    assert [name for name, _, _ in alike] == ["a", "b"]
-    assert np.allclose([v for _, _, v in alike], np.abs(large).mean(axis=1), rtol=1e-5)
+    assert alike.names == ["a", "b"] and alike.quantities == "mean |value|"
+    assert np.allclose(alike.values, np.abs(large).mean(axis=1), rtol=1e-5)
 
 
 def test_a_kept_step_holds_no_array_after_it() -> None:
@@ -266,3 +262,67 @@ def test_the_recent_step_is_charted_when_its_time_has_come(monkeypatch: Any) -> 
         evidence.chart_reads(step)
     (series,) = evidence.series(limit=None)["series"]
     assert series["points"][-1] == [steps - 1, float(steps - 1)]
+
+
+def _final_sample(size: int, known: int, total: int, seed: int) -> list[int]:
+    """The items a reservoir holds after ``total`` items, told ``known`` ahead (0: not told),
+    and checks that no item it selected among the known ones is replaced there."""
+    reservoir = read_charts._Reservoir(size, random.Random(seed))
+    reservoir.expect(known)
+    sample: list[int] = []
+    for item in range(total):
+        slot = reservoir.take()
+        if slot < 0:
+            continue
+        if slot == len(sample):
+            sample.append(item)
+        else:
+            assert item >= known, "an item selected among the known ones was replaced"
+            sample[slot] = item
+    return sample
+
+
+def test_a_reservoir_told_the_count_holds_only_what_it_keeps() -> None:
+    """Told how many items come, the reservoir takes exactly ``size`` of them and replaces
+    none; past them it goes on as a reservoir; either way every item is as likely to be in
+    the final sample (size / items seen), as a reservoir that was not told."""
+    taken = [_final_sample(8, 40, 40, seed) for seed in range(50)]
+    assert all(len(sample) == 8 == len(set(sample)) for sample in taken)
+    trials = 3000
+    for known, total in ((40, 40), (40, 80), (0, 80)):
+        seen = Counter(i for seed in range(trials) for i in _final_sample(8, known, total, seed))
+        expected = 8 / total  # the standard error at 3000 trials is at most about 0.0073
+        assert max(abs(seen[i] / trials - expected) for i in range(total)) < 0.035, (known, total)
+
+
+class _ReadsOne(Rule):
+    def invoke_at_step(self, step: int) -> bool:
+        self.base_trial.tensor("w").value(step)
+        return False
+
+
+def test_invoke_rule_tells_the_charts_how_many_steps_come(tmp_path: Path, monkeypatch: Any) -> None:
+    """invoke_rule says how many of the trial's steps it will evaluate ([start, end)): the
+    read charts hold the reads of SAMPLED_STEPS steps (and the first), not of every step a
+    reservoir would take only to replace it later; the chart keeps as many points."""
+    monkeypatch.setattr(read_charts, "RECENT_SECONDS", 1e9)  # no recent step but the first
+    steps = 3 * SAMPLED_STEPS
+    writer = TrialWriter(tmp_path / "trial")
+    writer.write_collections([])
+    for step in range(steps + 10):
+        writer.write_step(step, {"w": np.full(2, float(step), np.float32)})
+    writer.end_training()
+    held: list[bool] = []
+    plan = read_charts.ReadCharts.plan
+
+    def counted(self: read_charts.ReadCharts, step: int, now: float) -> bool:
+        held.append(plan(self, step, now))
+        return held[-1]
+
+    monkeypatch.setattr(read_charts.ReadCharts, "plan", counted)
+    rule = _ReadsOne(create_trial(str(tmp_path / "trial")))
+    invoke_rule(rule, start_step=5, end_step=steps + 5)
+    assert len(held) == steps and SAMPLED_STEPS <= sum(held) <= SAMPLED_STEPS + 1
+    (series,) = rule.evidence.series(limit=None)["series"]
+    assert series["count"] == steps and len(series["points"]) == sum(held)
+    assert all(5 <= s < steps + 5 and v == s for s, v in series["points"])
