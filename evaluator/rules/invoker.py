@@ -179,16 +179,20 @@ def invoke_rule(
 
 
 def _expect_steps(rule_obj: Any, trial: Any, start: int, end_step: int | None) -> None:
-    """Tell the rule's evidence (ours; a rule without one is left alone) how many of the
-    trial's steps it is about to evaluate, as far as the trial knows them now: its read
-    charts then sample a finished run's steps without holding the reads of steps they would
-    let go. Never raises: the charts are a help."""
+    """Tell the rule's evidence (ours; a rule without one is left alone) how to count the
+    trial's steps it is about to evaluate, as far as the trial knows them now: a rule whose
+    reads are charted counts them, and its read charts then sample a finished run's steps
+    without holding the reads of steps they would let go. Never raises: the charts are a
+    help."""
     expect = getattr(getattr(rule_obj, "evidence", None), "expect_steps", None)
     if not callable(expect):
         return
+
+    def count() -> int:
+        return sum(1 for s in trial.steps() if s >= start and (end_step is None or s < end_step))
+
     try:
-        steps = trial.steps()
-        expect(sum(1 for s in steps if s >= start and (end_step is None or s < end_step)))
+        expect(count)
     except Exception:  # a stand-in trial, or one that cannot say yet
         log.debug("rule %s: no step count for its read charts", _name(rule_obj), exc_info=True)
 

@@ -88,11 +88,12 @@ class ReadWatch:
 
         self.note_read = note_watched  # type: ignore[method-assign]
 
-    def expect_steps(self, steps: int) -> None:
-        """``steps`` steps are about to be evaluated (``invoke_rule`` says, before the first):
-        the read charts sample among them without holding the reads of steps they would
-        let go (``ReadCharts.expect``)."""
-        self._read_charts.expect(steps)
+    def expect_steps(self, count: Callable[[], int]) -> None:
+        """``count()`` steps are about to be evaluated (``invoke_rule`` says, before the
+        first; counted only when the reads are charted): the read charts sample among them
+        without holding the reads of steps they would let go (``ReadCharts.expect``)."""
+        if self._watching:
+            self._read_charts.expect(count())
 
     def evaluating(self, step: int | None, *, charted: bool = True) -> None:
         """The rule is about to evaluate global ``step``: its reads of that step are charted
