@@ -29,9 +29,10 @@ Figure = tuple[str, str, float]  # tensor, quantity, value
 
 class Scratch:
     """Buffers the figures are computed in, kept from one step to the next (one per dtype, of
-    at most ``STACK_BYTES``). A new block per sampled step would, on a heap the rule's own
-    arrays churn, be fresh memory more often than not, and each of its pages costs a fault:
-    on the bench's VM, about 100 µs a step for 50 KB, several times what the figures cost."""
+    at most ``STACK_BYTES``). A new block per sampled step comes, on a heap the rule's own
+    arrays churn, from fresh pages more often than not, and each page costs a fault: on the
+    bench's VM a 50 KB block allocated while earlier arrays are still held took 118 µs,
+    against 7 µs when the block before it was freed."""
 
     def __init__(self) -> None:
         self._buffers: dict[np.dtype[Any], np.ndarray] = {}
