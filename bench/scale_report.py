@@ -183,9 +183,11 @@ def user_rules_lines(u: dict) -> list[str]:
         "its report, as in the evaluator), and ours with `Evidence.watch_reads` a no-op (no "
         "read charts; reads still counted). The figure is the **process**: wall time and CPU "
         "(user + system) measured by the parent around a fresh process, imports included. "
-        f"Medians of {u['repeat']} runs per side, the sides alternating; fired steps equal on "
-        f"every side: {'yes' if u['same'] else '**no**'}. Load average: {_load(u.get('load'))} "
-        f"on {u.get('nproc', '?')} cores.",
+        f"Medians of {u['repeat']} runs per side: smdebug and ours alternating, then, after "
+        "one run not counted, ours with the read charts on and off alternating A B B A (a "
+        "process that follows smdebug's minute of CPU runs slower: bench/user_rules.py); "
+        f"fired steps equal on every side: {'yes' if u['same'] else '**no**'}. Load average: "
+        f"{_load(u.get('load'))} on {u.get('nproc', '?')} cores.",
         "",
         "| side | process wall s | process CPU s | import s | VanishingGradient CPU s "
         "| ExplodingTensor | AllZero | WeightUpdateRatio | LossNotDecreasing | runs (wall) |",
