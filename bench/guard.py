@@ -82,6 +82,9 @@ def _user_rules(_results: dict, scale: dict) -> Figures:
         "recording on / off, CPU (lower is better)": u.get("recording_cost_cpu"),
         "recording on / off, wall (lower is better)": u.get("recording_cost_wall"),
         "recording on / off, rule bodies' CPU (lower is better)": u.get("recording_cost_rules_cpu"),
+        "recording on / off side by side, rule bodies' CPU (lower is better)": (
+            u.get("recording_side_by_side") or {}
+        ).get("rules_cpu"),
     }
 
 

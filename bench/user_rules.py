@@ -33,7 +33,13 @@ middle and 0.98 with ``ours-off`` there):
 * the read charts' cost (when ``ours-off`` is a side): after one run that is not counted (the
   machine settles after smdebug's), ``ours-on`` and ``ours-off`` (the same process with the
   charts on and off) alternate A B B A, as many repetitions, one process right after the
-  other; on / off is of these two.
+  other; on / off is of these two;
+* the same cost measured closer (``--side-by-side N``, by default as many pairs as
+  repetitions, when ``ours-off`` is a side): the two processes started together, each pinned
+  to a core of its own (one BLAS thread each, so neither spills onto the other's core); both
+  see the same state of the machine, and the pairs' ratios of the rule bodies' CPU spread
+  about +-2 %, where processes run one after the other spread +-10 % (the charts on on both
+  sides, 6 pairs: 0.999). Stored as ``recording_side_by_side``.
 
 Stored in ``bench/results_scale.json`` under ``user_rules`` and rendered into RESULTS.md by
 ``bench/scale_report.py``. Never run from the test suite.
@@ -179,6 +185,55 @@ def recording_detail(on: list[dict], off: list[dict]) -> dict:
     }
 
 
+def side_by_side(args: argparse.Namespace) -> dict | None:
+    """``args.side_by_side`` pairs of ours with the read charts on and off, the two processes
+    at once, each pinned to its own core (the cores swap from pair to pair); None on a
+    machine of one core."""
+    if args.side_by_side < 1 or (os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"):
+        return None
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    rules, process, checksums = [], [], set()
+    for pair in range(args.side_by_side):
+        started = {}
+        for core, recording in enumerate(("on", "off") if pair % 2 == 0 else ("off", "on")):
+            command = [
+                OURS_PY,
+                __file__,
+                "--child",
+                "--trial",
+                args.trial,
+                "--recording",
+                recording,
+            ]
+            command += ["--only", args.only] if args.only else []
+            started[recording] = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+                preexec_fn=lambda core=core: os.sched_setaffinity(0, {core}),
+            )
+        done = {}
+        for recording, process_ in started.items():
+            out, _ = process_.communicate()
+            if process_.returncode:
+                raise SystemExit(f"the side-by-side child ({recording}) failed")
+            done[recording] = json.loads(out.strip().splitlines()[-1])
+            checksums.add(done[recording]["checksum"])
+        on, off = done["on"], done["off"]
+        body = [sum(r["cpu_s"] for r in side["rules"].values()) for side in (on, off)]
+        rules.append(round(body[0] / body[1], 3))
+        process.append(round(on["cpu_s"] / off["cpu_s"], 3))
+        print("side by side", rules[-1], process[-1], file=sys.stderr)
+    return {
+        "pairs": args.side_by_side,
+        "rules_cpu": statistics.median(rules),
+        "process_cpu": statistics.median(process),
+        "rules_cpu_pairs": rules,
+        "same": len(checksums) == 1,
+    }
+
+
 def alternate(sides: list[str], args: argparse.Namespace) -> dict[str, list[dict]]:
     """``args.repeat`` runs of each side, alternating, in the reverse order every other
     repetition (A B, B A, ...: a drift of the machine's speed weighs on every side alike)."""
@@ -200,6 +255,9 @@ def main() -> int:
     parser.add_argument("--no-store", action="store_true", help="print, keep results as they are")
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--recording", choices=("on", "off"), default="on")
+    parser.add_argument(
+        "--side-by-side", type=int, help="pairs of the charts on and off run at once"
+    )
     args = parser.parse_args()
     only = args.only.split(",") if args.only else None
     if args.child:
@@ -212,11 +270,18 @@ def main() -> int:
     sides = [s for s in args.sides.split(",") if s]
     load = [os.getloadavg()]
     runs = alternate([s for s in sides if s != "ours-off"], args)
+    pairs = None
     if "ours-off" in sides:
         run_side("ours", args.trial, args.only)  # not counted: the machine settles first
         runs.update(alternate(list(PAIRED), args))
+        if args.side_by_side is None:
+            args.side_by_side = args.repeat
+        pairs = side_by_side(args)
     load.append(os.getloadavg())
     out = summarise(runs, args, load)
+    if pairs is not None:
+        out["recording_side_by_side"] = pairs
+        out["same"] = out["same"] and pairs["same"]
     print(json.dumps(out, indent=1))
     if not args.no_store and not args.only:
         sys.path.insert(0, HERE)
