@@ -109,14 +109,19 @@ def child(trial_path: str, recording: bool, only: list[str] | None) -> dict:
     }
 
 
-def run_side(side: str, trial: str, only: str | None) -> dict:
+def child_command(side: str, trial: str, only: str | None) -> list[str]:
+    """The command of one side's process (``ours-on`` is ``ours``, named apart)."""
     python = SMDEBUG_PY if side == "smdebug" else OURS_PY
-    side = "ours" if side == "ours-on" else side
     command = [python, __file__, "--child", "--trial", trial]
     if side == "ours-off":
         command += ["--recording", "off"]
     if only:
         command += ["--only", only]
+    return command
+
+
+def run_side(side: str, trial: str, only: str | None) -> dict:
+    command = child_command(side, trial, only)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -196,18 +201,8 @@ def side_by_side(args: argparse.Namespace) -> dict | None:
     for pair in range(args.side_by_side):
         started = {}
         for core, recording in enumerate(("on", "off") if pair % 2 == 0 else ("off", "on")):
-            command = [
-                OURS_PY,
-                __file__,
-                "--child",
-                "--trial",
-                args.trial,
-                "--recording",
-                recording,
-            ]
-            command += ["--only", args.only] if args.only else []
             started[recording] = subprocess.Popen(
-                command,
+                child_command(f"ours-{recording}", args.trial, args.only),
                 stdout=subprocess.PIPE,
                 text=True,
                 env=env,

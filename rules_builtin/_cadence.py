@@ -32,6 +32,7 @@ they already hold the values the parameter counts, as AWS meant them.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Sequence
 from itertools import islice
@@ -138,14 +139,12 @@ class Cadence:
 
     def interval(self) -> float:
         """The median interval between logged values, in the rule's steps (1 until two)."""
-        if self._interval is None:  # (at most NOISE_MEMORY steps: sorted in Python, once)
+        if self._interval is None:  # (at most NOISE_MEMORY steps: in Python, once)
             steps = self.steps
             if len(steps) < 2:
                 return 1.0
-            gaps = sorted(b - a for a, b in zip(steps, islice(steps, 1, None)))
-            half = len(gaps) // 2
-            middle = gaps[half] if len(gaps) % 2 else (gaps[half - 1] + gaps[half]) / 2
-            self._interval = max(1.0, float(middle))
+            gaps = [b - a for a, b in zip(steps, islice(steps, 1, None))]
+            self._interval = max(1.0, float(statistics.median(gaps)))
         return self._interval
 
     def span(self, values: int) -> int:

@@ -75,15 +75,13 @@ def figures(
     once. ``scratch``: the buffers to compute in (a caller that computes at every step keeps
     one)."""
     scratch = scratch or Scratch()
-    if unique:
-        means = figures_alike(values, scratch)
-        if means is not None:
-            return StepFigures(list(names), MEAN_ABS, means)
-    else:
-        distinct = dict(zip(names, values))  # a tensor read twice: the same array twice
-        means = figures_alike(list(distinct.values()), scratch)
-        if means is not None:
-            return StepFigures(list(distinct), MEAN_ABS, means)
+    alike_names, alike_values = names, values
+    if not unique:  # a tensor read twice: the same array twice
+        distinct = dict(zip(names, values))
+        alike_names, alike_values = list(distinct), list(distinct.values())
+    means = figures_alike(alike_values, scratch)
+    if means is not None:
+        return StepFigures(list(alike_names), MEAN_ABS, means)
     charted: list[str] = []
     quantities: list[str] = []
     numbers: list[float] = []
